@@ -1,0 +1,3 @@
+module acpguard
+
+go 1.26

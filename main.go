@@ -1,0 +1,134 @@
+// main.go owns subcommand dispatch and exit codes: it captures secrets from
+// the environment before anything else runs, then hands one run function the
+// arguments. Everything else lives in the subcommands' own files.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+)
+
+// Exit statuses of every subcommand.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+// system is what a subcommand may touch of the process it runs in. Tests
+// build their own; main builds the real one.
+type system struct {
+	env    *procEnv
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func main() {
+	// The token must be gone from the environment before any goroutine,
+	// library or child can read it.
+	env := captureEnv()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], &system{env: env, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
+	stop()
+	if err != nil && !errors.Is(err, errHelp) {
+		fmt.Fprintf(os.Stderr, "acpguard: error: %v\n", err)
+	}
+	os.Exit(exitCode(err))
+}
+
+// errHelp is returned after a subcommand printed its usage on request.
+var errHelp = errors.New("help requested")
+
+// usageError marks a bad argument or configuration: exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error {
+	return &usageError{fmt.Errorf(format, a...)}
+}
+
+func exitCode(err error) int {
+	var u *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, &u):
+		return exitUsage
+	default:
+		return exitRuntime
+	}
+}
+
+const mainUsage = `acpguard: a guarded ACP agent runtime and its policy provider
+
+Usage:
+  acpguard serve     [flags]   the managed daemon (host HTTP API, private ACP children)
+  acpguard acp       [flags]   the guarded ACP agent on stdin/stdout
+  acpguard provider  [flags]   the reference policy provider
+  acpguard version             print the version
+  acpguard help                print this text
+
+Run "acpguard <command> --help" for a command's flags and environment.
+`
+
+func run(ctx context.Context, args []string, sys *system) error {
+	if len(args) == 0 {
+		fmt.Fprint(sys.stderr, mainUsage)
+		return usagef("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return runServe(ctx, sys, rest)
+	case "acp":
+		return runACP(ctx, sys, rest)
+	case "provider":
+		return runProvider(ctx, sys, rest)
+	case "version", "--version":
+		return runVersion(sys, rest)
+	case "help", "--help", "-h", "-help":
+		fmt.Fprint(sys.stdout, mainUsage)
+		return nil
+	default:
+		fmt.Fprint(sys.stderr, mainUsage)
+		return usagef("unknown command %q", cmd)
+	}
+}
+
+// version is the release version; a release build may set it with -ldflags -X.
+var version = "0.1.0-dev"
+
+func runVersion(sys *system, args []string) error {
+	if len(args) > 0 {
+		if args[0] == "--help" || args[0] == "-h" {
+			fmt.Fprint(sys.stdout, "Usage: acpguard version\n\nPrints the version, the VCS revision, whether the tree was modified, and the Go version.\n")
+			return errHelp
+		}
+		return usagef("version takes no arguments, got %q", args[0])
+	}
+	rev, modified := "unknown", "unknown"
+	goVersion := runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value
+			}
+		}
+	}
+	fmt.Fprintf(sys.stdout, "acpguard %s\nrevision: %s\nmodified: %s\ngo: %s\n", version, rev, modified, goVersion)
+	return nil
+}
