@@ -145,10 +145,11 @@ func parseEndpoint(raw string) (*url.URL, error) {
 		}
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
 		return nil, bad("port must be 1-65535")
 	}
-	return &url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(host, port)}, nil
+	return &url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(host, strconv.FormatUint(n, 10))}, nil
 }
 
 // parseTimeoutMs validates --external-tool-guard-timeout-ms. Only plain
