@@ -350,6 +350,12 @@ func flagErrorText(err error) string {
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Sprintf("flag %q needs a value", "--"+name)
 	}
+	if rest, ok := strings.CutPrefix(msg, "invalid boolean value "); ok {
+		if value, name, ok := strings.Cut(rest, " for -"); ok {
+			name, _, _ = strings.Cut(name, ":")
+			return fmt.Sprintf("flag %q: invalid boolean value %s", "--"+name, value)
+		}
+	}
 	if arg, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok {
 		return fmt.Sprintf("bad flag syntax %q", arg)
 	}

@@ -311,7 +311,7 @@ func TestProviderArgs(t *testing.T) {
 		{name: "unknown flag", args: []string{"--policy", "p", "--bogus"}, errWhat: `unknown flag "--bogus"`, errValue: "--bogus", errRule: `run "acpguard provider --help"`},
 		{name: "flag without value", args: []string{"--policy"}, errWhat: `flag "--policy" needs a value`, errValue: "--policy", errRule: "acpguard provider --help"},
 		{name: "extra argument", args: []string{"--policy", "p", "extra"}, errWhat: "unexpected argument", errValue: "extra", errRule: "acpguard provider --help"},
-		{name: "bool with value", args: []string{"--policy", "p", "--audit-arguments=maybe"}, errWhat: "-audit-arguments", errValue: "maybe", errRule: "acpguard provider --help"},
+		{name: "bool with value", args: []string{"--policy", "p", "--audit-arguments=maybe"}, errWhat: `flag "--audit-arguments": invalid boolean value`, errValue: "maybe", errRule: "acpguard provider --help"},
 		{name: "listen twice", args: []string{"--policy", "p", "--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"}, errWhat: `"--listen"`, errValue: "--listen", errRule: "given more than once"},
 	}
 	for _, tt := range tests {
@@ -485,7 +485,8 @@ func TestHelp(t *testing.T) {
 	for _, tt := range tests {
 		for _, flagName := range []string{"--help", "-h"} {
 			t.Run(tt.cmd+flagName, func(t *testing.T) {
-				code, stdout, stderr := runAcpguard(t, []string{tt.cmd, flagName})
+				// The race detector otherwise sleeps a second before every exit 0.
+				code, stdout, stderr := runAcpguard(t, []string{tt.cmd, flagName}, "GORACE=atexit_sleep_ms=0")
 				if code != exitOK {
 					t.Errorf("exit code %d, want 0 (stderr %q)", code, stderr)
 				}
