@@ -292,8 +292,8 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		return nil
 	}
 	var method string
-	if err := json.Unmarshal(env.Method, &method); err != nil {
-		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a string, got %s", env.Method))
+	if env.Method[0] != '"' || json.Unmarshal(env.Method, &method) != nil || method == "" {
+		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", env.Method))
 	}
 	if env.Result != nil || env.Error != nil {
 		return c.reject(env, id, fmt.Sprintf("invalid request: %q carries a result or an error", method))
@@ -370,6 +370,10 @@ func (c *rpcConn) deliver(env rpcEnvelope) {
 	}
 	if env.Error != nil {
 		var rerr rpcError
+		if env.Error[0] != '{' {
+			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: not an object", env.Error))
+			return
+		}
 		if err := decodeStrict(env.Error, &rerr); err != nil {
 			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: %w", env.Error, err))
 			return
@@ -534,7 +538,11 @@ func (c *rpcConn) notify(method string, params any) error {
 	return nil
 }
 
+// sendError answers with an error; a response without an id says null.
 func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
+	if id == nil {
+		id = rpcNullID
+	}
 	return c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Error: &rpcError{Code: code, Message: msg}})
 }
 
