@@ -72,12 +72,18 @@ type rawPeer struct {
 
 func startRawPeer(t *testing.T, cfg rpcConfig) *rawPeer {
 	t.Helper()
+	return startRawPeerWriter(t, cfg, func(w io.Writer) io.Writer { return w })
+}
+
+// startRawPeerWriter is startRawPeer with the connection's writer wrapped.
+func startRawPeerWriter(t *testing.T, cfg rpcConfig, wrap func(io.Writer) io.Writer) *rawPeer {
+	t.Helper()
 	connIn, testW := mustPipe(t)
 	testR, connOut := mustPipe(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &rawPeer{
 		t:      t,
-		conn:   newRPCConn(connIn, connOut, cfg),
+		conn:   newRPCConn(connIn, wrap(connOut), cfg),
 		in:     testW,
 		out:    testR,
 		lines:  bufio.NewReaderSize(testR, 1<<20),
@@ -86,9 +92,11 @@ func startRawPeer(t *testing.T, cfg rpcConfig) *rawPeer {
 	}
 	go func() { p.done <- p.conn.serve(ctx) }()
 	t.Cleanup(func() {
+		// Closing the read end first fails any write still pending, so
+		// that handlers, and with them serve, can return.
+		testR.Close()
 		p.stop()
 		connOut.Close()
-		testR.Close()
 	})
 	return p
 }
@@ -708,11 +716,31 @@ func TestRPCServeWaitsForHandlers(t *testing.T) {
 	}
 }
 
+// chunkWriter writes in small pieces, yielding between them, as a socket or
+// a pipe past its atomic size may; *os.File and io.Pipe would serialize
+// whole writes themselves and hide a missing lock.
+type chunkWriter struct{ w io.Writer }
+
+func (c chunkWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), 512)
+		m, err := c.w.Write(b[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[k:]
+		runtime.Gosched()
+	}
+	return n, nil
+}
+
 func TestRPCConcurrentResponsesDoNotInterleave(t *testing.T) {
-	big := strings.Repeat("x", 100<<10) // far more than a pipe writes atomically
-	p := startRawPeer(t, rpcConfig{OnRequest: func(context.Context, string, json.RawMessage) (any, error) {
+	big := strings.Repeat("x", 16<<10)
+	p := startRawPeerWriter(t, rpcConfig{OnRequest: func(context.Context, string, json.RawMessage) (any, error) {
 		return big, nil
-	}})
+	}}, func(w io.Writer) io.Writer { return chunkWriter{w} })
 	const n = 64
 	go func() {
 		var b strings.Builder
