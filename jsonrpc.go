@@ -13,6 +13,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // decodeStrict decodes exactly one JSON value from data into v, rejecting
@@ -53,6 +54,9 @@ const (
 	// "`$/cancel_request` {requestId}: the receiver still answers the
 	// original request once."
 	rpcCancelRequest = "$/cancel_request"
+	// rpcMaxErrorText bounds the message of an error this side writes about
+	// a malformed line, which may quote part of a line of up to MaxLine bytes.
+	rpcMaxErrorText = 256
 )
 
 // errConnClosed is wrapped by every call that cannot complete because the
@@ -542,6 +546,13 @@ func (c *rpcConn) notify(method string, params any) error {
 func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
 	if id == nil {
 		id = rpcNullID
+	}
+	if len(msg) > rpcMaxErrorText {
+		cut := rpcMaxErrorText
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "..."
 	}
 	return c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Error: &rpcError{Code: code, Message: msg}})
 }

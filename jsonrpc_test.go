@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // testIOTimeout only keeps a broken test from hanging; nothing asserts it.
@@ -325,6 +326,15 @@ func TestRPCLineReaderUnterminatedLastLine(t *testing.T) {
 	}
 	if got, want := out.String(), `{"jsonrpc":"2.0","id":"probe","result":{"p":1}}`+"\n"; got != want {
 		t.Errorf("answer %q; want %q", got, want)
+	}
+}
+
+func TestRPCErrorTextBounded(t *testing.T) {
+	p := startRawPeer(t, rpcConfig{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"m","params":"` + strings.Repeat("é", 1000) + `"}` + "\n")
+	e := p.expectError("1", rpcInvalidRequest)
+	if len(e.Message) > rpcMaxErrorText+len("...") || !utf8.ValidString(e.Message) || !strings.HasSuffix(e.Message, "...") {
+		t.Errorf("error message of %d bytes: %q", len(e.Message), e.Message)
 	}
 }
 
