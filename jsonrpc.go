@@ -72,9 +72,9 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return fmt.Sprintf("json-rpc error %d: %s", e.Code, e.Message) }
 
-// errMethodNotFound is the answer to a request nobody handles; handlers
+// methodNotFound is the answer to a request nobody handles; handlers
 // return it for methods they do not know.
-func errMethodNotFound(method string) *rpcError {
+func methodNotFound(method string) *rpcError {
 	return &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method not found: %q", method)}
 }
 
@@ -138,7 +138,7 @@ type rpcOut struct {
 }
 
 // rpcNullID answers a message whose id could not be read.
-var rpcNullID = json.RawMessage("null")
+const rpcNullID = "null"
 
 func newRPCConn(r io.Reader, w io.Writer, cfg rpcConfig) *rpcConn {
 	if cfg.MaxLine <= 0 {
@@ -207,7 +207,7 @@ func (c *rpcConn) readLoop(ctx context.Context) error {
 			return fmt.Errorf("read json-rpc message: %w", err)
 		}
 		if tooLong {
-			err = c.sendError(rpcNullID, rpcParseError, fmt.Sprintf("parse error: message longer than %d bytes", c.cfg.MaxLine))
+			err = c.sendError(nil, rpcParseError, fmt.Sprintf("parse error: message longer than %d bytes", c.cfg.MaxLine))
 		} else {
 			err = c.dispatch(ctx, line)
 		}
@@ -264,12 +264,12 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	case len(line) == 0:
 		return nil
 	case !json.Valid(line):
-		return c.sendError(rpcNullID, rpcParseError, "parse error: invalid JSON")
+		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
 	case line[0] == '[':
 		// "No batches (the SDK answers an array with -32600 and id null)."
-		return c.sendError(rpcNullID, rpcInvalidRequest, "invalid request: batches are not supported")
+		return c.sendError(nil, rpcInvalidRequest, "invalid request: batches are not supported")
 	case line[0] != '{':
-		return c.sendError(rpcNullID, rpcInvalidRequest, "invalid request: message is not an object")
+		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")
 	}
 
 	var env rpcEnvelope
@@ -277,15 +277,12 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		return c.rejectMalformed(line, fmt.Sprintf("invalid request: %v", err))
 	}
 	id, idOK := rpcID(env.ID)
-	if !idOK {
-		id = rpcNullID
-	}
 	var version string
 	if json.Unmarshal(env.JSONRPC, &version) != nil || version != rpcVersion {
 		return c.reject(env, id, fmt.Sprintf("invalid request: jsonrpc must be %q, got %s", rpcVersion, quoteRaw(env.JSONRPC)))
 	}
 	if !idOK {
-		return c.reject(env, rpcNullID, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", env.ID))
+		return c.reject(env, nil, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", env.ID))
 	}
 
 	if env.Method == nil {
@@ -318,10 +315,7 @@ func (c *rpcConn) rejectMalformed(line []byte, msg string) error {
 	var env rpcEnvelope
 	// line is a valid JSON object and every field is raw, so this succeeds.
 	_ = json.Unmarshal(line, &env)
-	id, ok := rpcID(env.ID)
-	if !ok {
-		id = rpcNullID
-	}
+	id, _ := rpcID(env.ID)
 	return c.reject(env, id, msg)
 }
 
@@ -339,16 +333,17 @@ func (c *rpcConn) reject(env rpcEnvelope, id json.RawMessage, msg string) error 
 	return c.sendError(id, rpcInvalidRequest, msg)
 }
 
-// rpcID validates an id: absent, a string, an integer or null.
+// rpcID validates an id: absent, a string, an integer or null. An invalid
+// id comes back nil, which answers as null.
 func rpcID(raw json.RawMessage) (json.RawMessage, bool) {
 	if raw == nil {
 		return nil, true
 	}
 	switch c := raw[0]; {
-	case c == '"', bytes.Equal(raw, rpcNullID):
+	case c == '"', string(raw) == rpcNullID:
 		return raw, true
-	case c == '-' || c >= '0' && c <= '9':
-		return raw, !bytes.ContainsAny(raw, ".eE")
+	case (c == '-' || c >= '0' && c <= '9') && !bytes.ContainsAny(raw, ".eE"):
+		return raw, true
 	}
 	return nil, false
 }
@@ -438,7 +433,7 @@ func (c *rpcConn) notified(method string, params json.RawMessage) {
 // request starts the handler of one request in its own goroutine.
 func (c *rpcConn) request(ctx context.Context, id json.RawMessage, method string, params json.RawMessage) error {
 	if c.cfg.OnRequest == nil {
-		return c.sendError(id, rpcMethodNotFound, errMethodNotFound(method).Message)
+		return c.sendError(id, rpcMethodNotFound, methodNotFound(method).Message)
 	}
 	key := idKey(id)
 	c.mu.Lock()
@@ -542,10 +537,11 @@ func (c *rpcConn) notify(method string, params any) error {
 	return nil
 }
 
-// sendError answers with an error; a response without an id says null.
+// sendError answers with an error; a nil id, absent or unreadable, is sent
+// as null.
 func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
 	if id == nil {
-		id = rpcNullID
+		id = json.RawMessage(rpcNullID)
 	}
 	if len(msg) > rpcMaxErrorText {
 		cut := rpcMaxErrorText

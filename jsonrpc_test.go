@@ -205,6 +205,8 @@ func TestRPCMalformedLines(t *testing.T) {
 		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"m"}`, rpcInvalidRequest, "null"},
 		{"bool id", `{"jsonrpc":"2.0","id":true,"method":"m"}`, rpcInvalidRequest, "null"},
 		{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"m"}`, rpcInvalidRequest, "null"},
+		{"fractional id wrong version", `{"jsonrpc":"1.0","id":1.5,"method":"m"}`, rpcInvalidRequest, "null"},
+		{"fractional id unknown field", `{"jsonrpc":"2.0","id":1.5,"method":"m","x":1}`, rpcInvalidRequest, "null"},
 		{"exponent id", `{"jsonrpc":"2.0","id":1e3,"method":"m"}`, rpcInvalidRequest, "null"},
 		{"method not a string", `{"jsonrpc":"2.0","id":5,"method":5}`, rpcInvalidRequest, "5"},
 		{"method null", `{"jsonrpc":"2.0","id":5,"method":null}`, rpcInvalidRequest, "5"},
@@ -501,7 +503,7 @@ func TestRPCPairCallsBothWays(t *testing.T) {
 			}
 			return sum * 10, nil
 		}
-		return nil, errMethodNotFound(method)
+		return nil, methodNotFound(method)
 	}
 	pair = startPair(t, rpcConfig{OnRequest: add}, rpcConfig{OnRequest: add})
 
