@@ -79,7 +79,7 @@ type toolEnv struct {
 	Background *processSet
 	Observer   toolObserver
 	// Extra holds the session's tools beyond the built-ins (MCP tools), by
-	// canonical name; a built-in of the same name wins.
+	// canonical name, every function field set; a built-in of the same name wins.
 	Extra map[string]*toolSpec
 }
 

@@ -506,11 +506,13 @@ func waitGone(t *testing.T, pid int) {
 // The AST check: only runTool calls a tool executor.
 
 // findExecutorUses returns a description of every place in files, other
-// than runTool, that calls or takes a toolSpec's exec field, or refers to a
-// function installed as an exec in a spec table.
+// than runTool, that calls or takes a toolSpec's exec field (a comparison
+// "x.exec != nil" or "== nil" is allowed), or refers to a function installed
+// as an exec in a spec table.
 func findExecutorUses(fset *token.FileSet, files []*ast.File) []string {
 	executors := map[string]bool{}
 	allowed := map[*ast.Ident]bool{}
+	allowedSel := map[*ast.SelectorExpr]bool{}
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
@@ -523,6 +525,13 @@ func findExecutorUses(fset *token.FileSet, files []*ast.File) []string {
 				}
 			case *ast.FuncDecl:
 				allowed[n.Name] = true
+			case *ast.BinaryExpr:
+				// Comparing an exec field with nil neither calls nor leaks it.
+				if y, ok := n.Y.(*ast.Ident); ok && y.Name == "nil" {
+					if x, ok := n.X.(*ast.SelectorExpr); ok && x.Sel.Name == "exec" {
+						allowedSel[x] = true
+					}
+				}
 			}
 			return true
 		})
@@ -537,7 +546,7 @@ func findExecutorUses(fset *token.FileSet, files []*ast.File) []string {
 			ast.Inspect(decl, func(n ast.Node) bool {
 				switch n := n.(type) {
 				case *ast.SelectorExpr:
-					if n.Sel.Name == "exec" && !inRunTool {
+					if n.Sel.Name == "exec" && !inRunTool && !allowedSel[n] {
 						bad = append(bad, fmt.Sprintf("%s: use of .exec outside runTool", fset.Position(n.Pos())))
 					}
 				case *ast.Ident:
@@ -607,6 +616,8 @@ func runTool(s toolSpec) { s.exec() }
 		{"field value elsewhere", "func sneaky(s toolSpec) { f := s.exec; f() }", 1},
 		{"executor called directly", "func sneaky() { execThing() }", 1},
 		{"executor taken as value", "var f = execThing", 1},
+		{"nil check", "func complete(s toolSpec) bool { return s.exec != nil }", 0},
+		{"nil on the left is not a check", "func sneaky(s toolSpec) bool { return nil != s.exec }", 1},
 		{"method named runTool", "type T struct{}\nfunc (T) runTool(s toolSpec) { s.exec() }", 1},
 	}
 	for _, tt := range tests {

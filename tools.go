@@ -246,7 +246,8 @@ func lookupTool(env *toolEnv, name string) (toolSpec, bool) {
 	if spec, ok := builtinTool(name); ok {
 		return spec, true
 	}
-	if spec, ok := env.Extra[name]; ok && spec != nil {
+	// An incomplete extra spec is not a tool: it could not be run safely.
+	if spec, ok := env.Extra[name]; ok && spec != nil && spec.title != nil && spec.normalize != nil && spec.exec != nil {
 		return *spec, true
 	}
 	return toolSpec{}, false
@@ -637,16 +638,14 @@ func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) t
 	var out limitedBuffer
 	out.max = maxToolOutput
 	fmt.Fprintf(&out, "Directory listing for %s:\n", p)
-	names := make([]string, 0, len(entries))
 	for _, e := range entries {
 		if e.IsDir() {
 			fmt.Fprintf(&out, "[DIR] %s\n", e.Name())
 		} else {
 			fmt.Fprintf(&out, "%s\n", e.Name())
 		}
-		names = append(names, e.Name())
 	}
-	return completed(out.String(), map[string]any{"path": p, "entries": names})
+	return completed(out.String(), map[string]any{"path": p, "entries": len(entries)})
 }
 
 // globMatcher matches slash-separated paths relative to a search root.
@@ -793,6 +792,9 @@ func walkFiles(ctx context.Context, root string, fn func(abs, rel string) bool) 
 		if err != nil {
 			return nil
 		}
+		if rel == "." {
+			rel = d.Name() // root is a file: match it by its name
+		}
 		if !fn(p, filepath.ToSlash(rel)) {
 			return filepath.SkipAll
 		}
@@ -858,7 +860,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	root := searchRoot(env, args)
 	var out limitedBuffer
 	out.max = maxToolOutput
-	matches := 0
+	matches, truncated := 0, false
 	err = walkFiles(ctx, root, func(abs, rel string) bool {
 		if filter != nil {
 			subject := rel
@@ -878,6 +880,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 				continue
 			}
 			if matches == limit {
+				truncated = true
 				return false
 			}
 			matches++
@@ -895,10 +898,10 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 		return completed(fmt.Sprintf("No matches for %q in %s", argStr(args, "pattern"), root), map[string]any{"matches": 0})
 	}
 	text := out.String()
-	if matches == limit {
+	if truncated {
 		text += fmt.Sprintf("[results limited to %d matches]", limit)
 	}
-	return completed(text, map[string]any{"matches": matches})
+	return completed(text, map[string]any{"matches": matches, "truncated": truncated})
 }
 
 // limitedBuffer keeps the first max bytes written and counts the rest, so

@@ -395,3 +395,23 @@ func FuzzGlob(f *testing.F) {
 		m.match(p)
 	})
 }
+
+func TestGrepSingleFileAndExactLimit(t *testing.T) {
+	env, _ := newTestEnv(t, nil)
+	mustWrite(t, filepath.Join(env.Cwd, "one.txt"), "x\nneedle\n")
+	res := runArgs(t, env, "grep_search", map[string]any{"pattern": "needle", "path": "one.txt", "limit": 1})
+	if res.Status != statusCompleted || !strings.Contains(res.Output, "one.txt:2:needle") || strings.Contains(res.Output, "limited") {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestIncompleteExtraToolNotRegistered(t *testing.T) {
+	env, _ := newTestEnv(t, nil)
+	execs := 0
+	spec := probeTool(&execs, false)
+	spec.title = nil
+	env.Extra = map[string]*toolSpec{"probe": spec}
+	if res := runArgs(t, env, "probe", map[string]any{}); res.ErrorType != errTypeToolNotRegistered || execs != 0 {
+		t.Errorf("result = %+v, executor calls %d", res, execs)
+	}
+}
