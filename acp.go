@@ -533,22 +533,18 @@ func (a *agent) update(sessionID string, u map[string]any) {
 type callObserver struct {
 	a         *agent
 	sessionID string
-	canonical string // the canonical tool name, once known
+	canonical string // the canonical tool name, once runTool reported it
 }
 
 func (o *callObserver) name(call toolCall) string {
 	if o.canonical != "" {
 		return o.canonical
 	}
-	return call.Name
+	return canonicalToolName(call.Name)
 }
 
 func (o *callObserver) toolPending(call toolCall, title, kind string, args map[string]any) {
-	if n, ok := canonicalToolName(call.Name); ok {
-		o.canonical = n
-	} else {
-		o.canonical = call.Name
-	}
+	o.canonical = call.Name // runTool passes the canonical name
 	u := map[string]any{
 		"sessionUpdate": "tool_call",
 		"toolCallId":    call.ID,

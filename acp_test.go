@@ -25,13 +25,14 @@ type acpClient struct {
 
 	onRequest func(method string, params json.RawMessage) (any, *rpcError)
 
-	mu       sync.Mutex
-	nextID   int
-	pending  map[string]chan acpResponse
-	updates  []json.RawMessage // session/update params, in arrival order
-	requests []acpRequest      // requests the agent sent us
-	changed  chan struct{}
-	stderr   strings.Builder
+	mu         sync.Mutex
+	nextID     int
+	pending    map[string]chan acpResponse
+	updates    []json.RawMessage // session/update params, in arrival order
+	requests   []acpRequest      // requests the agent sent us
+	nullErrors []int             // codes of error responses with id null
+	changed    chan struct{}
+	stderr     strings.Builder
 }
 
 type acpResponse struct {
@@ -123,6 +124,8 @@ func (c *acpClient) read(r io.Reader) {
 			if ch, ok := c.pending[string(m.ID)]; ok {
 				delete(c.pending, string(m.ID))
 				ch <- acpResponse{m.Result, m.Error}
+			} else if string(m.ID) == "null" && m.Error != nil {
+				c.nullErrors = append(c.nullErrors, m.Error.Code)
 			} else {
 				c.t.Errorf("response to unknown id %s", m.ID)
 			}
@@ -380,11 +383,6 @@ func startManaged(t *testing.T, log *prepareLog, answer func(map[string]any) (an
 	return c
 }
 
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
 // lastStatus returns the final status and text of a call's updates.
 func callOutcome(updates []toolUpdate, callID string) (statuses []string, text string, errType string) {
 	for _, u := range updates {
@@ -439,6 +437,12 @@ func TestACPInitializeAndErrors(t *testing.T) {
 		t.Errorf("relative cwd: %+v", r)
 	}
 	sid := c.newSession(t.TempDir())
+	c.mu.Lock()
+	nullErrors := fmt.Sprint(c.nullErrors)
+	c.mu.Unlock()
+	if nullErrors != fmt.Sprint([]int{rpcParseError}) {
+		t.Errorf("error responses with id null = %s, want one %d for the malformed line", nullErrors, rpcParseError)
+	}
 	if stop := c.prompt(sid, "hello there", ""); stop != stopEndTurn {
 		t.Errorf("stopReason = %q", stop)
 	}

@@ -950,10 +950,7 @@ func shellCmd(env *toolEnv, args map[string]any) (*exec.Cmd, error) {
 		return nil, errors.New("no process environment configured")
 	}
 	cmd := exec.Command("bash", "-c", argStr(args, "command"))
-	cmd.Env = env.Env.childEnv()
-	if cmd.Env == nil {
-		cmd.Env = []string{} // nil would inherit the unscrubbed environment
-	}
+	cmd.Env = env.Env.childEnv() // never nil: nil would inherit everything
 	cmd.Dir = shellDir(env, args)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
