@@ -177,10 +177,10 @@ func wireVersion(m map[string]json.RawMessage) *wireError {
 		return wireFail(failSchema, `missing field "protocolVersion"`)
 	}
 	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
-		return wireFail(failSchema, "protocolVersion %s is not a number", raw)
+		return wireFail(failSchema, "protocolVersion is not a number")
 	}
 	if string(raw) != "1" {
-		return wireFail(failVersion, "protocolVersion %s, want %d", raw, wireProtocolVersion)
+		return wireFail(failVersion, "protocolVersion is not %d", wireProtocolVersion)
 	}
 	return nil
 }
@@ -221,10 +221,10 @@ func decodeHandshakeResponse(body []byte, nonce string) *wireError {
 		return &wireError{Category: failSchema, Err: fmt.Errorf("capabilities: %w", err)}
 	}
 	if string(cm["prepare"]) != "true" {
-		return wireFail(failSchema, "capabilities.prepare is %q, want true", cm["prepare"])
+		return wireFail(failSchema, "capabilities.prepare is not true")
 	}
 	if got != nonce {
-		return wireFail(failIDMismatch, "nonce %q, want %q", got, nonce)
+		return wireFail(failIDMismatch, "nonce does not echo the one sent")
 	}
 	return nil
 }
@@ -248,10 +248,10 @@ func decodePrepareResponse(body []byte, requestID string) (allowed bool, reason 
 		allowed = true
 	case "false":
 	default:
-		return false, "", wireFail(failSchema, "allowed is %q, want a JSON boolean", m["allowed"])
+		return false, "", wireFail(failSchema, "allowed is missing or not a JSON boolean")
 	}
 	if got != requestID {
-		return false, "", wireFail(failIDMismatch, "requestId %q, want %q", got, requestID)
+		return false, "", wireFail(failIDMismatch, "requestId does not echo the one sent")
 	}
 	if _, ok := m["reason"]; ok {
 		if allowed {
@@ -380,9 +380,18 @@ func (c *providerClient) handshake(ctx context.Context) error {
 		werr = decodeHandshakeResponse(resp, nonce)
 	}
 	if werr != nil {
-		return fmt.Errorf("provider handshake: %w", werr)
+		return fmt.Errorf("provider handshake: %w", c.redact(werr))
 	}
 	return nil
+}
+
+// redact removes the token from a failure's detail: details are logged, and
+// a misbehaving provider could echo the token back in what an error quotes.
+func (c *providerClient) redact(werr *wireError) *wireError {
+	if c.token == "" || !strings.Contains(werr.Err.Error(), c.token) {
+		return werr
+	}
+	return &wireError{Category: werr.Category, Err: errors.New(strings.ReplaceAll(werr.Err.Error(), c.token, "[token]"))}
 }
 
 // prepareCall is the identity and the final call one decision is about.
@@ -408,7 +417,7 @@ type prepareResult struct {
 func (c *providerClient) prepare(ctx context.Context, call prepareCall) prepareResult {
 	res := prepareResult{RequestID: newWireID()}
 	fail := func(werr *wireError) prepareResult {
-		res.Reason, res.Category, res.Err = guardFailedReason, werr.Category, werr
+		res.Reason, res.Category, res.Err = guardFailedReason, werr.Category, c.redact(werr)
 		return res
 	}
 	args := bytes.TrimSpace(call.Arguments)

@@ -83,6 +83,11 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		p.audit = f
 	}
 
+	// Catch SIGHUP before anyone can learn the address and send one.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %q: %w", opts.Listen, err)
@@ -102,9 +107,6 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	var wg sync.WaitGroup
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	defer stopReload()
