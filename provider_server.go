@@ -41,6 +41,7 @@ func runProvider(ctx context.Context, sys *system, args []string) error {
 const (
 	providerReadHeaderTimeout = 10 * time.Second
 	providerReadTimeout       = 30 * time.Second
+	providerWriteTimeout      = 30 * time.Second
 	providerIdleConnTimeout   = 2 * time.Minute
 	providerShutdownGrace     = 5 * time.Second
 )
@@ -101,6 +102,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		Handler:           p,
 		ReadHeaderTimeout: providerReadHeaderTimeout,
 		ReadTimeout:       providerReadTimeout,
+		WriteTimeout:      providerWriteTimeout,
 		IdleTimeout:       providerIdleConnTimeout,
 		MaxHeaderBytes:    maxWireResponse,
 		ErrorLog:          p.log,
@@ -362,7 +364,8 @@ func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
 
 // auditRecord is one line of the audit log. argumentsSha256 is the SHA-256
 // of the canonical arguments: Go's json.Marshal of the decoded value (object
-// keys sorted, no insignificant white space, numbers as written). "The
+// keys sorted, no insignificant white space, numbers as written, strings
+// escaped as encoding/json escapes them). "The
 // provider must treat them as sensitive and must not persist them
 // indiscriminately", so the raw arguments appear only with --audit-arguments.
 type auditRecord struct {
