@@ -472,6 +472,9 @@ func (c *providerClient) post(ctx context.Context, route string, body []byte) ([
 	if err != nil {
 		return nil, &wireError{Category: failTransport, Err: err}
 	}
+	// net/http re-sends a POST only when a reused idle connection failed
+	// before a single byte of it was written, so the provider still sees at
+	// most one request; it never replays one the provider may have received.
 	req.Host = c.hostPort
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", wireContentType)
