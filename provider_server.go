@@ -346,7 +346,15 @@ func decodeArguments(raw json.RawMessage) (any, error) {
 	return v, nil
 }
 
+// maxErrorMessage bounds the text of an error reply, which may quote what
+// the client sent: the provider "always answers within the limits a client
+// enforces".
+const maxErrorMessage = 512
+
 func writeProviderError(w http.ResponseWriter, status int, msg string) {
+	if len(msg) > maxErrorMessage {
+		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "..."
+	}
 	body, _ := json.Marshal(struct {
 		Error string `json:"error"`
 	}{msg})
