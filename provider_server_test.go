@@ -558,3 +558,28 @@ func TestProviderProcess(t *testing.T) {
 		t.Errorf("provider after SIGTERM: %v, want exit 0", err)
 	}
 }
+
+// TestProviderAuditConcurrent: concurrent decisions never interleave lines.
+func TestProviderAuditConcurrent(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, AuditArguments: true})
+	c := testProviderClient(t, p.url, 10*time.Second)
+	call := testCall
+	call.ToolName = "write_file"
+	call.Arguments = json.RawMessage(`{"file_path":"/tmp/x","content":"` + strings.Repeat("y", 32<<10) + `"}`)
+	const workers, each = 16, 8
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if res := c.prepare(context.Background(), call); !res.Allowed {
+					t.Errorf("result %+v", res)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if lines := readAuditLines(t, audit); len(lines) != workers*each {
+		t.Errorf("%d audit lines, want %d", len(lines), workers*each)
+	}
+}
