@@ -3,7 +3,13 @@
 package main
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -93,6 +99,53 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 		if d.Reason != "" && (d.Allowed || reasonUnsafe(d.Reason) != "") {
 			t.Fatalf("decision %+v: the provider would send a reason the client rejects", d)
+		}
+	})
+}
+
+// FuzzProviderRequest feeds the reference provider any body on either route:
+// it answers 200 or 400, always inside the client's limits, and every 200
+// passes the client's strict decoder.
+func FuzzProviderRequest(f *testing.F) {
+	pol, err := loadPolicy("examples/policy.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, v := range loadWireVectors[requestVector](f, "request") {
+		if len(v.Body) < 4096 {
+			f.Add(v.Path == wirePathHandshake, []byte(v.Body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, handshake bool, body []byte) {
+		p := &providerServer{token: sha256.Sum256([]byte(providerTestToken)), log: log.New(io.Discard, "", 0)}
+		p.policy.Store(pol)
+		route := wirePathPrepare
+		if handshake {
+			route = wirePathHandshake
+		}
+		req := httptest.NewRequest(http.MethodPost, route, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+providerTestToken)
+		req.Header.Set("Content-Type", wireContentType)
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, req)
+		reply := w.Body.Bytes()
+		if len(reply) > maxWireResponse || !wireContentTypeRE.MatchString(w.Header().Get("Content-Type")) {
+			t.Fatalf("reply of %d bytes, content type %q", len(reply), w.Header().Get("Content-Type"))
+		}
+		switch w.Code {
+		case http.StatusBadRequest:
+		case http.StatusOK:
+			var in struct{ Nonce, RequestID string }
+			json.Unmarshal(body, &in)
+			if handshake {
+				if werr := decodeHandshakeResponse(reply, in.Nonce); werr != nil {
+					t.Fatalf("client rejects handshake reply %s: %v", reply, werr)
+				}
+			} else if _, _, werr := decodePrepareResponse(reply, in.RequestID); werr != nil {
+				t.Fatalf("client rejects prepare reply %s: %v", reply, werr)
+			}
+		default:
+			t.Fatalf("status %d for %q", w.Code, body)
 		}
 	})
 }
