@@ -15,8 +15,8 @@ import (
 )
 
 func BenchmarkProviderDecisions(b *testing.B) {
-	p := startProvider(b, providerOptions{PolicyFile: "examples/policy.json"})
-	call := testCall
+	p := startRefProvider(b, providerOptions{PolicyFile: "examples/policy.json"})
+	call := providerTestCall
 	call.ToolName = "run_shell_command"
 	call.Arguments = []byte(`{"command":"git status","description":"show the work tree"}`)
 	for _, clients := range []int{1, 16, 64} {
@@ -64,7 +64,7 @@ func BenchmarkClientPrepare(b *testing.B) {
 	defer c.http.CloseIdleConnections()
 	b.ReportAllocs()
 	for b.Loop() {
-		if res := c.prepare(context.Background(), testCall); !res.Allowed {
+		if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
 			b.Fatalf("result %+v", res)
 		}
 	}

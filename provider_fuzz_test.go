@@ -17,7 +17,7 @@ import (
 
 // seedResponses adds every replayed body of one route to the corpus.
 func seedResponses(f *testing.F, route, id string) {
-	for _, v := range loadWireVectors[responseVector](f, "response") {
+	for _, v := range loadWireVectors[wireResponseVector](f, "response") {
 		if v.Route == route {
 			f.Add([]byte(strings.ReplaceAll(v.Body, "$ID", id)), id)
 		}
@@ -27,8 +27,8 @@ func seedResponses(f *testing.F, route, id string) {
 func FuzzDecodePrepareResponse(f *testing.F) {
 	const id = "0123456789abcdef0123456789abcdef"
 	seedResponses(f, "prepare", id)
-	f.Fuzz(func(t *testing.T, body []byte, requestID string) {
-		allowed, reason, werr := decodePrepareResponse(body, requestID)
+	f.Fuzz(func(t *testing.T, body []byte, sentID string) {
+		allowed, reason, werr := decodePrepareResponse(body, sentID)
 		if werr != nil {
 			if allowed || reason != "" || werr.Category == "" {
 				t.Fatalf("failure %v came with allowed=%v reason=%q", werr, allowed, reason)
@@ -41,8 +41,8 @@ func FuzzDecodePrepareResponse(f *testing.F) {
 			t.Fatalf("accepted %q: %v", body, err)
 		}
 		var got string
-		if json.Unmarshal(m["requestId"], &got) != nil || got != requestID || string(m["protocolVersion"]) != "1" {
-			t.Fatalf("accepted %q for request %q", body, requestID)
+		if json.Unmarshal(m["requestId"], &got) != nil || got != sentID || string(m["protocolVersion"]) != "1" {
+			t.Fatalf("accepted %q for request %q", body, sentID)
 		}
 		if allowed != (string(m["allowed"]) == "true") || (allowed && reason != "") {
 			t.Fatalf("accepted %q as allowed=%v reason=%q", body, allowed, reason)
@@ -85,11 +85,11 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add([]byte(`{"rules":[{"tool":"t*","match":{"/a~1b/0":"^x$"},"decision":"deny","reason":"No"}],"default":"allow"}`), "tx", []byte(`{"a/b":["x"]}`))
 	f.Add([]byte(`{"rules":[{"tool":"[","decision":"allow"}]}`), "x", []byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte, tool string, rawArgs []byte) {
-		pol, err := parsePolicy(data)
+		pol, err := parseProviderPolicy(data)
 		if err != nil {
 			return
 		}
-		args, err := decodeArguments(rawArgs)
+		args, err := decodeProviderArguments(rawArgs)
 		if err != nil {
 			return
 		}
@@ -107,18 +107,18 @@ func FuzzParsePolicy(f *testing.F) {
 // it answers 200 or 400, always inside the client's limits, and every 200
 // passes the client's strict decoder.
 func FuzzProviderRequest(f *testing.F) {
-	pol, err := loadPolicy("examples/policy.json")
+	pol, err := loadProviderPolicy("examples/policy.json")
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, v := range loadWireVectors[requestVector](f, "request") {
+	for _, v := range loadWireVectors[wireRequestVector](f, "request") {
 		if len(v.Body) < 4096 {
 			f.Add(v.Path == wirePathHandshake, []byte(v.Body))
 		}
 	}
 	f.Fuzz(func(t *testing.T, handshake bool, body []byte) {
 		p := &providerServer{token: sha256.Sum256([]byte(providerTestToken)), log: log.New(io.Discard, "", 0)}
-		p.policy.Store(pol)
+		p.current.Store(pol)
 		route := wirePathPrepare
 		if handshake {
 			route = wirePathHandshake

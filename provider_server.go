@@ -61,7 +61,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	if strings.TrimSpace(opts.Token) == "" {
 		return usagef("provider: the token (QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN) is empty")
 	}
-	pol, err := loadPolicy(opts.PolicyFile)
+	pol, err := loadProviderPolicy(opts.PolicyFile)
 	if err != nil {
 		return &usageError{err}
 	}
@@ -70,7 +70,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		withArgs: opts.AuditArguments,
 		log:      log.New(sys.stderr, "acpguard provider: ", 0),
 	}
-	p.policy.Store(pol)
+	p.current.Store(pol)
 	switch opts.AuditPath {
 	case "":
 	case "-":
@@ -167,8 +167,8 @@ func loopbackListenAddr(listen string) (string, error) {
 
 // providerServer answers the two routes of the wire contract.
 type providerServer struct {
-	token    [32]byte // SHA-256 of the token: compared in constant time whatever the length
-	policy   atomic.Pointer[policy]
+	token    [32]byte                       // SHA-256 of the token: compared in constant time whatever the length
+	current  atomic.Pointer[providerPolicy] // swapped whole on SIGHUP
 	withArgs bool
 	log      *log.Logger
 
@@ -264,7 +264,7 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) {
 		writeProviderError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var rec auditRecord
+	var rec providerAuditRecord
 	rec.RequestID, err = wireID(m, "requestId")
 	for _, f := range []struct {
 		key string
@@ -276,13 +276,13 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) {
 	}
 	var args any
 	if err == nil {
-		args, err = decodeArguments(m["arguments"])
+		args, err = decodeProviderArguments(m["arguments"])
 	}
 	if err != nil {
 		writeProviderError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	d := p.policy.Load().decide(rec.ToolName, args)
+	d := p.current.Load().decide(rec.ToolName, args)
 	rec.Decision, rec.Reason, rec.Rule = "deny", d.Reason, d.Rule
 	if d.Allowed {
 		rec.Decision = "allow"
@@ -295,7 +295,7 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) {
 	}
 	if err := p.record(&rec); err != nil {
 		p.log.Printf("audit log write failed, denying request %q: %v", rec.RequestID, err)
-		d = policyDecision{Allowed: false, Reason: auditFailedReason}
+		d = providerDecision{Allowed: false, Reason: auditFailedReason}
 	}
 	reply, _ := json.Marshal(prepareReply{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Allowed: d.Allowed, Reason: d.Reason})
 	writeProviderJSON(w, http.StatusOK, reply)
@@ -331,9 +331,9 @@ func wireID(m map[string]json.RawMessage, key string) (string, error) {
 	return s, nil
 }
 
-// decodeArguments decodes the final arguments, which must be a JSON object.
+// decodeProviderArguments decodes the final arguments, which must be a JSON object.
 // Numbers stay as written so the canonical form loses nothing.
-func decodeArguments(raw json.RawMessage) (any, error) {
+func decodeProviderArguments(raw json.RawMessage) (any, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, errors.New(`field "arguments" is not an object`)
 	}
@@ -370,13 +370,13 @@ func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// auditRecord is one line of the audit log. argumentsSha256 is the SHA-256
+// providerAuditRecord is one line of the audit log. argumentsSha256 is the SHA-256
 // of the canonical arguments: Go's json.Marshal of the decoded value (object
 // keys sorted, no insignificant white space, numbers as written, strings
 // escaped as encoding/json escapes them). "The
 // provider must treat them as sensitive and must not persist them
 // indiscriminately", so the raw arguments appear only with --audit-arguments.
-type auditRecord struct {
+type providerAuditRecord struct {
 	Time            string          `json:"time"`
 	RequestID       string          `json:"requestId"`
 	SessionID       string          `json:"sessionId"`
@@ -391,7 +391,7 @@ type auditRecord struct {
 }
 
 // record writes one audit line; an error means the decision is unaudited.
-func (p *providerServer) record(rec *auditRecord) error {
+func (p *providerServer) record(rec *providerAuditRecord) error {
 	if p.audit == nil {
 		return nil
 	}
@@ -410,12 +410,12 @@ func (p *providerServer) record(rec *auditRecord) error {
 // reload replaces the policy with the file's current content, or keeps the
 // old one when the new file is invalid.
 func (p *providerServer) reload(file string) {
-	pol, err := loadPolicy(file)
+	pol, err := loadProviderPolicy(file)
 	if err != nil {
 		p.log.Printf("reload failed, keeping the previous policy: %v", err)
 		return
 	}
-	p.policy.Store(pol)
+	p.current.Store(pol)
 	p.log.Printf("reloaded policy %q (%d rules)", file, len(pol.rules))
 }
 
@@ -442,77 +442,77 @@ func (p *providerServer) reload(file string) {
 // on a deny: it is shown to the user, so it must be a safe denial reason
 // (non-blank, at most 500 UTF-16 code units, no control characters). A
 // denial without a reason shows the client's generic text.
-type policyFile struct {
-	Rules         []policyFileRule `json:"rules"`
-	Default       string           `json:"default"`
-	DefaultReason string           `json:"defaultReason"`
+type providerPolicyFile struct {
+	Rules         []providerPolicyFileRule `json:"rules"`
+	Default       string                   `json:"default"`
+	DefaultReason string                   `json:"defaultReason"`
 }
 
-type policyFileRule struct {
+type providerPolicyFileRule struct {
 	Tool     string            `json:"tool"`
 	Match    map[string]string `json:"match"`
 	Decision string            `json:"decision"`
 	Reason   string            `json:"reason"`
 }
 
-// maxPolicyFile bounds the policy read from disk.
-const maxPolicyFile = 4 << 20
+// maxProviderPolicyFile bounds the policy read from disk.
+const maxProviderPolicyFile = 4 << 20
 
-// policy is a validated policy file.
-type policy struct {
-	rules         []policyRule
+// providerPolicy is a validated policy file.
+type providerPolicy struct {
+	rules         []providerPolicyRule
 	defaultAllow  bool
 	defaultReason string
 }
 
-type policyRule struct {
+type providerPolicyRule struct {
 	tool   string
 	glob   bool
-	args   []argMatch
+	args   []providerArgMatch
 	allow  bool
 	reason string
 }
 
-type argMatch struct {
+type providerArgMatch struct {
 	pointer []string // unescaped reference tokens
 	re      *regexp.Regexp
 }
 
-// policyDecision is what the policy says about one call; Rule is the index
+// providerDecision is what the policy says about one call; Rule is the index
 // of the matching rule, -1 for the default.
-type policyDecision struct {
+type providerDecision struct {
 	Allowed bool
 	Reason  string
 	Rule    int
 }
 
-func loadPolicy(file string) (*policy, error) {
+func loadProviderPolicy(file string) (*providerPolicy, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", file, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicyFile+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxProviderPolicyFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", file, err)
 	}
-	if len(data) > maxPolicyFile {
-		return nil, fmt.Errorf("policy %q: larger than %d bytes", file, maxPolicyFile)
+	if len(data) > maxProviderPolicyFile {
+		return nil, fmt.Errorf("policy %q: larger than %d bytes", file, maxProviderPolicyFile)
 	}
-	pol, err := parsePolicy(data)
+	pol, err := parseProviderPolicy(data)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", file, err)
 	}
 	return pol, nil
 }
 
-// parsePolicy validates a policy file's content.
-func parsePolicy(data []byte) (*policy, error) {
-	var pf policyFile
+// parseProviderPolicy validates a policy file's content.
+func parseProviderPolicy(data []byte) (*providerPolicy, error) {
+	var pf providerPolicyFile
 	if err := decodeStrict(data, &pf); err != nil {
 		return nil, err
 	}
-	pol := &policy{defaultReason: pf.DefaultReason}
+	pol := &providerPolicy{defaultReason: pf.DefaultReason}
 	switch pf.Default {
 	case "", "deny":
 	case "allow":
@@ -520,11 +520,11 @@ func parsePolicy(data []byte) (*policy, error) {
 	default:
 		return nil, fmt.Errorf(`default %q: want "allow" or "deny"`, pf.Default)
 	}
-	if err := checkPolicyReason(pf.DefaultReason, pol.defaultAllow); err != nil {
+	if err := checkProviderReason(pf.DefaultReason, pol.defaultAllow); err != nil {
 		return nil, fmt.Errorf("defaultReason: %w", err)
 	}
 	for i, fr := range pf.Rules {
-		r, err := compileRule(fr)
+		r, err := compileProviderRule(fr)
 		if err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i, err)
 		}
@@ -533,8 +533,8 @@ func parsePolicy(data []byte) (*policy, error) {
 	return pol, nil
 }
 
-func compileRule(fr policyFileRule) (policyRule, error) {
-	r := policyRule{tool: fr.Tool, reason: fr.Reason}
+func compileProviderRule(fr providerPolicyFileRule) (providerPolicyRule, error) {
+	r := providerPolicyRule{tool: fr.Tool, reason: fr.Reason}
 	if fr.Tool == "" {
 		return r, errors.New(`missing "tool"`)
 	}
@@ -550,7 +550,7 @@ func compileRule(fr policyFileRule) (policyRule, error) {
 	default:
 		return r, fmt.Errorf(`decision %q: want "allow" or "deny"`, fr.Decision)
 	}
-	if err := checkPolicyReason(fr.Reason, r.allow); err != nil {
+	if err := checkProviderReason(fr.Reason, r.allow); err != nil {
 		return r, err
 	}
 	pointers := make([]string, 0, len(fr.Match))
@@ -567,14 +567,14 @@ func compileRule(fr policyFileRule) (policyRule, error) {
 		if err != nil {
 			return r, fmt.Errorf("invalid regexp for %q: %w", p, err)
 		}
-		r.args = append(r.args, argMatch{pointer: tokens, re: re})
+		r.args = append(r.args, providerArgMatch{pointer: tokens, re: re})
 	}
 	return r, nil
 }
 
-// checkPolicyReason validates a reason at load time, so the provider never
+// checkProviderReason validates a reason at load time, so the provider never
 // sends a reason the client would reject.
-func checkPolicyReason(reason string, allow bool) error {
+func checkProviderReason(reason string, allow bool) error {
 	if reason == "" {
 		return nil
 	}
@@ -606,8 +606,8 @@ func parseJSONPointer(p string) ([]string, error) {
 	return tokens, nil
 }
 
-// selectPointer returns the value tokens select in v, if any.
-func selectPointer(v any, tokens []string) (any, bool) {
+// selectJSONPointer returns the value tokens select in v, if any.
+func selectJSONPointer(v any, tokens []string) (any, bool) {
 	for _, t := range tokens {
 		switch node := v.(type) {
 		case map[string]any:
@@ -632,7 +632,7 @@ func selectPointer(v any, tokens []string) (any, bool) {
 	return v, true
 }
 
-func (r *policyRule) matches(toolName string, args any) bool {
+func (r *providerPolicyRule) matches(toolName string, args any) bool {
 	if r.glob {
 		if ok, _ := path.Match(r.tool, toolName); !ok {
 			return false
@@ -641,7 +641,7 @@ func (r *policyRule) matches(toolName string, args any) bool {
 		return false
 	}
 	for _, m := range r.args {
-		v, ok := selectPointer(args, m.pointer)
+		v, ok := selectJSONPointer(args, m.pointer)
 		s, isString := v.(string)
 		if !ok || !isString || !m.re.MatchString(s) {
 			return false
@@ -651,11 +651,11 @@ func (r *policyRule) matches(toolName string, args any) bool {
 }
 
 // decide applies the policy to one call: first matching rule, else the default.
-func (pol *policy) decide(toolName string, args any) policyDecision {
+func (pol *providerPolicy) decide(toolName string, args any) providerDecision {
 	for i := range pol.rules {
 		if r := &pol.rules[i]; r.matches(toolName, args) {
-			return policyDecision{Allowed: r.allow, Reason: r.reason, Rule: i}
+			return providerDecision{Allowed: r.allow, Reason: r.reason, Rule: i}
 		}
 	}
-	return policyDecision{Allowed: pol.defaultAllow, Reason: pol.defaultReason, Rule: -1}
+	return providerDecision{Allowed: pol.defaultAllow, Reason: pol.defaultReason, Rule: -1}
 }

@@ -24,32 +24,32 @@ import (
 	"time"
 )
 
-// syncBuffer is an io.Writer tests can read while the provider writes.
-type syncBuffer struct {
+// providerLogBuffer is an io.Writer tests can read while the provider writes.
+type providerLogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *providerLogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *providerLogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
-// runningProvider is a reference provider serving in the test process.
-type runningProvider struct {
+// refProvider is a reference provider serving in the test process.
+type refProvider struct {
 	url            string
-	stdout, stderr *syncBuffer
+	stdout, stderr *providerLogBuffer
 }
 
-// startProvider runs serveProvider until the test ends.
-func startProvider(t testing.TB, opts providerOptions) *runningProvider {
+// startRefProvider runs serveProvider until the test ends.
+func startRefProvider(t testing.TB, opts providerOptions) *refProvider {
 	t.Helper()
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
@@ -57,7 +57,7 @@ func startProvider(t testing.TB, opts providerOptions) *runningProvider {
 	if opts.Token == "" {
 		opts.Token = providerTestToken
 	}
-	p := &runningProvider{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	p := &refProvider{stdout: &providerLogBuffer{}, stderr: &providerLogBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
@@ -80,8 +80,8 @@ func startProvider(t testing.TB, opts providerOptions) *runningProvider {
 	return p
 }
 
-// requestVector is one request and the status the provider must answer.
-type requestVector struct {
+// wireRequestVector is one request and the status the provider must answer.
+type wireRequestVector struct {
 	Name         string `json:"name"`
 	Method       string `json:"method"`
 	Path         string `json:"path"`
@@ -92,9 +92,9 @@ type requestVector struct {
 	ExpectStatus int    `json:"expectStatus"`
 }
 
-func (v requestVector) send(t *testing.T, hc *http.Client, base string) *http.Response {
+func (v wireRequestVector) send(t *testing.T, hc *http.Client, base string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(v.Method, base+v.Path, strings.NewReader(padBody(v.Body, v.PadTo)))
+	req, err := http.NewRequest(v.Method, base+v.Path, strings.NewReader(padWireBody(v.Body, v.PadTo)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +126,11 @@ func (v requestVector) send(t *testing.T, hc *http.Client, base string) *http.Re
 }
 
 func TestProviderRequestVectors(t *testing.T) {
-	p := startProvider(t, providerOptions{PolicyFile: "examples/policy.json"})
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json"})
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(hc.CloseIdleConnections)
 	unauthorized := map[string]string{}
-	for name, v := range loadWireVectors[requestVector](t, "request") {
+	for name, v := range loadWireVectors[wireRequestVector](t, "request") {
 		t.Run(name, func(t *testing.T) {
 			resp := v.send(t, hc, p.url)
 			defer resp.Body.Close()
@@ -166,11 +166,12 @@ func TestProviderRequestVectors(t *testing.T) {
 	}
 }
 
-// TestProviderRepliesDecodeStrictly: the provider's own replies pass the
-// client's strict decoders, for every decision shape the policy can give.
+// TestProviderWithClient drives the reference provider on the example policy
+// with the real client: every decision shape passes the client's strict
+// decoders, and each one leaves exactly one audit line.
 func TestProviderWithClient(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	p := startProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit})
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit})
 	c := testProviderClient(t, p.url, 5*time.Second)
 	if err := c.handshake(context.Background()); err != nil {
 		t.Fatalf("handshake: %v", err)
@@ -212,7 +213,7 @@ func TestProviderWithClient(t *testing.T) {
 		}
 	}
 
-	lines := readAuditLines(t, audit)
+	lines := readProviderAudit(t, audit)
 	if len(lines) != len(tests) {
 		t.Fatalf("audit log has %d lines, want %d", len(lines), len(tests))
 	}
@@ -240,15 +241,15 @@ func TestProviderWithClient(t *testing.T) {
 	}
 }
 
-func readAuditLines(t *testing.T, file string) []auditRecord {
+func readProviderAudit(t *testing.T, file string) []providerAuditRecord {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []auditRecord
+	var out []providerAuditRecord
 	for line := range strings.Lines(string(raw)) {
-		var r auditRecord
+		var r providerAuditRecord
 		if err := decodeStrict([]byte(line), &r); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
 		}
@@ -259,13 +260,13 @@ func readAuditLines(t *testing.T, file string) []auditRecord {
 
 func TestProviderAuditArguments(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	p := startProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, AuditArguments: true})
-	call := testCall
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, AuditArguments: true})
+	call := providerTestCall
 	call.Arguments = json.RawMessage(`{"z":1.50,"file_path":"/tmp/a","n":{"b":true,"a":null}}`)
 	if res := testProviderClient(t, p.url, 5*time.Second).prepare(context.Background(), call); !res.Allowed {
 		t.Fatalf("result %+v", res)
 	}
-	lines := readAuditLines(t, audit)
+	lines := readProviderAudit(t, audit)
 	const canonical = `{"file_path":"/tmp/a","n":{"a":null,"b":true},"z":1.50}`
 	sum := sha256.Sum256([]byte(canonical))
 	if len(lines) != 1 || string(lines[0].Arguments) != canonical || lines[0].ArgumentsSHA256 != hex.EncodeToString(sum[:]) {
@@ -274,10 +275,10 @@ func TestProviderAuditArguments(t *testing.T) {
 }
 
 func TestProviderAuditToStdout(t *testing.T) {
-	p := startProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: "-"})
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: "-"})
 	c := testProviderClient(t, p.url, 5*time.Second)
 	for range 3 {
-		c.prepare(context.Background(), testCall)
+		c.prepare(context.Background(), providerTestCall)
 	}
 	if n := strings.Count(p.stdout.String(), "\n"); n != 3 {
 		t.Errorf("stdout has %d audit lines, want 3: %q", n, p.stdout.String())
@@ -292,8 +293,8 @@ func TestProviderAuditFailureDenies(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
 	}
-	p := startProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: "/dev/full"})
-	res := testProviderClient(t, p.url, 5*time.Second).prepare(context.Background(), testCall)
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: "/dev/full"})
+	res := testProviderClient(t, p.url, 5*time.Second).prepare(context.Background(), providerTestCall)
 	if res.Allowed || res.Reason != auditFailedReason || res.Category != "" {
 		t.Errorf("result %+v, want a deny with %q", res, auditFailedReason)
 	}
@@ -325,7 +326,7 @@ func TestProviderStartupRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stderr := &syncBuffer{}
+			stderr := &providerLogBuffer{}
 			err := serveProvider(context.Background(), &system{stdout: io.Discard, stderr: stderr}, tt.opts, func(string) { t.Error("provider listened") })
 			if code := exitCode(err); code != tt.code || err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("error %v (exit %d), want exit %d containing %q", err, code, tt.code, tt.err)
@@ -347,7 +348,7 @@ func TestProviderListensOnLoopbackNames(t *testing.T) {
 				}
 				ln.Close()
 			}
-			p := startProvider(t, providerOptions{Listen: listen, PolicyFile: "examples/policy.json"})
+			p := startRefProvider(t, providerOptions{Listen: listen, PolicyFile: "examples/policy.json"})
 			if err := testProviderClient(t, p.url, 5*time.Second).handshake(context.Background()); err != nil {
 				t.Errorf("handshake with %s: %v", p.url, err)
 			}
@@ -369,7 +370,7 @@ func TestProviderReloadOnSIGHUP(t *testing.T) {
 		}
 	}
 	write(`{"rules":[{"tool":"read_file","decision":"allow"}]}`)
-	p := startProvider(t, providerOptions{PolicyFile: file})
+	p := startRefProvider(t, providerOptions{PolicyFile: file})
 	c := testProviderClient(t, p.url, 5*time.Second)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
@@ -379,19 +380,19 @@ func TestProviderReloadOnSIGHUP(t *testing.T) {
 			}
 		}
 	}
-	if res := c.prepare(context.Background(), testCall); !res.Allowed {
+	if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
 		t.Fatalf("before reload: %+v", res)
 	}
 	write(`{"rules":[{"tool":"read_file","decision":"deny","reason":"Reads are frozen"}]}`)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	waitFor("the reload log line", func() bool { return strings.Contains(p.stderr.String(), "reloaded policy") })
-	if res := c.prepare(context.Background(), testCall); res.Allowed || res.Reason != "Reads are frozen" {
+	if res := c.prepare(context.Background(), providerTestCall); res.Allowed || res.Reason != "Reads are frozen" {
 		t.Fatalf("after reload: %+v", res)
 	}
 	write(`{"rules":[{"tool":"read_file","decision":"allow","reason":"x"}]}`)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	waitFor("the failed reload log line", func() bool { return strings.Contains(p.stderr.String(), "reload failed, keeping the previous policy") })
-	if res := c.prepare(context.Background(), testCall); res.Allowed || res.Reason != "Reads are frozen" {
+	if res := c.prepare(context.Background(), providerTestCall); res.Allowed || res.Reason != "Reads are frozen" {
 		t.Fatalf("after an invalid reload: %+v, want the previous policy", res)
 	}
 	if !strings.Contains(p.stderr.String(), "rule 0: a reason is only allowed on a deny") {
@@ -401,7 +402,7 @@ func TestProviderReloadOnSIGHUP(t *testing.T) {
 
 func TestParsePolicy(t *testing.T) {
 	tests := []struct {
-		name, policy, err string
+		name, providerPolicy, err string
 	}{
 		{"minimal", `{}`, ""},
 		{"full", `{"rules":[{"tool":"mcp__*","match":{"/a/0":"^x$","/b~1c":"y"},"decision":"deny","reason":"No"}],"default":"allow"}`, ""},
@@ -427,7 +428,7 @@ func TestParsePolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parsePolicy([]byte(tt.policy))
+			_, err := parseProviderPolicy([]byte(tt.providerPolicy))
 			if tt.err == "" && err != nil {
 				t.Errorf("error %v, want none", err)
 			}
@@ -439,7 +440,7 @@ func TestParsePolicy(t *testing.T) {
 }
 
 func TestPolicyDecide(t *testing.T) {
-	pol, err := parsePolicy([]byte(`{"rules":[
+	pol, err := parseProviderPolicy([]byte(`{"rules":[
 		{"tool":"t","match":{"/a~1b/0":"^yes$"},"decision":"allow"},
 		{"tool":"t","match":{"/m~0n":"go","/x":"."},"decision":"allow"},
 		{"tool":"t","match":{"/arr/10":"ten"},"decision":"allow"},
@@ -481,21 +482,21 @@ func TestPolicyDecide(t *testing.T) {
 		tokens, _ := parseJSONPointer(p)
 		var args any
 		json.Unmarshal([]byte(`{"arr":`+arr+`}`), &args)
-		if v, ok := selectPointer(args, tokens); ok {
+		if v, ok := selectJSONPointer(args, tokens); ok {
 			t.Errorf("pointer %s selected %v", p, v)
 		}
 	}
 }
 
 func TestExamplePolicyLoads(t *testing.T) {
-	pol, err := loadPolicy("examples/policy.json")
+	pol, err := loadProviderPolicy("examples/policy.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pol.defaultAllow || len(pol.rules) == 0 {
 		t.Errorf("example policy: default allow %v, %d rules", pol.defaultAllow, len(pol.rules))
 	}
-	if _, err := loadPolicy("examples/none.json"); err == nil || !errors.Is(err, os.ErrNotExist) {
+	if _, err := loadProviderPolicy("examples/none.json"); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -548,7 +549,7 @@ func TestProviderProcess(t *testing.T) {
 			break
 		}
 	}
-	if res := c.prepare(ctx, testCall); !res.Allowed {
+	if res := c.prepare(ctx, providerTestCall); !res.Allowed {
 		t.Errorf("after SIGHUP: %+v", res)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -562,9 +563,9 @@ func TestProviderProcess(t *testing.T) {
 // TestProviderAuditConcurrent: concurrent decisions never interleave lines.
 func TestProviderAuditConcurrent(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	p := startProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, AuditArguments: true})
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, AuditArguments: true})
 	c := testProviderClient(t, p.url, 10*time.Second)
-	call := testCall
+	call := providerTestCall
 	call.ToolName = "write_file"
 	call.Arguments = json.RawMessage(`{"file_path":"/tmp/x","content":"` + strings.Repeat("y", 32<<10) + `"}`)
 	const workers, each = 16, 8
@@ -579,7 +580,7 @@ func TestProviderAuditConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if lines := readAuditLines(t, audit); len(lines) != workers*each {
+	if lines := readProviderAudit(t, audit); len(lines) != workers*each {
 		t.Errorf("%d audit lines, want %d", len(lines), workers*each)
 	}
 }

@@ -26,8 +26,8 @@ import (
 
 const providerTestToken = "provider-test-token"
 
-// responseVector is one provider reply and what the client must make of it.
-type responseVector struct {
+// wireResponseVector is one provider reply and what the client must make of it.
+type wireResponseVector struct {
 	Name        string `json:"name"`
 	Route       string `json:"route"` // "prepare" or "handshake"
 	Status      int    `json:"status"`
@@ -64,46 +64,46 @@ func loadWireVectors[T any](t testing.TB, dir string) map[string]T {
 	return out
 }
 
-// padBody pads body with trailing spaces (still one JSON value) to n bytes.
-func padBody(body string, n int) string {
+// padWireBody pads body with trailing spaces (still one JSON value) to n bytes.
+func padWireBody(body string, n int) string {
 	if n > len(body) {
 		body += strings.Repeat(" ", n-len(body))
 	}
 	return body
 }
 
-// seenRequest is what a test server received.
-type seenRequest struct {
+// wireSeenRequest is what a test server received.
+type wireSeenRequest struct {
 	Method, Path, Host string
 	Header             http.Header
 	Body               []byte
 }
 
-// recorder is a real loopback provider stand-in that records every request.
-type recorder struct {
+// wireRecorder is a real loopback provider stand-in that records every request.
+type wireRecorder struct {
 	mu   sync.Mutex
-	seen []seenRequest
+	seen []wireSeenRequest
 }
 
-func (r *recorder) add(req *http.Request) seenRequest {
+func (r *wireRecorder) add(req *http.Request) wireSeenRequest {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 2<<20))
-	s := seenRequest{Method: req.Method, Path: req.URL.Path, Host: req.Host, Header: req.Header.Clone(), Body: body}
+	s := wireSeenRequest{Method: req.Method, Path: req.URL.Path, Host: req.Host, Header: req.Header.Clone(), Body: body}
 	r.mu.Lock()
 	r.seen = append(r.seen, s)
 	r.mu.Unlock()
 	return s
 }
 
-func (r *recorder) requests() []seenRequest {
+func (r *wireRecorder) requests() []wireSeenRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]seenRequest(nil), r.seen...)
+	return append([]wireSeenRequest(nil), r.seen...)
 }
 
-// startRecorder serves handle on 127.0.0.1 and records every request first.
-func startRecorder(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, s seenRequest)) (*httptest.Server, *recorder) {
+// startWireRecorder serves handle on 127.0.0.1 and records every request first.
+func startWireRecorder(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, s wireSeenRequest)) (*httptest.Server, *wireRecorder) {
 	t.Helper()
-	rec := &recorder{}
+	rec := &wireRecorder{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handle(w, r, rec.add(r))
 	}))
@@ -111,23 +111,23 @@ func startRecorder(t *testing.T, handle func(w http.ResponseWriter, r *http.Requ
 	return srv, rec
 }
 
-// requestID returns the requestId or nonce of a request body.
-func requestID(body []byte) string {
+// wireRequestID returns the requestId or nonce of a request body.
+func wireRequestID(body []byte) string {
 	var m struct{ RequestID, Nonce string }
 	json.Unmarshal(body, &m)
 	return m.RequestID + m.Nonce
 }
 
-// replay answers every request with the vector, "$ID" replaced.
-func replay(v responseVector) func(w http.ResponseWriter, r *http.Request, s seenRequest) {
-	return func(w http.ResponseWriter, r *http.Request, s seenRequest) {
+// replayVector answers every request with the vector, "$ID" replaced.
+func replayVector(v wireResponseVector) func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
+	return func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
 		if v.ContentType == "" {
 			w.Header()["Content-Type"] = nil // no sniffed type either
 		} else {
 			w.Header().Set("Content-Type", v.ContentType)
 		}
 		w.WriteHeader(v.Status)
-		io.WriteString(w, padBody(strings.ReplaceAll(v.Body, "$ID", requestID(s.Body)), v.PadTo))
+		io.WriteString(w, padWireBody(strings.ReplaceAll(v.Body, "$ID", wireRequestID(s.Body)), v.PadTo))
 	}
 }
 
@@ -140,7 +140,7 @@ func testProviderClient(t testing.TB, endpoint string, timeout time.Duration) *p
 	return newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: timeout, Token: providerTestToken})
 }
 
-var testCall = prepareCall{
+var providerTestCall = prepareCall{
 	SessionID:  "sess-1",
 	PromptID:   "prompt-1",
 	ToolCallID: "call-1",
@@ -149,13 +149,13 @@ var testCall = prepareCall{
 }
 
 func TestClientWireVectors(t *testing.T) {
-	for name, v := range loadWireVectors[responseVector](t, "response") {
+	for name, v := range loadWireVectors[wireResponseVector](t, "response") {
 		t.Run(name, func(t *testing.T) {
-			srv, rec := startRecorder(t, replay(v))
+			srv, rec := startWireRecorder(t, replayVector(v))
 			c := testProviderClient(t, srv.URL, 5*time.Second)
 			switch v.Route {
 			case "prepare":
-				res := c.prepare(context.Background(), testCall)
+				res := c.prepare(context.Background(), providerTestCall)
 				checkPrepareOutcome(t, v, res)
 			case "handshake":
 				err := c.handshake(context.Background())
@@ -178,7 +178,7 @@ func TestClientWireVectors(t *testing.T) {
 	}
 }
 
-func checkPrepareOutcome(t *testing.T, v responseVector, res prepareResult) {
+func checkPrepareOutcome(t *testing.T, v wireResponseVector, res prepareResult) {
 	t.Helper()
 	if v.Expect.Category != "" {
 		if res.Allowed || res.Category != v.Expect.Category || res.Reason != guardFailedReason || res.Err == nil {
@@ -198,10 +198,10 @@ func checkPrepareOutcome(t *testing.T, v responseVector, res prepareResult) {
 }
 
 func TestClientRequestShape(t *testing.T) {
-	allow := responseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startRecorder(t, replay(allow))
+	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
+	srv, rec := startWireRecorder(t, replayVector(allow))
 	c := testProviderClient(t, srv.URL, 5*time.Second)
-	call := testCall
+	call := providerTestCall
 	call.Arguments = json.RawMessage(" {\"z\": 1, \"a\": [true, null], \"m\": {\"k\": \"v\"}}\n")
 	first := c.prepare(context.Background(), call)
 	second := c.prepare(context.Background(), call)
@@ -236,7 +236,7 @@ func TestClientRequestShape(t *testing.T) {
 	}
 }
 
-func checkProviderHeaders(t *testing.T, s seenRequest, path, host string) {
+func checkProviderHeaders(t *testing.T, s wireSeenRequest, path, host string) {
 	t.Helper()
 	if s.Method != http.MethodPost || s.Path != path || s.Host != host {
 		t.Errorf("request %s %s Host %q, want POST %s Host %q", s.Method, s.Path, s.Host, path, host)
@@ -257,10 +257,10 @@ func checkProviderHeaders(t *testing.T, s seenRequest, path, host string) {
 
 // TestClientFailures covers the categories a replayed reply cannot produce.
 func TestClientFailures(t *testing.T) {
-	hold := func(w http.ResponseWriter, r *http.Request, _ seenRequest) { <-r.Context().Done() }
+	hold := func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) { <-r.Context().Done() }
 	tests := []struct {
 		name     string
-		handle   func(w http.ResponseWriter, r *http.Request, s seenRequest)
+		handle   func(w http.ResponseWriter, r *http.Request, s wireSeenRequest)
 		timeout  time.Duration
 		ctx      func(t *testing.T, got <-chan struct{}) context.Context
 		call     func(prepareCall) prepareCall
@@ -295,7 +295,7 @@ func TestClientFailures(t *testing.T) {
 		},
 		{
 			name: "connection dropped", timeout: 5 * time.Second, category: failTransport, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ seenRequest) {
+			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
 				conn, _, err := http.NewResponseController(w).Hijack()
 				if err == nil {
 					conn.Close()
@@ -304,7 +304,7 @@ func TestClientFailures(t *testing.T) {
 		},
 		{
 			name: "body cut short", timeout: 5 * time.Second, category: failTransport, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ seenRequest) {
+			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
 				conn, buf, err := http.NewResponseController(w).Hijack()
 				if err == nil {
 					buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"protocolVersion\":1")
@@ -326,7 +326,7 @@ func TestClientFailures(t *testing.T) {
 		},
 		{
 			name: "oversize declared length", timeout: 5 * time.Second, category: failOversizeResponse, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ seenRequest) {
+			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Content-Length", fmt.Sprint(maxWireResponse+1))
 				w.WriteHeader(200)
@@ -335,7 +335,7 @@ func TestClientFailures(t *testing.T) {
 		},
 		{
 			name: "oversize streamed", timeout: 5 * time.Second, category: failOversizeResponse, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ seenRequest) {
+			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(200)
 				for range 100 { // chunked, no length: 100 KiB of white space
@@ -345,16 +345,16 @@ func TestClientFailures(t *testing.T) {
 		},
 		{
 			name: "invalid UTF-8", timeout: 5 * time.Second, category: failMalformedJSON, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, s seenRequest) {
+			handle: func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
 				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, "{\"protocolVersion\":1,\"requestId\":\"%s\",\"allowed\":false,\"reason\":\"\xff\"}", requestID(s.Body))
+				fmt.Fprintf(w, "{\"protocolVersion\":1,\"requestId\":\"%s\",\"allowed\":false,\"reason\":\"\xff\"}", wireRequestID(s.Body))
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := make(chan struct{}, 1)
-			srv, rec := startRecorder(t, func(w http.ResponseWriter, r *http.Request, s seenRequest) {
+			srv, rec := startWireRecorder(t, func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
 				got <- struct{}{}
 				tt.handle(w, r, s)
 			})
@@ -363,7 +363,7 @@ func TestClientFailures(t *testing.T) {
 			if tt.ctx != nil {
 				ctx = tt.ctx(t, got)
 			}
-			call := testCall
+			call := providerTestCall
 			if tt.call != nil {
 				call = tt.call(call)
 			}
@@ -379,17 +379,17 @@ func TestClientFailures(t *testing.T) {
 }
 
 func TestClientRequestSizeLimit(t *testing.T) {
-	allow := responseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startRecorder(t, replay(allow))
+	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
+	srv, rec := startWireRecorder(t, replayVector(allow))
 	c := testProviderClient(t, srv.URL, 5*time.Second)
 	// The body around the content string, with a 32-digit requestId.
-	frame, _ := json.Marshal(prepareRequest{ProtocolVersion: 1, RequestID: strings.Repeat("0", 32), SessionID: testCall.SessionID,
-		PromptID: testCall.PromptID, ToolCallID: testCall.ToolCallID, ToolName: testCall.ToolName, Arguments: json.RawMessage(`{"content":""}`)})
+	frame, _ := json.Marshal(prepareRequest{ProtocolVersion: 1, RequestID: strings.Repeat("0", 32), SessionID: providerTestCall.SessionID,
+		PromptID: providerTestCall.PromptID, ToolCallID: providerTestCall.ToolCallID, ToolName: providerTestCall.ToolName, Arguments: json.RawMessage(`{"content":""}`)})
 	for _, tt := range []struct {
 		size     int
 		category string
 	}{{maxWireRequest, ""}, {maxWireRequest + 1, failOversizeRequest}} {
-		call := testCall
+		call := providerTestCall
 		call.Arguments = json.RawMessage(`{"content":"` + strings.Repeat("x", tt.size-len(frame)) + `"}`)
 		before := len(rec.requests())
 		res := c.prepare(context.Background(), call)
@@ -409,12 +409,12 @@ func TestClientRequestSizeLimit(t *testing.T) {
 func TestClientDoesNotFollowRedirects(t *testing.T) {
 	for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			allow := responseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-			second, secondRec := startRecorder(t, replay(allow))
-			first, firstRec := startRecorder(t, func(w http.ResponseWriter, r *http.Request, _ seenRequest) {
+			allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
+			second, secondRec := startWireRecorder(t, replayVector(allow))
+			first, firstRec := startWireRecorder(t, func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
 				http.Redirect(w, r, second.URL+"/v1/prepare", status)
 			})
-			res := testProviderClient(t, first.URL, 5*time.Second).prepare(context.Background(), testCall)
+			res := testProviderClient(t, first.URL, 5*time.Second).prepare(context.Background(), providerTestCall)
 			if res.Allowed || res.Category != failHTTPStatus {
 				t.Errorf("result = %+v, want failure %q", res, failHTTPStatus)
 			}
@@ -428,8 +428,8 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 	}
 }
 
-// trapListener counts every connection made to it.
-func trapListener(t *testing.T) (addr string, conns *atomic.Int64) {
+// proxyTrap counts every connection made to it.
+func proxyTrap(t *testing.T) (addr string, conns *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -453,18 +453,18 @@ func trapListener(t *testing.T) (addr string, conns *atomic.Int64) {
 }
 
 func TestClientIgnoresProxyEnvironment(t *testing.T) {
-	trap, conns := trapListener(t)
+	trap, conns := proxyTrap(t)
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
 		t.Setenv(k, "http://"+trap)
 	}
 	t.Setenv("NO_PROXY", "")
 	t.Setenv("no_proxy", "")
-	allow := responseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startRecorder(t, replay(allow))
+	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
+	srv, rec := startWireRecorder(t, replayVector(allow))
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	for _, endpoint := range []string{srv.URL, fmt.Sprintf("http://localhost:%d", port)} {
 		c := testProviderClient(t, endpoint, 5*time.Second)
-		if res := c.prepare(context.Background(), testCall); !res.Allowed {
+		if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
 			t.Errorf("%s: result %+v, want allowed", endpoint, res)
 		}
 		// Go skips proxies for loopback hosts on its own, so the trap alone
@@ -482,11 +482,11 @@ func TestClientIgnoresProxyEnvironment(t *testing.T) {
 }
 
 func TestClientPinsLocalhost(t *testing.T) {
-	allow := responseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startRecorder(t, replay(allow))
+	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
+	srv, rec := startWireRecorder(t, replayVector(allow))
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	c := testProviderClient(t, fmt.Sprintf("http://LocalHost:%d/", port), 5*time.Second)
-	if res := c.prepare(context.Background(), testCall); !res.Allowed {
+	if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
 		t.Fatalf("result %+v, want allowed", res)
 	}
 	if got, want := rec.requests()[0].Host, fmt.Sprintf("localhost:%d", port); got != want {
@@ -499,14 +499,14 @@ func TestClientIPv6Loopback(t *testing.T) {
 	if err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
 	}
-	rec := &recorder{}
-	allow := responseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	h := replay(allow)
+	rec := &wireRecorder{}
+	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
+	h := replayVector(allow)
 	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, rec.add(r)) })}}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	endpoint := "http://" + ln.Addr().String()
-	if res := testProviderClient(t, endpoint, 5*time.Second).prepare(context.Background(), testCall); !res.Allowed {
+	if res := testProviderClient(t, endpoint, 5*time.Second).prepare(context.Background(), providerTestCall); !res.Allowed {
 		t.Fatalf("result %+v, want allowed", res)
 	}
 	if got := rec.requests()[0].Host; got != ln.Addr().String() {
@@ -519,7 +519,7 @@ func TestClientIPv6Loopback(t *testing.T) {
 func TestClientTLS(t *testing.T) {
 	var mu sync.Mutex
 	var sni []string
-	rec := &recorder{}
+	rec := &wireRecorder{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rec.add(r) }))
 	srv.TLS = &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		mu.Lock()
@@ -531,7 +531,7 @@ func TestClientTLS(t *testing.T) {
 	t.Cleanup(srv.Close)
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	for _, endpoint := range []string{fmt.Sprintf("https://localhost:%d", port), srv.URL} {
-		res := testProviderClient(t, endpoint, 5*time.Second).prepare(context.Background(), testCall)
+		res := testProviderClient(t, endpoint, 5*time.Second).prepare(context.Background(), providerTestCall)
 		if res.Allowed || res.Category != failTransport {
 			t.Errorf("%s: result %+v, want failure %q", endpoint, res, failTransport)
 		}
@@ -547,11 +547,11 @@ func TestClientTLS(t *testing.T) {
 }
 
 func TestClientRefusesNonLoopbackEndpoint(t *testing.T) {
-	trap, conns := trapListener(t)
+	trap, conns := proxyTrap(t)
 	_, port, _ := net.SplitHostPort(trap)
 	for _, endpoint := range []string{"http://192.0.2.1:" + port, "http://example.com:" + port, "ftp://127.0.0.1:" + port, "http://127.0.0.2:" + port} {
 		c := testProviderClient(t, endpoint, 5*time.Second)
-		if res := c.prepare(context.Background(), testCall); res.Allowed || res.Category != failTransport {
+		if res := c.prepare(context.Background(), providerTestCall); res.Allowed || res.Category != failTransport {
 			t.Errorf("%s: result %+v, want failure %q", endpoint, res, failTransport)
 		}
 		if err := c.handshake(context.Background()); err == nil {
@@ -561,16 +561,16 @@ func TestClientRefusesNonLoopbackEndpoint(t *testing.T) {
 	if n := conns.Load(); n != 0 {
 		t.Errorf("%d connections made", n)
 	}
-	if res := newProviderClient(guardConfig{Mode: guardModeRequired}).prepare(context.Background(), testCall); res.Category != failTransport {
+	if res := newProviderClient(guardConfig{Mode: guardModeRequired}).prepare(context.Background(), providerTestCall); res.Category != failTransport {
 		t.Errorf("nil endpoint: result %+v", res)
 	}
 }
 
 func TestClientKeepAlive(t *testing.T) {
-	allow := responseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
+	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
 	var conns atomic.Int64
-	rec := &recorder{}
-	h := replay(allow)
+	rec := &wireRecorder{}
+	h := replayVector(allow)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, rec.add(r)) }))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -581,7 +581,7 @@ func TestClientKeepAlive(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := testProviderClient(t, srv.URL, 5*time.Second)
 	for range 5 {
-		if res := c.prepare(context.Background(), testCall); !res.Allowed {
+		if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
 			t.Fatalf("result %+v", res)
 		}
 	}
@@ -593,14 +593,14 @@ func TestClientKeepAlive(t *testing.T) {
 // TestClientTokenNotInErrors: failure details are for logs, but even they
 // never carry the token.
 func TestClientTokenNotInErrors(t *testing.T) {
-	srv, _ := startRecorder(t, func(w http.ResponseWriter, r *http.Request, _ seenRequest) {
+	srv, _ := startWireRecorder(t, func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
 		w.Header().Set("Content-Type", "application/json")
 		bw := bufio.NewWriter(w)
 		fmt.Fprintf(bw, `{"protocolVersion":1,%q:%q,"allowed":true}`, r.Header.Get("Authorization"), r.Header.Get("Authorization"))
 		bw.Flush()
 	})
 	c := testProviderClient(t, srv.URL, 5*time.Second)
-	res := c.prepare(context.Background(), testCall)
+	res := c.prepare(context.Background(), providerTestCall)
 	if res.Category != failSchema || !strings.Contains(res.Err.Error(), "[token]") {
 		t.Fatalf("result %+v", res)
 	}
