@@ -567,8 +567,8 @@ func TestProviderAuditConcurrent(t *testing.T) {
 	c := testProviderClient(t, p.url, 10*time.Second)
 	call := providerTestCall
 	call.ToolName = "write_file"
-	call.Arguments = json.RawMessage(`{"file_path":"/tmp/x","content":"` + strings.Repeat("y", 32<<10) + `"}`)
-	const workers, each = 16, 8
+	call.Arguments = json.RawMessage(`{"file_path":"/tmp/x","content":"` + strings.Repeat("y", 8<<10) + `"}`)
+	const workers, each = 16, 4
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
