@@ -195,6 +195,9 @@ func TestProviderWithClient(t *testing.T) {
 		{"run_shell_command", `{"command":"git status"}`, true, "", 9},
 		{"run_shell_command", `{"command":"ls; touch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"echo $(id)"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"ls\ntouch /tmp/x"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"ls /tmp\rtouch /tmp/x"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"ls\ttmp"}`, true, "", 9},
 		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 10},
 		{"agent", `{"prompt":"do it"}`, false, defaultReason, -1},
 	}
