@@ -118,7 +118,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	case opts.Guard.required():
 		a.provider = newProviderClient(opts.Guard)
 		if err := a.provider.handshake(ctx); err != nil {
-			return fmt.Errorf("provider handshake with %s: %w", opts.Guard.Endpoint.Redacted(), err)
+			return err // names the endpoint and the failure category
 		}
 	}
 	a.conn = newRPCConn(sys.stdin, sys.stdout, rpcConfig{

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -724,4 +725,61 @@ func processAlive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestACPStandaloneProvider(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit})
+	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	c.prompt(sid, "call write_file {\"file_path\":\"ok.txt\",\"content\":\"x\"}\n"+
+		"call run_shell_command {\"command\":\"sudo touch denied.txt\"}", "")
+	if !fileExists(filepath.Join(dir, "ok.txt")) {
+		t.Error("the allowed write did not happen")
+	}
+	if fileExists(filepath.Join(dir, "denied.txt")) {
+		t.Error("the denied command ran")
+	}
+	ups := c.sessionUpdates(sid)
+	if got := agentText(ups); got != "write_file: completed\nrun_shell_command: denied\n" {
+		t.Errorf("model answer = %q", got)
+	}
+	var shellID string
+	for _, u := range ups {
+		if u.SessionUpdate == "tool_call" && u.Meta["toolName"] == "run_shell_command" {
+			shellID = u.ToolCallID
+		}
+	}
+	if _, text, errType := callOutcome(ups, shellID); text != "Destructive and network shell commands are not allowed by policy" || errType != errTypeExecutionDenied {
+		t.Errorf("denied call: text %q, errorType %q", text, errType)
+	}
+	records := readProviderAudit(t, audit)
+	if len(records) != 2 {
+		t.Fatalf("provider decisions = %d, want 2 (exactly one per call)", len(records))
+	}
+	for _, r := range records {
+		if r.SessionID != sid || r.PromptID == "" || !strings.HasPrefix(r.ToolCallID, "call_") {
+			t.Errorf("audit identity = %+v", r)
+		}
+	}
+}
+
+func TestACPStandaloneHandshakeFailureExits1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	code, stdout, stderr := runAcpguard(t, []string{"acp", "--external-tool-guard-mode=required",
+		"--external-tool-guard-endpoint=http://" + addr}, envGuardToken+"="+providerTestToken)
+	if code != exitRuntime || stdout != "" || !strings.HasPrefix(stderr, "acpguard: error: provider handshake") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if strings.Contains(stderr, providerTestToken) {
+		t.Fatal("the token appeared in an error")
+	}
 }
