@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -237,6 +238,9 @@ func (a *agent) newSession(params json.RawMessage) (any, error) {
 	}
 	if !filepath.IsAbs(p.Cwd) {
 		return nil, invalidParams("session/new: cwd %q is not an absolute path", p.Cwd)
+	}
+	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
+		return nil, invalidParams("session/new: cwd %q is not an existing directory", p.Cwd)
 	}
 	a.mu.Lock()
 	initialized := a.initialized
@@ -474,8 +478,10 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		if ctx.Err() != nil {
 			return stopCancelled, nil
 		}
+		// Only this turn appends to the history, so the model may read it
+		// without a copy; the full slice expression keeps it from appending.
 		s.mu.Lock()
-		history := append([]message(nil), s.history...)
+		history := s.history[:len(s.history):len(s.history)]
 		s.mu.Unlock()
 		turn, err := a.model.next(ctx, history, nil, func(t string) {
 			if t != "" {

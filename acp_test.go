@@ -20,7 +20,7 @@ import (
 // acpClient is a line-delimited JSON-RPC client of an acpguard acp process.
 // It answers the agent's requests with onRequest.
 type acpClient struct {
-	t     *testing.T
+	t     testing.TB
 	stdin io.WriteCloser
 	done  chan struct{} // closed when the agent's stdout ends
 
@@ -47,7 +47,7 @@ type acpRequest struct {
 }
 
 // startACP starts acpguard acp with args and extra environment.
-func startACP(t *testing.T, onRequest func(string, json.RawMessage) (any, *rpcError), args []string, extraEnv ...string) *acpClient {
+func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcError), args []string, extraEnv ...string) *acpClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := acpguardCmd(t, ctx, append([]string{"acp"}, args...), extraEnv...)
@@ -370,7 +370,7 @@ func parentAnswering(log *prepareLog, answer func(req map[string]any) (any, *rpc
 	}
 }
 
-func startManaged(t *testing.T, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
+func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
 	c := startACP(t, parentAnswering(log, answer), nil, managedEnv...)
 	var res struct {
 		AgentCapabilities struct {
@@ -436,6 +436,9 @@ func TestACPInitializeAndErrors(t *testing.T) {
 	c.writeLine(`{"jsonrpc":"2.0","id":77,"method":`) // malformed: the agent keeps serving
 	if r := c.call(methodSessionNew, map[string]any{"cwd": "relative/dir", "mcpServers": []any{}}); r.Error == nil || r.Error.Code != rpcInvalidParams || !strings.Contains(r.Error.Message, `"relative/dir"`) {
 		t.Errorf("relative cwd: %+v", r)
+	}
+	if r := c.call(methodSessionNew, map[string]any{"cwd": "/no/such/dir", "mcpServers": []any{}}); r.Error == nil || !strings.Contains(r.Error.Message, `"/no/such/dir" is not an existing directory`) {
+		t.Errorf("missing cwd: %+v", r)
 	}
 	sid := c.newSession(t.TempDir())
 	c.mu.Lock()
@@ -781,5 +784,30 @@ func TestACPStandaloneHandshakeFailureExits1(t *testing.T) {
 	}
 	if strings.Contains(stderr, providerTestToken) {
 		t.Fatal("the token appeared in an error")
+	}
+}
+
+// BenchmarkACPScriptedTurn times one prompt turn with one write_file call
+// through the real binary: plain path, and managed with a parent that allows.
+func BenchmarkACPScriptedTurn(b *testing.B) {
+	for _, managed := range []bool{false, true} {
+		name := "plain"
+		if managed {
+			name = "managed-allow"
+		}
+		b.Run(name, func(b *testing.B) {
+			var c *acpClient
+			if managed {
+				c = startManaged(b, &prepareLog{}, allow)
+			} else {
+				c = startACP(b, nil, nil)
+				c.mustCall(methodInitialize, initializeParams(""), nil)
+			}
+			sid := c.newSession(b.TempDir())
+			b.ResetTimer()
+			for i := range b.N {
+				c.prompt(sid, fmt.Sprintf(`call write_file {"file_path":"f%d.txt","content":"x"}`, i), "p")
+			}
+		})
 	}
 }
