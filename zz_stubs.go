@@ -1,7 +1,13 @@
 package main
 
+import "encoding/json"
+
 // TEMPORARY: stands in for colleagues' declarations until the merge.
-type toolSpec struct{}
+type toolSpec struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage // JSON Schema of the arguments
+}
 
 func canonicalToolName(name string) (string, bool) { return name, true }
 
