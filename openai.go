@@ -50,12 +50,24 @@ const (
 // loopback; these bound only connection setup. The reply itself may take
 // as long as the model needs: session/cancel ends it through ctx.
 const (
-	openAIDialTimeout      = 30 * time.Second
-	openAITLSTimeout       = 10 * time.Second
-	openAIMaxHeaderBytes   = 64 << 10
-	openAIIdleConnTimeout  = 90 * time.Second
-	openAIRedactedKey      = "[redacted]"
-	openAIAuthScheme       = "Bearer "
+	openAIDialTimeout     = 30 * time.Second
+	openAITLSTimeout      = 10 * time.Second
+	openAIMaxHeaderBytes  = 64 << 10
+	openAIIdleConnTimeout = 90 * time.Second
+)
+
+// "The API key is never logged": it goes only in the Authorization header,
+// and a reply that echoes it has it replaced before an error quotes the reply.
+const (
+	openAIAuthScheme  = "Bearer "
+	openAIRedactedKey = "[redacted]"
+)
+
+// "Arguments that are not a JSON object fail the call with
+// invalid_tool_params before any permission step": that is runTool's check,
+// so arguments pass through as sent, except that none at all is an empty
+// object. A tool without a schema is offered as taking an empty object.
+const (
 	openAIEmptyArgs        = "{}"
 	openAIEmptyParamSchema = `{"type":"object","properties":{}}`
 )
@@ -415,7 +427,7 @@ func readOpenAIJSON(r io.Reader, t *openAITurn, text func(string)) error {
 // complete only if a finish_reason arrived.
 func readOpenAIStream(r io.Reader, t *openAITurn, text func(string)) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), openAIMaxLine)
+	sc.Buffer(make([]byte, 0, 4<<10), openAIMaxLine)
 	var data []byte
 	var event string
 	dataLines, chunks := 0, 0
