@@ -404,6 +404,20 @@ func TestOpenAIErrors(t *testing.T) {
 			want: []string{fmt.Sprintf("longer than %d bytes", openAIMaxReply)},
 		},
 		{
+			name: "connection dropped mid-stream",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					panic(err)
+				}
+				defer conn.Close()
+				chunk := events(textChunk("par"))
+				fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk)
+				buf.Flush()
+			},
+			want: []string{"read chat completions reply", "unexpected EOF"},
+		},
+		{
 			name: "nothing listening",
 			want: []string{"chat completions request", "connection refused"},
 		},
@@ -739,6 +753,32 @@ func FuzzOpenAISSE(f *testing.F) {
 			ids[c.ID] = true
 			if len(c.Args) == 0 {
 				t.Errorf("call %q has empty arguments", c.ID)
+			}
+		}
+	})
+}
+
+func FuzzOpenAIJSON(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"hi","tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"glob","arguments":"{}"}},{"function":{"name":"x","arguments":""}}]},"finish_reason":"tool_calls"}]}`))
+	f.Add([]byte(`{"error":{"message":"bad"}}`))
+	f.Add([]byte(`{"choices":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := newOpenAITurn(testAPIKey)
+		var streamed strings.Builder
+		if err := readOpenAIJSON(bytes.NewReader(data), tr, func(s string) { streamed.WriteString(s) }); err != nil {
+			return
+		}
+		turn, err := tr.turn(userHello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.Text != streamed.String() {
+			t.Errorf("turn text %q, streamed %q", turn.Text, streamed.String())
+		}
+		for _, c := range turn.Calls {
+			if !validModelCallID(c.ID) || len(c.Args) == 0 {
+				t.Errorf("call %+v: invalid id or empty arguments", c)
 			}
 		}
 	})
