@@ -102,6 +102,11 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		model:    scriptedModel{},
 		sessions: make(map[string]*session),
 	}
+	if opts.Model == modelOpenAI {
+		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
+			return &usageError{err}
+		}
+	}
 	switch marker := sys.env.privateGuard; {
 	case marker != "":
 		// A managed child trusts its parent for decisions only with both the
@@ -483,7 +488,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		s.mu.Lock()
 		history := s.history[:len(s.history):len(s.history)]
 		s.mu.Unlock()
-		turn, err := a.model.next(ctx, history, nil, func(t string) {
+		turn, err := a.model.next(ctx, history, offeredTools(env), func(t string) {
 			if t != "" {
 				a.update(s.id, map[string]any{
 					"sessionUpdate": "agent_message_chunk",

@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -809,5 +812,48 @@ func BenchmarkACPScriptedTurn(b *testing.B) {
 				c.prompt(sid, fmt.Sprintf(`call write_file {"file_path":"f%d.txt","content":"x"}`, i), "p")
 			}
 		})
+	}
+}
+
+func TestACPOpenAIModelKeyNeverReachesTools(t *testing.T) {
+	const key = "sk-test-secret-key-0123456789"
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "bad key", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if calls.Add(1) == 1 {
+			io.WriteString(w, `{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,`+
+				`"tool_calls":[{"id":"call_model_1","type":"function","function":{"name":"run_shell_command","arguments":"{\"command\":\"env > env.txt\"}"}}]}}]}`)
+			return
+		}
+		io.WriteString(w, `{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"all done"}}]}`)
+	}))
+	defer srv.Close()
+	c := startACP(t, nil, nil, envModelBaseURL+"="+srv.URL+"/v1", envModelName+"=test-model", envModelKey+"="+key)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	if stop := c.prompt(sid, "show me the environment", ""); stop != stopEndTurn {
+		t.Fatalf("stopReason = %q", stop)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "env.txt"))
+	if err != nil {
+		t.Fatalf("the model's shell call did not run: %v", err)
+	}
+	if strings.Contains(string(got), key) || strings.Contains(string(got), envModelKey) {
+		t.Fatal("the model API key reached a tool's environment")
+	}
+	ups := c.sessionUpdates(sid)
+	if tc := firstToolCall(t, ups); tc.ToolCallID != "call_model_1" {
+		t.Errorf("toolCallId = %q, want the model's id", tc.ToolCallID)
+	}
+	if text := agentText(ups); text != "all done" {
+		t.Errorf("model text = %q", text)
+	}
+	if strings.Contains(c.stderrText(), key) {
+		t.Error("the model API key appeared in the agent's log")
 	}
 }

@@ -80,8 +80,19 @@ type providerOptions struct {
 }
 
 type acpOptions struct {
-	Guard guardConfig
+	Guard  guardConfig
+	Model  string // modelScripted or modelOpenAI
+	OpenAI openAIConfig
 }
+
+// Model choices of "acpguard acp", and the environment of the OpenAI-compatible
+// client, named as in Qwen Code.
+const (
+	modelScripted   = "scripted"
+	modelOpenAI     = "openai"
+	envModelBaseURL = "OPENAI_BASE_URL"
+	envModelName    = "OPENAI_MODEL"
+)
 
 type serveOptions struct {
 	Hostname           string // an IP address or host name; localhost pinned to 127.0.0.1
@@ -437,6 +448,7 @@ func parsePort(raw string) (int, error) {
 func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs := newFlagSet("acp")
 	guard := addGuardFlags(fs)
+	modelName := onceFlag(fs, "model", "")
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
@@ -444,7 +456,28 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if err != nil {
 		return acpOptions{}, err
 	}
-	return acpOptions{Guard: cfg}, nil
+	opts := acpOptions{Guard: cfg, Model: modelName.value}
+	env := envOf(sys)
+	if opts.Model == "" {
+		opts.Model = modelScripted
+		if env.lookup(envModelBaseURL) != "" {
+			opts.Model = modelOpenAI
+		}
+	}
+	switch opts.Model {
+	case modelScripted:
+	case modelOpenAI:
+		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: env.modelKey, Model: env.lookup(envModelName)}
+		if opts.OpenAI.BaseURL == "" {
+			return acpOptions{}, usagef("--model openai needs %s", envModelBaseURL)
+		}
+		if _, err := newOpenAIModel(opts.OpenAI); err != nil {
+			return acpOptions{}, &usageError{err}
+		}
+	default:
+		return acpOptions{}, usagef("--model %q: want %s or %s", opts.Model, modelScripted, modelOpenAI)
+	}
+	return opts, nil
 }
 
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
@@ -689,13 +722,21 @@ Runs the guarded ACP v1 agent on stdin/stdout: JSON-RPC 2.0, one message per
 line. Logs go to stderr.
 
 Flags:
-` + guardFlagsUsage + `  -h, --help
+` + guardFlagsUsage + `  --model scripted|openai
+        the model: the built-in scripted model (default), or an
+        OpenAI-compatible chat completions service (default when
+        OPENAI_BASE_URL is set).
+  -h, --help
         print this text.
 
 Environment:
   QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
         the provider's bearer token, required in required mode; read and removed
         from the environment at start.
+  OPENAI_BASE_URL, OPENAI_MODEL
+        the OpenAI-compatible service and model name.
+  OPENAI_API_KEY
+        its API key; read and removed at start, sent only to that service.
   QWEN_SERVER_TOKEN
         read and removed at start; not used.
   QWEN_CODE_PRIVATE_ACP_CAPABILITY, QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
