@@ -136,6 +136,9 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	unused := &unusedConns{conns: map[net.Conn]struct{}{}}
+	srv.ConnState = unused.track
+	srv.RegisterOnShutdown(unused.closeAll)
 
 	var wg sync.WaitGroup
 	reloadCtx, stopReload := context.WithCancel(ctx)
@@ -181,6 +184,35 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		return fmt.Errorf("provider: %w", err)
 	}
 	return nil
+}
+
+// unusedConns are the connections that have not sent a whole request yet.
+// A client's transport may dial a connection and then never use it, and
+// Shutdown waits for such a connection until it is 5 seconds old (longer
+// than providerShutdownGrace allows), so the provider closes them as soon as
+// it shuts down: a stop is quick and clean with a daemon connected.
+type unusedConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (u *unusedConns) track(c net.Conn, state http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if state == http.StateNew {
+		u.conns[c] = struct{}{}
+	} else {
+		delete(u.conns, c)
+	}
+}
+
+// closeAll runs when Shutdown has closed the listener.
+func (u *unusedConns) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.conns {
+		c.Close()
+	}
 }
 
 // loopbackListenAddr refuses any listen address that is not loopback
