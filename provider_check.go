@@ -13,10 +13,10 @@ import (
 	"strings"
 )
 
-// policyCase is one example of a cases file: "tool name, arguments,
+// providerPolicyCase is one example of a cases file: "tool name, arguments,
 // expected decision". Reason, when given, is the exact text a client would
 // show for the denial.
-type policyCase struct {
+type providerPolicyCase struct {
 	Name      string          `json:"name"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
@@ -26,12 +26,12 @@ type policyCase struct {
 	args any // Arguments decoded as the provider decodes them
 }
 
-// maxPolicyCasesFile bounds a cases file read from disk, like a policy.
-const maxPolicyCasesFile = 4 << 20
+// maxProviderCasesFile bounds a cases file read from disk, like a policy.
+const maxProviderCasesFile = 4 << 20
 
-// maxRenderedPattern bounds a regular expression quoted in a mismatch line:
+// maxProviderRenderedPattern bounds a regular expression quoted in a mismatch line:
 // enough to recognise the rule, short enough to keep one line per mismatch.
-const maxRenderedPattern = 48
+const maxProviderRenderedPattern = 48
 
 func runProviderCheck(sys *system, args []string) error {
 	opts, err := parseProviderCheckArgs(args, sys)
@@ -42,7 +42,7 @@ func runProviderCheck(sys *system, args []string) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	cases, err := loadPolicyCases(opts.CasesFile)
+	cases, err := loadProviderPolicyCases(opts.CasesFile)
 	if errors.Is(err, os.ErrNotExist) && !opts.CasesGiven {
 		fmt.Fprintf(sys.stdout, "policy %q: valid, %d rules; no cases file %q\n", opts.PolicyFile, len(pol.rules), opts.CasesFile)
 		return nil
@@ -65,30 +65,30 @@ func runProviderCheck(sys *system, args []string) error {
 	return nil
 }
 
-// loadPolicyCases reads and validates a cases file: a non-empty JSON array
+// loadProviderPolicyCases reads and validates a cases file: a non-empty JSON array
 // of cases, unknown fields refused.
-func loadPolicyCases(file string) ([]policyCase, error) {
+func loadProviderPolicyCases(file string) ([]providerPolicyCase, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("cases %q: %w", file, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicyCasesFile+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxProviderCasesFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("cases %q: %w", file, err)
 	}
-	if len(data) > maxPolicyCasesFile {
-		return nil, fmt.Errorf("cases %q: larger than %d bytes", file, maxPolicyCasesFile)
+	if len(data) > maxProviderCasesFile {
+		return nil, fmt.Errorf("cases %q: larger than %d bytes", file, maxProviderCasesFile)
 	}
-	cases, err := parsePolicyCases(data)
+	cases, err := parseProviderPolicyCases(data)
 	if err != nil {
 		return nil, fmt.Errorf("cases %q: %w", file, err)
 	}
 	return cases, nil
 }
 
-func parsePolicyCases(data []byte) ([]policyCase, error) {
-	var cases []policyCase
+func parseProviderPolicyCases(data []byte) ([]providerPolicyCase, error) {
+	var cases []providerPolicyCase
 	if err := decodeStrict(data, &cases); err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func parsePolicyCases(data []byte) ([]policyCase, error) {
 	return cases, nil
 }
 
-func (c *policyCase) validate() error {
+func (c *providerPolicyCase) validate() error {
 	if c.Tool == "" {
 		return errors.New(`missing "tool"`)
 	}
@@ -129,7 +129,7 @@ func (c *policyCase) validate() error {
 	return nil
 }
 
-func (c *policyCase) label(i int) string {
+func (c *providerPolicyCase) label(i int) string {
 	if c.Name == "" {
 		return fmt.Sprintf("case %d", i)
 	}
@@ -139,9 +139,9 @@ func (c *policyCase) label(i int) string {
 // check decides the case with pol and describes a mismatch, or returns "".
 // The reason compared is the one a client shows: the policy's, trimmed, or
 // the client's default text for a denial without one.
-func (c *policyCase) check(pol *providerPolicy) string {
+func (c *providerPolicyCase) check(pol *providerPolicy) string {
 	d := pol.decide(c.Tool, c.args)
-	got, reason := decisionName(d.Allowed), strings.TrimSpace(d.Reason)
+	got, reason := providerDecisionName(d.Allowed), strings.TrimSpace(d.Reason)
 	if !d.Allowed && reason == "" {
 		reason = denyDefaultReason
 	}
@@ -173,10 +173,10 @@ func (pol *providerPolicy) describe(rule int) string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "%q: %q", m.raw, clipText(m.re.String(), maxRenderedPattern))
+			fmt.Fprintf(&b, "%q: %q", m.raw, clipProviderText(m.re.String(), maxProviderRenderedPattern))
 		}
 		b.WriteString("}")
 	}
-	fmt.Fprintf(&b, ", %s}", decisionName(r.allow))
+	fmt.Fprintf(&b, ", %s}", providerDecisionName(r.allow))
 	return b.String()
 }

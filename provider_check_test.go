@@ -114,7 +114,7 @@ func TestParsePolicyCases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parsePolicyCases([]byte(tt.data))
+			_, err := parseProviderPolicyCases([]byte(tt.data))
 			if tt.err == "" && err != nil {
 				t.Errorf("error %v, want none", err)
 			}
@@ -132,7 +132,7 @@ func TestPolicyCaseReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases, err := parsePolicyCases([]byte(`[
+	cases, err := parseProviderPolicyCases([]byte(`[
 		{"tool":"quiet","arguments":{},"expect":"deny","reason":"` + denyDefaultReason + `"},
 		{"tool":"loud","arguments":{},"expect":"deny","reason":"Padded"},
 		{"tool":"loud","arguments":{},"expect":"deny","reason":"  Padded  "},
@@ -162,7 +162,7 @@ func FuzzParsePolicyCases(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cases, err := parsePolicyCases(data)
+		cases, err := parseProviderPolicyCases(data)
 		if err != nil {
 			return
 		}
@@ -173,7 +173,7 @@ func FuzzParsePolicyCases(f *testing.F) {
 			}
 			msg := c.check(pol)
 			d := pol.decide(c.Tool, c.args)
-			if (msg == "") && decisionName(d.Allowed) != c.Expect {
+			if (msg == "") && providerDecisionName(d.Allowed) != c.Expect {
 				t.Fatalf("case %+v passed against decision %+v", c, d)
 			}
 		}

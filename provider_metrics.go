@@ -46,7 +46,7 @@ var providerLatencyBounds = [...]time.Duration{
 }
 
 // providerMetrics are the counters of one provider. Pairs are indexed by
-// b2i: [0] deny or failed, [1] allow or ok.
+// providerPairIndex: [0] deny or failed, [1] allow or ok.
 type providerMetrics struct {
 	shadow        bool
 	answers       [2]atomic.Int64 // decisions sent
@@ -55,7 +55,7 @@ type providerMetrics struct {
 	failures      [len(providerFailureKinds)]atomic.Int64
 	auditFailures atomic.Int64
 	reloads       [2]atomic.Int64
-	latency       latencyHistogram
+	latency       providerLatencyHistogram
 }
 
 func newProviderMetrics(shadow bool) *providerMetrics {
@@ -72,14 +72,14 @@ func (m *providerMetrics) failed(status int) {
 	}
 }
 
-// latencyHistogram counts observations per bucket (not cumulative: the
+// providerLatencyHistogram counts observations per bucket (not cumulative: the
 // writer sums them, so _count always equals the +Inf bucket).
-type latencyHistogram struct {
+type providerLatencyHistogram struct {
 	buckets [len(providerLatencyBounds) + 1]atomic.Int64 // the last is +Inf
 	sumNano atomic.Int64
 }
 
-func (h *latencyHistogram) observe(d time.Duration) {
+func (h *providerLatencyHistogram) observe(d time.Duration) {
 	i := 0
 	for i < len(providerLatencyBounds) && d > providerLatencyBounds[i] {
 		i++
@@ -127,7 +127,7 @@ func (m *providerMetrics) render(rules int) []byte {
 	family("acpguard_provider_policy_rules", "gauge", "Rules of the policy in force.")
 	fmt.Fprintf(&b, "acpguard_provider_policy_rules %d\n", rules)
 	family("acpguard_provider_shadow", "gauge", "1 when the provider runs in shadow mode and answers allow whatever the policy says.")
-	fmt.Fprintf(&b, "acpguard_provider_shadow %d\n", b2i(m.shadow))
+	fmt.Fprintf(&b, "acpguard_provider_shadow %d\n", providerPairIndex(m.shadow))
 
 	const hist = "acpguard_provider_decision_duration_seconds"
 	family(hist, "histogram", "Time from receiving a prepare request to sending its decision.")

@@ -21,18 +21,18 @@ import (
 )
 
 var (
-	promNameRE   = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
-	promLabelRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-	promSampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
-	promTypes    = map[string]bool{"counter": true, "gauge": true, "histogram": true, "summary": true, "untyped": true}
+	promStrictNameRE   = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	promStrictLabelRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	promStrictSampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
+	promStrictTypes    = map[string]bool{"counter": true, "gauge": true, "histogram": true, "summary": true, "untyped": true}
 )
 
-// parsePrometheusText parses exposition text strictly and returns every
+// promParseStrict parses exposition text strictly and returns every
 // sample by series ("name{a=\"x\",b=\"y\"}", labels sorted). It fails on
 // anything a Prometheus scraper would reject or that breaks the format's
 // rules: a sample before its family's TYPE, a family split in two, a
 // duplicate series, a negative counter, an inconsistent histogram.
-func parsePrometheusText(text string) (map[string]float64, error) {
+func promParseStrict(text string) (map[string]float64, error) {
 	if text == "" || !strings.HasSuffix(text, "\n") {
 		return nil, fmt.Errorf("empty or not newline-terminated")
 	}
@@ -55,7 +55,7 @@ func parsePrometheusText(text string) (map[string]float64, error) {
 		if rest, ok := strings.CutPrefix(line, "# "); ok {
 			kind, rest, _ := strings.Cut(rest, " ")
 			name, arg, _ := strings.Cut(rest, " ")
-			if !promNameRE.MatchString(name) {
+			if !promStrictNameRE.MatchString(name) {
 				return nil, bad("bad metric name")
 			}
 			switch kind {
@@ -65,7 +65,7 @@ func parsePrometheusText(text string) (map[string]float64, error) {
 				}
 				helps[name] = true
 			case "TYPE":
-				if types[name] != "" || !promTypes[arg] || closed[name] {
+				if types[name] != "" || !promStrictTypes[arg] || closed[name] {
 					return nil, bad("repeated, unknown or late TYPE")
 				}
 				types[name] = arg
@@ -80,7 +80,7 @@ func parsePrometheusText(text string) (map[string]float64, error) {
 			}
 			continue
 		}
-		m := promSampleRE.FindStringSubmatch(line)
+		m := promStrictSampleRE.FindStringSubmatch(line)
 		if m == nil {
 			return nil, bad("not a sample line")
 		}
@@ -94,7 +94,7 @@ func parsePrometheusText(text string) (map[string]float64, error) {
 		if family != current || types[family] == "" {
 			return nil, bad("sample outside its family (current %q)", current)
 		}
-		labels, err := parsePromLabels(rawLabels)
+		labels, err := promParseLabels(rawLabels)
 		if err != nil {
 			return nil, bad("%v", err)
 		}
@@ -173,8 +173,8 @@ func parsePrometheusText(text string) (map[string]float64, error) {
 	return samples, nil
 }
 
-// parsePromLabels parses {a="x",b="y"}; values may escape \\, \" and \n.
-func parsePromLabels(raw string) (map[string]string, error) {
+// promParseLabels parses {a="x",b="y"}; values may escape \\, \" and \n.
+func promParseLabels(raw string) (map[string]string, error) {
 	labels := map[string]string{}
 	if raw == "" {
 		return labels, nil
@@ -182,7 +182,7 @@ func parsePromLabels(raw string) (map[string]string, error) {
 	s := raw[1 : len(raw)-1]
 	for s != "" {
 		name, rest, ok := strings.Cut(s, `="`)
-		if !ok || !promLabelRE.MatchString(name) {
+		if !ok || !promStrictLabelRE.MatchString(name) {
 			return nil, fmt.Errorf("bad label in %s", raw)
 		}
 		var v strings.Builder
@@ -225,7 +225,7 @@ func parsePromLabels(raw string) (map[string]string, error) {
 
 func TestPrometheusParserRejects(t *testing.T) {
 	valid := "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n"
-	if _, err := parsePrometheusText(valid); err != nil {
+	if _, err := promParseStrict(valid); err != nil {
 		t.Fatalf("valid text rejected: %v", err)
 	}
 	hist := "# HELP h H.\n# TYPE h histogram\n"
@@ -243,7 +243,7 @@ func TestPrometheusParserRejects(t *testing.T) {
 		"decreasing":       hist + "h_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
 		"no sum":           hist + "h_bucket{le=\"+Inf\"} 1\nh_count 1\n",
 	} {
-		if _, err := parsePrometheusText(text); err == nil {
+		if _, err := promParseStrict(text); err == nil {
 			t.Errorf("%s: accepted %q", name, text)
 		}
 	}
@@ -263,7 +263,7 @@ func scrapeProviderMetrics(t *testing.T, hc *http.Client, url string) map[string
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != prometheusTextContentType {
 		t.Fatalf("GET /metrics: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
-	samples, err := parsePrometheusText(string(body))
+	samples, err := promParseStrict(string(body))
 	if err != nil {
 		t.Fatalf("metrics do not parse: %v\n%s", err, body)
 	}
@@ -379,7 +379,7 @@ func TestLatencyHistogramBuckets(t *testing.T) {
 	for _, d := range []time.Duration{0, 100 * time.Microsecond, 101 * time.Microsecond, 3 * time.Second} {
 		m.latency.observe(d)
 	}
-	samples, err := parsePrometheusText(string(m.render(0)))
+	samples, err := promParseStrict(string(m.render(0)))
 	if err != nil {
 		t.Fatal(err)
 	}

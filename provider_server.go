@@ -55,9 +55,9 @@ const (
 // unaudited allow".
 const auditFailedReason = "Denied: the policy provider could not record this decision"
 
-// shadowWarning is printed at startup of a shadow provider, whatever the
+// providerShadowWarning is printed at startup of a shadow provider, whatever the
 // log level: "Loud at startup and in every audit line."
-const shadowWarning = "acpguard provider: WARNING: shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged\n"
+const providerShadowWarning = "acpguard provider: WARNING: shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged\n"
 
 // serveProvider runs the reference provider until ctx ends. It validates
 // everything before it listens, prints the URL it listens on to stderr, then
@@ -119,7 +119,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	}
 	addr := ln.Addr().String()
 	if opts.Shadow {
-		fmt.Fprint(sys.stderr, shadowWarning)
+		fmt.Fprint(sys.stderr, providerShadowWarning)
 	}
 	fmt.Fprintf(sys.stderr, "acpguard provider: listening on %s://%s\n", scheme, addr)
 	if ready != nil {
@@ -136,7 +136,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	unused := &unusedConns{conns: map[net.Conn]struct{}{}}
+	unused := &providerUnusedConns{conns: map[net.Conn]struct{}{}}
 	srv.ConnState = unused.track
 	srv.RegisterOnShutdown(unused.closeAll)
 
@@ -186,17 +186,17 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	return nil
 }
 
-// unusedConns are the connections that have not sent a whole request yet.
+// providerUnusedConns are the connections that have not sent a whole request yet.
 // A client's transport may dial a connection and then never use it, and
 // Shutdown waits for such a connection until it is 5 seconds old (longer
 // than providerShutdownGrace allows), so the provider closes them as soon as
 // it shuts down: a stop is quick and clean with a daemon connected.
-type unusedConns struct {
+type providerUnusedConns struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
 
-func (u *unusedConns) track(c net.Conn, state http.ConnState) {
+func (u *providerUnusedConns) track(c net.Conn, state http.ConnState) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if state == http.StateNew {
@@ -207,7 +207,7 @@ func (u *unusedConns) track(c net.Conn, state http.ConnState) {
 }
 
 // closeAll runs when Shutdown has closed the listener.
-func (u *unusedConns) closeAll() {
+func (u *providerUnusedConns) closeAll() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for c := range u.conns {
@@ -322,17 +322,17 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the client sent, so it is logged at debug level only.
 func (p *providerServer) fail(w http.ResponseWriter, status int, msg string) {
 	p.metrics.failed(status)
-	msg = clipText(msg, maxErrorMessage)
+	msg = clipProviderText(msg, maxErrorMessage)
 	p.log.Debug("request refused", "status", status, "error", msg)
 	writeProviderError(w, status, msg)
 }
 
-// maxLoggedClient bounds the client name a handshake logs: it is the
+// maxProviderLoggedClient bounds the client name a handshake logs: it is the
 // client's text, which the wire contract does not bound.
-const maxLoggedClient = 64
+const maxProviderLoggedClient = 64
 
-// clipText cuts s to at most n bytes of valid UTF-8, marking a cut with "...".
-func clipText(s string, n int) string {
+// clipProviderText cuts s to at most n bytes of valid UTF-8, marking a cut with "...".
+func clipProviderText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -361,7 +361,7 @@ func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
 		return
 	}
 	p.metrics.handshakes.Add(1)
-	p.log.Info("handshake", "client", clipText(client, maxLoggedClient))
+	p.log.Info("handshake", "client", clipProviderText(client, maxProviderLoggedClient))
 	reply, _ := json.Marshal(struct {
 		ProtocolVersion int    `json:"protocolVersion"`
 		Nonce           string `json:"nonce"`
@@ -408,12 +408,12 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 		return false
 	}
 	d := p.current.Load().decide(rec.ToolName, args)
-	p.metrics.policy[b2i(d.Allowed)].Add(1)
-	rec.Decision, rec.Reason, rec.Rule = decisionName(d.Allowed), d.Reason, d.Rule
+	p.metrics.policy[providerPairIndex(d.Allowed)].Add(1)
+	rec.Decision, rec.Reason, rec.Rule = providerDecisionName(d.Allowed), d.Reason, d.Rule
 	if p.shadow {
 		// The answer is allow, which carries no reason; the audit line
 		// keeps the policy's decision and reason beside it.
-		rec.Shadow, rec.WouldDecide, rec.Decision = true, rec.Decision, decisionName(true)
+		rec.Shadow, rec.WouldDecide, rec.Decision = true, rec.Decision, providerDecisionName(true)
 		d = providerDecision{Allowed: true, Rule: d.Rule}
 	}
 	canonical, _ := json.Marshal(args) // re-encoding a decoded value cannot fail
@@ -428,7 +428,7 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 		d = providerDecision{Allowed: false, Reason: auditFailedReason}
 	}
 	p.logDecision(&rec)
-	p.metrics.answers[b2i(d.Allowed)].Add(1)
+	p.metrics.answers[providerPairIndex(d.Allowed)].Add(1)
 	reply, _ := json.Marshal(prepareReply{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Allowed: d.Allowed, Reason: d.Reason})
 	writeProviderJSON(w, http.StatusOK, reply)
 	return true
@@ -460,15 +460,15 @@ func (p *providerServer) logDecision(rec *providerAuditRecord) {
 	p.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-func decisionName(allowed bool) string {
+func providerDecisionName(allowed bool) string {
 	if allowed {
 		return "allow"
 	}
 	return "deny"
 }
 
-// b2i indexes the [deny, allow] pairs of counters.
-func b2i(b bool) int {
+// providerPairIndex indexes the [deny, allow] pairs of counters.
+func providerPairIndex(b bool) int {
 	if b {
 		return 1
 	}
@@ -526,7 +526,7 @@ func decodeProviderArguments(raw json.RawMessage) (any, error) {
 const maxErrorMessage = 512
 
 func writeProviderError(w http.ResponseWriter, status int, msg string) {
-	msg = clipText(msg, maxErrorMessage)
+	msg = clipProviderText(msg, maxErrorMessage)
 	body, _ := json.Marshal(struct {
 		Error string `json:"error"`
 	}{msg})

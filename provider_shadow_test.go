@@ -13,18 +13,18 @@ import (
 	"time"
 )
 
-// shadowDeniedCall is a call examples/policy.json denies by rule 8.
-var shadowDeniedCall = prepareCall{SessionID: "s-1", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command",
+// providerShadowDeniedCall is a call examples/policy.json denies by rule 8.
+var providerShadowDeniedCall = prepareCall{SessionID: "s-1", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command",
 	Arguments: json.RawMessage(`{"command":"sudo touch /etc/shadow-marker"}`)}
 
 func TestProviderShadowAllowsAndLogsWouldDeny(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, Shadow: true})
-	if !strings.HasPrefix(p.stderr.String(), shadowWarning) {
+	if !strings.HasPrefix(p.stderr.String(), providerShadowWarning) {
 		t.Errorf("stderr %q does not start with the shadow warning", p.stderr.String())
 	}
 	c := testProviderClient(t, p.url, 5*time.Second)
-	res := c.prepare(context.Background(), shadowDeniedCall)
+	res := c.prepare(context.Background(), providerShadowDeniedCall)
 	if !res.Allowed || res.Category != "" || res.Reason != "" {
 		t.Fatalf("shadow answer %+v, want a plain allow", res)
 	}
@@ -56,10 +56,10 @@ func TestProviderShadowAllowsAndLogsWouldDeny(t *testing.T) {
 // TestProviderShadowProcess: the real binary warns before it listens.
 func TestProviderShadowProcess(t *testing.T) {
 	pp := startProviderProcess(t, "--shadow")
-	if got := pp.stderrText(); !strings.Contains(got, strings.TrimSuffix(shadowWarning, "\n")) {
+	if got := pp.stderrText(); !strings.Contains(got, strings.TrimSuffix(providerShadowWarning, "\n")) {
 		t.Errorf("stderr %q lacks the shadow warning", got)
 	}
-	if res := testProviderClient(t, pp.url, 5*time.Second).prepare(context.Background(), shadowDeniedCall); !res.Allowed {
+	if res := testProviderClient(t, pp.url, 5*time.Second).prepare(context.Background(), providerShadowDeniedCall); !res.Allowed {
 		t.Errorf("shadow process answered %+v", res)
 	}
 }
@@ -67,7 +67,7 @@ func TestProviderShadowProcess(t *testing.T) {
 func TestProviderNotShadowByDefault(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit})
-	if res := testProviderClient(t, p.url, 5*time.Second).prepare(context.Background(), shadowDeniedCall); res.Allowed {
+	if res := testProviderClient(t, p.url, 5*time.Second).prepare(context.Background(), providerShadowDeniedCall); res.Allowed {
 		t.Fatalf("answer %+v, want deny", res)
 	}
 	if strings.Contains(p.stderr.String(), "WARNING") {
@@ -99,10 +99,10 @@ func TestProviderLogFormatAndLevel(t *testing.T) {
 			if err := c.handshake(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			c.prepare(context.Background(), shadowDeniedCall)
+			c.prepare(context.Background(), providerShadowDeniedCall)
 			wrong := testProviderClient(t, p.url, 5*time.Second)
 			wrong.token = "wrong-token"
-			wrong.prepare(context.Background(), shadowDeniedCall)
+			wrong.prepare(context.Background(), providerShadowDeniedCall)
 			var sawDecision, sawHandshake bool
 			for line := range strings.Lines(p.stderr.String()) {
 				if strings.HasPrefix(line, "acpguard provider: listening on ") {

@@ -90,15 +90,15 @@ func startProviderProcess(t *testing.T, args ...string) *providerProcess {
 	return pp
 }
 
-// testCA is a throwaway certificate authority.
-type testCA struct {
+// providerTestCA is a throwaway certificate authority.
+type providerTestCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	file string // the CA certificate, PEM, for SSL_CERT_FILE
 	dir  string
 }
 
-func newTestCA(t *testing.T) *testCA {
+func newProviderTestCA(t *testing.T) *providerTestCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -121,14 +121,14 @@ func newTestCA(t *testing.T) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := &testCA{cert: cert, key: key, dir: t.TempDir()}
-	ca.file = writePEM(t, filepath.Join(ca.dir, "ca.pem"), "CERTIFICATE", der)
+	ca := &providerTestCA{cert: cert, key: key, dir: t.TempDir()}
+	ca.file = writeTestPEM(t, filepath.Join(ca.dir, "ca.pem"), "CERTIFICATE", der)
 	return ca
 }
 
 // leaf issues a server certificate for names (DNS names or IP addresses)
 // and returns its certificate and key files.
-func (ca *testCA) leaf(t *testing.T, name string, names ...string) (certFile, keyFile string) {
+func (ca *providerTestCA) leaf(t *testing.T, name string, names ...string) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -157,11 +157,11 @@ func (ca *testCA) leaf(t *testing.T, name string, names ...string) (certFile, ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	return writePEM(t, filepath.Join(ca.dir, name+".pem"), "CERTIFICATE", der),
-		writePEM(t, filepath.Join(ca.dir, name+".key"), "PRIVATE KEY", pkcs8)
+	return writeTestPEM(t, filepath.Join(ca.dir, name+".pem"), "CERTIFICATE", der),
+		writeTestPEM(t, filepath.Join(ca.dir, name+".key"), "PRIVATE KEY", pkcs8)
 }
 
-func writePEM(t *testing.T, file, typ string, der []byte) string {
+func writeTestPEM(t *testing.T, file, typ string, der []byte) string {
 	t.Helper()
 	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func writePEM(t *testing.T, file, typ string, der []byte) string {
 // SSL_CERT_FILE: one allowed and one denied call, and the provider saw
 // ServerName "localhost".
 func TestProviderHTTPSEndToEnd(t *testing.T) {
-	ca := newTestCA(t)
+	ca := newProviderTestCA(t)
 	cert, key := ca.leaf(t, "loopback", "localhost", "127.0.0.1", "::1")
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	pp := startProviderProcess(t, "--tls-cert", cert, "--tls-key", key, "--log-level", "debug", "--audit", audit)
@@ -213,7 +213,7 @@ func TestProviderHTTPSEndToEnd(t *testing.T) {
 // the certificate's IP SANs; the handshake at startup succeeds, and acp
 // exits 0 when its stdin ends.
 func TestProviderHTTPSIPAddresses(t *testing.T) {
-	ca := newTestCA(t)
+	ca := newProviderTestCA(t)
 	cert, key := ca.leaf(t, "loopback", "localhost", "127.0.0.1", "::1")
 	listens := []string{"127.0.0.1:0"}
 	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
@@ -241,7 +241,7 @@ func TestProviderHTTPSIPAddresses(t *testing.T) {
 // one from a CA the client does not trust, fails the TLS handshake, so
 // "acpguard acp" exits 1 and the provider never sees a request.
 func TestProviderHTTPSVerificationFails(t *testing.T) {
-	ca := newTestCA(t)
+	ca := newProviderTestCA(t)
 	other, otherKey := ca.leaf(t, "other", "example.invalid")
 	good, goodKey := ca.leaf(t, "loopback", "localhost", "127.0.0.1", "::1")
 	tests := []struct {
@@ -275,7 +275,7 @@ func TestProviderHTTPSVerificationFails(t *testing.T) {
 }
 
 func TestProviderTLSStartupRefusals(t *testing.T) {
-	ca := newTestCA(t)
+	ca := newProviderTestCA(t)
 	cert, key := ca.leaf(t, "loopback", "localhost")
 	garbage := filepath.Join(ca.dir, "garbage.pem")
 	os.WriteFile(garbage, []byte("not a certificate"), 0o600)
@@ -304,7 +304,7 @@ func TestProviderTLSStartupRefusals(t *testing.T) {
 }
 
 // leafKey returns the key file of a fresh leaf, to pair with another leaf.
-func (ca *testCA) leafKey(t *testing.T) string {
+func (ca *providerTestCA) leafKey(t *testing.T) string {
 	_, key := ca.leaf(t, "stray", "localhost")
 	return key
 }
