@@ -134,7 +134,7 @@ func parsePermissionRules(allow, ask, deny []string) (*permissionRules, error) {
 		for i, raw := range l.raw {
 			rule, err := parsePermRule(raw)
 			if err != nil {
-				return nil, fmt.Errorf("permissions.%s[%d]: %w", l.name, i, err)
+				return nil, fmt.Errorf("key %q: %w", fmt.Sprintf("permissions.%s[%d]", l.name, i), err)
 			}
 			*l.out = append(*l.out, rule)
 		}
