@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -359,6 +360,12 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 		r = &permissionRules{}
 	}
 	call := permCall{tool: tool, args: args, cwd: cwd, home: home}
+	if tool == "run_shell_command" {
+		if cmd, ok := args["command"].(string); ok {
+			call.parts, call.complex = splitShellCommand(cmd)
+			call.hasCommand = true
+		}
+	}
 	for _, rl := range r.deny {
 		if rl.matches(call, true) {
 			return verdictDeny, rl.raw
@@ -376,9 +383,12 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 		}
 	}
 	for _, rl := range r.allow {
-		if rl.matches(call, false) {
+		if rl.command == nil && rl.matches(call, false) {
 			return verdictAllow, rl.raw
 		}
+	}
+	if rules := r.allowShellParts(call); rules != "" {
+		return verdictAllow, rules
 	}
 	switch {
 	case mode == modeYolo, class == classRead:
@@ -402,17 +412,21 @@ func permissionDenialText(tool, mode, rule string) string {
 	return fmt.Sprintf("Tool %q denied: unknown approval mode %q", tool, mode)
 }
 
-// permCall is the part of a call a rule looks at.
+// permCall is the part of a call a rule looks at. A shell command is split
+// once, into parts.
 type permCall struct {
-	tool      string
-	args      map[string]any
-	cwd, home string
+	tool       string
+	args       map[string]any
+	cwd, home  string
+	hasCommand bool
+	parts      []string
+	complex    bool
 }
 
 // matches reports whether the rule covers the call. strict is true for deny
-// and ask rules: every doubt (a missing argument, a shell command too
-// complex to split, a directory that may hold a matching file) counts as a
-// match. For allow rules every doubt counts as no match.
+// and ask rules: every doubt (a missing argument, a directory that may hold
+// a matching file) counts as a match. For allow rules every doubt counts as
+// no match. Allow rules with a command pattern go through allowShellParts.
 func (rl permRule) matches(c permCall, strict bool) bool {
 	if rl.mcp != "" || strings.HasPrefix(c.tool, mcpToolPrefix) {
 		return rl.mcp != "" && matchMCPRule(rl.mcp, c.tool)
@@ -425,11 +439,7 @@ func (rl permRule) matches(c permCall, strict bool) bool {
 	case !covered:
 		return false
 	case rl.command != nil:
-		cmd, ok := c.args["command"].(string)
-		if !ok {
-			return strict
-		}
-		return matchShellRule(rl.command, cmd, strict)
+		return !c.hasCommand || matchShellParts(rl.command, c.parts)
 	case rl.paths != nil:
 		return rl.matchPath(c, strict)
 	}
@@ -451,26 +461,44 @@ func matchMCPRule(pattern, tool string) bool {
 	return !strings.Contains(server, "__") && strings.HasPrefix(tool, pattern+"__")
 }
 
-// matchShellRule: Qwen Code "splits compound commands and requires every
-// part to match for allow". A deny or ask rule matches when any part does,
-// including the commands inside $(...), `...` and (...); an allow rule
-// matches only a command this splitter fully understands.
-func matchShellRule(re *regexp.Regexp, command string, strict bool) bool {
-	parts, complex := splitShellCommand(command)
-	if !strict && complex {
-		return false
-	}
+// matchShellParts is how a deny or ask rule meets a command: it matches
+// when any part does, including the commands inside $(...), `...` and
+// (...), also with their leading NAME=value assignments removed.
+func matchShellParts(re *regexp.Regexp, parts []string) bool {
 	for _, p := range parts {
-		m := re.MatchString(p)
-		if strict {
-			if m || re.MatchString(stripEnvAssignments(p)) {
-				return true
-			}
-		} else if !m {
-			return false
+		if re.MatchString(p) || re.MatchString(stripEnvAssignments(p)) {
+			return true
 		}
 	}
-	return !strict && len(parts) > 0
+	return false
+}
+
+// allowShellParts is how allow rules with a command pattern meet a command:
+// Qwen Code "splits compound commands and requires every part to match for
+// allow", each part by some rule. A command this splitter does not fully
+// understand is never allowed by a pattern. It returns the rules used,
+// joined by ", ", or "".
+func (r *permissionRules) allowShellParts(c permCall) string {
+	if c.tool != "run_shell_command" || !c.hasCommand || c.complex || len(c.parts) == 0 {
+		return ""
+	}
+	var used []string
+	for _, p := range c.parts {
+		found := ""
+		for _, rl := range r.allow {
+			if rl.command != nil && rl.command.MatchString(p) {
+				found = rl.raw
+				break
+			}
+		}
+		if found == "" {
+			return ""
+		}
+		if !slices.Contains(used, found) {
+			used = append(used, found)
+		}
+	}
+	return strings.Join(used, ", ")
 }
 
 // splitShellCommand splits a command on the unquoted operators && || ; | |&
@@ -981,6 +1009,9 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 	if h.Type != "command" || strings.TrimSpace(h.Command) == "" {
 		return "", "", fmt.Sprintf("is not a command hook (type %q)", h.Type)
 	}
+	if ctx.Err() != nil {
+		return "", "", "was cancelled"
+	}
 	cmd := exec.Command("bash", "-c", h.Command)
 	cmd.Env = append([]string{}, env...) // never nil: nil would inherit ours
 	cmd.Dir = dir
@@ -1008,7 +1039,7 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 		return "", "", fmt.Sprintf("could not start: %v", err)
 	}
 	pgid := cmd.Process.Pid
-	stdout, stderr := &hookBuffer{max: maxHookOutputBytes}, &hookBuffer{max: maxHookOutputBytes}
+	stdout, stderr := newHookBuffer(), newHookBuffer()
 	read := make(chan struct{}, 2)
 	for _, p := range []struct {
 		r *os.File
@@ -1031,6 +1062,7 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 	case <-exited:
 	case <-timer.C:
 		timedOut = true
+	case <-stdout.full: // no valid answer can follow
 	case <-ctx.Done():
 	}
 	// Kill the whole group before bash is reaped: its pid, and so the group
@@ -1050,14 +1082,14 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 		return "", "", "was cancelled"
 	case timedOut:
 		return "", "", fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
+	case stdout.dropped > 0:
+		return "", "", fmt.Sprintf("printed more than %d bytes", maxHookOutputBytes)
 	case !state.Exited():
 		return "", "", fmt.Sprintf("crashed: %v", state)
 	case state.ExitCode() == 2:
 		return hookDeny, hookReasonText(stderr.String()), ""
 	case state.ExitCode() != 0:
 		return "", "", fmt.Sprintf("failed with exit status %d", state.ExitCode())
-	case stdout.dropped > 0:
-		return "", "", fmt.Sprintf("printed more than %d bytes", maxHookOutputBytes)
 	}
 	d, reason, err = parseHookOutput(stdout.buf.Bytes())
 	if err != nil {
@@ -1149,19 +1181,25 @@ func hookReasonText(s string) string {
 }
 
 // hookBuffer keeps the first max bytes written and counts the rest, so a
-// hook that prints without end neither blocks nor fills memory.
+// hook that prints without end neither blocks nor fills memory. full is
+// closed when the first byte is dropped.
 type hookBuffer struct {
 	buf     bytes.Buffer
 	max     int
 	dropped int
+	full    chan struct{}
+}
+
+func newHookBuffer() *hookBuffer {
+	return &hookBuffer{max: maxHookOutputBytes, full: make(chan struct{})}
 }
 
 func (b *hookBuffer) Write(p []byte) (int, error) {
-	room := b.max - b.buf.Len()
-	if room > len(p) {
-		room = len(p)
-	}
+	room := min(b.max-b.buf.Len(), len(p))
 	b.buf.Write(p[:room])
+	if b.dropped == 0 && room < len(p) {
+		close(b.full)
+	}
 	b.dropped += len(p) - room
 	return len(p), nil
 }
