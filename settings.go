@@ -180,8 +180,7 @@ func (w settingsWalker) value(t reflect.Type, at string) error {
 				return err
 			}
 		}
-		_, err := w.dec.Token() // ']'
-		return err
+		return w.end()
 	case reflect.String:
 		if got != "string" {
 			return settingsTypeError(at, "a string", got)
@@ -231,8 +230,15 @@ func (w settingsWalker) object(at string, field func(string) (reflect.Type, bool
 			return err
 		}
 	}
-	_, err := w.dec.Token() // '}'
-	return err
+	return w.end()
+}
+
+// end reads the '}' or ']' that closes an object or array.
+func (w settingsWalker) end() error {
+	if _, err := w.dec.Token(); err != nil {
+		return settingsSyntaxError(w.dec, err)
+	}
+	return nil
 }
 
 func settingsTypeError(at, want, got string) error {
