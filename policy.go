@@ -941,6 +941,9 @@ type hookOutcome struct {
 func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env []string) hookOutcome {
 	input.HookEventName = hookEventPreToolUse
 	input.PermissionMode = hookPermissionMode(input.PermissionMode)
+	if input.ToolInput == nil {
+		input.ToolInput = map[string]any{} // an object, never null
+	}
 	out := hookOutcome{Decision: hookNone}
 	var stdin []byte
 	for i := range hooks {

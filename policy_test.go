@@ -640,6 +640,7 @@ func TestPreToolUseHookInputAndEnvironment(t *testing.T) {
 	h := hookScript(t, dir, "record", "cat > stdin.json; env > env.txt; pwd > pwd.txt\n")
 	in := testHookInput(dir)
 	in.HookEventName = "SomethingElse"
+	in.ToolInput = nil
 	if out := runPreToolUseHooks(context.Background(), hookEntries(t, "Bash", h), in, testHookEnv); out.Decision != hookNone {
 		t.Fatalf("got %+v", out)
 	}
@@ -653,7 +654,7 @@ func TestPreToolUseHookInputAndEnvironment(t *testing.T) {
 	}
 	want := map[string]any{
 		"session_id": "sess-1", "cwd": dir, "hook_event_name": "PreToolUse", "permission_mode": "auto_edit",
-		"tool_name": "run_shell_command", "tool_input": map[string]any{"command": "ls -la"}, "tool_use_id": "call-1",
+		"tool_name": "run_shell_command", "tool_input": map[string]any{}, "tool_use_id": "call-1",
 	}
 	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
 		t.Errorf("stdin %s, want %s", g, w)
@@ -683,6 +684,20 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// One hook costs a bash start; measure it.
+func BenchmarkPreToolUseHook(b *testing.B) {
+	dir := b.TempDir()
+	hooks := []hookMatcher{{Matcher: "Bash", Hooks: []hookCommand{{Type: "command",
+		Command: `cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}'`}}}}
+	in := testHookInput(dir)
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := runPreToolUseHooks(context.Background(), hooks, in, testHookEnv); out.Decision != hookAllow {
+			b.Fatal(out)
+		}
+	}
 }
 
 func TestHookMatchers(t *testing.T) {
