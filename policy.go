@@ -505,7 +505,8 @@ func (r *permissionRules) allowShellParts(c permCall) string {
 // & and newlines, and on the bounds of $(...), `...`, <(...), >(...) and
 // (...), so that the commands inside them become parts too. complex reports
 // a construct whose parts it cannot vouch for: a substitution, a subshell,
-// a brace group, a here-document, $'...' quoting or an unterminated quote.
+// a brace group, a here-document, $'...' quoting, an unterminated quote or
+// an output redirection to a file.
 // Each part has its blanks collapsed.
 func splitShellCommand(command string) (parts []string, complex bool) {
 	var cur strings.Builder
@@ -516,6 +517,7 @@ func splitShellCommand(command string) (parts []string, complex bool) {
 		cur.Reset()
 	}
 	inSingle, inDouble := false, false
+	depth := 0 // open $( ... ) substitutions
 	for i := 0; i < len(command); i++ {
 		c := command[i]
 		next := byte(0)
@@ -542,6 +544,7 @@ func splitShellCommand(command string) (parts []string, complex bool) {
 			complex = true
 			flush()
 			if c == '$' {
+				depth++
 				i++
 			}
 			continue
@@ -549,7 +552,8 @@ func splitShellCommand(command string) (parts []string, complex bool) {
 			if c == '"' {
 				inDouble = false
 			}
-			if c == ')' { // may close a $( opened inside the quotes
+			if c == ')' && depth > 0 { // closes a $( opened inside the quotes
+				depth--
 				flush()
 				continue
 			}
@@ -568,8 +572,13 @@ func splitShellCommand(command string) (parts []string, complex bool) {
 			continue
 		}
 		switch c {
-		case '\n', ';', '(', ')':
-			complex = complex || c == '(' || c == ')'
+		case '\n', ';':
+			flush()
+		case '(', ')':
+			complex = true
+			if c == ')' && depth > 0 {
+				depth--
+			}
 			flush()
 		case '|':
 			flush()
@@ -607,6 +616,7 @@ func splitShellCommand(command string) (parts []string, complex bool) {
 				i++
 				continue
 			}
+			complex = complex || redirectsToFile(command[i+1:])
 			cur.WriteByte(c)
 		case '{', '}':
 			if cur.Len() == 0 || strings.TrimSpace(cur.String()) == "" {
@@ -622,6 +632,27 @@ func splitShellCommand(command string) (parts []string, complex bool) {
 	}
 	flush()
 	return parts, complex
+}
+
+// redirectsToFile reports whether the output redirection whose ">" comes
+// just before rest writes a file: anything but /dev/null or a descriptor
+// (2>&1, >&-). An allow rule for "echo *" must not allow "echo x > ~/.bashrc".
+func redirectsToFile(rest string) bool {
+	rest = strings.TrimLeft(rest, ">|") // >> and >|
+	dup := strings.HasPrefix(rest, "&")
+	rest = strings.TrimLeft(strings.TrimPrefix(rest, "&"), " \t")
+	end := strings.IndexAny(rest, " \t\n;|&<>()")
+	if end < 0 {
+		end = len(rest)
+	}
+	target := rest[:end]
+	if target == "/dev/null" {
+		return false
+	}
+	if dup && target != "" && strings.Trim(target, "0123456789-") == "" {
+		return false
+	}
+	return true
 }
 
 // envAssignment is a leading NAME=value word, which bash runs the command

@@ -236,7 +236,13 @@ func TestSplitShellCommand(t *testing.T) {
 		{"a || b; c | d |& e & f\ng", []string{"a", "b", "c", "d", "e", "f", "g"}, false},
 		{`echo 'a && b' "c; d"`, []string{`echo 'a && b' "c; d"`}, false},
 		{`echo a\;b`, []string{`echo a\;b`}, false},
-		{"make 2>&1 &>log >&2", []string{"make 2>&1 &>log >&2"}, false},
+		{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-", []string{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-"}, false},
+		{"make &>log", []string{"make &>log"}, true},
+		{"echo x > ~/.bashrc", []string{"echo x > ~/.bashrc"}, true},
+		{"echo x >>out", []string{"echo x >>out"}, true},
+		{"echo x >&out", []string{"echo x >&out"}, true},
+		{`echo "a (b) > c" 'd > e'`, []string{`echo "a (b) > c" 'd > e'`}, false},
+		{`echo "$(cat "f")" x`, []string{`echo "`, `cat "f"`, `" x`}, true},
 		{"echo $(rm -rf /)", []string{"echo", "rm -rf /"}, true},
 		{`echo "x $(rm -rf /) y"`, []string{`echo "x`, "rm -rf /", `y"`}, true},
 		{"echo `rm -rf /`", []string{"echo", "rm -rf /"}, true},
@@ -281,6 +287,8 @@ func TestCompoundShellCommands(t *testing.T) {
 		{`git commit -m "a && rm b"`, verdictAllow, "Bash(git *)"},
 		{"git status && npm publish", verdictAsk, "Bash(npm publish)"}, // any asked part asks
 		{"ls", verdictAllow, "Bash(ls)"},
+		{"git log > /etc/motd", verdictAsk, ""}, // writes a file
+		{"git log 2>/dev/null", verdictAllow, "Bash(git *)"},
 	} {
 		v, rule := r.decide(modeDefault, "run_shell_command", false, map[string]any{"command": tc.command}, testCwd, testHome)
 		if v != tc.want || rule != tc.rule {
