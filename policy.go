@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -344,11 +346,12 @@ func checkPathPattern(p string) error {
 
 // decide says whether one call may run: deny > ask > allow > the approval
 // mode's default. tool is the canonical name, args the normalized arguments
-// (absolute file_path / path; shell command), readOnly whether an MCP server
-// marked the tool read-only (built-ins are classified by name), cwd the
-// session cwd, which is also the project root of "/path" specifiers, and
-// home the user's home directory for "~/path" ones. rule is the text of the
-// rule that decided, "" when the approval mode did.
+// (absolute file_path / path; shell command), readOnly whether an MCP
+// server marked the tool read-only (built-ins are classified by name), cwd
+// the session cwd, which is also the project root of "/path" specifiers,
+// and home the user's home directory for "~/path" ones. rule is the text of
+// the rule that decided, "" when the approval mode did. Path rules look at
+// the file system for symlinks; nothing else does.
 func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[string]any, cwd, home string) (v verdict, rule string) {
 	class := permToolClass(tool)
 	switch mode {
@@ -710,13 +713,31 @@ func resolvePathSpecifier(spec, cwd, home string) (string, bool) {
 
 // matchPath: a file tool matches when its path matches; a tree tool
 // matches a strict rule when any path in its tree could match, and an
-// allow rule only when every path in its tree matches.
+// allow rule only when every path in its tree matches. The path is tried as
+// given and as it resolves through symlinks: a strict rule matches when
+// either does, an allow rule only when both do, so that a link in the
+// workspace neither escapes a deny rule nor borrows an allow rule.
 func (rl permRule) matchPath(c permCall, strict bool) bool {
 	p, tree, ok := permPathArg(c)
 	if !ok {
 		return strict
 	}
-	name := pathSegments(path.Clean(p))
+	p = path.Clean(p)
+	real, err := permRealPath(p, c.cwd)
+	if err != nil {
+		return strict
+	}
+	for _, candidate := range []string{p, real} {
+		if rl.matchPathSpecs(c, candidate, tree, strict) == strict {
+			return strict
+		}
+	}
+	return !strict
+}
+
+// matchPathSpecs reports whether any of the rule's patterns matches p.
+func (rl permRule) matchPathSpecs(c permCall, p string, tree, strict bool) bool {
+	name := pathSegments(p)
 	for _, spec := range rl.paths {
 		abs, ok := resolvePathSpecifier(spec, c.cwd, c.home)
 		if !ok {
@@ -740,6 +761,36 @@ func (rl permRule) matchPath(c permCall, strict bool) bool {
 		}
 	}
 	return false
+}
+
+// permRealPath resolves the deepest existing ancestor of the absolute path
+// p through symlinks and appends the rest. A result inside the resolved
+// cwd is given back under cwd as written, so that the rules anchored there
+// still apply.
+func permRealPath(p, cwd string) (string, error) {
+	dir, rest := p, ""
+	for {
+		_, err := os.Lstat(dir)
+		if err == nil || path.Dir(dir) == dir {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		rest = path.Join(path.Base(dir), rest)
+		dir = path.Dir(dir)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	real = path.Join(real, rest)
+	if realCwd, err := filepath.EvalSymlinks(cwd); err == nil {
+		if rel, err := filepath.Rel(realCwd, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return path.Join(cwd, rel), nil
+		}
+	}
+	return real, nil
 }
 
 func pathSegments(p string) []string {

@@ -402,6 +402,49 @@ func TestPathRulesOnDirectoryTools(t *testing.T) {
 	}
 }
 
+// A symlink in the workspace neither escapes a deny rule nor borrows an
+// allow rule; a symlinked cwd keeps its rules.
+func TestPathRulesFollowSymlinks(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "real")
+	for _, d := range []string{"secrets", "public", "src"} {
+		if err := os.MkdirAll(filepath.Join(real, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cwd := filepath.Join(root, "cwd") // the session cwd is itself a link
+	for link, target := range map[string]string{
+		cwd:                                  real,
+		filepath.Join(real, "link"):          "secrets",
+		filepath.Join(real, "public", "key"): "../secrets/key",
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := mustRules(t, []string{"Edit(./public/**)", "Edit(/src/**)"}, nil, []string{"Read(./secrets/**)"})
+	for _, tc := range []struct {
+		tool, file string
+		want       verdict
+	}{
+		{"read_file", cwd + "/secrets/key", verdictDeny},
+		{"read_file", cwd + "/link/key", verdictDeny},
+		{"read_file", cwd + "/link/new/deeper", verdictDeny},
+		{"read_file", cwd + "/public/key", verdictDeny},
+		{"read_file", cwd + "/public/other", verdictAllow},
+		{"write_file", cwd + "/public/key", verdictAsk},
+		{"write_file", cwd + "/public/new.txt", verdictAllow},
+		{"write_file", cwd + "/src/a/b.go", verdictAllow},
+	} {
+		if v, rule := r.decide(modeDefault, tc.tool, false, map[string]any{"file_path": tc.file}, cwd, testHome); v != tc.want {
+			t.Errorf("%s %s: %s %q, want %s", tc.tool, tc.file, v, rule, tc.want)
+		}
+	}
+	if v, _ := r.decide(modeYolo, "grep_search", false, map[string]any{"path": cwd + "/link"}, cwd, testHome); v != verdictDeny {
+		t.Errorf("grep through a link to secrets: %s", v)
+	}
+}
+
 func TestGlobSegmentsModes(t *testing.T) {
 	seg := func(p string) []string { return pathSegments(p) }
 	for _, tc := range []struct {
