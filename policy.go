@@ -768,18 +768,23 @@ func (rl permRule) matchPathSpecs(c permCall, p string, tree, strict bool) bool 
 // cwd is given back under cwd as written, so that the rules anchored there
 // still apply.
 func permRealPath(p, cwd string) (string, error) {
-	dir, rest := p, ""
-	for {
-		_, err := os.Lstat(dir)
-		if err == nil || path.Dir(dir) == dir {
+	// Walk down from the root: the cost is the depth that exists, not the
+	// depth the model wrote.
+	dir := "/"
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		_, err := os.Lstat(p[:i])
+		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
 			return "", err
 		}
-		rest = path.Join(path.Base(dir), rest)
-		dir = path.Dir(dir)
+		dir = p[:i]
 	}
+	rest := strings.TrimPrefix(p[len(dir):], "/")
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return "", err
