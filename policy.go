@@ -950,25 +950,27 @@ func hookToolAliases(tool string) []string {
 	return nil
 }
 
-// matchesTool reports whether the hooks of this entry run for tool. A
-// matcher that does not compile matches every tool: its hooks then fail
-// closed on their own terms rather than silently never running.
+// matchesTool reports whether the hooks of this entry run for tool. An
+// entry that was not compiled (not loaded by loadSettings) is compiled into
+// a copy, so that sessions sharing the settings never write to them. A
+// matcher that does not compile is an error: the caller denies.
 func (h *hookMatcher) matchesTool(tool string) (bool, error) {
-	if h.re == nil && !h.all {
-		if err := h.compile(); err != nil {
+	m := *h
+	if m.re == nil && !m.all {
+		if err := m.compile(); err != nil {
 			return true, err
 		}
 	}
-	if h.all {
+	if m.all {
 		return true, nil
 	}
-	p := strings.TrimSpace(h.Matcher)
-	names := append([]string{tool}, hookToolAliases(tool)...)
-	for _, n := range names {
+	p := strings.TrimSpace(m.Matcher)
+	list := strings.Contains(p, "|") && !strings.HasPrefix(p, "^") && !strings.HasPrefix(p, "(")
+	for _, n := range append([]string{tool}, hookToolAliases(tool)...) {
 		if p == n {
 			return true, nil
 		}
-		if strings.Contains(p, "|") && !strings.HasPrefix(p, "^") && !strings.HasPrefix(p, "(") {
+		if list {
 			for _, e := range splitUnescapedBars(p) {
 				if strings.TrimSpace(e) == n {
 					return true, nil
@@ -976,7 +978,7 @@ func (h *hookMatcher) matchesTool(tool string) (bool, error) {
 			}
 		}
 	}
-	return h.re.MatchString(tool), nil
+	return m.re.MatchString(tool), nil
 }
 
 // hookInput is the JSON a PreToolUse hook reads on stdin. hook_event_name
