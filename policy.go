@@ -1027,7 +1027,7 @@ type hookOutcome struct {
 // env is the complete environment of each hook (procEnv.childEnv()). When
 // ctx ends, the running hook's process group is killed and the outcome is a
 // deny; the caller reports the cancellation.
-func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env []string) hookOutcome {
+func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env *procEnv) hookOutcome {
 	input.HookEventName = hookEventPreToolUse
 	input.PermissionMode = hookPermissionMode(input.PermissionMode)
 	if input.ToolInput == nil {
@@ -1093,7 +1093,7 @@ func quoteHookCommand(c string) string {
 // group and reads its answer. failure, when not empty, says how the hook
 // failed to answer (it crashed, timed out or printed something that is not
 // its JSON answer); exit 2 is an answer: a deny with stderr as the reason.
-func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string, env []string) (d hookDecision, reason, failure string) {
+func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string, env *procEnv) (d hookDecision, reason, failure string) {
 	timeout := time.Duration(h.Timeout) * time.Millisecond
 	if h.Timeout == 0 {
 		timeout = hookDefaultTimeoutMS * time.Millisecond
@@ -1105,7 +1105,7 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 		return "", "", "was cancelled"
 	}
 	cmd := exec.Command("bash", "-c", h.Command)
-	cmd.Env = append([]string{}, env...) // never nil: nil would inherit ours
+	cmd.Env = env.childEnv()
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

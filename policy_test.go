@@ -521,7 +521,7 @@ func testHookInput(dir string) hookInput {
 	}
 }
 
-var testHookEnv = []string{"PATH=/usr/bin:/bin", "HOOK_TEST=1"}
+var testHookEnv = newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_TEST=1"})
 
 func TestPreToolUseHookAnswers(t *testing.T) {
 	dir := t.TempDir()
