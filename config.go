@@ -97,9 +97,11 @@ type providerCheckOptions struct {
 }
 
 type acpOptions struct {
-	Guard  guardConfig
-	Model  string // modelScripted or modelOpenAI
-	OpenAI openAIConfig
+	Guard              guardConfig
+	Model              string // modelScripted or modelOpenAI
+	OpenAI             openAIConfig
+	Settings           *settings // from --settings, or the defaults
+	AllowSlashCommands []string  // for a managed child: the slash commands serve opened
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -115,7 +117,8 @@ type serveOptions struct {
 	Hostname           string // an IP address or host name; localhost pinned to 127.0.0.1
 	Port               int    // 0: pick a free port
 	Workspaces         []string
-	SettingsFile       string // "" none
+	SettingsFile       string    // "" none
+	Settings           *settings // loaded from SettingsFile, or the defaults
 	Token              string // host API token, "" none
 	Guard              guardConfig
 	DecisionLog        string // "" stderr
@@ -532,6 +535,9 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs := newFlagSet("acp")
 	guard := addGuardFlags(fs)
 	modelName := onceFlag(fs, "model", "")
+	settingsFile := onceFlag(fs, "settings", "")
+	var slash listValue
+	fs.Var(&slash, "allow-slash-command", "")
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
@@ -540,6 +546,12 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 		return acpOptions{}, err
 	}
 	opts := acpOptions{Guard: cfg, Model: modelName.value}
+	if _, opts.Settings, err = parseSettingsFile(settingsFile.value); err != nil {
+		return acpOptions{}, err
+	}
+	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
+		return acpOptions{}, err
+	}
 	env := envOf(sys)
 	if opts.Model == "" {
 		opts.Model = modelScripted
@@ -551,6 +563,9 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	case modelScripted:
 	case modelOpenAI:
 		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: env.modelKey, Model: env.lookup(envModelName)}
+		if opts.OpenAI.Model == "" {
+			opts.OpenAI.Model = opts.Settings.Model.Name
+		}
 		if opts.OpenAI.BaseURL == "" {
 			return acpOptions{}, usagef("--model openai needs %s", envModelBaseURL)
 		}
@@ -592,7 +607,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
 		return serveOptions{}, err
 	}
-	if opts.SettingsFile, err = parseSettingsFile(settings.value); err != nil {
+	if opts.SettingsFile, opts.Settings, err = parseSettingsFile(settings.value); err != nil {
 		return serveOptions{}, err
 	}
 	// "Host auth: --token or env QWEN_SERVER_TOKEN"; the flag wins.
@@ -700,26 +715,31 @@ func parseWorkspaces(raw []string) ([]string, error) {
 	return out, nil
 }
 
-// parseSettingsFile checks that --settings names an existing regular file;
-// its content is validated by the code that loads it.
-func parseSettingsFile(raw string) (string, error) {
+// parseSettingsFile checks that --settings names an existing regular file
+// and loads it; without the flag the defaults apply. A bad file is a usage
+// error, so nothing starts on a settings file that would be half applied.
+func parseSettingsFile(raw string) (string, *settings, error) {
 	if raw == "" {
-		return "", nil
+		return "", defaultSettings(), nil
 	}
 	abs, err := filepath.Abs(raw)
 	if err != nil {
-		return "", usagef("--settings %q: %v", raw, err)
+		return "", nil, usagef("--settings %q: %v", raw, err)
 	}
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", usagef("--settings %q: no such file", raw)
+		return "", nil, usagef("--settings %q: no such file", raw)
 	case err != nil:
-		return "", usagef("--settings %q: %v", raw, err)
+		return "", nil, usagef("--settings %q: %v", raw, err)
 	case !fi.Mode().IsRegular():
-		return "", usagef("--settings %q: not a regular file", raw)
+		return "", nil, usagef("--settings %q: not a regular file", raw)
 	}
-	return abs, nil
+	st, err := loadSettings(abs)
+	if err != nil {
+		return "", nil, &usageError{err}
+	}
+	return abs, st, nil
 }
 
 // parseSlashCommands validates --allow-slash-command names, with or without
@@ -860,6 +880,12 @@ Flags:
         the model: the built-in scripted model (default), or an
         OpenAI-compatible chat completions service (default when
         OPENAI_BASE_URL is set).
+  --settings FILE
+        settings in Qwen Code's format: tools.approvalMode, tools.disabled,
+        permissions.allow|ask|deny, hooks.PreToolUse, model.name,
+        model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs.
+  --allow-slash-command NAME
+        (repeatable) a slash command a managed child may run; set by serve.
   -h, --help
         print this text.
 

@@ -1312,3 +1312,96 @@ func hookWaitExited(pid int) {
 		}
 	}
 }
+
+// Outcomes of asking the user about one call (session/request_permission).
+type permissionOutcome int
+
+const (
+	permissionRejected permissionOutcome = iota // also any answer we cannot read
+	permissionAllowed
+	permissionCancelled
+)
+
+// Texts of calls the layers before the guard end.
+const (
+	permissionRejectedText = "The user rejected this tool call"
+	hookDeniedDefaultText  = "Blocked by a PreToolUse hook"
+)
+
+// callPolicy is what a session applies before the guard.
+type callPolicy struct {
+	Settings *settings
+	Mode     string // approval mode of the session when the call was made
+	Home     string // for ~/ anchors in path rules
+	// Ask puts the call to the user; it is only called for an ask verdict.
+	Ask func(ctx context.Context, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome
+	// Log hears what a failOpen hook's failure let through.
+	Log func(msg string, args ...any)
+}
+
+// checkPolicy runs the layers before the guard: tools.disabled, permission
+// rules under the approval mode, the user's answer to an ask, then the
+// PreToolUse hooks. ok is true only when every layer let the call through.
+func checkPolicy(ctx context.Context, env *toolEnv, call toolCall, spec *toolSpec, args map[string]any) (res toolResult, ok bool) {
+	p := env.Policy
+	if p.Settings.toolDisabled(spec.Name) {
+		return failed(errTypeExecutionDenied, "Tool %q is disabled by settings (tools.disabled)", spec.Name), false
+	}
+	v, rule := p.Settings.Rules.decide(p.Mode, spec.Name, spec.ReadOnly, args, env.Cwd, p.Home)
+	switch v {
+	case verdictAllow:
+	case verdictAsk:
+		if res, ok := askUser(ctx, p, call, spec, args); !ok {
+			return res, false
+		}
+	default:
+		return failed(errTypeExecutionDenied, "%s", permissionDenialText(spec.Name, p.Mode, rule)), false
+	}
+	if len(p.Settings.Hooks.PreToolUse) == 0 {
+		return toolResult{}, true
+	}
+	if ctx.Err() != nil {
+		return cancelledResult(), false
+	}
+	out := runPreToolUseHooks(ctx, p.Settings.Hooks.PreToolUse, hookInput{
+		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode,
+		ToolName: spec.Name, ToolInput: args, ToolUseID: call.ID,
+	}, env.Env)
+	if ctx.Err() != nil {
+		return cancelledResult(), false
+	}
+	for _, ignored := range out.Ignored {
+		if p.Log != nil {
+			p.Log("PreToolUse hook failed open", "tool", spec.Name, "toolCallId", call.ID, "failure", ignored)
+		}
+	}
+	switch out.Decision {
+	case hookNone, hookAllow:
+		return toolResult{}, true
+	case hookAsk:
+		return askUser(ctx, p, call, spec, args)
+	default:
+		reason := out.Reason
+		if strings.TrimSpace(reason) == "" {
+			reason = hookDeniedDefaultText
+		}
+		return failed(errTypeExecutionDenied, "%s", reason), false
+	}
+}
+
+func askUser(ctx context.Context, p *callPolicy, call toolCall, spec *toolSpec, args map[string]any) (toolResult, bool) {
+	if p.Ask == nil {
+		return failed(errTypeExecutionDenied, "%s", permissionRejectedText), false
+	}
+	switch p.Ask(ctx, call, spec, args) {
+	case permissionAllowed:
+		if ctx.Err() != nil {
+			return cancelledResult(), false
+		}
+		return toolResult{}, true
+	case permissionCancelled:
+		return cancelledResult(), false
+	default:
+		return failed(errTypeExecutionDenied, "%s", permissionRejectedText), false
+	}
+}

@@ -185,7 +185,7 @@ func TestProviderHTTPSEndToEnd(t *testing.T) {
 		envGuardToken+"="+providerTestToken, "SSL_CERT_FILE="+ca.file)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	dir := t.TempDir()
-	sid := c.newSession(dir)
+	sid := c.newYoloSession(dir)
 	c.prompt(sid, "call write_file {\"file_path\":\"a.txt\",\"content\":\"x\"}\n"+
 		"call run_shell_command {\"command\":\"sudo touch denied.txt\"}", "")
 	if !fileExists(filepath.Join(dir, "a.txt")) {
