@@ -119,7 +119,7 @@ type serveOptions struct {
 	Workspaces         []string
 	SettingsFile       string    // "" none
 	Settings           *settings // loaded from SettingsFile, or the defaults
-	Token              string // host API token, "" none
+	Token              string    // host API token, "" none
 	Guard              guardConfig
 	DecisionLog        string // "" stderr
 	MaxPendingPrompts  int
