@@ -73,6 +73,11 @@ type agent struct {
 	managedCapability string          // managed child: the parent's secret
 	provider          *providerClient // standalone required mode
 
+	// mcpSettings are the settings file's MCP servers, started for every
+	// session; mcpCallTimeout bounds one tools/call (0: the default).
+	mcpSettings    []mcpServerConfig
+	mcpCallTimeout time.Duration
+
 	mu          sync.Mutex
 	initialized bool
 	sessions    map[string]*session
@@ -83,6 +88,7 @@ type session struct {
 	id         string
 	cwd        string
 	background *processSet
+	mcp        *mcpSet // its MCP servers and their tools
 
 	mu      sync.Mutex
 	mode    string
@@ -139,9 +145,12 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 func (a *agent) shutdown() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, s := range a.sessions {
+		wg.Go(s.mcp.close)
 		s.background.killAll()
 	}
+	wg.Wait()
 }
 
 func (a *agent) guarded() bool { return a.managedCapability != "" || a.provider != nil }
@@ -155,7 +164,7 @@ func (a *agent) handleRequest(ctx context.Context, method string, params json.Ra
 	case methodInitialize:
 		return a.initialize(params)
 	case methodSessionNew:
-		return a.newSession(params)
+		return a.newSession(ctx, params)
 	case methodSessionPrompt:
 		return a.prompt(ctx, params)
 	case methodSessionSetMode:
@@ -226,7 +235,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	}, nil
 }
 
-func (a *agent) newSession(params json.RawMessage) (any, error) {
+func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, error) {
 	var p struct {
 		Cwd        string            `json:"cwd"`
 		McpServers []json.RawMessage `json:"mcpServers"`
@@ -250,6 +259,16 @@ func (a *agent) newSession(params json.RawMessage) (any, error) {
 		return nil, err
 	}
 	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: defaultApprovalMode, background: &processSet{}}
+	servers, notices, err := parseACPMCPServers(p.McpServers)
+	if err != nil {
+		return nil, invalidParams("session/new: %v", err)
+	}
+	// The failures are shown as agent text at the start of the session's
+	// first prompt: updates for a session id the client has not yet
+	// received may be dropped.
+	s.mcp = startMCPServers(ctx, mergeMCPServers(a.mcpSettings, servers), mcpOptions{
+		Cwd: s.cwd, Env: a.env, Log: a.log.With("session", id), CallTimeout: a.mcpCallTimeout,
+	}, notices)
 	a.mu.Lock()
 	a.sessions[id] = s
 	a.mu.Unlock()
@@ -365,6 +384,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Env:        a.env,
 		Background: s.background,
 		Observer:   nil, // set per call
+		Extra:      s.mcp.extra(),
+	}
+	for _, n := range s.mcp.takeNotices() {
+		a.update(s.id, map[string]any{
+			"sessionUpdate": "agent_message_chunk",
+			"content":       map[string]string{"type": "text", "text": n + "\n"},
+		})
 	}
 	stop, err := a.runTurn(ctx, s, env)
 	if err != nil {
