@@ -259,16 +259,16 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 		return nil, err
 	}
 	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: defaultApprovalMode, background: &processSet{}}
-	servers, notices, err := parseACPMCPServers(p.McpServers)
+	requested, err := parseACPMCPServers(p.McpServers)
 	if err != nil {
 		return nil, invalidParams("session/new: %v", err)
 	}
 	// The failures are shown as agent text at the start of the session's
 	// first prompt: updates for a session id the client has not yet
 	// received may be dropped.
-	s.mcp = startMCPServers(ctx, mergeMCPServers(a.mcpSettings, servers), mcpOptions{
+	s.mcp = startMCPServers(ctx, mergeMCPServers(a.mcpSettings, requested), mcpOptions{
 		Cwd: s.cwd, Env: a.env, Log: a.log.With("session", id), CallTimeout: a.mcpCallTimeout,
-	}, notices)
+	}, requested.notices)
 	a.mu.Lock()
 	a.sessions[id] = s
 	a.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -137,28 +138,38 @@ type acpEnvVar struct {
 	Meta  json.RawMessage `json:"_meta,omitempty"`
 }
 
+// sessionMCPServers is what session/new asked for.
+type sessionMCPServers struct {
+	configs []mcpServerConfig // the entries that can run
+	named   map[string]bool   // every name an entry gave, run or refused
+	notices []string          // why entries were refused
+}
+
 // parseACPMCPServers reads session/new's mcpServers. An entry that is not
 // JSON of an ACP McpServer shape is an error (the request is invalid); a
 // well-formed entry the runtime does not run (http, sse, a duplicate name, a
 // missing command) is refused with a notice and the session goes on without it.
-func parseACPMCPServers(entries []json.RawMessage) (configs []mcpServerConfig, notices []string, err error) {
+func parseACPMCPServers(entries []json.RawMessage) (sessionMCPServers, error) {
 	var parsed []mcpServerConfig
+	var notices []string
+	named := map[string]bool{}
 	for i, raw := range entries {
 		var e acpMCPServer
 		if err := decodeStrict(raw, &e); err != nil {
-			return nil, nil, fmt.Errorf("mcpServers[%d]: %w", i, err)
+			return sessionMCPServers{}, fmt.Errorf("mcpServers[%d]: %w", i, err)
 		}
+		named[e.Name] = true
 		if e.Type != nil && *e.Type != mcpTransportStdio {
 			notices = append(notices, fmt.Sprintf("MCP server %q was refused: transport %q is not supported (mcpCapabilities http and sse are false); only stdio servers run", e.Name, *e.Type))
 			continue
 		}
 		if e.URL != "" || e.Headers != nil {
-			return nil, nil, fmt.Errorf("mcpServers[%d] %q: a stdio entry carries url or headers", i, e.Name)
+			return sessionMCPServers{}, fmt.Errorf("mcpServers[%d] %q: a stdio entry carries url or headers", i, e.Name)
 		}
 		c := mcpServerConfig{Name: e.Name, Command: e.Command, Args: e.Args}
 		for _, v := range e.Env {
 			if v.Name == "" || strings.ContainsAny(v.Name, "=\x00") {
-				return nil, nil, fmt.Errorf("mcpServers[%d] %q: environment variable name %q is invalid", i, e.Name, v.Name)
+				return sessionMCPServers{}, fmt.Errorf("mcpServers[%d] %q: environment variable name %q is invalid", i, e.Name, v.Name)
 			}
 			c.Env = append(c.Env, v.Name+"="+v.Value)
 		}
@@ -174,6 +185,7 @@ func parseACPMCPServers(entries []json.RawMessage) (configs []mcpServerConfig, n
 	for _, c := range parsed {
 		count[c.Name]++
 	}
+	var configs []mcpServerConfig
 	for _, c := range parsed {
 		switch n := count[c.Name]; {
 		case n == 1:
@@ -183,28 +195,80 @@ func parseACPMCPServers(entries []json.RawMessage) (configs []mcpServerConfig, n
 			count[c.Name] = 0 // one notice per name
 		}
 	}
-	return configs, notices, nil
+	return sessionMCPServers{configs: configs, named: named, notices: notices}, nil
 }
 
 // mergeMCPServers returns the servers of one session: the settings' servers,
 // each replaced by the session/new entry of the same name, then the other
 // session/new entries. "a session/new entry with the same name as a settings
-// entry replaces it for that session."
-func mergeMCPServers(settings, session []mcpServerConfig) []mcpServerConfig {
-	out := make([]mcpServerConfig, 0, len(settings)+len(session))
-	used := make([]bool, len(session))
+// entry replaces it for that session." A refused entry replaces it too: the
+// client asked for something else under that name.
+func mergeMCPServers(settings []mcpServerConfig, session sessionMCPServers) []mcpServerConfig {
+	out := make([]mcpServerConfig, 0, len(settings)+len(session.configs))
+	used := make([]bool, len(session.configs))
 	for _, s := range settings {
-		if i := slices.IndexFunc(session, func(c mcpServerConfig) bool { return c.Name == s.Name }); i >= 0 {
-			s, used[i] = session[i], true
+		if !session.named[s.Name] {
+			out = append(out, s)
+			continue
 		}
-		out = append(out, s)
+		if i := slices.IndexFunc(session.configs, func(c mcpServerConfig) bool { return c.Name == s.Name }); i >= 0 {
+			out, used[i] = append(out, session.configs[i]), true
+		}
 	}
-	for i, c := range session {
+	for i, c := range session.configs {
 		if !used[i] {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// mcpSettingsServer is one entry of the settings file's mcpServers object,
+// in Qwen Code's format; only stdio servers exist here.
+type mcpSettingsServer struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Timeout *int64            `json:"timeout,omitempty"` // milliseconds per request
+}
+
+// mcpMaxCallTimeout bounds a settings entry's timeout.
+const mcpMaxCallTimeout = 24 * time.Hour
+
+// parseSettingsMCPServers reads the settings file's mcpServers object,
+// `{"<name>": {"command", "args", "env": {k: v}, "timeout"?}}`, in name
+// order. Any other key, or an entry that cannot run, is an error naming its path.
+func parseSettingsMCPServers(raw json.RawMessage) ([]mcpServerConfig, error) {
+	var entries map[string]json.RawMessage
+	if err := decodeStrict(raw, &entries); err != nil {
+		return nil, fmt.Errorf("mcpServers: %w", err)
+	}
+	names := slices.Sorted(maps.Keys(entries))
+	configs := make([]mcpServerConfig, 0, len(names))
+	for _, name := range names {
+		var e mcpSettingsServer
+		if err := decodeStrict(entries[name], &e); err != nil {
+			return nil, fmt.Errorf("mcpServers.%s: %w", name, err)
+		}
+		c := mcpServerConfig{Name: name, Command: e.Command, Args: e.Args}
+		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return nil, fmt.Errorf("mcpServers.%s.env: variable name %q is invalid", name, k)
+			}
+			c.Env = append(c.Env, k+"="+e.Env[k])
+		}
+		if e.Timeout != nil {
+			if *e.Timeout < 1 || *e.Timeout > mcpMaxCallTimeout.Milliseconds() {
+				return nil, fmt.Errorf("mcpServers.%s.timeout: %d ms is not between 1 and %d", name, *e.Timeout, mcpMaxCallTimeout.Milliseconds())
+			}
+			c.CallTimeout = time.Duration(*e.Timeout) * time.Millisecond
+		}
+		if err := c.validate(); err != nil {
+			return nil, fmt.Errorf("mcpServers.%s: %w", name, err)
+		}
+		configs = append(configs, c)
+	}
+	return configs, nil
 }
 
 // mcpToolName is the canonical name of a server's tool.

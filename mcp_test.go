@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -718,7 +720,8 @@ func TestParseACPMCPServers(t *testing.T) {
 			if err := json.Unmarshal([]byte(tt.entries), &entries); err != nil {
 				t.Fatal(err)
 			}
-			configs, notices, err := parseACPMCPServers(entries)
+			req, err := parseACPMCPServers(entries)
+			configs, notices := req.configs, req.notices
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)
@@ -744,14 +747,51 @@ func TestParseACPMCPServers(t *testing.T) {
 }
 
 func TestMergeMCPServers(t *testing.T) {
-	settings := []mcpServerConfig{{Name: "a", Command: "settings-a"}, {Name: "b", Command: "settings-b", CallTimeout: time.Second}}
-	session := []mcpServerConfig{{Name: "c", Command: "session-c"}, {Name: "b", Command: "session-b"}}
-	var got []string
-	for _, c := range mergeMCPServers(settings, session) {
-		got = append(got, c.Name+"="+c.Command)
+	settings := []mcpServerConfig{{Name: "a", Command: "settings-a"}, {Name: "b", Command: "settings-b", CallTimeout: time.Second}, {Name: "web", Command: "settings-web"}}
+	var entries []json.RawMessage
+	json.Unmarshal([]byte(`[{"name":"c","command":"session-c","args":[]},{"name":"b","command":"session-b","args":[]},
+		{"type":"http","name":"web","url":"http://127.0.0.1:1","headers":[]}]`), &entries)
+	req, err := parseACPMCPServers(entries)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if want := "[a=settings-a b=session-b c=session-c]"; fmt.Sprint(got) != want {
+	var got []string
+	for _, c := range mergeMCPServers(settings, req) {
+		got = append(got, fmt.Sprintf("%s=%s/%v", c.Name, c.Command, c.CallTimeout))
+	}
+	// b is replaced whole (its settings timeout goes too); web is refused and
+	// so replaced by nothing.
+	if want := "[a=settings-a/0s b=session-b/0s c=session-c/0s]"; fmt.Sprint(got) != want {
 		t.Errorf("merged = %v, want %s", got, want)
+	}
+}
+
+func TestParseSettingsMCPServers(t *testing.T) {
+	tests := []struct {
+		name, raw, want, err string
+	}{
+		{"qwen format", `{"zeta":{"command":"z"},"alpha":{"command":"/bin/a","args":["-v"],"env":{"B":"2","A":"1"},"timeout":1500}}`,
+			"[{alpha /bin/a [-v] [A=1 B=2] 1.5s} {zeta z [] [] 0s}]", ""},
+		{"empty", `{}`, "[]", ""},
+		{"unknown key", `{"a":{"command":"x","httpUrl":"http://127.0.0.1"}}`, "", `mcpServers.a: json: unknown field "httpUrl"`},
+		{"no command", `{"a":{"args":[]}}`, "", `mcpServers.a: MCP server "a" has no command`},
+		{"zero timeout", `{"a":{"command":"x","timeout":0}}`, "", "mcpServers.a.timeout: 0 ms is not between 1 and 86400000"},
+		{"bad env name", `{"a":{"command":"x","env":{"A=B":"v"}}}`, "", `mcpServers.a.env: variable name "A=B" is invalid`},
+		{"not an object", `[]`, "", "mcpServers: json: cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseSettingsMCPServers(json.RawMessage(tt.raw))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || fmt.Sprint(got) != tt.want {
+				t.Errorf("= %v, %v; want %s", got, err, tt.want)
+			}
+		})
 	}
 }
 
@@ -838,5 +878,35 @@ func BenchmarkMCPCall(b *testing.B) {
 		if res := runTool(context.Background(), env, call); res.Status != statusCompleted {
 			b.Fatalf("%+v", res)
 		}
+	}
+}
+
+func TestACPSessionMergesSettingsServers(t *testing.T) {
+	settingsOnly, replaced, fromSession := newHelperServer(t, "keep"), newHelperServer(t, "shared"), newHelperServer(t, "shared")
+	logs := &lockedBuffer{}
+	a := &agent{
+		env:         newProcEnv(os.Environ()),
+		log:         slog.New(slog.NewTextHandler(logs, nil)),
+		sessions:    map[string]*session{},
+		mcpSettings: []mcpServerConfig{settingsOnly.config(t), replaced.config(t)},
+	}
+	params, _ := json.Marshal(map[string]any{"cwd": t.TempDir(), "mcpServers": []any{fromSession.acpEntry(t)}})
+	res, err := a.newSession(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := a.session(res.(map[string]any)["sessionId"].(string))
+	defer a.shutdown()
+	if s.mcp.extra()["mcp__keep__echo"] == nil || s.mcp.extra()["mcp__shared__echo"] == nil {
+		t.Errorf("session tools = %v", slices.Collect(maps.Keys(s.mcp.extra())))
+	}
+	starts := []int{len(settingsOnly.events("start")), len(replaced.events("start")), len(fromSession.events("start"))}
+	if fmt.Sprint(starts) != "[1 0 1]" {
+		t.Errorf("starts of settings-only, replaced settings, session entry = %v, want [1 0 1]", starts)
+	}
+	pids := append(settingsOnly.pids(t, "start"), fromSession.pids(t, "start")...)
+	a.shutdown()
+	for _, pid := range pids {
+		waitGone(t, pid)
 	}
 }
