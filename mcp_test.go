@@ -428,12 +428,24 @@ func TestMCPServerEnvironmentIsScrubbed(t *testing.T) {
 	})
 }
 
+// waitEvent waits until the helper server logged an event starting with prefix.
+func (h *helperServer) waitEvent(t *testing.T, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(h.events(prefix)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server never logged %q", prefix)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestMCPServersEndWithTheRuntime(t *testing.T) {
 	c := startACP(t, nil, nil)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	h := newHelperServer(t, "helper")
 	h.env[envHelperChild] = "1"
-	newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+	sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
 	pids := append(h.pids(t, "start"), h.pids(t, "child")...)
 	if len(pids) != 2 {
 		t.Fatalf("server and child pids = %v", pids)
@@ -443,6 +455,9 @@ func TestMCPServersEndWithTheRuntime(t *testing.T) {
 			t.Fatalf("process %d is not running", pid)
 		}
 	}
+	// A call the server never answers is running when stdin closes.
+	c.start(methodSessionPrompt, promptParams(sid, "call mcp__helper__hang {}", ""))
+	h.waitEvent(t, "tools/call hang")
 	c.stdin.Close()
 	<-c.done
 	for _, pid := range pids {
@@ -453,6 +468,36 @@ func TestMCPServersEndWithTheRuntime(t *testing.T) {
 		if processAlive(pid) {
 			t.Errorf("process %d outlived the runtime", pid)
 		}
+	}
+}
+
+func TestMCPCancelDuringCall(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	h := newHelperServer(t, "helper")
+	sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+	resp := c.start(methodSessionPrompt, promptParams(sid, "call mcp__helper__hang {}", ""))
+	h.waitEvent(t, "tools/call hang")
+	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	if r := <-resp; !strings.Contains(string(r.Result), stopCancelled) {
+		t.Fatalf("prompt answer = %s %+v", r.Result, r.Error)
+	}
+	ups := c.sessionUpdates(sid)
+	hang := callByTool(t, ups, "mcp__helper__hang")
+	if len(hang) != 1 {
+		t.Fatalf("hang calls = %d", len(hang))
+	}
+	if _, text, _ := callOutcome(ups, hang[0].ToolCallID); !strings.Contains(text, "was cancelled while running; its outcome is unknown") {
+		t.Errorf("cancelled call text = %q", text)
+	}
+	// A cancel is not a transport failure: the server keeps serving, and
+	// the cancelled call is not sent again.
+	c.prompt(sid, `call mcp__helper__echo {"text":"next"}`, "")
+	if got := agentText(c.sessionUpdates(sid)); !strings.HasSuffix(got, "mcp__helper__echo: completed\n") {
+		t.Errorf("model answers = %q", got)
+	}
+	if got := len(h.events("tools/call hang")); got != 1 {
+		t.Errorf("hang sent %d times", got)
 	}
 }
 
