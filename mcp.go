@@ -641,6 +641,19 @@ type mcpInitializeResult struct {
 	Meta            json.RawMessage            `json:"_meta,omitempty"`
 }
 
+// decodeInitializeResult decodes an initialize result and checks that the
+// server speaks a protocol version this client accepts.
+func decodeInitializeResult(raw []byte) (mcpInitializeResult, error) {
+	var init mcpInitializeResult
+	if err := decodeStrict(raw, &init); err != nil {
+		return mcpInitializeResult{}, fmt.Errorf("malformed result: %w", err)
+	}
+	if !slices.Contains(mcpAcceptedVersions, init.ProtocolVersion) {
+		return mcpInitializeResult{}, fmt.Errorf("protocol version %q is not one of %q", init.ProtocolVersion, mcpAcceptedVersions)
+	}
+	return init, nil
+}
+
 // handshake runs initialize, notifications/initialized and tools/list
 // (following nextCursor) within the startup timeout.
 func (s *mcpServer) handshake(ctx context.Context, timeout time.Duration) ([]mcpToolDef, error) {
@@ -662,12 +675,9 @@ func (s *mcpServer) handshake(ctx context.Context, timeout time.Duration) ([]mcp
 	if err != nil {
 		return fail(mcpMethodInitialize, err)
 	}
-	var init mcpInitializeResult
-	if err := decodeStrict(raw, &init); err != nil {
-		return fail(mcpMethodInitialize, fmt.Errorf("malformed result: %w", err))
-	}
-	if !slices.Contains(mcpAcceptedVersions, init.ProtocolVersion) {
-		return fail(mcpMethodInitialize, fmt.Errorf("protocol version %q is not one of %q", init.ProtocolVersion, mcpAcceptedVersions))
+	init, err := decodeInitializeResult(raw)
+	if err != nil {
+		return fail(mcpMethodInitialize, err)
 	}
 	if err := s.conn.notify(mcpMethodInitialized, nil); err != nil {
 		return fail(mcpMethodInitialized, err)

@@ -870,8 +870,9 @@ func TestDecodeCallResult(t *testing.T) {
 	}
 }
 
-// FuzzMCPDecoders feeds server bytes to the decoders of tools/list and
-// tools/call results: no panic, and an accepted result is bounded and well-formed.
+// FuzzMCPDecoders feeds bytes to every MCP decoder: a server's initialize,
+// tools/list and tools/call results, a session/new mcpServers entry, and the
+// settings' mcpServers object. No panic, and what is accepted is well-formed.
 func FuzzMCPDecoders(f *testing.F) {
 	for _, s := range []string{
 		`{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"2"}`,
@@ -880,10 +881,31 @@ func FuzzMCPDecoders(f *testing.F) {
 		`{"content":[{"type":"resource","resource":{"uri":"u","blob":"AA=="}}]}`,
 		`{"content":[{"type":"audio","data":"","mimeType":"audio/wav","annotations":{"priority":1}}]}`,
 		`{"tools":null}`, `null`, `{"content":[null]}`,
+		`{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"},"instructions":"x"}`,
+		`{"name":"a","command":"/bin/a","args":["x"],"env":[{"name":"K","value":"v"}]}`,
+		`{"type":"sse","name":"w","url":"http://127.0.0.1:1","headers":[{"name":"h","value":"v"}]}`,
+		`{"a":{"command":"x","args":[],"env":{"K":"v"},"timeout":60000}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if init, err := decodeInitializeResult(data); err == nil && !slices.Contains(mcpAcceptedVersions, init.ProtocolVersion) {
+			t.Fatalf("accepted protocol version %q", init.ProtocolVersion)
+		}
+		if req, err := parseACPMCPServers([]json.RawMessage{data}); err == nil {
+			for _, c := range req.configs {
+				if c.validate() != nil {
+					t.Fatalf("accepted an invalid server %+v", c)
+				}
+			}
+		}
+		if configs, err := parseSettingsMCPServers(data); err == nil {
+			for _, c := range configs {
+				if c.validate() != nil {
+					t.Fatalf("accepted an invalid settings server %+v", c)
+				}
+			}
+		}
 		if res, err := decodeToolsList(data); err == nil {
 			for _, tool := range res.Tools {
 				if tool.Name == "" || len(tool.InputSchema) == 0 || tool.InputSchema[0] != '{' {
