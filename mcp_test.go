@@ -840,33 +840,100 @@ func TestParseSettingsMCPServers(t *testing.T) {
 	}
 }
 
-func TestDecodeCallResult(t *testing.T) {
-	tests := []struct {
-		name, raw, status, output, err string
-	}{
-		{"text blocks", `{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`, statusCompleted, "a\nb", ""},
-		{"is error", `{"content":[{"type":"text","text":"bad"}],"isError":true}`, statusFailed, "bad", ""},
-		{"is error false", `{"content":[],"isError":false}`, statusCompleted, "", ""},
-		{"other blocks", `{"content":[{"type":"image","data":"AAAA","mimeType":"image/png"},{"type":"resource_link","uri":"file:///x","name":"x"},{"type":"resource","resource":{"uri":"file:///y","text":"inner"}}]}`, statusCompleted, "[image image/png, 4 bytes of base64]\n[resource_link file:///x]\ninner", ""},
-		{"no content", `{"structuredContent":{}}`, "", "", "no content array"},
-		{"unknown field", `{"content":[],"extra":1}`, "", "", `unknown field "extra"`},
-		{"unknown block", `{"content":[{"type":"video","text":"x"}]}`, "", "", `content 0 of type "video" lacks its fields`},
-		{"text without text", `{"content":[{"type":"text"}]}`, "", "", "lacks its fields"},
-		{"not an object", `[1]`, "", "", "malformed tools/call result"},
+// mcpVector is one server result from testdata/mcp and what decoding it gives.
+type mcpVector struct {
+	Name   string          `json:"name"`
+	Result json.RawMessage `json:"result"`
+	Status string          `json:"status"` // call results
+	Output string          `json:"output"` // call results
+	Tools  int             `json:"tools"`  // tools/list results
+	Cursor string          `json:"cursor"` // tools/list results
+	Error  string          `json:"error"`  // a substring of the error, when decoding fails
+}
+
+func loadMCPVectors(t *testing.T, file string) []mcpVector {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "mcp", file))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := decodeCallResult([]byte(tt.raw))
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err = %v, want %q", err, tt.err)
-				}
+	var vs []mcpVector
+	if err := decodeStrict(b, &vs); err != nil || len(vs) == 0 {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return vs
+}
+
+func checkVectorError(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("unexpected error %v", err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want one containing %q", err, want)
+	}
+	return true
+}
+
+func TestDecodeCallResultVectors(t *testing.T) {
+	for _, v := range loadMCPVectors(t, "call-results.json") {
+		t.Run(v.Name, func(t *testing.T) {
+			res, err := decodeCallResult(v.Result)
+			if checkVectorError(t, err, v.Error) {
 				return
 			}
-			if err != nil || res.Status != tt.status || res.Output != tt.output {
-				t.Errorf("= %+v, %v; want %s %q", res, err, tt.status, tt.output)
+			if res.Status != v.Status || res.Output != v.Output {
+				t.Errorf("= %s %q, want %s %q", res.Status, res.Output, v.Status, v.Output)
+			}
+			if v.Status == statusFailed && res.ErrorType != errTypeExecutionFailed {
+				t.Errorf("error type %q", res.ErrorType)
 			}
 		})
+	}
+}
+
+func TestDecodeToolsListVectors(t *testing.T) {
+	for _, v := range loadMCPVectors(t, "tools-list-results.json") {
+		t.Run(v.Name, func(t *testing.T) {
+			res, err := decodeToolsList(v.Result)
+			if checkVectorError(t, err, v.Error) {
+				return
+			}
+			cursor := ""
+			if res.NextCursor != nil {
+				cursor = *res.NextCursor
+			}
+			if len(res.Tools) != v.Tools || cursor != v.Cursor {
+				t.Errorf("%d tools, cursor %q; want %d, %q", len(res.Tools), cursor, v.Tools, v.Cursor)
+			}
+		})
+	}
+}
+
+func TestMCPToolKindAndTitle(t *testing.T) {
+	tests := []struct {
+		def      string
+		kind     string
+		readOnly bool
+		title    string
+	}{
+		{`{"name":"t","inputSchema":{}}`, kindOther, false, "t (MCP server s)"},
+		{`{"name":"t","title":"Nice","inputSchema":{},"annotations":{"title":"Hint","readOnlyHint":true}}`, kindRead, true, "Nice (MCP server s)"},
+		{`{"name":"t","inputSchema":{},"annotations":{"title":"Hint","readOnlyHint":true,"openWorldHint":true}}`, mcpKindFetch, true, "Hint (MCP server s)"},
+		{`{"name":"t","inputSchema":{},"annotations":{"readOnlyHint":false,"openWorldHint":true}}`, kindOther, false, "t (MCP server s)"},
+	}
+	for _, tt := range tests {
+		var def mcpToolDef
+		if err := decodeStrict([]byte(tt.def), &def); err != nil {
+			t.Fatal(err)
+		}
+		spec := (&mcpServer{name: "s"}).spec("mcp__s__t", def)
+		if spec.Kind != tt.kind || spec.ReadOnly != tt.readOnly || spec.title(nil) != tt.title || spec.Params != nil {
+			t.Errorf("%s: kind %q readOnly %v title %q params %v", tt.def, spec.Kind, spec.ReadOnly, spec.title(nil), spec.Params)
+		}
 	}
 }
 
@@ -887,6 +954,19 @@ func FuzzMCPDecoders(f *testing.F) {
 		`{"a":{"command":"x","args":[],"env":{"K":"v"},"timeout":60000}}`,
 	} {
 		f.Add([]byte(s))
+	}
+	for _, file := range []string{"call-results.json", "tools-list-results.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "mcp", file))
+		if err != nil {
+			f.Fatal(err)
+		}
+		var vs []mcpVector
+		if err := json.Unmarshal(b, &vs); err != nil {
+			f.Fatal(err)
+		}
+		for _, v := range vs {
+			f.Add([]byte(v.Result))
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if init, err := decodeInitializeResult(data); err == nil && !slices.Contains(mcpAcceptedVersions, init.ProtocolVersion) {
