@@ -31,20 +31,20 @@ import (
 // initialize) and accepts a server that answers with an earlier revision
 // the official SDKs still support.
 const (
-	mcpProtocolVersion    = "2025-11-25"
-	mcpMethodInitialize   = "initialize"
-	mcpMethodInitialized  = "notifications/initialized"
-	mcpMethodToolsList    = "tools/list"
-	mcpMethodToolsCall    = "tools/call"
-	mcpMethodRootsList    = "roots/list"
-	mcpMethodPing         = "ping"
-	mcpClientName         = "acpguard"
-	mcpToolPrefix         = "mcp__"
-	mcpToolNameSeparator  = "__"
-	mcpTransportStdio     = "stdio"
-	mcpKindFetch          = "fetch"
-	mcpStderrLogBudget    = 64 << 10 // bytes of one server's stderr copied to the log
-	mcpStderrLogMaxRecord = 4 << 10  // bytes of stderr in one log record
+	mcpProtocolVersion   = "2025-11-25"
+	mcpMethodInitialize  = "initialize"
+	mcpMethodInitialized = "notifications/initialized"
+	mcpMethodToolsList   = "tools/list"
+	mcpMethodToolsCall   = "tools/call"
+	mcpMethodRootsList   = "roots/list"
+	mcpMethodPing        = "ping"
+	mcpClientName        = "acpguard"
+	mcpToolPrefix        = "mcp__"
+	mcpToolNameSeparator = "__"
+	mcpTransportStdio    = "stdio"
+	// mcpKindFetch is the ACP tool kind of a read-only tool that reaches an
+	// "open world" (annotations readOnlyHint and openWorldHint).
+	mcpKindFetch = "fetch"
 )
 
 var mcpAcceptedVersions = []string{mcpProtocolVersion, "2025-06-18", "2025-03-26", "2024-11-05"}
@@ -64,9 +64,11 @@ const (
 const (
 	mcpStartupTimeout     = 30 * time.Second
 	defaultMCPCallTimeout = 60 * time.Second
-	mcpMaxMessage         = 4 << 20 // bytes of one message from a server
-	mcpMaxToolPages       = 100     // tools/list pages one server may answer
-	mcpMaxTools           = 1000    // tools one server may list
+	mcpMaxMessage         = 4 << 20  // bytes of one message from a server
+	mcpMaxToolPages       = 100      // tools/list pages one server may answer
+	mcpMaxTools           = 1000     // tools one server may list
+	mcpStderrLogBudget    = 64 << 10 // bytes of one server's stderr copied to the log
+	mcpStderrLogMaxRecord = 4 << 10  // bytes of stderr in one log record
 )
 
 // Stopping a server follows the MCP stdio shutdown: close its stdin, then
@@ -324,8 +326,8 @@ type mcpSet struct {
 // each has listed its tools or failed: "session/new answers only after every
 // server of the session has listed its tools or failed; a failed server is
 // reported (log line and an agent message) and its tools are absent."
-// notices carries refusals found before starting (parseACPMCPServers) and
-// comes back with every failure added, each also logged.
+// notices are refusals found before starting (parseACPMCPServers); the set
+// keeps them, with every failure found here, until takeNotices, and logs each.
 func startMCPServers(ctx context.Context, configs []mcpServerConfig, opts mcpOptions, notices []string) *mcpSet {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = defaultMCPCallTimeout
