@@ -380,6 +380,38 @@ func TestMCPCrashMidCallIsNotRetried(t *testing.T) {
 	}
 }
 
+// TestMCPStandaloneProvider runs MCP calls under the reference provider in
+// standalone required mode: one decision per call, and only the allowed one
+// reaches the server.
+func TestMCPStandaloneProvider(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	mustWrite(t, policy, `{"rules":[{"tool":"mcp__helper__echo","decision":"allow"}],"default":"deny","defaultReason":"not this one"}`)
+	audit := filepath.Join(dir, "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: policy, AuditPath: audit})
+	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	h := newHelperServer(t, "helper")
+	sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+	target := filepath.Join(dir, "out.txt")
+	c.prompt(sid, fmt.Sprintf("call mcp__helper__echo {\"text\":\"hi\"}\ncall mcp__helper__write {\"path\":%q,\"content\":\"x\"}", target), "")
+	if got := agentText(c.sessionUpdates(sid)); got != "mcp__helper__echo: completed\nmcp__helper__write: denied\n" {
+		t.Errorf("model answer = %q", got)
+	}
+	if got := h.events("tools/call"); len(got) != 1 || !strings.HasPrefix(got[0], "tools/call echo") {
+		t.Errorf("tools/call on the wire = %q, want only echo", got)
+	}
+	if fileExists(target) {
+		t.Error("the denied MCP call wrote its file")
+	}
+	records := readProviderAudit(t, audit)
+	if len(records) != 2 || records[0].ToolName != "mcp__helper__echo" || records[0].Decision != "allow" ||
+		records[1].ToolName != "mcp__helper__write" || records[1].Decision != "deny" {
+		t.Errorf("provider decisions = %+v, want one allow for echo and one deny for write", records)
+	}
+}
+
 func TestMCPServerEnvironmentIsScrubbed(t *testing.T) {
 	const guardToken, apiKey = "guard-token-must-not-leak", "sk-model-key-must-not-leak"
 	c := startACP(t, nil, nil, envGuardToken+"="+guardToken, envServerToken+"=server-token", "OPENAI_API_KEY="+apiKey)
