@@ -90,6 +90,10 @@ type agent struct {
 	settings   *settings
 	allowSlash []string // slash commands serve opened for a managed child
 	home       string   // for ~/ in path rules
+	// mcpSettings are the settings file's MCP servers, started for every
+	// session; mcpCallTimeout bounds one tools/call (0: the default).
+	mcpSettings    []mcpServerConfig
+	mcpCallTimeout time.Duration
 
 	mu          sync.Mutex
 	initialized bool
@@ -101,6 +105,7 @@ type session struct {
 	id         string
 	cwd        string
 	background *processSet
+	mcp        *mcpSet // its MCP servers and their tools
 
 	mu      sync.Mutex
 	mode    string
@@ -123,6 +128,10 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		allowSlash: opts.AllowSlashCommands,
 		home:       sys.env.lookup("HOME"),
 	}
+	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
+		return usagef("settings: %v", err)
+	}
+	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
 	if opts.Model == modelOpenAI {
 		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
 			return &usageError{err}
@@ -166,9 +175,12 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 func (a *agent) shutdown() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, s := range a.sessions {
+		wg.Go(s.mcp.close)
 		s.background.killAll()
 	}
+	wg.Wait()
 }
 
 func (a *agent) guarded() bool { return a.managedCapability != "" || a.provider != nil }
@@ -182,7 +194,7 @@ func (a *agent) handleRequest(ctx context.Context, method string, params json.Ra
 	case methodInitialize:
 		return a.initialize(params)
 	case methodSessionNew:
-		return a.newSession(params)
+		return a.newSession(ctx, params)
 	case methodSessionPrompt:
 		return a.prompt(ctx, params)
 	case methodSessionSetMode:
@@ -253,7 +265,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	}, nil
 }
 
-func (a *agent) newSession(params json.RawMessage) (any, error) {
+func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, error) {
 	var p struct {
 		Cwd        string            `json:"cwd"`
 		McpServers []json.RawMessage `json:"mcpServers"`
@@ -280,6 +292,16 @@ func (a *agent) newSession(params json.RawMessage) (any, error) {
 		return nil, err
 	}
 	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: a.settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{}}
+	requested, err := parseACPMCPServers(p.McpServers)
+	if err != nil {
+		return nil, invalidParams("session/new: %v", err)
+	}
+	// The failures are shown as agent text at the start of the session's
+	// first prompt: updates for a session id the client has not yet
+	// received may be dropped.
+	s.mcp = startMCPServers(ctx, mergeMCPServers(a.mcpSettings, requested), mcpOptions{
+		Cwd: s.cwd, Env: a.env, Log: a.log.With("session", id), CallTimeout: a.mcpCallTimeout,
+	}, requested.notices)
 	a.mu.Lock()
 	a.sessions[id] = s
 	a.mu.Unlock()
@@ -400,6 +422,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Background: s.background,
 		Observer:   nil, // set per call
 		Policy:     nil, // set per call: the mode may change between calls
+		Extra:      s.mcp.extra(),
+	}
+	for _, n := range s.mcp.takeNotices() {
+		a.update(s.id, map[string]any{
+			"sessionUpdate": "agent_message_chunk",
+			"content":       map[string]string{"type": "text", "text": n + "\n"},
+		})
 	}
 	stop, err := a.runTurn(ctx, s, env)
 	if err != nil {

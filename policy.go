@@ -77,10 +77,6 @@ func permToolClass(tool string) permClass {
 	return classExecute
 }
 
-// mcpToolPrefix starts every MCP tool name: "MCP tools are
-// `mcp__<server>__<tool>`".
-const mcpToolPrefix = "mcp__"
-
 // ruleToolNames resolves the tool part of a rule to the canonical names it
 // covers. "Aliases: Bash and Shell -> run_shell_command; Read -> read_file,
 // grep_search, glob, list_directory; Edit -> edit, write_file; Write ->
