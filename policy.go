@@ -21,7 +21,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // Approval modes, Qwen Code's names: "plan (only read-only tools run),
@@ -1141,7 +1140,7 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		hookWaitExited(pgid)
+		waitExited(pgid) // tools.go: the group id stays reserved until Wait
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -1293,21 +1292,6 @@ func (b *hookBuffer) Write(p []byte) (int, error) {
 }
 
 func (b *hookBuffer) String() string { return b.buf.String() }
-
-// hookWaitExited blocks until process pid has exited, leaving it unreaped
-// (waitid with WNOWAIT) so that its pid, and so its group id, stays
-// reserved until cmd.Wait reaps it.
-func hookWaitExited(pid int) {
-	const pPID = 1     // waitid's P_PID
-	var info [128]byte // siginfo_t
-	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
-		if errno != syscall.EINTR {
-			return
-		}
-	}
-}
 
 // Outcomes of asking the user about one call (session/request_permission).
 type permissionOutcome int
