@@ -47,8 +47,6 @@ const (
 	heartbeatInterval = 15 * time.Second
 	// "Qwen Code starts the stream with retry: 3000"
 	sseRetryMillis = 3000
-	// "a full queue (default 5) is 503, code prompt_queue_full"
-	defaultMaxPendingPrompts = 5
 	// A child's session ids travel in URL paths and logs.
 	maxSessionIDLen = 128
 )
@@ -144,6 +142,7 @@ type daemon struct {
 	maxPending int
 	allowSlash []string
 	port       string
+	bindHost   string // the bound address as a Host header spells it
 	checkHost  bool
 
 	runCtx context.Context // cancelled when shutdown begins
@@ -153,7 +152,7 @@ type daemon struct {
 	closing  bool
 	slots    map[string]*workspaceSlot
 	chans    map[*channel]struct{} // every child not yet reaped
-	sessions map[string]*session
+	sessions map[string]*hostSession
 }
 
 // workspaceSlot serializes the start of the one child of a workspace.
@@ -165,7 +164,7 @@ type workspaceSlot struct {
 // serveDaemon runs the daemon until ctx is done. ready is called with the
 // base URL once the listener is open.
 func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func(url string)) error {
-	loopback := isLoopbackName(opts.Hostname)
+	loopback := isLoopbackBind(opts.Hostname)
 	if !loopback && opts.Token == "" {
 		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname)
 	}
@@ -182,10 +181,10 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		checkHost:  loopback,
 		slots:      map[string]*workspaceSlot{},
 		chans:      map[*channel]struct{}{},
-		sessions:   map[string]*session{},
+		sessions:   map[string]*hostSession{},
 	}
-	if d.maxPending <= 0 {
-		d.maxPending = defaultMaxPendingPrompts
+	if d.maxPending < 1 {
+		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
 	}
 	if opts.Guard.required() {
 		// "daemon startup performs an authenticated, versioned handshake"
@@ -217,7 +216,11 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err != nil {
 		return fmt.Errorf("listen on %q port %d: %w", opts.Hostname, opts.Port, err)
 	}
-	_, d.port, _ = net.SplitHostPort(ln.Addr().String())
+	bound, port, _ := net.SplitHostPort(ln.Addr().String())
+	d.port, d.bindHost = port, bound
+	if strings.Contains(bound, ":") {
+		d.bindHost = "[" + bound + "]"
+	}
 
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
@@ -265,7 +268,7 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 
 	// closing is set: no session or child can be added from here on.
 	d.mu.Lock()
-	sessions := make([]*session, 0, len(d.sessions))
+	sessions := make([]*hostSession, 0, len(d.sessions))
 	for _, s := range d.sessions {
 		sessions = append(sessions, s)
 	}
@@ -305,13 +308,13 @@ func resolveWorkspaces(dirs []string) ([]string, error) {
 	return out, nil
 }
 
-// isLoopbackName reports whether a bind or Host name is loopback-only.
-func isLoopbackName(host string) bool {
-	switch strings.ToLower(host) {
-	case "localhost", "127.0.0.1", "::1", "[::1]":
+// isLoopbackBind reports whether a --hostname binds loopback only.
+func isLoopbackBind(host string) bool {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	return false
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // ---- HTTP layer ----
@@ -377,7 +380,7 @@ func (d *daemon) hostAllowed(hostHeader string) bool {
 		}
 	}
 	switch strings.ToLower(name) {
-	case "localhost", "127.0.0.1", "[::1]":
+	case "localhost", "127.0.0.1", "[::1]", d.bindHost:
 		return true
 	}
 	return false
@@ -492,7 +495,7 @@ type hostError struct {
 	code, msg string
 }
 
-func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) *session {
+func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) *hostSession {
 	id := r.PathValue("id")
 	d.mu.Lock()
 	s := d.sessions[id]
@@ -674,8 +677,8 @@ func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
 
 // ---- sessions and prompts ----
 
-// session is one host session: one ACP session on one channel.
-type session struct {
+// hostSession is one host session: one ACP session on one channel.
+type hostSession struct {
 	d      *daemon
 	id     string
 	cwd    string
@@ -706,13 +709,13 @@ type pendingPermission struct {
 	resolved chan permissionOutcome // capacity 1
 }
 
-func (s *session) isDead() bool {
+func (s *hostSession) isDead() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.dead
 }
 
-func (d *daemon) newSession(ctx context.Context, ws string) (*session, *hostError) {
+func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *hostError) {
 	ch, herr := d.channelFor(ctx, ws)
 	if herr != nil {
 		return nil, herr
@@ -733,7 +736,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*session, *hostErro
 	if err := decodeStrict(raw, &res); err != nil || !validSessionID(res.SessionID) {
 		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with an invalid result %q", truncate(raw))}
 	}
-	s := &session{d: d, id: res.SessionID, cwd: ws, ch: ch, events: newEventLog(), perms: map[string]*pendingPermission{}}
+	s := &hostSession{d: d, id: res.SessionID, cwd: ws, ch: ch, events: newEventLog(), perms: map[string]*pendingPermission{}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
@@ -759,7 +762,7 @@ func validSessionID(id string) bool {
 	return true
 }
 
-func (d *daemon) enqueue(s *session, blocks []json.RawMessage) (*promptJob, *hostError) {
+func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, *hostError) {
 	// Not derived from runCtx: at shutdown the active prompt must still be
 	// seen as running until cancelActive tells the child to stop.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -792,7 +795,7 @@ func (d *daemon) enqueue(s *session, blocks []json.RawMessage) (*promptJob, *hos
 }
 
 // run sends the queued prompts to the child one at a time, in FIFO order.
-func (s *session) run() {
+func (s *hostSession) run() {
 	defer s.d.wg.Done()
 	for {
 		s.mu.Lock()
@@ -836,7 +839,7 @@ type invocationMeta struct {
 	PromptID  string `json:"promptId"`
 }
 
-func (s *session) sendPrompt(job *promptJob) (string, error) {
+func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 	// The caller's _meta is never forwarded: the daemon rebinds the
 	// identity it generated.
 	params := map[string]any{
@@ -866,7 +869,7 @@ func (s *session) sendPrompt(job *promptJob) (string, error) {
 // cancelActive cancels the running prompt: a prepare for it is denied from
 // now on, a pending permission request is answered cancelled, and the
 // child is told to stop (it answers the prompt with stopReason cancelled).
-func (s *session) cancelActive() {
+func (s *hostSession) cancelActive() {
 	s.mu.Lock()
 	job := s.active
 	if job == nil || job.ctx.Err() != nil || s.ended {
@@ -883,7 +886,7 @@ func (s *session) cancelActive() {
 }
 
 // end finishes a session for good: closed by the host or died with its child.
-func (s *session) end(typ, message string) {
+func (s *hostSession) end(typ, message string) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -915,7 +918,7 @@ func (s *session) end(typ, message string) {
 	s.events.close()
 }
 
-func (s *session) activePromptID() string {
+func (s *hostSession) activePromptID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active == nil {
@@ -955,7 +958,7 @@ type permissionResolvedEvent struct {
 
 // askPermission relays one session/request_permission to the host and waits
 // for its vote; anything but a vote is the cancelled outcome.
-func (s *session) askPermission(ctx context.Context, p permissionRequestParams) permissionOutcome {
+func (s *hostSession) askPermission(ctx context.Context, p permissionRequestParams) permissionOutcome {
 	requestID := rand.Text()
 	pend := &pendingPermission{resolved: make(chan permissionOutcome, 1)}
 	for _, o := range p.Options {
@@ -987,7 +990,7 @@ func (s *session) askPermission(ctx context.Context, p permissionRequestParams) 
 	return out
 }
 
-func (s *session) vote(requestID string, out permissionOutcome) *hostError {
+func (s *hostSession) vote(requestID string, out permissionOutcome) *hostError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.perms[requestID]
@@ -1187,7 +1190,7 @@ func (ch *channel) stop() {
 func (d *daemon) channelEnded(ch *channel) {
 	d.mu.Lock()
 	delete(d.chans, ch)
-	var dying []*session
+	var dying []*hostSession
 	for _, s := range d.sessions {
 		if s.ch == ch {
 			dying = append(dying, s)
@@ -1200,7 +1203,7 @@ func (d *daemon) channelEnded(ch *channel) {
 }
 
 // session returns the session id if it belongs to this channel.
-func (ch *channel) session(id string) *session {
+func (ch *channel) session(id string) *hostSession {
 	ch.d.mu.Lock()
 	defer ch.d.mu.Unlock()
 	s := ch.d.sessions[id]
@@ -1336,7 +1339,7 @@ func (d *daemon) prepare(ctx context.Context, ch *channel, params json.RawMessag
 
 // activeJob returns the running prompt if its id is promptID and it was
 // neither cancelled nor finished.
-func (s *session) activeJob(promptID string) *promptJob {
+func (s *hostSession) activeJob(promptID string) *promptJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	job := s.active

@@ -19,19 +19,19 @@ import (
 	"time"
 )
 
-// syncBuffer is an io.Writer that tests may read while the daemon writes.
-type syncBuffer struct {
+// lockedBuffer is an io.Writer that tests may read while the daemon writes.
+type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -40,7 +40,7 @@ func (b *syncBuffer) String() string {
 // testDaemon is one in-process serveDaemon on a loopback port.
 type testDaemon struct {
 	url    string
-	stderr *syncBuffer
+	stderr *lockedBuffer
 	stop   func() error
 }
 
@@ -51,13 +51,16 @@ func startTestDaemon(t *testing.T, opts serveOptions, extraEnv ...string) *testD
 	if opts.Hostname == "" {
 		opts.Hostname = "127.0.0.1"
 	}
+	if opts.MaxPendingPrompts == 0 {
+		opts.MaxPendingPrompts = 5
+	}
 	if opts.Guard.Mode == "" {
 		opts.Guard.Mode = guardModeOff
 	}
 	if len(opts.Workspaces) == 0 {
 		opts.Workspaces = []string{t.TempDir()}
 	}
-	stderr := &syncBuffer{}
+	stderr := &lockedBuffer{}
 	env := append(append(os.Environ(), envRunAsMain+"=1"), extraEnv...)
 	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -271,7 +274,7 @@ func TestServeRequestErrors(t *testing.T) {
 
 func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
-	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "0.0.0.0", Guard: guardConfig{Mode: guardModeOff}}, func(string) {
+	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "0.0.0.0", MaxPendingPrompts: 5, Guard: guardConfig{Mode: guardModeOff}}, func(string) {
 		t.Error("listener opened")
 	})
 	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), `"0.0.0.0"`) {
