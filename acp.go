@@ -2,10 +2,609 @@
 // session/update emission, and the managed-child handshake with serve.
 package main
 
-import "context"
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
 
-// STUB
+// ACP v1 wire names and limits (../shared/notes/acp-v1.md).
+const (
+	acpProtocolVersion = 1
+	// acpMaxLine bounds one incoming ACP message: "lines are bounded in size".
+	acpMaxLine = 8 << 20
+
+	methodInitialize     = "initialize"
+	methodSessionNew     = "session/new"
+	methodSessionPrompt  = "session/prompt"
+	methodSessionCancel  = "session/cancel"
+	methodSessionSetMode = "session/set_mode"
+	methodSessionUpdate  = "session/update"
+)
+
+// Managed-mode wire names, kept from Qwen Code so a host written for it works
+// unchanged (../shared/notes/qwen-serve-compat.md).
+const (
+	// "the daemon also sends it in initialize params _meta[...]"
+	metaParentCapability = "qwen-code/private-parent-capability"
+	// "The child acknowledges in its initialize result"
+	metaGuardReady = "qwen-code/external-tool-guard-ready"
+	// "Prompt identity travels in session/prompt params _meta[...]"
+	metaInvocation = "qwen-code/invocation"
+	// "The child asks the daemon for a decision with the ACP extension request"
+	methodGuardPrepare = "_qwen/control/external_tool_guard/prepare"
+	invocationVersion  = 1
+)
+
+// ACP stop reasons.
+const (
+	stopEndTurn          = "end_turn"
+	stopMaxTurnRequests  = "max_turn_requests"
+	stopCancelled        = "cancelled"
+	defaultMaxModelTurns = 50
+)
+
+// Approval modes, Qwen Code's names. Only the ids exist in this issue; the
+// permission layer gives them meaning.
+var approvalModes = []struct{ id, name, description string }{
+	{"plan", "Plan", "Read-only tools only"},
+	{"default", "Default", "Ask before edits and shell commands"},
+	{"auto-edit", "Auto Edit", "Run edits, ask before shell commands"},
+	{"yolo", "YOLO", "Run every tool without asking"},
+}
+
+const defaultApprovalMode = "default"
+
+// agent is one ACP connection and the sessions created on it.
+type agent struct {
+	conn  *rpcConn
+	env   *procEnv
+	log   *slog.Logger
+	model model
+
+	// Exactly one of these guards the tools, or neither (the plain path).
+	managedCapability string          // managed child: the parent's secret
+	provider          *providerClient // standalone required mode
+
+	mu          sync.Mutex
+	initialized bool
+	sessions    map[string]*session
+}
+
+// session is one ACP session: its own cwd, history and tool processes.
+type session struct {
+	id         string
+	cwd        string
+	background *processSet
+
+	mu      sync.Mutex
+	mode    string
+	cancel  context.CancelFunc // of the running prompt, nil when idle
+	history []message
+}
+
 func runACP(ctx context.Context, sys *system, args []string) error {
-	_, err := parseACPArgs(args, sys)
-	return err
+	opts, err := parseACPArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	a := &agent{
+		env:      sys.env,
+		log:      slog.New(slog.NewTextHandler(sys.stderr, nil)),
+		model:    scriptedModel{},
+		sessions: make(map[string]*session),
+	}
+	switch marker := sys.env.privateGuard; {
+	case marker != "":
+		// A managed child trusts its parent for decisions only with both the
+		// marker and the parent's secret; anything else refuses to start.
+		if marker != privateGuardMarker {
+			return usagef("%s %q: want %q", envPrivateGuard, marker, privateGuardMarker)
+		}
+		if sys.env.privateCapability == "" {
+			return usagef("%s is set but %s is missing", envPrivateGuard, envPrivateCapability)
+		}
+		if opts.Guard.required() {
+			return usagef("a managed child takes its guard from its parent, not --external-tool-guard-mode=required")
+		}
+		a.managedCapability = sys.env.privateCapability
+	case opts.Guard.required():
+		a.provider = newProviderClient(opts.Guard)
+		if err := a.provider.handshake(ctx); err != nil {
+			return err // names the endpoint and the failure category
+		}
+	}
+	a.conn = newRPCConn(sys.stdin, sys.stdout, rpcConfig{
+		MaxLine:   acpMaxLine,
+		OnRequest: a.handleRequest,
+		OnNotify:  a.handleNotify,
+	})
+	err = a.conn.serve(ctx)
+	a.shutdown()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("acp connection: %w", err)
+	}
+	return nil
+}
+
+// shutdown ends what the sessions left running; serve has already cancelled
+// and waited for every prompt.
+func (a *agent) shutdown() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.sessions {
+		s.background.killAll()
+	}
+}
+
+func (a *agent) guarded() bool { return a.managedCapability != "" || a.provider != nil }
+
+func invalidParams(format string, args ...any) error {
+	return &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf(format, args...)}
+}
+
+func (a *agent) handleRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case methodInitialize:
+		return a.initialize(params)
+	case methodSessionNew:
+		return a.newSession(params)
+	case methodSessionPrompt:
+		return a.prompt(ctx, params)
+	case methodSessionSetMode:
+		return a.setMode(params)
+	default:
+		return nil, &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
+	}
+}
+
+func (a *agent) handleNotify(method string, params json.RawMessage) {
+	if method != methodSessionCancel {
+		return // unknown notifications are ignored
+	}
+	var p struct {
+		SessionID string          `json:"sessionId"`
+		Meta      json.RawMessage `json:"_meta,omitempty"`
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		a.log.Warn("session/cancel: bad params", "err", err)
+		return
+	}
+	if s := a.session(p.SessionID); s != nil {
+		s.mu.Lock()
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (a *agent) session(id string) *session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessions[id]
+}
+
+func (a *agent) initialize(params json.RawMessage) (any, error) {
+	var p struct {
+		ProtocolVersion    int             `json:"protocolVersion"`
+		ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
+		ClientInfo         json.RawMessage `json:"clientInfo,omitempty"`
+		Meta               map[string]any  `json:"_meta,omitempty"`
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		return nil, invalidParams("initialize: %v", err)
+	}
+	caps := map[string]any{
+		"loadSession":        false,
+		"promptCapabilities": map[string]bool{"image": false, "audio": false, "embeddedContext": false},
+		"mcpCapabilities":    map[string]bool{"http": false, "sse": false},
+	}
+	if a.managedCapability != "" {
+		got, _ := p.Meta[metaParentCapability].(string)
+		if subtle.ConstantTimeCompare([]byte(got), []byte(a.managedCapability)) != 1 {
+			return nil, &rpcError{Code: rpcInvalidRequest, Message: "initialize: the parent did not present this child's private capability"}
+		}
+		caps["_meta"] = map[string]string{metaGuardReady: privateGuardMarker}
+	}
+	a.mu.Lock()
+	a.initialized = true
+	a.mu.Unlock()
+	// An unsupported requested version is answered with the latest we speak.
+	return map[string]any{
+		"protocolVersion":   acpProtocolVersion,
+		"agentCapabilities": caps,
+		"authMethods":       []any{},
+		"agentInfo":         map[string]string{"name": "acpguard", "version": version},
+	}, nil
+}
+
+func (a *agent) newSession(params json.RawMessage) (any, error) {
+	var p struct {
+		Cwd        string            `json:"cwd"`
+		McpServers []json.RawMessage `json:"mcpServers"`
+		Meta       json.RawMessage   `json:"_meta,omitempty"`
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		return nil, invalidParams("session/new: %v", err)
+	}
+	if !filepath.IsAbs(p.Cwd) {
+		return nil, invalidParams("session/new: cwd %q is not an absolute path", p.Cwd)
+	}
+	a.mu.Lock()
+	initialized := a.initialized
+	a.mu.Unlock()
+	if a.managedCapability != "" && !initialized {
+		// No session exists on a managed channel before the parent proved itself.
+		return nil, &rpcError{Code: rpcInvalidRequest, Message: "session/new: initialize has not succeeded"}
+	}
+	id, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: defaultApprovalMode, background: &processSet{}}
+	a.mu.Lock()
+	a.sessions[id] = s
+	a.mu.Unlock()
+	modes := make([]map[string]string, len(approvalModes))
+	for i, m := range approvalModes {
+		modes[i] = map[string]string{"id": m.id, "name": m.name, "description": m.description}
+	}
+	return map[string]any{
+		"sessionId": id,
+		"modes":     map[string]any{"currentModeId": s.mode, "availableModes": modes},
+	}, nil
+}
+
+func (a *agent) setMode(params json.RawMessage) (any, error) {
+	var p struct {
+		SessionID string          `json:"sessionId"`
+		ModeID    string          `json:"modeId"`
+		Meta      json.RawMessage `json:"_meta,omitempty"`
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		return nil, invalidParams("session/set_mode: %v", err)
+	}
+	s := a.session(p.SessionID)
+	if s == nil {
+		return nil, invalidParams("session/set_mode: unknown session %q", p.SessionID)
+	}
+	known := false
+	for _, m := range approvalModes {
+		known = known || m.id == p.ModeID
+	}
+	if !known {
+		return nil, invalidParams("session/set_mode: unknown mode %q", p.ModeID)
+	}
+	s.mu.Lock()
+	s.mode = p.ModeID
+	s.mu.Unlock()
+	a.update(s.id, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": p.ModeID})
+	return map[string]any{}, nil
+}
+
+// contentBlock is an ACP ContentBlock; the agent accepts text and resource_link.
+type contentBlock struct {
+	Type        string          `json:"type"`
+	Text        string          `json:"text,omitempty"`
+	URI         string          `json:"uri,omitempty"`
+	Name        string          `json:"name,omitempty"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	MimeType    string          `json:"mimeType,omitempty"`
+	Size        *int64          `json:"size,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+	Meta        json.RawMessage `json:"_meta,omitempty"`
+}
+
+// invocation is the runtime-owned identity a managed parent binds to a prompt.
+type invocation struct {
+	Version   int    `json:"version"`
+	SessionID string `json:"sessionId"`
+	PromptID  string `json:"promptId"`
+}
+
+func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error) {
+	var p struct {
+		SessionID string                     `json:"sessionId"`
+		Prompt    []contentBlock             `json:"prompt"`
+		Meta      map[string]json.RawMessage `json:"_meta,omitempty"`
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		return nil, invalidParams("session/prompt: %v", err)
+	}
+	s := a.session(p.SessionID)
+	if s == nil {
+		return nil, invalidParams("session/prompt: unknown session %q", p.SessionID)
+	}
+	var text strings.Builder
+	for i, b := range p.Prompt {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "resource_link":
+			fmt.Fprintf(&text, "@%s", b.URI)
+		default:
+			return nil, invalidParams("session/prompt: block %d: unsupported content type %q", i, b.Type)
+		}
+		if i < len(p.Prompt)-1 {
+			text.WriteString("\n")
+		}
+	}
+	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.mu.Unlock()
+		return nil, &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf("session/prompt: session %q already has a prompt running", s.id)}
+	}
+	s.cancel = cancel
+	s.history = append(s.history, message{Role: roleUser, Text: text.String()})
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.cancel = nil
+		s.mu.Unlock()
+	}()
+
+	env := &toolEnv{
+		SessionID:  s.id,
+		PromptID:   promptID,
+		Cwd:        s.cwd,
+		Guard:      guard,
+		Managed:    a.guarded(),
+		Env:        a.env,
+		Background: s.background,
+		Observer:   nil, // set per call
+	}
+	stop, err := a.runTurn(ctx, s, env)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"stopReason": stop}, nil
+}
+
+// promptGuard returns the prompt id and the guard for one prompt. A managed
+// prompt without a valid invocation gets a guard that always fails, so it
+// runs no guarded tool.
+func (a *agent) promptGuard(s *session, rawInv json.RawMessage) (string, Guard) {
+	switch {
+	case a.managedCapability != "":
+		var inv invocation
+		err := decodeStrict(rawInv, &inv)
+		switch {
+		case rawInv == nil:
+			err = errors.New("the prompt carries no invocation identity")
+		case err != nil:
+		case inv.Version != invocationVersion:
+			err = fmt.Errorf("invocation version %d, want %d", inv.Version, invocationVersion)
+		case inv.SessionID != s.id:
+			err = fmt.Errorf("invocation sessionId %q is not this session %q", inv.SessionID, s.id)
+		case inv.PromptID == "":
+			err = errors.New("invocation has no promptId")
+		}
+		if err != nil {
+			a.log.Warn("managed prompt without valid identity: every guarded tool fails", "session", s.id, "err", err)
+			return "", func(context.Context, GuardRequest) (Decision, error) { return Decision{}, err }
+		}
+		return inv.PromptID, a.parentGuard
+	case a.provider != nil:
+		id, err := randomHex(16)
+		if err != nil {
+			return "", func(context.Context, GuardRequest) (Decision, error) { return Decision{}, err }
+		}
+		return id, a.providerGuard
+	default:
+		id, _ := randomHex(16) // only a correlation label on the plain path
+		return id, nil
+	}
+}
+
+// guardAnswer is the managed parent's answer to a prepare request.
+type guardAnswer struct {
+	Allowed *bool   `json:"allowed"`
+	Reason  *string `json:"reason,omitempty"`
+}
+
+// parentGuard asks the managed parent, which holds the provider token.
+func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, error) {
+	raw, err := a.conn.call(ctx, methodGuardPrepare, map[string]any{
+		"sessionId":  req.SessionID,
+		"promptId":   req.PromptID,
+		"toolCallId": req.ToolCallID,
+		"toolName":   req.ToolName,
+		"arguments":  req.Arguments,
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
+	}
+	var ans guardAnswer
+	if err := decodeStrict(raw, &ans); err != nil {
+		return Decision{}, fmt.Errorf("prepare answer from parent: %w", err)
+	}
+	if ans.Allowed == nil {
+		return Decision{}, errors.New("prepare answer from parent: no allowed field")
+	}
+	if *ans.Allowed && ans.Reason != nil {
+		return Decision{}, errors.New("prepare answer from parent: a reason on an allow")
+	}
+	d := Decision{Allowed: *ans.Allowed}
+	if ans.Reason != nil {
+		d.Reason = *ans.Reason
+	}
+	return d, nil
+}
+
+// providerGuard asks the provider directly (standalone required mode).
+func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, error) {
+	args, err := json.Marshal(req.Arguments)
+	if err != nil {
+		return Decision{}, fmt.Errorf("encode arguments: %w", err)
+	}
+	start := time.Now()
+	res := a.provider.prepare(ctx, prepareCall{
+		SessionID:  req.SessionID,
+		PromptID:   req.PromptID,
+		ToolCallID: req.ToolCallID,
+		ToolName:   req.ToolName,
+		Arguments:  args,
+	})
+	a.log.Info("guard decision", "session", req.SessionID, "prompt", req.PromptID, "toolCall", req.ToolCallID,
+		"requestId", res.RequestID, "tool", req.ToolName, "allowed", res.Allowed, "failure", res.Category,
+		"latencyUs", time.Since(start).Microseconds())
+	if res.Category != "" {
+		return Decision{}, fmt.Errorf("provider %s: %w", res.Category, res.Err)
+	}
+	return Decision{Allowed: res.Allowed, Reason: res.Reason}, nil
+}
+
+// runTurn runs the model loop of one prompt until the model stops calling
+// tools, the prompt is cancelled, or the turn limit is reached.
+func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, error) {
+	for range defaultMaxModelTurns {
+		if ctx.Err() != nil {
+			return stopCancelled, nil
+		}
+		s.mu.Lock()
+		history := append([]message(nil), s.history...)
+		s.mu.Unlock()
+		turn, err := a.model.next(ctx, history, nil, func(t string) {
+			if t != "" {
+				a.update(s.id, map[string]any{
+					"sessionUpdate": "agent_message_chunk",
+					"content":       map[string]string{"type": "text", "text": t},
+				})
+			}
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return stopCancelled, nil
+			}
+			return "", &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("model: %v", err)}
+		}
+		results := make([]message, 0, len(turn.Calls))
+		for _, call := range turn.Calls {
+			var res toolResult
+			obs := &callObserver{a: a, sessionID: s.id}
+			if ctx.Err() != nil {
+				// The prompt was cancelled: the rest of the turn's calls are
+				// reported, never run.
+				obs.toolPending(call, call.Name, "other", nil)
+				res = toolResult{Status: statusCancelled, Output: "Tool call cancelled"}
+			} else {
+				callEnv := *env
+				callEnv.Observer = obs
+				res = runTool(ctx, &callEnv, call)
+			}
+			obs.finish(call, res)
+			results = append(results, message{Role: roleTool, CallID: call.ID, Tool: obs.name(call), Result: res})
+		}
+		s.mu.Lock()
+		s.history = append(s.history, message{Role: roleAssistant, Text: turn.Text, Calls: turn.Calls})
+		s.history = append(s.history, results...)
+		s.mu.Unlock()
+		if len(turn.Calls) == 0 {
+			if ctx.Err() != nil {
+				return stopCancelled, nil
+			}
+			return stopEndTurn, nil
+		}
+	}
+	return stopMaxTurnRequests, nil
+}
+
+// update sends one session/update notification.
+func (a *agent) update(sessionID string, u map[string]any) {
+	if err := a.conn.notify(methodSessionUpdate, map[string]any{"sessionId": sessionID, "update": u}); err != nil {
+		a.log.Warn("send session/update", "session", sessionID, "err", err)
+	}
+}
+
+// callObserver turns one call's lifecycle into ACP tool_call updates.
+type callObserver struct {
+	a         *agent
+	sessionID string
+	canonical string // the canonical tool name, once runTool reported it
+}
+
+func (o *callObserver) name(call toolCall) string {
+	if o.canonical != "" {
+		return o.canonical
+	}
+	return canonicalToolName(call.Name)
+}
+
+func (o *callObserver) toolPending(call toolCall, title, kind string, args map[string]any) {
+	o.canonical = call.Name // runTool passes the canonical name
+	u := map[string]any{
+		"sessionUpdate": "tool_call",
+		"toolCallId":    call.ID,
+		"title":         title,
+		"kind":          kind,
+		"status":        "pending",
+		"_meta":         map[string]string{"toolName": o.canonical},
+	}
+	if args != nil {
+		u["rawInput"] = args
+	} else {
+		u["rawInput"] = rawInputOf(call.Args)
+	}
+	o.a.update(o.sessionID, u)
+}
+
+func (o *callObserver) toolRunning(call toolCall) {
+	o.a.update(o.sessionID, map[string]any{
+		"sessionUpdate": "tool_call_update",
+		"toolCallId":    call.ID,
+		"status":        "in_progress",
+		"_meta":         map[string]string{"toolName": o.name(call)},
+	})
+}
+
+// finish reports how the call ended. ACP has no cancelled tool status: a
+// cancelled call is failed, with the reason in rawOutput.
+func (o *callObserver) finish(call toolCall, res toolResult) {
+	status := "failed"
+	raw := res.RawOutput
+	switch res.Status {
+	case statusCompleted:
+		status = "completed"
+		if raw == nil {
+			raw = map[string]string{"output": res.Output}
+		}
+	case statusCancelled:
+		raw = map[string]string{"status": statusCancelled, "message": res.Output}
+	default:
+		raw = map[string]string{"errorType": res.ErrorType, "message": res.Output}
+	}
+	o.a.update(o.sessionID, map[string]any{
+		"sessionUpdate": "tool_call_update",
+		"toolCallId":    call.ID,
+		"status":        status,
+		"content": []any{map[string]any{
+			"type":    "content",
+			"content": map[string]string{"type": "text", "text": res.Output},
+		}},
+		"rawOutput": raw,
+		"_meta":     map[string]string{"toolName": o.name(call)},
+	})
+}
+
+// rawInputOf shows arguments that could not be normalized: the object if
+// they are one, else the text as proposed.
+func rawInputOf(args json.RawMessage) any {
+	var m map[string]any
+	if json.Unmarshal(args, &m) == nil && m != nil {
+		return m
+	}
+	return map[string]string{"raw": string(args)}
 }

@@ -3,19 +3,68 @@
 package main
 
 import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
+// "--external-tool-guard-mode off|required, default off. Any other value: exit 2."
 const (
 	guardModeOff      = "off"
 	guardModeRequired = "required"
 )
 
+// The guard flags, shared by acp and serve.
+const (
+	flagGuardMode     = "external-tool-guard-mode"
+	flagGuardEndpoint = "external-tool-guard-endpoint"
+	flagGuardTimeout  = "external-tool-guard-timeout-ms"
+)
+
+// "--external-tool-guard-timeout-ms: an integer in [100, 30000], default 3000"
+const (
+	minGuardTimeoutMs     = 100
+	maxGuardTimeoutMs     = 30000
+	defaultGuardTimeoutMs = 3000
+)
+
+// "empty after trimming or longer than 8192 UTF-16 code units is rejected"
+const maxTokenUTF16 = 8192
+
+// "acpguard provider --listen 127.0.0.1:8787"; "Default bind 127.0.0.1:4170".
+const (
+	defaultProviderListen = "127.0.0.1:8787"
+	defaultServeHostname  = "127.0.0.1"
+	defaultServePort      = "4170"
+)
+
+// "Prompts of a session run one at a time in FIFO order; a full queue
+// (default 5) is 503". The upper bound keeps one session's queue small
+// enough to allocate up front.
+const (
+	defaultMaxPendingPrompts = 5
+	maxMaxPendingPrompts     = 1000
+)
+
+// "the direct /fork entry point ... [is] rejected before [it] can start":
+// no flag can open it.
+const forkSlashCommand = "fork"
+
 // guardConfig is a validated guard configuration. In off mode only Mode is set.
 type guardConfig struct {
 	Mode     string
-	Endpoint *url.URL
+	Endpoint *url.URL // origin only: scheme, and Host always with its port
 	Timeout  time.Duration
 	Token    string // never printed, logged or put in an error
 }
@@ -23,7 +72,7 @@ type guardConfig struct {
 func (g guardConfig) required() bool { return g.Mode == guardModeRequired }
 
 type providerOptions struct {
-	Listen         string
+	Listen         string // host:port, localhost already pinned to 127.0.0.1
 	PolicyFile     string
 	AuditPath      string // "" none, "-" stdout
 	AuditArguments bool
@@ -35,27 +84,661 @@ type acpOptions struct {
 }
 
 type serveOptions struct {
-	Hostname           string
-	Port               int
+	Hostname           string // an IP address or host name; localhost pinned to 127.0.0.1
+	Port               int    // 0: pick a free port
 	Workspaces         []string
+	SettingsFile       string // "" none
 	Token              string // host API token, "" none
 	Guard              guardConfig
 	DecisionLog        string // "" stderr
 	MaxPendingPrompts  int
-	AllowSlashCommands []string
+	AllowSlashCommands []string // names without the leading "/"
 }
 
-// STUB: owned by the config helper.
+// parseEndpoint validates --external-tool-guard-endpoint: "an origin-only
+// loopback HTTP(S) endpoint". It returns the origin with a lower-case scheme
+// and an explicit port (the scheme default when none was given), so the
+// Host header is always host:port and "localhost" is spelled in lower case.
+func parseEndpoint(raw string) (*url.URL, error) {
+	bad := func(rule string) error {
+		return usagef("--%s %q: %s", flagGuardEndpoint, raw, rule)
+	}
+	switch {
+	case raw == "":
+		return nil, bad("required when --" + flagGuardMode + " is " + guardModeRequired)
+	// url.Parse drops an empty fragment without a trace, so look at the text.
+	case strings.Contains(raw, "#"):
+		return nil, bad("must not have a fragment")
+	// url.Parse decodes escapes in the host ("%6c" is "l"): the host must be
+	// spelled out, and nothing else of an origin may carry an escape.
+	case strings.Contains(raw, "%"):
+		return nil, bad("must not contain percent-encoding")
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, bad("not a valid URL")
+	case u.Scheme == "" || u.Opaque != "" || u.Host == "":
+		return nil, bad("must be an absolute http or https URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, bad("scheme must be http or https")
+	case u.User != nil:
+		return nil, bad("must not contain userinfo")
+	case u.ForceQuery || u.RawQuery != "":
+		return nil, bad("must not have a query")
+	case u.EscapedPath() != "" && u.EscapedPath() != "/":
+		return nil, bad("path must be empty or /")
+	}
+	host, bracketed := u.Hostname(), strings.HasPrefix(u.Host, "[")
+	switch {
+	case bracketed && host == "::1":
+	case !bracketed && host == "127.0.0.1":
+	case !bracketed && asciiEqualFold(host, "localhost"):
+		host = "localhost"
+	default:
+		return nil, bad("host must be 127.0.0.1, localhost or [::1]")
+	}
+	port := u.Port()
+	if port == "" {
+		if strings.HasSuffix(u.Host, ":") {
+			return nil, bad("port must not be empty")
+		}
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return nil, bad("port must be 1-65535")
+	}
+	return &url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(host, strconv.FormatUint(n, 10))}, nil
+}
+
+// parseTimeoutMs validates --external-tool-guard-timeout-ms. Only plain
+// decimal digits are an integer here: "+200", " 200", "2e2" and "0x64" are not.
+func parseTimeoutMs(raw string) (time.Duration, error) {
+	n, ok := parseDigits(raw)
+	if !ok || n < minGuardTimeoutMs || n > maxGuardTimeoutMs {
+		return 0, usagef("--%s %q: must be an integer from %d through %d", flagGuardTimeout, raw, minGuardTimeoutMs, maxGuardTimeoutMs)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// parseToken validates the guard token from QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+// and returns it trimmed. Its errors never contain the value.
+func parseToken(raw string) (string, error) {
+	return parseSecret(envGuardToken, raw)
+}
+
+// parseSecret applies the token rules to the secret named name: "rejected if
+// it contains a control character (code point < 0x20, 0x7F–0x9F, U+2028,
+// U+2029), then trimmed of surrounding white space; empty after trimming or
+// longer than 8192 UTF-16 code units is rejected."
+func parseSecret(name, raw string) (string, error) {
+	if !utf8.ValidString(raw) {
+		return "", usagef("%s: must be valid UTF-8 (value not shown)", name)
+	}
+	if strings.IndexFunc(raw, isControl) >= 0 {
+		return "", usagef("%s: must not contain a control character (value not shown)", name)
+	}
+	// The white space of JavaScript's String.prototype.trim, which Qwen Code uses.
+	tok := strings.TrimFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
+	if tok == "" {
+		return "", usagef("%s: must not be blank", name)
+	}
+	units := 0
+	for _, r := range tok {
+		units += utf16Len(r)
+	}
+	if units > maxTokenUTF16 {
+		return "", usagef("%s: must be at most %d UTF-16 code units, got %d (value not shown)", name, maxTokenUTF16, units)
+	}
+	return tok, nil
+}
+
+// isControl is the control-character set of the token and reason rules.
+func isControl(r rune) bool {
+	return r < 0x20 || (r >= 0x7F && r <= 0x9F) || r == '\u2028' || r == '\u2029'
+}
+
+func utf16Len(r rune) int {
+	if r >= 0x10000 {
+		return 2
+	}
+	return 1
+}
+
+// asciiEqualFold is strings.EqualFold without Unicode folding, under which
+// "localhoſt" (long s) would equal "localhost".
+func asciiEqualFold(s, t string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return strings.EqualFold(s, t)
+}
+
+// parseDigits parses a non-empty run of ASCII digits that fits an int.
+func parseDigits(raw string) (int, bool) {
+	if raw == "" || strings.TrimLeft(raw, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(raw)
+	return n, err == nil
+}
+
+// onceValue is a string flag that may be given at most once, so that a
+// repeated --external-tool-guard-mode cannot let a later "off" quietly win.
+type onceValue struct {
+	value string
+	count int
+}
+
+func (v *onceValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.value
+}
+
+func (v *onceValue) Set(s string) error {
+	v.value = s
+	v.count++
+	return nil
+}
+
+func onceFlag(fs *flag.FlagSet, name, def string) *onceValue {
+	v := &onceValue{value: def}
+	fs.Var(v, name, "")
+	return v
+}
+
+// listValue is a repeatable string flag.
+type listValue []string
+
+func (l *listValue) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *listValue) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// guardFlags are the three guard flags of a subcommand, not yet validated.
+type guardFlags struct {
+	mode, endpoint, timeout *onceValue
+}
+
+// addGuardFlags registers the three guard flags on fs.
+func addGuardFlags(fs *flag.FlagSet) guardFlags {
+	return guardFlags{
+		mode:     onceFlag(fs, flagGuardMode, guardModeOff),
+		endpoint: onceFlag(fs, flagGuardEndpoint, ""),
+		timeout:  onceFlag(fs, flagGuardTimeout, strconv.Itoa(defaultGuardTimeoutMs)),
+	}
+}
+
+// resolve validates the flags and the guard token from env. In off mode the
+// endpoint, the timeout and the token are neither validated nor kept.
+func (g guardFlags) resolve(env *procEnv) (guardConfig, error) {
+	switch g.mode.value {
+	case guardModeOff:
+		return guardConfig{Mode: guardModeOff}, nil
+	case guardModeRequired:
+	default:
+		return guardConfig{}, usagef("--%s %q: must be %s or %s", flagGuardMode, g.mode.value, guardModeOff, guardModeRequired)
+	}
+	endpoint, err := parseEndpoint(g.endpoint.value)
+	if err != nil {
+		return guardConfig{}, err
+	}
+	timeout, err := parseTimeoutMs(g.timeout.value)
+	if err != nil {
+		return guardConfig{}, err
+	}
+	if !env.guardTokenSet {
+		return guardConfig{}, usagef("%s: must be set when --%s is %s", envGuardToken, flagGuardMode, guardModeRequired)
+	}
+	token, err := parseToken(env.guardToken)
+	if err != nil {
+		return guardConfig{}, err
+	}
+	return guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: timeout, Token: token}, nil
+}
+
+// newFlagSet returns a flag set that prints nothing: parseFlags writes the
+// usage and the errors.
+func newFlagSet(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet("acpguard "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args for the subcommand cmd. --help and -h print usage to
+// stdout and return errHelp; anything malformed is a usage error naming the flag.
+func parseFlags(fs *flag.FlagSet, cmd, usage string, args []string, sys *system) error {
+	hint := fmt.Sprintf(`run "acpguard %s --help"`, cmd)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(sys.stdout, usage)
+		return errHelp
+	case err != nil:
+		return usagef("%s; %s", flagErrorText(err), hint)
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q; %s", fs.Arg(0), hint)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if v, ok := f.Value.(*onceValue); ok && v.count > 1 && err == nil {
+			err = usagef("flag %q given more than once; %s", "--"+f.Name, hint)
+		}
+	})
+	return err
+}
+
+// flagErrorText rewrites the flag package's messages in this program's
+// spelling of flags. None of them carries the value of a string flag.
+func flagErrorText(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag %q", "--"+name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("flag %q needs a value", "--"+name)
+	}
+	if rest, ok := strings.CutPrefix(msg, "invalid boolean value "); ok {
+		if value, name, ok := strings.Cut(rest, " for -"); ok {
+			name, _, _ = strings.Cut(name, ":")
+			return fmt.Sprintf("flag %q: invalid boolean value %s", "--"+name, value)
+		}
+	}
+	if arg, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok {
+		return fmt.Sprintf("bad flag syntax %q", arg)
+	}
+	return msg
+}
+
+// envOf returns the captured environment of sys; a system built without one
+// (in a test) has an empty environment, so no secret is ever assumed present.
+func envOf(sys *system) *procEnv {
+	if sys.env == nil {
+		return &procEnv{}
+	}
+	return sys.env
+}
+
 func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
-	return providerOptions{}, usagef("unimplemented")
+	fs := newFlagSet("provider")
+	listen := onceFlag(fs, "listen", defaultProviderListen)
+	policy := onceFlag(fs, "policy", "")
+	audit := onceFlag(fs, "audit", "")
+	auditArgs := fs.Bool("audit-arguments", false, "")
+	if err := parseFlags(fs, "provider", providerUsage, args, sys); err != nil {
+		return providerOptions{}, err
+	}
+	addr, err := parseListen(listen.value)
+	if err != nil {
+		return providerOptions{}, err
+	}
+	if policy.value == "" {
+		return providerOptions{}, usagef(`--policy "": a policy file is required`)
+	}
+	env := envOf(sys)
+	if !env.guardTokenSet {
+		return providerOptions{}, usagef("%s: must be set: the provider accepts only clients that send this bearer token", envGuardToken)
+	}
+	token, err := parseToken(env.guardToken)
+	if err != nil {
+		return providerOptions{}, err
+	}
+	return providerOptions{
+		Listen:         addr,
+		PolicyFile:     policy.value,
+		AuditPath:      audit.value,
+		AuditArguments: *auditArgs,
+		Token:          token,
+	}, nil
 }
 
-// STUB
+// parseListen validates the provider's --listen: "Refuses non-loopback
+// listen addresses." localhost becomes 127.0.0.1, the address the client
+// dials for it, so no resolver decides where the provider listens.
+func parseListen(raw string) (string, error) {
+	host, port, err := net.SplitHostPort(raw)
+	if err != nil {
+		return "", usagef("--listen %q: must be host:port", raw)
+	}
+	switch {
+	case host == "127.0.0.1", host == "::1" && strings.HasPrefix(raw, "["):
+	case asciiEqualFold(host, "localhost"):
+		host = "127.0.0.1"
+	default:
+		return "", usagef("--listen %q: host must be 127.0.0.1, localhost or [::1]", raw)
+	}
+	if _, err := parsePort(port); err != nil {
+		return "", usagef("--listen %q: %v", raw, err)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// parsePort accepts a decimal port 0-65535; 0 asks the system for a free one.
+func parsePort(raw string) (int, error) {
+	n, ok := parseDigits(raw)
+	if !ok || n > 65535 {
+		return 0, errors.New("port must be an integer from 0 through 65535")
+	}
+	return n, nil
+}
+
 func parseACPArgs(args []string, sys *system) (acpOptions, error) {
-	return acpOptions{}, usagef("unimplemented")
+	fs := newFlagSet("acp")
+	guard := addGuardFlags(fs)
+	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
+		return acpOptions{}, err
+	}
+	cfg, err := guard.resolve(envOf(sys))
+	if err != nil {
+		return acpOptions{}, err
+	}
+	return acpOptions{Guard: cfg}, nil
 }
 
-// STUB
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
-	return serveOptions{}, usagef("unimplemented")
+	fs := newFlagSet("serve")
+	hostname := onceFlag(fs, "hostname", defaultServeHostname)
+	port := onceFlag(fs, "port", defaultServePort)
+	var workspaces, slash listValue
+	fs.Var(&workspaces, "workspace", "")
+	settings := onceFlag(fs, "settings", "")
+	token := onceFlag(fs, "token", "")
+	guard := addGuardFlags(fs)
+	decisionLog := onceFlag(fs, "decision-log", "")
+	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
+	fs.Var(&slash, "allow-slash-command", "")
+	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
+		return serveOptions{}, err
+	}
+	env := envOf(sys)
+	opts := serveOptions{DecisionLog: decisionLog.value}
+
+	host, loopback, err := parseHostname(hostname.value)
+	if err != nil {
+		return serveOptions{}, err
+	}
+	opts.Hostname = host
+	if opts.Port, err = parsePort(port.value); err != nil {
+		return serveOptions{}, usagef("--port %q: %v", port.value, err)
+	}
+	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
+		return serveOptions{}, err
+	}
+	if opts.SettingsFile, err = parseSettingsFile(settings.value); err != nil {
+		return serveOptions{}, err
+	}
+	// "Host auth: --token or env QWEN_SERVER_TOKEN"; the flag wins.
+	switch {
+	case token.count > 0:
+		opts.Token, err = parseSecret("--token", token.value)
+	case env.serverTokenSet:
+		opts.Token, err = parseSecret(envServerToken, env.serverToken)
+	}
+	if err != nil {
+		return serveOptions{}, err
+	}
+	// "Binding a non-loopback address without a token is refused."
+	if !loopback && opts.Token == "" {
+		return serveOptions{}, usagef("--hostname %q: a non-loopback address requires --token or %s", hostname.value, envServerToken)
+	}
+	if opts.Guard, err = guard.resolve(env); err != nil {
+		return serveOptions{}, err
+	}
+	n, ok := parseDigits(maxPending.value)
+	if !ok || n < 1 || n > maxMaxPendingPrompts {
+		return serveOptions{}, usagef("--max-pending-prompts-per-session %q: must be an integer from 1 through %d", maxPending.value, maxMaxPendingPrompts)
+	}
+	opts.MaxPendingPrompts = n
+	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
+		return serveOptions{}, err
+	}
+	return opts, nil
 }
+
+// parseHostname validates serve's --hostname and says whether it is a
+// loopback address. A host name other than localhost counts as non-loopback
+// whatever it resolves to.
+func parseHostname(raw string) (host string, loopback bool, err error) {
+	h := raw
+	if inner, ok := strings.CutPrefix(h, "["); ok {
+		h, ok = strings.CutSuffix(inner, "]")
+		if !ok {
+			return "", false, usagef("--hostname %q: unbalanced brackets", raw)
+		}
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String(), ip.IsLoopback(), nil
+	}
+	if asciiEqualFold(h, "localhost") {
+		return "127.0.0.1", true, nil
+	}
+	if !validHostName(h) {
+		return "", false, usagef("--hostname %q: must be an IP address or a host name", raw)
+	}
+	return h, false, nil
+}
+
+// validHostName accepts letters, digits, '-' and '.' in labels of a DNS name.
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// parseWorkspaces returns each --workspace as an absolute, clean path of an
+// existing directory, first occurrence first; none means the current directory.
+func parseWorkspaces(raw []string) ([]string, error) {
+	if len(raw) == 0 {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("find the current directory, the default workspace: %w", err)
+		}
+		return []string{wd}, nil
+	}
+	var out []string
+	for _, r := range raw {
+		if r == "" {
+			return nil, usagef(`--workspace "": must name a directory`)
+		}
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, usagef("--workspace %q: %v", r, err)
+		}
+		fi, err := os.Stat(abs)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, usagef("--workspace %q: no such directory", r)
+		case err != nil:
+			return nil, usagef("--workspace %q: %v", r, err)
+		case !fi.IsDir():
+			return nil, usagef("--workspace %q: not a directory", r)
+		}
+		if !slices.Contains(out, abs) {
+			out = append(out, abs)
+		}
+	}
+	return out, nil
+}
+
+// parseSettingsFile checks that --settings names an existing regular file;
+// its content is validated by the code that loads it.
+func parseSettingsFile(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(raw)
+	if err != nil {
+		return "", usagef("--settings %q: %v", raw, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", usagef("--settings %q: no such file", raw)
+	case err != nil:
+		return "", usagef("--settings %q: %v", raw, err)
+	case !fi.Mode().IsRegular():
+		return "", usagef("--settings %q: not a regular file", raw)
+	}
+	return abs, nil
+}
+
+// parseSlashCommands validates --allow-slash-command names, with or without
+// their leading "/", and returns them without it.
+func parseSlashCommands(raw []string) ([]string, error) {
+	var out []string
+	for _, r := range raw {
+		name := strings.TrimPrefix(r, "/")
+		if !validCommandName(name) {
+			return nil, usagef("--allow-slash-command %q: must be a command name of letters, digits, '-', '_', '.' or ':'", r)
+		}
+		if name == forkSlashCommand {
+			return nil, usagef("--allow-slash-command %q: /fork starts a nested agent, which the guard cannot cover", r)
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+func validCommandName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+const guardFlagsUsage = `  --external-tool-guard-mode off|required
+        off (default): no provider is constructed or called. required: every
+        tool call needs one allow from the policy provider, asked exactly once
+        right before the tool runs; any failure denies.
+  --external-tool-guard-endpoint URL
+        the provider's origin, required in required mode: http or https, host
+        127.0.0.1, localhost or [::1], optional port, no path, query, fragment
+        or userinfo. Example: http://127.0.0.1:8787
+  --external-tool-guard-timeout-ms N
+        bound on one provider call, in milliseconds: 100 through 30000
+        (default 3000).
+`
+
+const scrubUsage = `Children (tools, hooks, MCP servers, ACP children) never see the variables
+above, nor LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV or BASH_FUNC_*.
+`
+
+const providerUsage = `Usage: acpguard provider --policy FILE [flags]
+
+Runs the reference policy provider: POST /v1/handshake and POST /v1/prepare
+on a loopback HTTP address, one decision per prepare from the policy file.
+
+Flags:
+  --listen HOST:PORT
+        loopback address to listen on: host 127.0.0.1, localhost or [::1];
+        port 0 picks a free one (default 127.0.0.1:8787).
+  --policy FILE
+        the JSON policy file (required); reloaded on SIGHUP.
+  --audit FILE|-
+        append one JSON line per decision to FILE, or to stdout with "-"
+        (default: no audit log).
+  --audit-arguments
+        put the raw arguments in the audit log, not only their SHA-256.
+  -h, --help
+        print this text.
+
+Environment:
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+        the bearer token every client must send (required); read and removed
+        from the environment at start.
+  QWEN_SERVER_TOKEN
+        read and removed at start; not used.
+
+` + scrubUsage
+
+const acpUsage = `Usage: acpguard acp [flags]
+
+Runs the guarded ACP v1 agent on stdin/stdout: JSON-RPC 2.0, one message per
+line. Logs go to stderr.
+
+Flags:
+` + guardFlagsUsage + `  -h, --help
+        print this text.
+
+Environment:
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+        the provider's bearer token, required in required mode; read and removed
+        from the environment at start.
+  QWEN_SERVER_TOKEN
+        read and removed at start; not used.
+  QWEN_CODE_PRIVATE_ACP_CAPABILITY, QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
+        set only by "acpguard serve" for the ACP children it manages; read and
+        removed at start.
+
+` + scrubUsage
+
+const serveUsage = `Usage: acpguard serve [flags]
+
+Runs the managed daemon: a host HTTP API on a loopback address, one private
+guarded ACP child per workspace, and in required mode one provider call per
+guarded tool call.
+
+Flags:
+  --hostname HOST
+        address to listen on (default 127.0.0.1). A non-loopback address
+        requires a token.
+  --port N
+        port to listen on, 0 picks a free one (default 4170).
+  --workspace DIR
+        a directory sessions may use; repeatable. The first is the default
+        session cwd (default: the current directory).
+  --settings FILE
+        settings file for the ACP children (permissions, hooks).
+  --token T
+        bearer token every host request must send; wins over QWEN_SERVER_TOKEN.
+        Prefer the variable: a flag is visible to other local users.
+` + guardFlagsUsage + `  --decision-log FILE
+        append one JSON line per guard decision to FILE (default: stderr).
+  --max-pending-prompts-per-session N
+        prompts one session may queue, 1 through 1000 (default 5).
+  --allow-slash-command NAME
+        accept prompts starting with /NAME in required mode; repeatable.
+  -h, --help
+        print this text.
+
+Environment:
+  QWEN_SERVER_TOKEN
+        bearer token for host requests when --token is not given; read and
+        removed from the environment at start.
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+        the provider's bearer token, required in required mode; read and removed
+        at start, kept in the daemon only.
+
+` + scrubUsage

@@ -2,6 +2,38 @@
 // them at start, and is the one builder of every child process environment.
 package main
 
+import (
+	"os"
+	"strings"
+)
+
+// "The very first thing main does, for every subcommand, is read
+// QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN and QWEN_SERVER_TOKEN into memory and
+// unset them from the process environment, whether or not a guard is configured."
+const (
+	envGuardToken  = "QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN"
+	envServerToken = "QWEN_SERVER_TOKEN"
+)
+
+// "Private markers passed by env and deleted by the child before any tool can
+// inherit them: QWEN_CODE_PRIVATE_ACP_CAPABILITY (a random per-spawn secret) and
+// QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD=required-v1."
+const (
+	envPrivateCapability = "QWEN_CODE_PRIVATE_ACP_CAPABILITY"
+	envPrivateGuard      = "QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD"
+	privateGuardMarker   = "required-v1"
+)
+
+// "minus the secret names above, minus the private markers, minus loader
+// variables (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV, and every BASH_FUNC_*)"
+var removedEnvNames = [...]string{
+	envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard,
+	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+}
+
+// removedEnvPrefix names exported bash functions, which bash imports as code.
+const removedEnvPrefix = "BASH_FUNC_"
+
 // procEnv holds what captureEnv took out of the process environment at start.
 type procEnv struct {
 	guardToken        string // QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN, raw
@@ -13,21 +45,100 @@ type procEnv struct {
 	snapshot          []string
 }
 
-// STUB: owned by the envscrub helper.
-func newProcEnv(environ []string) *procEnv { return &procEnv{snapshot: environ} }
+// newProcEnv takes the secrets and markers out of environ ("KEY=VALUE"
+// entries) and keeps the rest, minus every removed name, as the snapshot
+// children are built from. It does not touch the process environment.
+// A name given twice counts once, with its first value: that is the one
+// os.Getenv would have returned.
+func newProcEnv(environ []string) *procEnv {
+	e := &procEnv{}
+	seen := make(map[string]bool, len(environ))
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || seen[k] {
+			continue
+		}
+		seen[k] = true
+		switch k {
+		case envGuardToken:
+			e.guardToken, e.guardTokenSet = v, true
+		case envServerToken:
+			e.serverToken, e.serverTokenSet = v, true
+		case envPrivateCapability:
+			e.privateCapability = v
+		case envPrivateGuard:
+			e.privateGuard = v
+		}
+		if !removedEnvName(k) {
+			e.snapshot = append(e.snapshot, kv)
+		}
+	}
+	return e
+}
 
-// STUB
-func captureEnv() *procEnv { return newProcEnv(nil) }
+// captureEnv reads the process environment once and unsets the secrets and
+// private markers, so nothing started later (goroutine, library or child)
+// can read them from it.
+func captureEnv() *procEnv {
+	e := newProcEnv(os.Environ())
+	for _, k := range []string{envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard} {
+		os.Unsetenv(k)
+	}
+	return e
+}
+
+func removedEnvName(k string) bool {
+	for _, r := range removedEnvNames {
+		if k == r {
+			return true
+		}
+	}
+	return strings.HasPrefix(k, removedEnvPrefix)
+}
 
 // childEnv returns the environment for a child: the start snapshot minus every
 // removed name, plus add ("KEY=VALUE"); an add entry naming a removed variable is dropped.
-// STUB
 func (e *procEnv) childEnv(add ...string) []string {
-	return append(append([]string{}, e.snapshot...), add...)
+	return e.buildEnv(nil, add)
 }
 
 // managedChildEnv is childEnv plus the two private markers of a managed ACP child.
-// STUB
+// The caller must pass a fresh random capability; the child must refuse an empty one.
 func (e *procEnv) managedChildEnv(capability string, add ...string) []string {
-	return e.childEnv(add...)
+	return e.buildEnv([]string{
+		envPrivateGuard + "=" + privateGuardMarker,
+		envPrivateCapability + "=" + capability,
+	}, add)
+}
+
+// buildEnv is the one builder of every child environment: the snapshot and
+// add, both with removed names dropped (a procEnv literal in a test may carry
+// any snapshot), then markers, which only the binary itself sets. A later entry for a key replaces an earlier one in place, so each key
+// appears once and no child sees two values for a name.
+func (e *procEnv) buildEnv(markers, add []string) []string {
+	out := make([]string, 0, len(e.snapshot)+len(add)+len(markers))
+	index := make(map[string]int, cap(out))
+	put := func(kv string) {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return
+		}
+		if i, dup := index[k]; dup {
+			out[i] = kv
+			return
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, list := range [][]string{e.snapshot, add} {
+		for _, kv := range list {
+			if k, _, _ := strings.Cut(kv, "="); !removedEnvName(k) {
+				put(kv)
+			}
+		}
+	}
+	for _, kv := range markers {
+		put(kv)
+	}
+	return out
 }

@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 )
 
 // GuardRequest is what a guard decides over: the runtime-owned identity,
@@ -76,10 +78,169 @@ type toolEnv struct {
 	Env        *procEnv
 	Background *processSet
 	Observer   toolObserver
+	// Extra holds the session's tools beyond the built-ins (MCP tools), by
+	// canonical name, every function field set; a built-in of the same name wins.
+	Extra map[string]*toolSpec
 }
 
-// STUB: owned by the guard/tools helper.
+// Texts of calls that end before their executor for reasons of our own.
+const cancelledBeforeExecution = "Tool invocation cancelled before execution"
+
+// runTool runs one call: the single execution boundary. It is the only
+// function that calls a tool executor (guard_test.go checks the source).
+// Order: canonical name, lookup, the managed nested-agent refusal, argument
+// validation and normalization, toolPending, [permission rules and PreToolUse
+// hooks], the guard when one is configured, toolRunning, the executor.
 func runTool(ctx context.Context, env *toolEnv, call toolCall) toolResult {
-	env.Observer.toolPending(call, call.Name, "other", nil)
-	return toolResult{Status: statusFailed, Output: "unimplemented", ErrorType: errTypeExecutionFailed}
+	spec, args, res, ok := prepareTool(env, &call)
+	if !ok {
+		return res
+	}
+	// Seam: permission rules and PreToolUse hooks (later issues) run here,
+	// after normalization and before the guard, as PR #8032 orders them.
+	if env.Guard != nil {
+		// Only here: with no guard the path copies nothing, allocates
+		// nothing more and starts no goroutine.
+		if res, ok := checkGuard(ctx, env, call, spec.Name, args); !ok {
+			return res
+		}
+	}
+	env.Observer.toolRunning(call)
+	return spec.exec(ctx, env, args)
+}
+
+// prepareTool resolves the tool and its final arguments and announces the
+// call with toolPending, exactly once, whatever fails. call.Name becomes the
+// canonical name. ok is false when the call ended here with res.
+func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]any, res toolResult, ok bool) {
+	call.Name = canonicalToolName(call.Name)
+	if env.Managed && isNestedAgentTool(call.Name) {
+		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "%s", nestedAgentRefusal))
+	}
+	spec, found := lookupTool(env, call.Name)
+	if !found {
+		return pendingFailure(env, *call, failed(errTypeToolNotRegistered, "tool %q is not registered", call.Name))
+	}
+	raw, err := decodeArgs(call.Args)
+	if err != nil {
+		return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
+	}
+	args = raw
+	if spec.Params != nil {
+		if args, err = checkParams(spec.Params, raw); err != nil {
+			return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
+		}
+	}
+	if args, err = spec.normalize(env, args); err != nil {
+		return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
+	}
+	env.Observer.toolPending(*call, spec.title(args), spec.Kind, args)
+	return spec, args, toolResult{}, true
+}
+
+// pendingFailure announces a call that could not be prepared, with its raw
+// arguments when they decode, and ends it with res.
+func pendingFailure(env *toolEnv, call toolCall, res toolResult) (toolSpec, map[string]any, toolResult, bool) {
+	raw, _ := decodeArgs(call.Args)
+	env.Observer.toolPending(call, call.Name, kindOther, raw)
+	return toolSpec{}, nil, res, false
+}
+
+// checkGuard asks env.Guard about the final call. ok is true only for an
+// explicit allow with the call's context still live. "cancellation before
+// evaluation: do not call the guard or executor; cancellation while awaiting
+// a guard: record cancellation and do not call the executor; explicit
+// denial: record execution_denied and do not call the executor; guard
+// exception, malformed response, or clone failure: fail closed and do not
+// call the executor."
+func checkGuard(ctx context.Context, env *toolEnv, call toolCall, name string, args map[string]any) (res toolResult, ok bool) {
+	if ctx.Err() != nil {
+		return cancelledResult(), false
+	}
+	clone, err := cloneArgs(args)
+	if err != nil {
+		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
+	}
+	d, err := callGuard(ctx, env.Guard, GuardRequest{
+		SessionID:  env.SessionID,
+		PromptID:   env.PromptID,
+		ToolCallID: call.ID,
+		ToolName:   name,
+		Arguments:  clone,
+	})
+	// "Each execution path also checks its active signal immediately after
+	// the await and before any executor call."
+	if ctx.Err() != nil {
+		return cancelledResult(), false
+	}
+	switch {
+	case err != nil:
+		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
+	case !d.Allowed && strings.TrimSpace(d.Reason) == "":
+		// "A missing or blank denial reason uses a stable generic message."
+		return failed(errTypeExecutionDenied, "%s", denyDefaultReason), false
+	case !d.Allowed:
+		return failed(errTypeExecutionDenied, "%s", d.Reason), false
+	}
+	return toolResult{}, true
+}
+
+func cancelledResult() toolResult {
+	return toolResult{Status: statusCancelled, ErrorType: errTypeExecutionDenied, Output: cancelledBeforeExecution}
+}
+
+// callGuard calls g, turning a panic into a failure.
+func callGuard(ctx context.Context, g Guard, req GuardRequest) (d Decision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = Decision{}, fmt.Errorf("guard panicked: %v", r)
+		}
+	}()
+	return g(ctx, req)
+}
+
+// cloneArgs deep-copies final arguments so that a guard cannot change what
+// runs: "The cloned arguments prevent a guard from mutating the invocation
+// that Qwen Code will execute." A value of a type JSON cannot carry is a
+// clone failure.
+func cloneArgs(args map[string]any) (map[string]any, error) {
+	v, err := cloneValue(args)
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]any), nil
+}
+
+func cloneValue(v any) (any, error) {
+	switch v := v.(type) {
+	case nil, string, bool, json.Number, int64, float64:
+		return v, nil
+	case map[string]any:
+		if v == nil {
+			return map[string]any(nil), nil
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			c, err := cloneValue(e)
+			if err != nil {
+				return nil, fmt.Errorf("clone argument %q: %w", k, err)
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		if v == nil {
+			return []any(nil), nil
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			c, err := cloneValue(e)
+			if err != nil {
+				return nil, fmt.Errorf("clone element %d: %w", i, err)
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("cannot clone a value of type %T", v)
 }

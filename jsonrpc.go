@@ -4,12 +4,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"sync"
+	"unicode/utf8"
 )
 
 // decodeStrict decodes exactly one JSON value from data into v, rejecting
@@ -37,6 +41,28 @@ const (
 	rpcCancelled      = -32800
 )
 
+// "JSON-RPC 2.0 over the agent's stdin/stdout, UTF-8, one message per line
+// ending in `\n`; a message never contains a raw newline."
+const (
+	rpcVersion = "2.0"
+	// defaultMaxLine bounds one incoming message when rpcConfig.MaxLine is 0:
+	// "lines are bounded in size".
+	defaultMaxLine = 4 << 20
+	// rpcReadBuffer is the read chunk; a line longer than it is assembled
+	// piecewise, so memory grows only with the lines actually received.
+	rpcReadBuffer = 64 << 10
+	// "`$/cancel_request` {requestId}: the receiver still answers the
+	// original request once."
+	rpcCancelRequest = "$/cancel_request"
+	// rpcMaxErrorText bounds the message of an error this side writes about
+	// a malformed line, which may quote part of a line of up to MaxLine bytes.
+	rpcMaxErrorText = 256
+)
+
+// errConnClosed is wrapped by every call that cannot complete because the
+// connection has ended.
+var errConnClosed = errors.New("json-rpc connection closed")
+
 // rpcError is an error response, sent or received.
 type rpcError struct {
 	Code    int             `json:"code"`
@@ -46,10 +72,17 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return fmt.Sprintf("json-rpc error %d: %s", e.Code, e.Message) }
 
+// methodNotFound is the answer to a request nobody handles; handlers
+// return it for methods they do not know.
+func methodNotFound(method string) *rpcError {
+	return &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method not found: %q", method)}
+}
+
 // rpcConfig says how a connection answers what the peer sends.
 type rpcConfig struct {
-	// MaxLine bounds one incoming message in bytes; a longer line is an error
-	// answered with -32700 (or, past the bound, the connection is closed).
+	// MaxLine bounds one incoming message in bytes (0 means defaultMaxLine);
+	// a longer line is discarded without being buffered whole, answered
+	// with -32700 and id null, and serving continues.
 	MaxLine int
 	// OnRequest answers one request; it runs in its own goroutine and ctx is
 	// cancelled by $/cancel_request or when the connection ends. Returning
@@ -59,21 +92,489 @@ type rpcConfig struct {
 	OnNotify func(method string, params json.RawMessage)
 }
 
-// rpcConn is one line-delimited JSON-RPC 2.0 peer.
-// STUB: owned by the jsonrpc helper.
-type rpcConn struct{}
+// rpcConn is one line-delimited JSON-RPC 2.0 peer. serve runs at most once;
+// call and notify may be used from any goroutine.
+type rpcConn struct {
+	r   io.Reader
+	w   io.Writer
+	cfg rpcConfig
 
-func newRPCConn(r io.Reader, w io.Writer, cfg rpcConfig) *rpcConn { return &rpcConn{} }
+	wmu sync.Mutex // serializes whole lines on w
+
+	mu       sync.Mutex
+	closed   bool
+	nextID   int64
+	pending  map[int64]chan rpcReply       // outgoing calls awaiting a response
+	inflight map[string]context.CancelFunc // incoming requests, by idKey
+	handlers sync.WaitGroup
+}
+
+// rpcReply is what a pending call receives.
+type rpcReply struct {
+	result json.RawMessage
+	err    error
+}
+
+// rpcEnvelope is every field a message may carry; each is kept raw so that
+// presence (including an explicit null) and type are checked here.
+type rpcEnvelope struct {
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// rpcOut is one outgoing message; each is encoded in one go, which compacts
+// raw values, so no newline can reach the wire inside a message.
+type rpcOut struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  any             `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// rpcNullID answers a message whose id could not be read.
+const rpcNullID = "null"
+
+func newRPCConn(r io.Reader, w io.Writer, cfg rpcConfig) *rpcConn {
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = defaultMaxLine
+	}
+	return &rpcConn{
+		r:        r,
+		w:        w,
+		cfg:      cfg,
+		pending:  make(map[int64]chan rpcReply),
+		inflight: make(map[string]context.CancelFunc),
+	}
+}
 
 // serve reads messages until r ends or ctx is done, then cancels and waits
-// for every request handler before it returns.
-func (c *rpcConn) serve(ctx context.Context) error { return nil }
+// for every request handler before it returns. When ctx ends, serve closes r
+// if it is an io.Closer so that a blocked read returns; a reader that is not
+// a Closer keeps serve waiting until its read returns. serve returns nil at
+// the end of r, ctx.Err() when ctx ended, and the read or write error that
+// stopped it otherwise.
+func (c *rpcConn) serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	stop := make(chan struct{})
+	var watcher sync.WaitGroup
+	if rc, ok := c.r.(io.Closer); ok {
+		watcher.Go(func() {
+			select {
+			case <-ctx.Done():
+				rc.Close()
+			case <-stop:
+			}
+		})
+	}
+
+	err := c.readLoop(ctx)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = ctxErr
+	}
+	close(stop)
+	watcher.Wait()
+
+	// Fail pending calls before waiting for handlers: a handler blocked in
+	// call on this connection would otherwise never return.
+	c.mu.Lock()
+	c.closed = true
+	for id, ch := range c.pending {
+		ch <- rpcReply{err: errConnClosed}
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	cancel()
+	c.handlers.Wait()
+	return err
+}
+
+func (c *rpcConn) readLoop(ctx context.Context) error {
+	lr := lineReader{br: bufio.NewReaderSize(c.r, rpcReadBuffer), max: c.cfg.MaxLine}
+	for ctx.Err() == nil {
+		line, tooLong, err := lr.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read json-rpc message: %w", err)
+		}
+		if tooLong {
+			err = c.sendError(nil, rpcParseError, fmt.Sprintf("parse error: message longer than %d bytes", c.cfg.MaxLine))
+		} else {
+			err = c.dispatch(ctx, line)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lineReader splits input into lines no longer than max, discarding the rest
+// of an over-long line instead of buffering it.
+type lineReader struct {
+	br  *bufio.Reader
+	max int
+	buf []byte
+}
+
+// next returns the next line without its newline, or tooLong when it
+// exceeded max. A final line without a newline is still returned.
+func (l *lineReader) next() (line []byte, tooLong bool, err error) {
+	l.buf = l.buf[:0]
+	for {
+		chunk, err := l.br.ReadSlice('\n')
+		if !tooLong {
+			// max+1 leaves room for the newline itself.
+			if len(l.buf)+len(chunk) > l.max+1 {
+				tooLong = true
+				l.buf = l.buf[:0]
+			} else {
+				l.buf = append(l.buf, chunk...)
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && (len(l.buf) > 0 || tooLong):
+			// The unterminated last line; the next call reports EOF.
+		case err != nil:
+			return nil, false, err
+		}
+		line = bytes.TrimSuffix(l.buf, []byte("\n"))
+		if len(line) > l.max {
+			return nil, true, nil
+		}
+		return line, tooLong, nil
+	}
+}
+
+// dispatch handles one line. Only a failure to write an answer is returned.
+func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
+	line = bytes.TrimSpace(line)
+	switch {
+	case len(line) == 0:
+		return nil
+	case !json.Valid(line):
+		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
+	case line[0] == '[':
+		// "No batches (the SDK answers an array with -32600 and id null)."
+		return c.sendError(nil, rpcInvalidRequest, "invalid request: batches are not supported")
+	case line[0] != '{':
+		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")
+	}
+
+	var env rpcEnvelope
+	if err := decodeStrict(line, &env); err != nil {
+		return c.rejectMalformed(line, fmt.Sprintf("invalid request: %v", err))
+	}
+	id, idOK := rpcID(env.ID)
+	var version string
+	if json.Unmarshal(env.JSONRPC, &version) != nil || version != rpcVersion {
+		return c.reject(env, id, fmt.Sprintf("invalid request: jsonrpc must be %q, got %s", rpcVersion, quoteRaw(env.JSONRPC)))
+	}
+	if !idOK {
+		return c.reject(env, nil, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", env.ID))
+	}
+
+	if env.Method == nil {
+		if env.Result == nil && env.Error == nil {
+			return c.sendError(id, rpcInvalidRequest, "invalid request: message has neither method nor result nor error")
+		}
+		c.deliver(env)
+		return nil
+	}
+	var method string
+	if env.Method[0] != '"' || json.Unmarshal(env.Method, &method) != nil || method == "" {
+		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", env.Method))
+	}
+	if env.Result != nil || env.Error != nil {
+		return c.reject(env, id, fmt.Sprintf("invalid request: %q carries a result or an error", method))
+	}
+	if env.Params != nil && env.Params[0] != '{' && env.Params[0] != '[' {
+		return c.reject(env, id, fmt.Sprintf("invalid request: params of %q must be an object or an array, got %s", method, env.Params))
+	}
+	if env.ID == nil {
+		c.notified(method, env.Params)
+		return nil
+	}
+	return c.request(ctx, id, method, env.Params)
+}
+
+// rejectMalformed answers a message that failed strict decoding, after
+// reading what it can of it loosely.
+func (c *rpcConn) rejectMalformed(line []byte, msg string) error {
+	var env rpcEnvelope
+	// line is a valid JSON object and every field is raw, so this succeeds.
+	_ = json.Unmarshal(line, &env)
+	id, _ := rpcID(env.ID)
+	return c.reject(env, id, msg)
+}
+
+// reject answers an invalid message with -32600. A notification has nobody
+// to answer. A response is never answered, since its id is from our own
+// numbering, but it fails the call it answers.
+func (c *rpcConn) reject(env rpcEnvelope, id json.RawMessage, msg string) error {
+	switch {
+	case env.Method != nil && env.ID == nil:
+		return nil
+	case env.Method == nil && (env.Result != nil || env.Error != nil):
+		c.fail(id, fmt.Errorf("malformed json-rpc response: %s", msg))
+		return nil
+	}
+	return c.sendError(id, rpcInvalidRequest, msg)
+}
+
+// rpcID validates an id: absent, a string, an integer or null. An invalid
+// id comes back nil, which answers as null.
+func rpcID(raw json.RawMessage) (json.RawMessage, bool) {
+	if raw == nil {
+		return nil, true
+	}
+	switch c := raw[0]; {
+	case c == '"', string(raw) == rpcNullID:
+		return raw, true
+	case (c == '-' || c >= '0' && c <= '9') && !bytes.ContainsAny(raw, ".eE"):
+		return raw, true
+	}
+	return nil, false
+}
+
+// idKey names an id independently of its spelling on the wire, so that
+// "a" and "\u0061" in $/cancel_request find the same request.
+func idKey(raw json.RawMessage) string {
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return "s" + s
+		}
+	}
+	return "n" + string(raw)
+}
+
+// deliver hands a response to the call waiting for it; a response nobody
+// waits for (unknown id, or a call whose ctx already ended) is dropped.
+func (c *rpcConn) deliver(env rpcEnvelope) {
+	if env.Result != nil && env.Error != nil {
+		c.fail(env.ID, errors.New("malformed json-rpc response: both result and error"))
+		return
+	}
+	if env.Error != nil {
+		var rerr rpcError
+		if env.Error[0] != '{' {
+			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: not an object", env.Error))
+			return
+		}
+		if err := decodeStrict(env.Error, &rerr); err != nil {
+			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: %w", env.Error, err))
+			return
+		}
+		c.fail(env.ID, &rerr)
+		return
+	}
+	if ch := c.take(env.ID); ch != nil {
+		ch <- rpcReply{result: env.Result}
+	}
+}
+
+func (c *rpcConn) fail(id json.RawMessage, err error) {
+	if ch := c.take(id); ch != nil {
+		ch <- rpcReply{err: err}
+	}
+}
+
+// take removes and returns the pending call answered by id, if any.
+func (c *rpcConn) take(id json.RawMessage) chan rpcReply {
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.pending[n]
+	delete(c.pending, n)
+	return ch
+}
+
+// notified runs one notification on the read goroutine.
+func (c *rpcConn) notified(method string, params json.RawMessage) {
+	if method == rpcCancelRequest {
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+			Meta      json.RawMessage `json:"_meta"`
+		}
+		if decodeStrict(params, &p) != nil || p.RequestID == nil {
+			return
+		}
+		if _, ok := rpcID(p.RequestID); !ok {
+			return
+		}
+		c.mu.Lock()
+		cancel := c.inflight[idKey(p.RequestID)]
+		c.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		return
+	}
+	if c.cfg.OnNotify != nil {
+		c.cfg.OnNotify(method, params)
+	}
+}
+
+// request starts the handler of one request in its own goroutine.
+func (c *rpcConn) request(ctx context.Context, id json.RawMessage, method string, params json.RawMessage) error {
+	if c.cfg.OnRequest == nil {
+		return c.sendError(id, rpcMethodNotFound, methodNotFound(method).Message)
+	}
+	key := idKey(id)
+	c.mu.Lock()
+	if _, dup := c.inflight[key]; dup {
+		c.mu.Unlock()
+		return c.sendError(id, rpcInvalidRequest, fmt.Sprintf("invalid request: id %s is already in use", id))
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	c.inflight[key] = cancel
+	c.mu.Unlock()
+
+	c.handlers.Go(func() {
+		defer cancel()
+		result, rerr := c.runHandler(hctx, method, params)
+		// Forget the id before answering: the peer may reuse it as soon as
+		// it has the answer.
+		c.mu.Lock()
+		delete(c.inflight, key)
+		c.mu.Unlock()
+		// The peer may be gone; there is nobody to tell about a failed write.
+		if rerr != nil {
+			_ = c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Error: rerr})
+		} else {
+			_ = c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Result: result})
+		}
+	})
+	return nil
+}
+
+// runHandler runs OnRequest and turns whatever it does into exactly one
+// answer: a result, or an error object.
+func (c *rpcConn) runHandler(ctx context.Context, method string, params json.RawMessage) (result json.RawMessage, rerr *rpcError) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, rerr = nil, &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("internal error: handler for %q panicked", method)}
+		}
+	}()
+	v, err := c.cfg.OnRequest(ctx, method, params)
+	if err != nil {
+		var re *rpcError
+		switch {
+		case errors.As(err, &re):
+			return nil, re
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			// "-32800 request cancelled"
+			return nil, &rpcError{Code: rpcCancelled, Message: "request cancelled"}
+		}
+		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("encode result of %q: %v", method, err)}
+	}
+	return b, nil
+}
 
 // call sends a request and waits for its response, ctx, or the end of the
-// connection. An error response is returned as *rpcError.
+// connection. An error response is returned as *rpcError; when ctx ends
+// first, ctx.Err() is returned and a late response is dropped.
 func (c *rpcConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	return nil, errors.New("unimplemented")
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("call %q: %w", method, errConnClosed)
+	}
+	c.nextID++
+	n := c.nextID
+	ch := make(chan rpcReply, 1)
+	c.pending[n] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, n)
+		c.mu.Unlock()
+	}()
+
+	id := json.RawMessage(strconv.AppendInt(nil, n, 10))
+	if err := c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Method: method, Params: params}); err != nil {
+		return nil, fmt.Errorf("call %q: %w", method, err)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			var re *rpcError
+			if errors.As(r.err, &re) {
+				return nil, re
+			}
+			return nil, fmt.Errorf("call %q: %w", method, r.err)
+		}
+		return r.result, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // notify sends a notification.
-func (c *rpcConn) notify(method string, params any) error { return nil }
+func (c *rpcConn) notify(method string, params any) error {
+	if err := c.send(rpcOut{JSONRPC: rpcVersion, Method: method, Params: params}); err != nil {
+		return fmt.Errorf("notify %q: %w", method, err)
+	}
+	return nil
+}
+
+// sendError answers with an error; a nil id, absent or unreadable, is sent
+// as null.
+func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
+	if id == nil {
+		id = json.RawMessage(rpcNullID)
+	}
+	if len(msg) > rpcMaxErrorText {
+		cut := rpcMaxErrorText
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "..."
+	}
+	return c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Error: &rpcError{Code: code, Message: msg}})
+}
+
+// send writes one message as one line.
+func (c *rpcConn) send(m rpcOut) error {
+	// Without HTML escaping an echoed id stays byte for byte what the peer
+	// sent; Encode ends the line.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return fmt.Errorf("encode json-rpc message: %w", err)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("write json-rpc message: %w", err)
+	}
+	return nil
+}
+
+// quoteRaw shows a raw value in an error message, or "nothing" when absent.
+func quoteRaw(raw json.RawMessage) string {
+	if raw == nil {
+		return "nothing"
+	}
+	return string(raw)
+}

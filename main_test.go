@@ -34,7 +34,8 @@ func acpguardCmd(t testing.TB, ctx context.Context, args []string, extraEnv ...s
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1"), extraEnv...)
+	// The race detector otherwise sleeps a second at every exit.
+	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"), extraEnv...)
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }

@@ -1,0 +1,785 @@
+// acp_test.go drives the built binary as an ACP agent over pipes, as an
+// editor would, and plays the managed parent that answers guard requests.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// acpClient is a line-delimited JSON-RPC client of an acpguard acp process.
+// It answers the agent's requests with onRequest.
+type acpClient struct {
+	t     *testing.T
+	stdin io.WriteCloser
+	done  chan struct{} // closed when the agent's stdout ends
+
+	onRequest func(method string, params json.RawMessage) (any, *rpcError)
+
+	mu         sync.Mutex
+	nextID     int
+	pending    map[string]chan acpResponse
+	updates    []json.RawMessage // session/update params, in arrival order
+	requests   []acpRequest      // requests the agent sent us
+	nullErrors []int             // codes of error responses with id null
+	changed    chan struct{}
+	stderr     strings.Builder
+}
+
+type acpResponse struct {
+	Result json.RawMessage
+	Error  *rpcError
+}
+
+type acpRequest struct {
+	Method string
+	Params json.RawMessage
+}
+
+// startACP starts acpguard acp with args and extra environment.
+func startACP(t *testing.T, onRequest func(string, json.RawMessage) (any, *rpcError), args []string, extraEnv ...string) *acpClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := acpguardCmd(t, ctx, append([]string{"acp"}, args...), extraEnv...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &acpClient{t: t, stdin: stdin, done: make(chan struct{}), onRequest: onRequest,
+		pending: map[string]chan acpResponse{}, changed: make(chan struct{})}
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.stderr.Write(p)
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.read(stdout)
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("acp agent did not exit after stdin closed")
+		}
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent stderr:\n%s", c.stderrText())
+		}
+	})
+	return c
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func (c *acpClient) stderrText() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stderr.String()
+}
+
+func (c *acpClient) read(r io.Reader) {
+	defer close(c.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var m struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Method  string          `json:"method"`
+			Params  json.RawMessage `json:"params"`
+			Result  json.RawMessage `json:"result"`
+			Error   *rpcError       `json:"error"`
+		}
+		if err := decodeStrict(sc.Bytes(), &m); err != nil || m.JSONRPC != "2.0" {
+			c.t.Errorf("agent wrote a bad line %q: %v", sc.Text(), err)
+			continue
+		}
+		c.mu.Lock()
+		switch {
+		case m.Method != "" && m.ID != nil:
+			c.requests = append(c.requests, acpRequest{m.Method, m.Params})
+			go c.answer(m.ID, m.Method, m.Params)
+		case m.Method == methodSessionUpdate:
+			c.updates = append(c.updates, m.Params)
+		case m.Method != "":
+		default:
+			if ch, ok := c.pending[string(m.ID)]; ok {
+				delete(c.pending, string(m.ID))
+				ch <- acpResponse{m.Result, m.Error}
+			} else if string(m.ID) == "null" && m.Error != nil {
+				c.nullErrors = append(c.nullErrors, m.Error.Code)
+			} else {
+				c.t.Errorf("response to unknown id %s", m.ID)
+			}
+		}
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+func (c *acpClient) answer(id json.RawMessage, method string, params json.RawMessage) {
+	msg := map[string]any{"jsonrpc": "2.0", "id": id}
+	if c.onRequest == nil {
+		msg["error"] = &rpcError{Code: rpcMethodNotFound, Message: "no handler"}
+	} else if res, err := c.onRequest(method, params); err != nil {
+		msg["error"] = err
+	} else {
+		msg["result"] = res
+	}
+	c.send(msg)
+}
+
+func (c *acpClient) send(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.writeLine(string(b))
+}
+
+func (c *acpClient) writeLine(line string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	io.WriteString(c.stdin, line+"\n")
+}
+
+// call sends a request and waits for its response.
+func (c *acpClient) call(method string, params any) acpResponse {
+	c.t.Helper()
+	ch := c.start(method, params)
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(20 * time.Second):
+		c.t.Fatalf("no response to %s", method)
+		return acpResponse{}
+	}
+}
+
+// start sends a request and returns where its response will arrive.
+func (c *acpClient) start(method string, params any) chan acpResponse {
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	ch := make(chan acpResponse, 1)
+	c.pending[fmt.Sprint(id)] = ch
+	c.mu.Unlock()
+	c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	return ch
+}
+
+func (c *acpClient) mustCall(method string, params any, result any) {
+	c.t.Helper()
+	r := c.call(method, params)
+	if r.Error != nil {
+		c.t.Fatalf("%s: error %d %s", method, r.Error.Code, r.Error.Message)
+	}
+	if result != nil {
+		if err := json.Unmarshal(r.Result, result); err != nil {
+			c.t.Fatalf("%s result %s: %v", method, r.Result, err)
+		}
+	}
+}
+
+// waitFor waits until cond holds over the agent's requests and updates.
+func (c *acpClient) waitFor(what string, cond func(reqs []acpRequest, updates []json.RawMessage) bool) {
+	c.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		c.mu.Lock()
+		ok := cond(c.requests, c.updates)
+		ch := c.changed
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (c *acpClient) countRequests(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, r := range c.requests {
+		if r.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// toolUpdate is the part of a tool_call / tool_call_update the tests read.
+type toolUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate"`
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title"`
+	Kind          string          `json:"kind"`
+	Status        string          `json:"status"`
+	RawInput      map[string]any  `json:"rawInput"`
+	RawOutput     map[string]any  `json:"rawOutput"`
+	Meta          map[string]any  `json:"_meta"`
+	Content       json.RawMessage `json:"content"`
+	Text          string
+}
+
+// sessionUpdates returns the updates of one session, decoded.
+func (c *acpClient) sessionUpdates(sessionID string) []toolUpdate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []toolUpdate
+	for _, raw := range c.updates {
+		var p struct {
+			SessionID string          `json:"sessionId"`
+			Update    json.RawMessage `json:"update"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil || p.SessionID != sessionID {
+			continue
+		}
+		var u toolUpdate
+		json.Unmarshal(p.Update, &u)
+		var chunk struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(p.Update, &chunk) == nil {
+			u.Text = chunk.Content.Text
+		}
+		if u.Content != nil {
+			var blocks []struct {
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			json.Unmarshal(u.Content, &blocks)
+			for _, b := range blocks {
+				u.Text += b.Content.Text
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// agentText is everything the agent said in agent_message_chunk updates.
+func agentText(updates []toolUpdate) string {
+	var b strings.Builder
+	for _, u := range updates {
+		if u.SessionUpdate == "agent_message_chunk" {
+			b.WriteString(u.Text)
+		}
+	}
+	return b.String()
+}
+
+// The managed parent's side of the handshake.
+const testCapability = "test-capability-0123456789abcdef"
+
+var managedEnv = []string{envPrivateGuard + "=" + privateGuardMarker, envPrivateCapability + "=" + testCapability}
+
+func initializeParams(capability string) map[string]any {
+	p := map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}
+	if capability != "" {
+		p["_meta"] = map[string]any{metaParentCapability: capability}
+	}
+	return p
+}
+
+func (c *acpClient) newSession(cwd string) string {
+	c.t.Helper()
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	c.mustCall(methodSessionNew, map[string]any{"cwd": cwd, "mcpServers": []any{}}, &res)
+	if res.SessionID == "" {
+		c.t.Fatal("session/new returned no sessionId")
+	}
+	return res.SessionID
+}
+
+func promptParams(sessionID, text, promptID string) map[string]any {
+	p := map[string]any{"sessionId": sessionID, "prompt": []any{map[string]any{"type": "text", "text": text}}}
+	if promptID != "" {
+		p["_meta"] = map[string]any{metaInvocation: map[string]any{"version": 1, "sessionId": sessionID, "promptId": promptID}}
+	}
+	return p
+}
+
+func (c *acpClient) prompt(sessionID, text, promptID string) string {
+	c.t.Helper()
+	var res struct {
+		StopReason string `json:"stopReason"`
+	}
+	c.mustCall(methodSessionPrompt, promptParams(sessionID, text, promptID), &res)
+	return res.StopReason
+}
+
+// prepareLog records the guard requests a test parent received.
+type prepareLog struct {
+	mu   sync.Mutex
+	reqs []map[string]any
+}
+
+func (l *prepareLog) add(params json.RawMessage) map[string]any {
+	var m map[string]any
+	json.Unmarshal(params, &m)
+	l.mu.Lock()
+	l.reqs = append(l.reqs, m)
+	l.mu.Unlock()
+	return m
+}
+
+func (l *prepareLog) all() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]map[string]any(nil), l.reqs...)
+}
+
+// parentAnswering returns a request handler that answers every prepare with answer.
+func parentAnswering(log *prepareLog, answer func(req map[string]any) (any, *rpcError)) func(string, json.RawMessage) (any, *rpcError) {
+	return func(method string, params json.RawMessage) (any, *rpcError) {
+		if method != methodGuardPrepare {
+			return nil, &rpcError{Code: rpcMethodNotFound, Message: method}
+		}
+		return answer(log.add(params))
+	}
+}
+
+func startManaged(t *testing.T, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
+	c := startACP(t, parentAnswering(log, answer), nil, managedEnv...)
+	var res struct {
+		AgentCapabilities struct {
+			Meta map[string]string `json:"_meta"`
+		} `json:"agentCapabilities"`
+	}
+	c.mustCall(methodInitialize, initializeParams(testCapability), &res)
+	if got := res.AgentCapabilities.Meta[metaGuardReady]; got != privateGuardMarker {
+		t.Fatalf("initialize acknowledgement = %q, want %q", got, privateGuardMarker)
+	}
+	return c
+}
+
+// lastStatus returns the final status and text of a call's updates.
+func callOutcome(updates []toolUpdate, callID string) (statuses []string, text string, errType string) {
+	for _, u := range updates {
+		if u.ToolCallID != callID {
+			continue
+		}
+		statuses = append(statuses, u.Status)
+		if u.SessionUpdate == "tool_call_update" && (u.Status == "completed" || u.Status == "failed") {
+			text = u.Text
+			errType, _ = u.RawOutput["errorType"].(string)
+		}
+	}
+	return statuses, text, errType
+}
+
+func firstToolCall(t *testing.T, updates []toolUpdate) toolUpdate {
+	t.Helper()
+	for _, u := range updates {
+		if u.SessionUpdate == "tool_call" {
+			return u
+		}
+	}
+	t.Fatalf("no tool_call update in %+v", updates)
+	return toolUpdate{}
+}
+
+func TestACPInitializeAndErrors(t *testing.T) {
+	c := startACP(t, nil, nil)
+	var res struct {
+		ProtocolVersion   int `json:"protocolVersion"`
+		AgentCapabilities struct {
+			Meta map[string]string `json:"_meta"`
+		} `json:"agentCapabilities"`
+		AgentInfo struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"agentInfo"`
+	}
+	c.mustCall(methodInitialize, initializeParams(""), &res)
+	if res.ProtocolVersion != 1 || res.AgentInfo.Name != "acpguard" || res.AgentInfo.Version == "" {
+		t.Errorf("initialize result = %+v", res)
+	}
+	if res.AgentCapabilities.Meta != nil {
+		t.Errorf("unmanaged agent acknowledged a guard: %v", res.AgentCapabilities.Meta)
+	}
+	if r := c.call("no/such_method", map[string]any{}); r.Error == nil || r.Error.Code != rpcMethodNotFound {
+		t.Errorf("unknown method: %+v", r)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "method": "no/such_notification", "params": map[string]any{}})
+	c.writeLine(`{"jsonrpc":"2.0","id":77,"method":`) // malformed: the agent keeps serving
+	if r := c.call(methodSessionNew, map[string]any{"cwd": "relative/dir", "mcpServers": []any{}}); r.Error == nil || r.Error.Code != rpcInvalidParams || !strings.Contains(r.Error.Message, `"relative/dir"`) {
+		t.Errorf("relative cwd: %+v", r)
+	}
+	sid := c.newSession(t.TempDir())
+	c.mu.Lock()
+	nullErrors := fmt.Sprint(c.nullErrors)
+	c.mu.Unlock()
+	if nullErrors != fmt.Sprint([]int{rpcParseError}) {
+		t.Errorf("error responses with id null = %s, want one %d for the malformed line", nullErrors, rpcParseError)
+	}
+	if stop := c.prompt(sid, "hello there", ""); stop != stopEndTurn {
+		t.Errorf("stopReason = %q", stop)
+	}
+	if got := agentText(c.sessionUpdates(sid)); got != "hello there" {
+		t.Errorf("echo = %q", got)
+	}
+}
+
+func TestACPPlainPathRunsTool(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	stop := c.prompt(sid, `call write_file {"file_path":"out.txt","content":"hi"}`, "")
+	if stop != stopEndTurn {
+		t.Fatalf("stopReason = %q", stop)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || string(b) != "hi" {
+		t.Fatalf("out.txt = %q, %v", b, err)
+	}
+	ups := c.sessionUpdates(sid)
+	tc := firstToolCall(t, ups)
+	if !strings.HasPrefix(tc.ToolCallID, "call_") || tc.Status != "pending" || tc.Kind != "edit" || tc.Title == "" {
+		t.Errorf("tool_call = %+v", tc)
+	}
+	if tc.RawInput["file_path"] != filepath.Join(dir, "out.txt") || tc.Meta["toolName"] != "write_file" {
+		t.Errorf("tool_call rawInput/_meta = %v / %v", tc.RawInput, tc.Meta)
+	}
+	statuses, _, _ := callOutcome(ups, tc.ToolCallID)
+	if strings.Join(statuses, ",") != "pending,in_progress,completed" {
+		t.Errorf("statuses = %v", statuses)
+	}
+	if got := agentText(ups); got != "write_file: completed\n" {
+		t.Errorf("model answer = %q", got)
+	}
+	if n := c.countRequests(methodGuardPrepare); n != 0 {
+		t.Errorf("plain path sent %d guard requests", n)
+	}
+}
+
+func TestACPManagedInitializeNeedsCapability(t *testing.T) {
+	c := startACP(t, nil, nil, managedEnv...)
+	if r := c.call(methodInitialize, initializeParams("wrong-secret")); r.Error == nil {
+		t.Fatalf("initialize with a wrong capability succeeded: %s", r.Result)
+	}
+	if r := c.call(methodSessionNew, map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}); r.Error == nil {
+		t.Fatalf("session/new after a failed initialize succeeded: %s", r.Result)
+	}
+}
+
+func TestACPManagedChildRefusesUnknownMarker(t *testing.T) {
+	code, _, stderr := runAcpguard(t, []string{"acp"}, envPrivateGuard+"=required-v2", envPrivateCapability+"=x")
+	if code != exitUsage || !strings.Contains(stderr, `"required-v2"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func allow(map[string]any) (any, *rpcError) { return map[string]any{"allowed": true}, nil }
+
+func TestACPManagedGuardDecisions(t *testing.T) {
+	tests := []struct {
+		name     string
+		answer   func(map[string]any) (any, *rpcError)
+		written  bool
+		text     string
+		modelSay string
+	}{
+		{"allow", allow, true, "", "write_file: completed\n"},
+		{"deny with reason", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": false, "reason": "writes are frozen today"}, nil
+		}, false, "writes are frozen today", "write_file: denied\n"},
+		{"deny without reason", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": false}, nil
+		}, false, denyDefaultReason, "write_file: denied\n"},
+		{"deny with blank reason", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": false, "reason": "  "}, nil
+		}, false, denyDefaultReason, "write_file: denied\n"},
+		{"allowed as a string", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": "true"}, nil
+		}, false, guardFailedReason, "write_file: denied\n"},
+		{"unknown field", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": true, "grant": "all"}, nil
+		}, false, guardFailedReason, "write_file: denied\n"},
+		{"reason on an allow", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": true, "reason": "ok"}, nil
+		}, false, guardFailedReason, "write_file: denied\n"},
+		{"error response", func(map[string]any) (any, *rpcError) {
+			return nil, &rpcError{Code: rpcInternalError, Message: "provider down"}
+		}, false, guardFailedReason, "write_file: denied\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log prepareLog
+			c := startManaged(t, &log, tt.answer)
+			dir := t.TempDir()
+			sid := c.newSession(dir)
+			if stop := c.prompt(sid, `call write_file {"file_path":"sub/../out.txt","content":"hi"}`, "prompt-1"); stop != stopEndTurn {
+				t.Fatalf("stopReason = %q", stop)
+			}
+			target := filepath.Join(dir, "out.txt")
+			if fileExists(target) != tt.written {
+				t.Errorf("file written = %v, want %v", fileExists(target), tt.written)
+			}
+			reqs := log.all()
+			if len(reqs) != 1 {
+				t.Fatalf("guard requests = %d, want 1", len(reqs))
+			}
+			ups := c.sessionUpdates(sid)
+			tc := firstToolCall(t, ups)
+			want := map[string]any{"sessionId": sid, "promptId": "prompt-1", "toolCallId": tc.ToolCallID, "toolName": "write_file"}
+			for k, v := range want {
+				if reqs[0][k] != v {
+					t.Errorf("prepare %s = %v, want %v", k, reqs[0][k], v)
+				}
+			}
+			args, _ := reqs[0]["arguments"].(map[string]any)
+			if args["file_path"] != target || args["content"] != "hi" {
+				t.Errorf("prepare arguments = %v, want the normalized path %q", args, target)
+			}
+			statuses, text, errType := callOutcome(ups, tc.ToolCallID)
+			if tt.written {
+				if strings.Join(statuses, ",") != "pending,in_progress,completed" {
+					t.Errorf("statuses = %v", statuses)
+				}
+			} else {
+				if strings.Join(statuses, ",") != "pending,failed" || text != tt.text || errType != errTypeExecutionDenied {
+					t.Errorf("statuses %v, text %q, errorType %q; want failed %q execution_denied", statuses, text, errType, tt.text)
+				}
+			}
+			if got := agentText(ups); got != tt.modelSay {
+				t.Errorf("model answer = %q, want %q", got, tt.modelSay)
+			}
+		})
+	}
+}
+
+func TestACPManagedPromptWithoutIdentityRunsNoTool(t *testing.T) {
+	var log prepareLog
+	c := startManaged(t, &log, allow)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	c.prompt(sid, `call write_file {"file_path":"out.txt","content":"hi"}`, "")
+	if fileExists(filepath.Join(dir, "out.txt")) {
+		t.Error("a managed prompt without identity wrote a file")
+	}
+	if n := len(log.all()); n != 0 {
+		t.Errorf("guard requests = %d, want 0", n)
+	}
+	tc := firstToolCall(t, c.sessionUpdates(sid))
+	if _, text, _ := callOutcome(c.sessionUpdates(sid), tc.ToolCallID); text != guardFailedReason {
+		t.Errorf("result text = %q", text)
+	}
+}
+
+func TestACPManagedNestedAgentRejected(t *testing.T) {
+	var log prepareLog
+	c := startManaged(t, &log, allow)
+	sid := c.newSession(t.TempDir())
+	c.prompt(sid, "call agent {\"prompt\":\"do it\"}\ncall send_message {}", "p")
+	ups := c.sessionUpdates(sid)
+	n := 0
+	for _, u := range ups {
+		if u.SessionUpdate == "tool_call_update" && u.Status == "failed" {
+			n++
+			if u.Text != "Managed external tool guard v1 does not support nested or delegated agent execution." {
+				t.Errorf("rejection text = %q", u.Text)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("failed calls = %d, want 2", n)
+	}
+	if len(log.all()) != 0 {
+		t.Errorf("nested agent names reached the guard")
+	}
+}
+
+func TestACPCancelDuringGuard(t *testing.T) {
+	var log prepareLog
+	release := make(chan struct{})
+	c := startManaged(t, &log, func(map[string]any) (any, *rpcError) {
+		<-release // answer only after the prompt was cancelled
+		return map[string]any{"allowed": true}, nil
+	})
+	defer close(release)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	resp := c.start(methodSessionPrompt, promptParams(sid, `call write_file {"file_path":"out.txt","content":"hi"}`, "p1"))
+	c.waitFor("the guard request", func(reqs []acpRequest, _ []json.RawMessage) bool { return len(reqs) == 1 })
+	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	r := <-resp
+	var res struct {
+		StopReason string `json:"stopReason"`
+	}
+	json.Unmarshal(r.Result, &res)
+	if r.Error != nil || res.StopReason != stopCancelled {
+		t.Fatalf("prompt answer = %+v %s", r.Error, r.Result)
+	}
+	release <- struct{}{} // the late allow must change nothing
+	time.Sleep(100 * time.Millisecond)
+	if fileExists(filepath.Join(dir, "out.txt")) {
+		t.Fatal("the call ran after a cancel during its guard")
+	}
+}
+
+func TestACPCancelBeforeGuard(t *testing.T) {
+	var log prepareLog
+	c := startManaged(t, &log, allow)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	marker := filepath.Join(dir, "started")
+	resp := c.start(methodSessionPrompt, promptParams(sid,
+		"call run_shell_command {\"command\":\"touch started; sleep 30\"}\ncall write_file {\"file_path\":\"second.txt\",\"content\":\"x\"}", "p1"))
+	deadline := time.Now().Add(20 * time.Second)
+	for !fileExists(marker) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	select {
+	case r := <-resp:
+		if !strings.Contains(string(r.Result), stopCancelled) {
+			t.Fatalf("prompt answer = %s %+v", r.Result, r.Error)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("cancel did not end the running shell command")
+	}
+	if n := len(log.all()); n != 1 {
+		t.Errorf("guard requests = %d, want 1 (the second call must not reach the guard)", n)
+	}
+	if fileExists(filepath.Join(dir, "second.txt")) {
+		t.Error("a call after the cancel ran")
+	}
+}
+
+func TestACPBackgroundShellGuardedOnce(t *testing.T) {
+	var log prepareLog
+	c := startManaged(t, &log, allow)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	c.prompt(sid, `call run_shell_command {"command":"echo $$ > bg.pid; exec sleep 60","is_background":true}`, "p1")
+	if n := len(log.all()); n != 1 {
+		t.Fatalf("guard requests = %d, want 1", n)
+	}
+	args, _ := log.all()[0]["arguments"].(map[string]any)
+	if args["is_background"] != true {
+		t.Errorf("the guard did not see is_background: %v", args)
+	}
+	pidFile := filepath.Join(dir, "bg.pid")
+	deadline := time.Now().Add(10 * time.Second)
+	var pid int
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
+			fmt.Sscan(string(b), &pid)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid == 0 || !processAlive(pid) {
+		t.Fatalf("background process %d not running", pid)
+	}
+	c.stdin.Close() // the runtime ends its sessions' processes when stdin closes
+	<-c.done
+	deadline = time.Now().Add(5 * time.Second)
+	for processAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if processAlive(pid) {
+		t.Fatalf("background process %d outlived the runtime", pid)
+	}
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestACPStandaloneProvider(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit})
+	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newSession(dir)
+	c.prompt(sid, "call write_file {\"file_path\":\"ok.txt\",\"content\":\"x\"}\n"+
+		"call run_shell_command {\"command\":\"sudo touch denied.txt\"}", "")
+	if !fileExists(filepath.Join(dir, "ok.txt")) {
+		t.Error("the allowed write did not happen")
+	}
+	if fileExists(filepath.Join(dir, "denied.txt")) {
+		t.Error("the denied command ran")
+	}
+	ups := c.sessionUpdates(sid)
+	if got := agentText(ups); got != "write_file: completed\nrun_shell_command: denied\n" {
+		t.Errorf("model answer = %q", got)
+	}
+	var shellID string
+	for _, u := range ups {
+		if u.SessionUpdate == "tool_call" && u.Meta["toolName"] == "run_shell_command" {
+			shellID = u.ToolCallID
+		}
+	}
+	if _, text, errType := callOutcome(ups, shellID); text != "Destructive and network shell commands are not allowed by policy" || errType != errTypeExecutionDenied {
+		t.Errorf("denied call: text %q, errorType %q", text, errType)
+	}
+	records := readProviderAudit(t, audit)
+	if len(records) != 2 {
+		t.Fatalf("provider decisions = %d, want 2 (exactly one per call)", len(records))
+	}
+	for _, r := range records {
+		if r.SessionID != sid || r.PromptID == "" || !strings.HasPrefix(r.ToolCallID, "call_") {
+			t.Errorf("audit identity = %+v", r)
+		}
+	}
+}
+
+func TestACPStandaloneHandshakeFailureExits1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	code, stdout, stderr := runAcpguard(t, []string{"acp", "--external-tool-guard-mode=required",
+		"--external-tool-guard-endpoint=http://" + addr}, envGuardToken+"="+providerTestToken)
+	if code != exitRuntime || stdout != "" || !strings.HasPrefix(stderr, "acpguard: error: provider handshake") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if strings.Contains(stderr, providerTestToken) {
+		t.Fatal("the token appeared in an error")
+	}
+}

@@ -1,0 +1,567 @@
+// envscrub_test.go proves that no secret, private marker or loader variable
+// reaches a child, with real processes, and that every exec.Cmd in the
+// package takes its Env from the one builder.
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewProcEnv(t *testing.T) {
+	tests := []struct {
+		name     string
+		environ  []string
+		want     procEnv
+		snapshot []string
+	}{
+		{
+			name:     "nothing secret",
+			environ:  []string{"HOME=/home/u", "PATH=/bin"},
+			snapshot: []string{"HOME=/home/u", "PATH=/bin"},
+		},
+		{
+			name: "secrets and markers captured and gone from the snapshot",
+			environ: []string{
+				"A=1", envGuardToken + "=gt", envServerToken + "=st",
+				envPrivateCapability + "=cap", envPrivateGuard + "=required-v1", "B=2",
+			},
+			want: procEnv{
+				guardToken: "gt", guardTokenSet: true, serverToken: "st", serverTokenSet: true,
+				privateCapability: "cap", privateGuard: "required-v1",
+			},
+			snapshot: []string{"A=1", "B=2"},
+		},
+		{
+			name:     "set but empty tokens are set",
+			environ:  []string{envGuardToken + "=", envServerToken + "="},
+			want:     procEnv{guardTokenSet: true, serverTokenSet: true},
+			snapshot: nil,
+		},
+		{
+			name: "loader variables and exported functions removed",
+			environ: []string{
+				"LD_PRELOAD=/x.so", "LD_LIBRARY_PATH=/l", "LD_AUDIT=/a.so", "BASH_ENV=/e",
+				"ENV=/e", "BASH_FUNC_f%%=() { :; }", "BASH_FUNC_=x", "KEEP=1",
+			},
+			snapshot: []string{"KEEP=1"},
+		},
+		{
+			name:     "near names are ordinary",
+			environ:  []string{"LD_PRELOAD_X=1", "MY_ENV=2", "bash_func_f=3", "QWEN_SERVER_TOKEN_FILE=4"},
+			snapshot: []string{"LD_PRELOAD_X=1", "MY_ENV=2", "bash_func_f=3", "QWEN_SERVER_TOKEN_FILE=4"},
+		},
+		{
+			name:     "first of a duplicate wins, as os.Getenv",
+			environ:  []string{envGuardToken + "=first", "A=1", envGuardToken + "=second", "A=2"},
+			want:     procEnv{guardToken: "first", guardTokenSet: true},
+			snapshot: []string{"A=1"},
+		},
+		{
+			name:     "malformed entries dropped",
+			environ:  []string{"NOEQUALS", "=C:=\\", "OK=a=b"},
+			snapshot: []string{"OK=a=b"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := newProcEnv(tt.environ)
+			if !slices.Equal(got.snapshot, tt.snapshot) {
+				t.Errorf("snapshot = %q, want %q", got.snapshot, tt.snapshot)
+			}
+			got.snapshot = nil
+			if fmt.Sprint(*got) != fmt.Sprint(tt.want) {
+				t.Errorf("newProcEnv = %+v, want %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	base := newProcEnv([]string{"PATH=/bin", envGuardToken + "=secret", "HOME=/h", "LD_PRELOAD=/x.so"})
+	tests := []struct {
+		name string
+		add  []string
+		want []string
+	}{
+		{"snapshot only", nil, []string{"PATH=/bin", "HOME=/h"}},
+		{"new key appended", []string{"X=1"}, []string{"PATH=/bin", "HOME=/h", "X=1"}},
+		{"add replaces snapshot in place", []string{"HOME=/other"}, []string{"PATH=/bin", "HOME=/other"}},
+		{"later add wins", []string{"X=1", "X=2"}, []string{"PATH=/bin", "HOME=/h", "X=2"}},
+		{"removed names never re-introduced", []string{
+			envGuardToken + "=again", envServerToken + "=s", envPrivateCapability + "=c",
+			envPrivateGuard + "=required-v1", "LD_PRELOAD=/y.so", "LD_LIBRARY_PATH=/l",
+			"LD_AUDIT=/a", "BASH_ENV=/b", "ENV=/e", "BASH_FUNC_ls%%=() { evil; }",
+		}, []string{"PATH=/bin", "HOME=/h"}},
+		{"malformed add dropped", []string{"NOEQUALS", "=v"}, []string{"PATH=/bin", "HOME=/h"}},
+		{"empty value kept", []string{"EMPTY="}, []string{"PATH=/bin", "HOME=/h", "EMPTY="}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := base.childEnv(tt.add...); !slices.Equal(got, tt.want) {
+				t.Errorf("childEnv(%q) = %q, want %q", tt.add, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChildEnvNeverNil(t *testing.T) {
+	// A nil Env makes exec.Cmd inherit the whole process environment.
+	for _, e := range []*procEnv{{}, newProcEnv(nil), newProcEnv([]string{envGuardToken + "=x"})} {
+		if got := e.childEnv(); got == nil {
+			t.Errorf("childEnv() of %+v is nil", *e)
+		}
+	}
+}
+
+func TestChildEnvFiltersHandBuiltSnapshot(t *testing.T) {
+	e := &procEnv{snapshot: []string{envGuardToken + "=leak", "A=1", "BASH_FUNC_x%%=() { :; }"}}
+	if got, want := e.childEnv(), []string{"A=1"}; !slices.Equal(got, want) {
+		t.Errorf("childEnv() = %q, want %q", got, want)
+	}
+}
+
+func TestManagedChildEnv(t *testing.T) {
+	e := newProcEnv([]string{"PATH=/bin", envPrivateCapability + "=inherited", envPrivateGuard + "=inherited"})
+	got := e.managedChildEnv("fresh-cap", "X=1", envPrivateCapability+"=forged", envPrivateGuard+"=off")
+	want := []string{"PATH=/bin", "X=1", envPrivateGuard + "=" + privateGuardMarker, envPrivateCapability + "=fresh-cap"}
+	if !slices.Equal(got, want) {
+		t.Errorf("managedChildEnv = %q, want %q", got, want)
+	}
+	if got := e.childEnv(); slices.ContainsFunc(got, func(kv string) bool { return strings.HasPrefix(kv, "QWEN_CODE_PRIVATE_") }) {
+		t.Errorf("childEnv() carries a private marker: %q", got)
+	}
+}
+
+func TestCaptureEnvUnsetsSecrets(t *testing.T) {
+	for _, k := range []string{envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard} {
+		t.Setenv(k, "value-of-"+k)
+	}
+	t.Setenv("ACPGUARD_ORDINARY", "kept")
+	e := captureEnv()
+	for _, k := range []string{envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard} {
+		if v, ok := os.LookupEnv(k); ok {
+			t.Errorf("%s still in the process environment after captureEnv: %q", k, v)
+		}
+	}
+	if os.Getenv("ACPGUARD_ORDINARY") != "kept" {
+		t.Error("captureEnv removed an ordinary variable from the process environment")
+	}
+	if e.guardToken != "value-of-"+envGuardToken || !e.guardTokenSet ||
+		e.serverToken != "value-of-"+envServerToken || !e.serverTokenSet ||
+		e.privateCapability != "value-of-"+envPrivateCapability || e.privateGuard != "value-of-"+envPrivateGuard {
+		t.Errorf("captureEnv did not keep the values in memory: %+v", *e)
+	}
+}
+
+// TestChildProcessEnvironment starts real children through the builder while
+// the parent holds the token, and reads each child's own environment twice:
+// what the kernel recorded at exec (/proc/PID/environ) and what `env` prints.
+func TestChildProcessEnvironment(t *testing.T) {
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	const secret = "tok-9f2c7e1d-never-in-a-child"
+	t.Setenv(envGuardToken, secret)
+	t.Setenv(envServerToken, "srv-"+secret)
+	t.Setenv("BASH_FUNC_evil%%", "() { echo "+secret+"; }")
+	t.Setenv("LD_AUDIT", "")
+	t.Setenv("ACPGUARD_ORDINARY", "visible-4711")
+	e := captureEnv()
+
+	tests := []struct {
+		name    string
+		env     []string
+		present []string
+	}{
+		{"childEnv", e.childEnv("ADDED=yes", envGuardToken+"="+secret),
+			[]string{"ACPGUARD_ORDINARY=visible-4711", "ADDED=yes"}},
+		{"managedChildEnv", e.managedChildEnv("cap-123", envServerToken+"="+secret),
+			[]string{"ACPGUARD_ORDINARY=visible-4711", envPrivateGuard + "=required-v1", envPrivateCapability + "=cap-123"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			procEnviron, envOutput := childEnvironment(t, tt.env)
+			for _, seen := range []struct{ where, text string }{
+				{"/proc/PID/environ", procEnviron}, {"env output", envOutput},
+			} {
+				for _, bad := range []string{secret, envGuardToken, envServerToken, "BASH_FUNC_", "LD_AUDIT"} {
+					if strings.Contains(seen.text, bad) {
+						t.Errorf("%s of the child contains %q:\n%s", seen.where, bad, seen.text)
+					}
+				}
+				for _, good := range tt.present {
+					if !strings.Contains(seen.text, good) {
+						t.Errorf("%s of the child lacks %q:\n%s", seen.where, good, seen.text)
+					}
+				}
+			}
+		})
+	}
+}
+
+// childEnvironment runs a shell with env, lets it print its environment, and
+// reads /proc/PID/environ while it is still waiting on stdin.
+func childEnvironment(t *testing.T, env []string) (procEnviron, envOutput string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "env; echo READY-MARK; read x")
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && sc.Text() != "READY-MARK" {
+		out.WriteString(sc.Text() + "\n")
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read the child's environ: %v", err)
+	}
+	return strings.ReplaceAll(string(raw), "\x00", "\n"), out.String()
+}
+
+// TestEveryCmdEnvFromBuilder enforces "No exec.Cmd in the code base leaves
+// Env nil" over the package's own non-test source.
+func TestEveryCmdEnvFromBuilder(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, v := range cmdEnvViolations(fset, f) {
+			t.Error(v)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no source file checked")
+	}
+}
+
+func TestCmdEnvChecker(t *testing.T) {
+	tests := []struct {
+		name  string
+		src   string
+		lines []int // lines of the expected violations
+	}{
+		{"childEnv", `cmd := exec.Command("x")
+	cmd.Env = sys.env.childEnv()`, nil},
+		{"managedChildEnv with context", `c := exec.CommandContext(ctx, "x")
+	c.Env = e.managedChildEnv(capability, "A=1")`, nil},
+		{"struct field", `c := s.child
+	s.child.cmd = exec.Command("x")
+	s.child.cmd.Env = e.childEnv()
+	_ = c`, nil},
+		{"literal with Env", `c := &exec.Cmd{Path: "x", Env: e.childEnv()}
+	_ = c`, nil},
+		{"var then assign", `var c *exec.Cmd
+	c = exec.Command("x")
+	c.Env = e.childEnv()`, nil},
+		{"no Env", `cmd := exec.Command("x")
+	cmd.Run()`, []int{6}},
+		{"Env from os.Environ", `cmd := exec.Command("x")
+	cmd.Env = os.Environ()`, []int{6, 7}},
+		{"builder wrapped in append", `cmd := exec.Command("x")
+	cmd.Env = append(e.childEnv(), "LD_PRELOAD=x")`, []int{6, 7}},
+		{"Env extended after the builder", `cmd := exec.Command("x")
+	cmd.Env = e.childEnv()
+	cmd.Env = append(cmd.Env, "X=1")`, []int{8}},
+		{"Env element overwritten", `cmd := exec.Command("x")
+	cmd.Env = e.childEnv()
+	cmd.Env[0] = "LD_PRELOAD=x"`, []int{8}},
+		{"Env nil", `cmd := exec.Command("x")
+	cmd.Env = nil`, []int{6, 7}},
+		{"returned unassigned", `return exec.Command("x")`, []int{6}},
+		{"passed unassigned", `run(exec.CommandContext(ctx, "x"))`, []int{6}},
+		{"literal without Env", `c := exec.Cmd{Path: "x"}
+	c.Run()`, []int{6}},
+		{"literal with Env from elsewhere", `c := &exec.Cmd{Path: "x", Env: os.Environ()}
+	c.Run()`, []int{6}},
+		{"zero Cmd declared", `var c exec.Cmd
+	c.Run()`, []int{6}},
+		{"new Cmd", `c := new(exec.Cmd)
+	c.Run()`, []int{6}},
+		{"second command without Env", `a := exec.Command("a")
+	b := exec.Command("b")
+	a.Env = e.childEnv()
+	b.Run()`, []int{7}},
+		{"in a closure", `go func() {
+		c := exec.Command("x")
+		c.Run()
+	}()`, []int{7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "package p\n\nimport \"os/exec\"\n\nfunc f() {\n\t" + tt.src + "\n}\n"
+			assertViolationLines(t, src, tt.lines)
+		})
+	}
+
+	t.Run("renamed import", func(t *testing.T) {
+		src := "package p\n\nimport x \"os/exec\"\n\nfunc f() { c := x.Command(\"a\"); c.Run() }\n"
+		assertViolationLines(t, src, []int{5})
+	})
+	t.Run("package-level command", func(t *testing.T) {
+		src := "package p\n\nimport \"os/exec\"\n\nvar c = exec.Command(\"a\")\n"
+		assertViolationLines(t, src, []int{5})
+	})
+	t.Run("dot import", func(t *testing.T) {
+		src := "package p\n\nimport . \"os/exec\"\n\nfunc f() { c := Command(\"a\"); c.Run() }\n"
+		assertViolationLines(t, src, []int{3})
+	})
+	t.Run("other package named exec", func(t *testing.T) {
+		src := "package p\n\nimport \"example.com/exec\"\n\nfunc f() { c := exec.Command(\"a\"); c.Run() }\n"
+		assertViolationLines(t, src, nil)
+	})
+}
+
+func assertViolationLines(t *testing.T, src string, lines []int) {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "case.go", src, 0)
+	if err != nil {
+		t.Fatalf("parse: %v\n%s", err, src)
+	}
+	got := cmdEnvViolations(fset, f)
+	var gotLines []int
+	for _, v := range got {
+		var line int
+		if _, err := fmt.Sscanf(v, "case.go:%d:", &line); err != nil {
+			t.Fatalf("violation %q does not start with file:line", v)
+		}
+		gotLines = append(gotLines, line)
+	}
+	if !slices.Equal(gotLines, lines) {
+		t.Errorf("violations at lines %v, want %v:\n%s\nsource:\n%s", gotLines, lines, strings.Join(got, "\n"), src)
+	}
+}
+
+// cmdEnvViolations reports, as "file:line: problem", every exec.Cmd created in
+// f whose Env is not assigned directly from childEnv or managedChildEnv in the
+// same top-level declaration, and every later change to such an Env.
+func cmdEnvViolations(fset *token.FileSet, f *ast.File) []string {
+	pkg := ""
+	type violation struct {
+		pos token.Pos
+		msg string
+	}
+	var found []violation
+	report := func(n ast.Node, format string, a ...any) {
+		found = append(found, violation{n.Pos(), fmt.Sprintf("%s: %s", fset.Position(n.Pos()), fmt.Sprintf(format, a...))})
+	}
+	var out []string
+	for _, imp := range f.Imports {
+		if imp.Path.Value != `"os/exec"` {
+			continue
+		}
+		pkg = "exec"
+		if imp.Name != nil {
+			pkg = imp.Name.Name
+		}
+		if pkg == "." {
+			report(imp, "dot import of os/exec hides exec.Cmd from this check")
+			return []string{found[0].msg}
+		}
+	}
+	if pkg == "" || pkg == "_" {
+		return out
+	}
+	isExec := func(e ast.Expr, names ...string) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		id, ok := sel.X.(*ast.Ident)
+		return ok && id.Name == pkg && slices.Contains(names, sel.Sel.Name)
+	}
+	isBuilderCall := func(e ast.Expr) bool {
+		call, ok := e.(*ast.CallExpr)
+		if !ok {
+			return false
+		}
+		switch fn := call.Fun.(type) {
+		case *ast.SelectorExpr:
+			return fn.Sel.Name == "childEnv" || fn.Sel.Name == "managedChildEnv"
+		case *ast.Ident:
+			return fn.Name == "childEnv" || fn.Name == "managedChildEnv"
+		}
+		return false
+	}
+	// creation returns the node that makes a new exec.Cmd, if e is one, and
+	// whether it already carries its Env.
+	creation := func(e ast.Expr) (ast.Node, bool) {
+		for {
+			switch x := e.(type) {
+			case *ast.ParenExpr:
+				e = x.X
+				continue
+			case *ast.UnaryExpr:
+				if x.Op == token.AND {
+					e = x.X
+					continue
+				}
+			case *ast.CallExpr:
+				if isExec(x.Fun, "Command", "CommandContext") {
+					return x, false
+				}
+				if id, ok := x.Fun.(*ast.Ident); ok && id.Name == "new" && len(x.Args) == 1 && isExec(x.Args[0], "Cmd") {
+					return x, false
+				}
+			case *ast.CompositeLit:
+				if isExec(x.Type, "Cmd") {
+					for _, el := range x.Elts {
+						if kv, ok := el.(*ast.KeyValueExpr); ok {
+							if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Env" {
+								return x, isBuilderCall(kv.Value)
+							}
+						}
+					}
+					return x, false
+				}
+			}
+			return nil, false
+		}
+	}
+	for _, decl := range f.Decls {
+		bound := map[ast.Node]string{} // creation -> the expression it is stored in
+		envOK := map[string]bool{}     // expressions whose Env came from the builder
+		var creations []ast.Node
+		var envWrites []*ast.AssignStmt
+		ast.Inspect(decl, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.AssignStmt:
+				for i, rhs := range x.Rhs {
+					if c, _ := creation(rhs); c != nil && len(x.Lhs) == len(x.Rhs) {
+						bound[c] = types.ExprString(x.Lhs[i])
+					}
+				}
+				envWrites = append(envWrites, x)
+			case *ast.ValueSpec:
+				for i, v := range x.Values {
+					if c, _ := creation(v); c != nil && len(x.Names) == len(x.Values) {
+						bound[c] = x.Names[i].Name
+					}
+				}
+				if len(x.Values) == 0 && isExec(x.Type, "Cmd") {
+					creations = append(creations, x)
+				}
+			case ast.Expr:
+				if c, _ := creation(x); c == n {
+					creations = append(creations, c)
+				}
+			}
+			return true
+		})
+		// Env writes: the first direct builder assignment is the only one allowed.
+		for _, as := range envWrites {
+			for i, lhs := range as.Lhs {
+				target, direct := envTarget(lhs)
+				if target == "" {
+					continue
+				}
+				if direct && len(as.Lhs) == len(as.Rhs) && isBuilderCall(as.Rhs[i]) && !envOK[target] {
+					envOK[target] = true
+					continue
+				}
+				if envOK[target] || isBoundName(bound, target) {
+					report(as, "Env of %s changed other than by one direct childEnv or managedChildEnv call", target)
+				}
+			}
+		}
+		for _, c := range creations {
+			if e, ok := c.(ast.Expr); ok {
+				if _, hasEnv := creation(e); hasEnv {
+					continue
+				}
+			}
+			name, isBound := bound[c]
+			if !isBound {
+				if vs, ok := c.(*ast.ValueSpec); ok && len(vs.Names) == 1 {
+					name, isBound = vs.Names[0].Name, true
+				}
+			}
+			switch {
+			case !isBound:
+				report(c, "exec.Cmd is not stored in a variable whose Env is set from childEnv or managedChildEnv")
+			case !envOK[name]:
+				report(c, "exec.Cmd %s never gets Env from childEnv or managedChildEnv", name)
+			}
+		}
+	}
+	slices.SortFunc(found, func(a, b violation) int { return int(a.pos - b.pos) })
+	for _, v := range found {
+		out = append(out, v.msg)
+	}
+	return out
+}
+
+// envTarget returns the expression whose Env lhs writes, and whether the write
+// replaces Env as a whole (x.Env = ...) rather than an element of it.
+func envTarget(lhs ast.Expr) (string, bool) {
+	direct := true
+	if ix, ok := lhs.(*ast.IndexExpr); ok {
+		lhs, direct = ix.X, false
+	}
+	sel, ok := lhs.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Env" {
+		return "", false
+	}
+	return types.ExprString(sel.X), direct
+}
+
+func isBoundName(bound map[ast.Node]string, name string) bool {
+	for _, n := range bound {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// BenchmarkChildEnv measures building one child environment from a typical
+// 60-variable environment with a few additions.
+func BenchmarkChildEnv(b *testing.B) {
+	environ := []string{envGuardToken + "=t", "LD_PRELOAD=/x.so"}
+	for i := range 60 {
+		environ = append(environ, fmt.Sprintf("VAR_%02d=value-%d", i, i))
+	}
+	e := newProcEnv(environ)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.childEnv("PWD=/w", "VAR_07=other", envGuardToken+"=again")
+	}
+}

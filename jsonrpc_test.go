@@ -1,0 +1,866 @@
+// jsonrpc_test.go tests the JSON-RPC peer over real pipes: a raw peer that
+// writes exact bytes and reads exact lines, and pairs of connections.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// testIOTimeout only keeps a broken test from hanging; nothing asserts it.
+const testIOTimeout = 20 * time.Second
+
+// wireMsg is any message a connection writes, decoded strictly.
+type wireMsg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *rpcError       `json:"error"`
+}
+
+// checkWireLine reports whether line is one valid JSON-RPC 2.0 message as a
+// peer would read it.
+func checkWireLine(line []byte) (wireMsg, error) {
+	var m wireMsg
+	if bytes.ContainsAny(line, "\r\n") {
+		return m, fmt.Errorf("raw newline inside message %q", line)
+	}
+	if err := decodeStrict(line, &m); err != nil {
+		return m, fmt.Errorf("decode %q: %v", line, err)
+	}
+	if m.JSONRPC != "2.0" {
+		return m, fmt.Errorf("jsonrpc %q in %q", m.JSONRPC, line)
+	}
+	isResponse := m.Result != nil || m.Error != nil
+	switch {
+	case m.Method != "" && isResponse:
+		return m, fmt.Errorf("method and result in %q", line)
+	case m.Method == "" && !isResponse:
+		return m, fmt.Errorf("neither method nor result in %q", line)
+	case isResponse && m.ID == nil:
+		return m, fmt.Errorf("response without id: %q", line)
+	case m.Result != nil && m.Error != nil:
+		return m, fmt.Errorf("result and error in %q", line)
+	}
+	return m, nil
+}
+
+// rawPeer drives one rpcConn with exact bytes over os.Pipe pairs.
+type rawPeer struct {
+	t      *testing.T
+	conn   *rpcConn
+	in     *os.File // test -> conn
+	out    *os.File // conn -> test
+	lines  *bufio.Reader
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startRawPeer(t *testing.T, cfg rpcConfig) *rawPeer {
+	t.Helper()
+	return startRawPeerWriter(t, cfg, func(w io.Writer) io.Writer { return w })
+}
+
+// startRawPeerWriter is startRawPeer with the connection's writer wrapped.
+func startRawPeerWriter(t *testing.T, cfg rpcConfig, wrap func(io.Writer) io.Writer) *rawPeer {
+	t.Helper()
+	connIn, testW := mustPipe(t)
+	testR, connOut := mustPipe(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &rawPeer{
+		t:      t,
+		conn:   newRPCConn(connIn, wrap(connOut), cfg),
+		in:     testW,
+		out:    testR,
+		lines:  bufio.NewReaderSize(testR, 1<<20),
+		cancel: cancel,
+		done:   make(chan error, 1),
+	}
+	go func() { p.done <- p.conn.serve(ctx) }()
+	t.Cleanup(func() {
+		// Closing the read end first fails any write still pending, so
+		// that handlers, and with them serve, can return.
+		testR.Close()
+		p.stop()
+		connOut.Close()
+	})
+	return p
+}
+
+func mustPipe(t testing.TB) (*os.File, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// stop ends the input and returns what serve returned; it may be called
+// more than once.
+func (p *rawPeer) stop() error {
+	p.in.Close()
+	select {
+	case err, ok := <-p.done:
+		if ok {
+			close(p.done)
+		}
+		return err
+	case <-time.After(testIOTimeout):
+		p.cancel()
+		p.t.Fatal("serve did not return after its input ended")
+		return nil
+	}
+}
+
+func (p *rawPeer) send(line string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.in, line); err != nil {
+		p.t.Fatalf("write %q: %v", line, err)
+	}
+}
+
+// recv reads one output line and checks that it is valid JSON-RPC.
+func (p *rawPeer) recv() wireMsg {
+	p.t.Helper()
+	p.out.SetReadDeadline(time.Now().Add(testIOTimeout))
+	line, err := p.lines.ReadBytes('\n')
+	if err != nil {
+		p.t.Fatalf("read response: %v", err)
+	}
+	m, err := checkWireLine(bytes.TrimSuffix(line, []byte("\n")))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return m
+}
+
+// expectError reads one line and checks it is an error answer with id.
+func (p *rawPeer) expectError(id string, code int) *rpcError {
+	p.t.Helper()
+	m := p.recv()
+	if string(m.ID) != id || m.Error == nil || m.Error.Code != code {
+		p.t.Fatalf("got id %s error %+v result %s; want id %s error %d", m.ID, m.Error, m.Result, id, code)
+	}
+	return m.Error
+}
+
+// expectResult reads one line and checks it is a result answer with id.
+func (p *rawPeer) expectResult(id, result string) {
+	p.t.Helper()
+	m := p.recv()
+	if string(m.ID) != id || m.Error != nil || string(m.Result) != result {
+		p.t.Fatalf("got id %s error %+v result %s; want id %s result %s", m.ID, m.Error, m.Result, id, result)
+	}
+}
+
+// echoHandler answers every request with its params and counts calls.
+func echoHandler(calls *atomic.Int32) func(context.Context, string, json.RawMessage) (any, error) {
+	return func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		calls.Add(1)
+		if params == nil {
+			return method, nil
+		}
+		return params, nil
+	}
+}
+
+const probe = `{"jsonrpc":"2.0","id":"probe","method":"m","params":{"p":1}}` + "\n"
+
+func TestRPCMalformedLines(t *testing.T) {
+	tests := []struct {
+		name, line string
+		code       int
+		id         string
+	}{
+		{"invalid json", `{"jsonrpc":`, rpcParseError, "null"},
+		{"not json", `hello`, rpcParseError, "null"},
+		{"trailing garbage", `{"jsonrpc":"2.0","id":1,"method":"m"} x`, rpcParseError, "null"},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, rpcInvalidRequest, "null"},
+		{"empty batch", `[]`, rpcInvalidRequest, "null"},
+		{"scalar", `42`, rpcInvalidRequest, "null"},
+		{"wrong version", `{"jsonrpc":"1.0","id":7,"method":"m"}`, rpcInvalidRequest, "7"},
+		{"version number", `{"jsonrpc":2.0,"id":7,"method":"m"}`, rpcInvalidRequest, "7"},
+		{"missing version", `{"id":"x","method":"m"}`, rpcInvalidRequest, `"x"`},
+		{"unknown field", `{"jsonrpc":"2.0","id":3,"method":"m","extra":1}`, rpcInvalidRequest, "3"},
+		{"unknown field bad id", `{"jsonrpc":"2.0","id":[1],"method":"m","extra":1}`, rpcInvalidRequest, "null"},
+		{"neither method nor result", `{"jsonrpc":"2.0","id":4}`, rpcInvalidRequest, "4"},
+		{"nothing at all", `{"jsonrpc":"2.0"}`, rpcInvalidRequest, "null"},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"m"}`, rpcInvalidRequest, "null"},
+		{"bool id", `{"jsonrpc":"2.0","id":true,"method":"m"}`, rpcInvalidRequest, "null"},
+		{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"m"}`, rpcInvalidRequest, "null"},
+		{"fractional id wrong version", `{"jsonrpc":"1.0","id":1.5,"method":"m"}`, rpcInvalidRequest, "null"},
+		{"fractional id unknown field", `{"jsonrpc":"2.0","id":1.5,"method":"m","x":1}`, rpcInvalidRequest, "null"},
+		{"exponent id", `{"jsonrpc":"2.0","id":1e3,"method":"m"}`, rpcInvalidRequest, "null"},
+		{"method not a string", `{"jsonrpc":"2.0","id":5,"method":5}`, rpcInvalidRequest, "5"},
+		{"method null", `{"jsonrpc":"2.0","id":5,"method":null}`, rpcInvalidRequest, "5"},
+		{"method empty", `{"jsonrpc":"2.0","id":5,"method":""}`, rpcInvalidRequest, "5"},
+		{"scalar params", `{"jsonrpc":"2.0","id":6,"method":"m","params":3}`, rpcInvalidRequest, "6"},
+		{"null params", `{"jsonrpc":"2.0","id":6,"method":"m","params":null}`, rpcInvalidRequest, "6"},
+		{"method with result", `{"jsonrpc":"2.0","id":8,"method":"m","result":1}`, rpcInvalidRequest, "8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			p := startRawPeer(t, rpcConfig{OnRequest: echoHandler(&calls)})
+			p.send(tt.line + "\n")
+			p.expectError(tt.id, tt.code)
+			p.send(probe)
+			p.expectResult(`"probe"`, `{"p":1}`)
+			if n := calls.Load(); n != 1 {
+				t.Errorf("handler ran %d times; want once, for the probe only", n)
+			}
+		})
+	}
+}
+
+// TestRPCUnanswered sends lines that must get no answer at all; the next
+// line out must be the probe's answer.
+func TestRPCUnanswered(t *testing.T) {
+	tests := []struct{ name, lines string }{
+		{"empty lines", "\n\n"},
+		{"blank line", " \t\r\n"},
+		{"crlf", "\r\n"},
+		{"notification", `{"jsonrpc":"2.0","method":"note","params":{}}` + "\n"},
+		{"notification wrong version", `{"jsonrpc":"1.0","method":"note"}` + "\n"},
+		{"notification unknown field", `{"jsonrpc":"2.0","method":"note","x":1}` + "\n"},
+		{"response unknown id", `{"jsonrpc":"2.0","id":99,"result":{}}` + "\n"},
+		{"response string id", `{"jsonrpc":"2.0","id":"1","result":{}}` + "\n"},
+		{"response null id", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}` + "\n"},
+		{"malformed response", `{"jsonrpc":"2.0","id":1,"result":{},"x":1}` + "\n"},
+		{"cancel of unknown request", `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}` + "\n"},
+		{"malformed cancel", `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"id":5}}` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			var notes []string
+			p := startRawPeer(t, rpcConfig{
+				OnRequest: echoHandler(&calls),
+				OnNotify:  func(method string, _ json.RawMessage) { notes = append(notes, method) },
+			})
+			p.send(tt.lines)
+			p.send(probe)
+			p.expectResult(`"probe"`, `{"p":1}`)
+			p.stop()
+			if tt.name == "notification" {
+				if len(notes) != 1 || notes[0] != "note" {
+					t.Errorf("notifications seen %q; want [note]", notes)
+				}
+			} else if len(notes) != 0 {
+				t.Errorf("notifications seen %q; want none", notes)
+			}
+		})
+	}
+}
+
+func TestRPCOverlongLine(t *testing.T) {
+	const max = 100
+	tests := []struct {
+		name, line string
+		tooLong    bool
+	}{
+		{"exactly max", requestOfSize(max), false},
+		{"exactly max with cr", requestOfSize(max-1) + "\r", false},
+		{"one over max", requestOfSize(max + 1), true},
+		{"far past the read buffer", requestOfSize(3 * rpcReadBuffer), true},
+		{"garbage past the read buffer", strings.Repeat("\x00", 2*rpcReadBuffer+7), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			p := startRawPeer(t, rpcConfig{MaxLine: max, OnRequest: echoHandler(&calls)})
+			// Writes larger than the pipe buffer block until serve reads them.
+			go p.send(tt.line + "\n" + probe)
+			if tt.tooLong {
+				p.expectError("null", rpcParseError)
+				p.expectResult(`"probe"`, `{"p":1}`)
+				if n := calls.Load(); n != 1 {
+					t.Errorf("handler ran %d times; want once, for the probe only", n)
+				}
+				return
+			}
+			// Both are handled concurrently; answers come in either order.
+			ids := map[string]bool{}
+			for range 2 {
+				m := p.recv()
+				if m.Error != nil {
+					t.Fatalf("id %s answered %+v", m.ID, m.Error)
+				}
+				ids[string(m.ID)] = true
+			}
+			if !ids["1"] || !ids[`"probe"`] {
+				t.Errorf("answered ids %v; want 1 and \"probe\"", ids)
+			}
+		})
+	}
+}
+
+// requestOfSize returns a request with id 1 of exactly n bytes.
+func requestOfSize(n int) string {
+	const head, tail = `{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"`, `"}}`
+	return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+}
+
+func TestRPCLineReaderUnterminatedLastLine(t *testing.T) {
+	var out bytes.Buffer
+	var calls atomic.Int32
+	in := strings.NewReader(strings.TrimSuffix(probe, "\n"))
+	c := newRPCConn(in, &out, rpcConfig{OnRequest: echoHandler(&calls)})
+	if err := c.serve(context.Background()); err != nil {
+		t.Fatalf("serve at end of input: %v", err)
+	}
+	if got, want := out.String(), `{"jsonrpc":"2.0","id":"probe","result":{"p":1}}`+"\n"; got != want {
+		t.Errorf("answer %q; want %q", got, want)
+	}
+}
+
+func TestRPCErrorTextBounded(t *testing.T) {
+	p := startRawPeer(t, rpcConfig{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"m","params":"` + strings.Repeat("é", 1000) + `"}` + "\n")
+	e := p.expectError("1", rpcInvalidRequest)
+	if len(e.Message) > rpcMaxErrorText+len("...") || !utf8.ValidString(e.Message) || !strings.HasSuffix(e.Message, "...") {
+		t.Errorf("error message of %d bytes: %q", len(e.Message), e.Message)
+	}
+}
+
+func TestRPCIDEcho(t *testing.T) {
+	ids := []string{`"abc"`, `"<&>"`, `"\u0061"`, `"é\n"`, `""`, `0`, `12`, `-3`, `null`, `123456789012345678901234567890`}
+	for _, id := range ids {
+		t.Run(id, func(t *testing.T) {
+			var calls atomic.Int32
+			p := startRawPeer(t, rpcConfig{OnRequest: echoHandler(&calls)})
+			p.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"m","params":[1]}` + "\n")
+			p.expectResult(id, "[1]")
+			p.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"nohandler","params":{},"x":0}` + "\n")
+			p.expectError(id, rpcInvalidRequest)
+		})
+	}
+}
+
+func TestRPCHandlerAnswers(t *testing.T) {
+	notFound := &rpcError{Code: -32002, Message: "not found", Data: json.RawMessage(`{"uri":"x"}`)}
+	tests := []struct {
+		name    string
+		handler func(context.Context, string, json.RawMessage) (any, error)
+		code    int
+		message string
+		result  string
+	}{
+		{"result", func(context.Context, string, json.RawMessage) (any, error) { return map[string]int{"a": 1}, nil }, 0, "", `{"a":1}`},
+		{"nil result", func(context.Context, string, json.RawMessage) (any, error) { return nil, nil }, 0, "", "null"},
+		{"rpc error as is", func(context.Context, string, json.RawMessage) (any, error) { return nil, notFound }, -32002, "not found", ""},
+		{"wrapped rpc error", func(context.Context, string, json.RawMessage) (any, error) {
+			return nil, fmt.Errorf("load: %w", notFound)
+		}, -32002, "not found", ""},
+		{"plain error", func(context.Context, string, json.RawMessage) (any, error) {
+			return nil, errors.New(`read "/x": denied`)
+		}, rpcInternalError, `read "/x": denied`, ""},
+		{"panic", func(context.Context, string, json.RawMessage) (any, error) { panic("boom") }, rpcInternalError, `internal error: handler for "m" panicked`, ""},
+		{"unencodable result", func(context.Context, string, json.RawMessage) (any, error) { return make(chan int), nil }, rpcInternalError, `encode result of "m": json: unsupported type: chan int`, ""},
+		{"no handler", nil, rpcMethodNotFound, `method not found: "m"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startRawPeer(t, rpcConfig{OnRequest: tt.handler})
+			for _, id := range []string{"1", "2"} { // serving continues after each
+				p.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"m","params":{}}` + "\n")
+				if tt.code == 0 {
+					p.expectResult(id, tt.result)
+					continue
+				}
+				e := p.expectError(id, tt.code)
+				if e.Message != tt.message {
+					t.Errorf("message %q; want %q", e.Message, tt.message)
+				}
+				if tt.code == notFound.Code && string(e.Data) != string(notFound.Data) {
+					t.Errorf("data %s; want %s", e.Data, notFound.Data)
+				}
+			}
+		})
+	}
+}
+
+func TestRPCCancelRequest(t *testing.T) {
+	tests := []struct {
+		name, id, cancelID string
+		ignoreCancel       bool
+		wantCode           int
+	}{
+		{"integer id", "9", "9", false, rpcCancelled},
+		{"string id", `"a"`, `"a"`, false, rpcCancelled},
+		{"string id spelled otherwise", `"a"`, `"\u0061"`, false, rpcCancelled},
+		{"handler answers anyway", "9", "9", true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			started := make(chan struct{})
+			var calls atomic.Int32
+			p := startRawPeer(t, rpcConfig{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+				if method != "block" {
+					return echoHandler(&calls)(ctx, method, params)
+				}
+				close(started)
+				<-ctx.Done()
+				if tt.ignoreCancel {
+					return "done anyway", nil
+				}
+				return nil, ctx.Err()
+			}})
+			p.send(`{"jsonrpc":"2.0","id":` + tt.id + `,"method":"block"}` + "\n")
+			<-started
+			p.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + tt.cancelID + `}}` + "\n")
+			if tt.wantCode != 0 {
+				p.expectError(tt.id, tt.wantCode)
+			} else {
+				p.expectResult(tt.id, `"done anyway"`)
+			}
+			// A second cancel finds nothing, and no second answer follows.
+			p.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + tt.cancelID + `}}` + "\n")
+			p.send(probe)
+			p.expectResult(`"probe"`, `{"p":1}`)
+		})
+	}
+}
+
+func TestRPCDuplicateInflightID(t *testing.T) {
+	release := make(chan struct{})
+	p := startRawPeer(t, rpcConfig{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		if method == "block" {
+			<-release
+		}
+		return method, nil
+	}})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"block"}` + "\n")
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"other"}` + "\n")
+	p.expectError("1", rpcInvalidRequest)
+	close(release)
+	p.expectResult("1", `"block"`)
+	// Once answered, the id may be used again.
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"again"}` + "\n")
+	p.expectResult("1", `"again"`)
+}
+
+// connPair is two rpcConns talking over os.Pipe pairs.
+type connPair struct {
+	a, b   *rpcConn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errs   [2]error
+}
+
+func startPair(t testing.TB, cfgA, cfgB rpcConfig) *connPair {
+	t.Helper()
+	aIn, bOut := mustPipe(t)
+	bIn, aOut := mustPipe(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &connPair{a: newRPCConn(aIn, aOut, cfgA), b: newRPCConn(bIn, bOut, cfgB), cancel: cancel}
+	p.wg.Go(func() { p.errs[0] = p.a.serve(ctx) })
+	p.wg.Go(func() { p.errs[1] = p.b.serve(ctx) })
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *connPair) stop() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+func TestRPCPairCallsBothWays(t *testing.T) {
+	var pair *connPair
+	add := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		var xs []int
+		if err := decodeStrict(params, &xs); err != nil {
+			return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
+		}
+		switch method {
+		case "add":
+			return xs[0] + xs[1], nil
+		case "nested": // b asks a back while a waits for b
+			raw, err := pair.b.call(ctx, "add", xs)
+			if err != nil {
+				return nil, err
+			}
+			var sum int
+			if err := decodeStrict(raw, &sum); err != nil {
+				return nil, err
+			}
+			return sum * 10, nil
+		}
+		return nil, methodNotFound(method)
+	}
+	pair = startPair(t, rpcConfig{OnRequest: add}, rpcConfig{OnRequest: add})
+
+	const n = 50
+	errs := make(chan error, 3*n)
+	var wg sync.WaitGroup
+	for i := range n {
+		for _, tc := range []struct {
+			from   *rpcConn
+			method string
+			want   int
+		}{{pair.a, "add", 2 * i}, {pair.b, "add", 2 * i}, {pair.a, "nested", 20 * i}} {
+			wg.Go(func() {
+				raw, err := tc.from.call(context.Background(), tc.method, []int{i, i})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if string(raw) != fmt.Sprint(tc.want) {
+					errs <- fmt.Errorf("%s(%d,%d) = %s; want %d", tc.method, i, i, raw, tc.want)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	_, err := pair.a.call(context.Background(), "mul", []int{1, 2})
+	var re *rpcError
+	if !errors.As(err, &re) || re.Code != rpcMethodNotFound {
+		t.Errorf("unknown method: err %v; want *rpcError %d", err, rpcMethodNotFound)
+	}
+}
+
+func TestRPCNotificationsInOrder(t *testing.T) {
+	var got []int
+	pair := startPair(t, rpcConfig{}, rpcConfig{
+		OnRequest: func(context.Context, string, json.RawMessage) (any, error) { return len(got), nil },
+		OnNotify: func(method string, params json.RawMessage) {
+			var p struct{ Seq int }
+			if method == "seq" && decodeStrict(params, &p) == nil {
+				got = append(got, p.Seq)
+			}
+		},
+	})
+	const n = 500
+	for i := range n {
+		if err := pair.a.notify("seq", map[string]int{"Seq": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A request read after the notifications is answered after they ran.
+	raw, err := pair.a.call(context.Background(), "count", nil)
+	if err != nil || string(raw) != fmt.Sprint(n) {
+		t.Fatalf("count = %s, %v; want %d", raw, err, n)
+	}
+	for i, seq := range got {
+		if seq != i {
+			t.Fatalf("notification %d carried %d; order lost", i, seq)
+		}
+	}
+}
+
+func TestRPCCallContextCancel(t *testing.T) {
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	pair := startPair(t, rpcConfig{}, rpcConfig{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		if method == "slow" {
+			started <- struct{}{}
+			<-release
+			return "late", nil
+		}
+		return "fast", nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	raw, err := pair.a.call(ctx, "slow", nil)
+	if !errors.Is(err, context.Canceled) || raw != nil {
+		t.Fatalf("call = %s, %v; want context.Canceled", raw, err)
+	}
+	close(release) // the late answer is dropped, not given to the next call
+	raw, err = pair.a.call(context.Background(), "quick", nil)
+	if err != nil || string(raw) != `"fast"` {
+		t.Fatalf("next call = %s, %v; want \"fast\"", raw, err)
+	}
+}
+
+func TestRPCResponses(t *testing.T) {
+	tests := []struct {
+		name, response string // %s is the request's id
+		result         string
+		code           int
+		wantErr        string
+	}{
+		{"result", `{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, `{"ok":true}`, 0, ""},
+		{"null result", `{"jsonrpc":"2.0","id":%s,"result":null}`, "null", 0, ""},
+		{"error", `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"auth required"}}`, "", -32000, ""},
+		{"unknown field", `{"jsonrpc":"2.0","id":%s,"result":{},"x":1}`, "", 0, "malformed json-rpc response"},
+		{"wrong version", `{"jsonrpc":"1.0","id":%s,"result":{}}`, "", 0, "malformed json-rpc response"},
+		{"result and error", `{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1,"message":"x"}}`, "", 0, "malformed json-rpc response"},
+		{"malformed error", `{"jsonrpc":"2.0","id":%s,"error":{"code":"x"}}`, "", 0, "malformed json-rpc error response"},
+		{"unknown error field", `{"jsonrpc":"2.0","id":%s,"error":{"code":1,"message":"x","y":2}}`, "", 0, "malformed json-rpc error response"},
+		{"null error", `{"jsonrpc":"2.0","id":%s,"error":null}`, "", 0, "malformed json-rpc error response"},
+		{"fractional code", `{"jsonrpc":"2.0","id":%s,"error":{"code":1.5,"message":"x"}}`, "", 0, "malformed json-rpc error response"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startRawPeer(t, rpcConfig{OnRequest: echoHandler(new(atomic.Int32))})
+			type answer struct {
+				raw json.RawMessage
+				err error
+			}
+			got := make(chan answer, 1)
+			go func() {
+				raw, err := p.conn.call(context.Background(), "fs/read_text_file", map[string]string{"path": "/x"})
+				got <- answer{raw, err}
+			}()
+			req := p.recv()
+			if req.Method != "fs/read_text_file" || string(req.Params) != `{"path":"/x"}` || string(req.ID) != "1" {
+				t.Fatalf("request %+v", req)
+			}
+			p.send(`{"jsonrpc":"2.0","id":77,"result":"stray"}` + "\n")
+			p.send(fmt.Sprintf(tt.response, req.ID) + "\n")
+			a := <-got
+			switch {
+			case tt.result != "":
+				if a.err != nil || string(a.raw) != tt.result {
+					t.Errorf("call = %s, %v; want %s", a.raw, a.err, tt.result)
+				}
+			case tt.code != 0:
+				var re *rpcError
+				if !errors.As(a.err, &re) || re.Code != tt.code {
+					t.Errorf("call err %v; want *rpcError %d", a.err, tt.code)
+				}
+			default:
+				if a.err == nil || !strings.Contains(a.err.Error(), tt.wantErr) {
+					t.Errorf("call = %s, %v; want error containing %q", a.raw, a.err, tt.wantErr)
+				}
+			}
+			// Responses are never answered: the probe's answer comes next.
+			p.send(probe)
+			p.expectResult(`"probe"`, `{"p":1}`)
+		})
+	}
+}
+
+func TestRPCCloseFailsPendingCalls(t *testing.T) {
+	for _, how := range []string{"input ends", "ctx cancelled"} {
+		t.Run(how, func(t *testing.T) {
+			p := startRawPeer(t, rpcConfig{})
+			errs := make(chan error, 3)
+			for range 3 {
+				go func() {
+					_, err := p.conn.call(context.Background(), "never", nil)
+					errs <- err
+				}()
+			}
+			for range 3 {
+				p.recv()
+			}
+			var serveErr error
+			if how == "input ends" {
+				serveErr = p.stop()
+				if serveErr != nil {
+					t.Errorf("serve at end of input = %v; want nil", serveErr)
+				}
+			} else {
+				p.cancel()
+				serveErr = p.stop()
+				if !errors.Is(serveErr, context.Canceled) {
+					t.Errorf("serve after cancel = %v; want context.Canceled", serveErr)
+				}
+			}
+			for range 3 {
+				if err := <-errs; !errors.Is(err, errConnClosed) {
+					t.Errorf("pending call = %v; want errConnClosed", err)
+				}
+			}
+			_, err := p.conn.call(context.Background(), "after", nil)
+			if !errors.Is(err, errConnClosed) || err.Error() != `call "after": json-rpc connection closed` {
+				t.Errorf("call after close = %v", err)
+			}
+		})
+	}
+}
+
+// TestRPCServeWaitsForHandlers checks that serve cancels every handler,
+// waits for it, and leaves no goroutine behind.
+func TestRPCServeWaitsForHandlers(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	func() {
+		const n = 20
+		var started sync.WaitGroup
+		started.Add(n)
+		var finished atomic.Int32
+		p := startRawPeer(t, rpcConfig{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			started.Done()
+			<-ctx.Done()
+			time.Sleep(time.Millisecond) // a handler still cleaning up
+			finished.Add(1)
+			return nil, ctx.Err()
+		}})
+		for i := range n {
+			p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"block"}`+"\n", i))
+		}
+		started.Wait()
+		p.stop()
+		if got := finished.Load(); got != n {
+			t.Errorf("serve returned with %d of %d handlers finished", got, n)
+		}
+	}()
+	deadline := time.Now().Add(testIOTimeout)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := runtime.NumGoroutine(); got > baseline {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after serve returned; baseline %d\n%s", got, baseline, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// chunkWriter writes in small pieces, yielding between them, as a socket or
+// a pipe past its atomic size may; *os.File and io.Pipe would serialize
+// whole writes themselves and hide a missing lock.
+type chunkWriter struct{ w io.Writer }
+
+func (c chunkWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), 512)
+		m, err := c.w.Write(b[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[k:]
+		runtime.Gosched()
+	}
+	return n, nil
+}
+
+func TestRPCConcurrentResponsesDoNotInterleave(t *testing.T) {
+	big := strings.Repeat("x", 16<<10)
+	p := startRawPeerWriter(t, rpcConfig{OnRequest: func(context.Context, string, json.RawMessage) (any, error) {
+		return big, nil
+	}}, func(w io.Writer) io.Writer { return chunkWriter{w} })
+	const n = 64
+	go func() {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"m"}`+"\n", i)
+		}
+		io.WriteString(p.in, b.String())
+	}()
+	seen := make(map[string]bool)
+	for range n {
+		m := p.recv()
+		if m.Error != nil || string(m.Result) != `"`+big+`"` {
+			t.Fatalf("id %s: error %+v, result of %d bytes", m.ID, m.Error, len(m.Result))
+		}
+		seen[string(m.ID)] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct ids answered; want %d", len(seen), n)
+	}
+}
+
+func TestRPCWriteErrorsReturned(t *testing.T) {
+	r, w := mustPipe(t)
+	r.Close()
+	c := newRPCConn(strings.NewReader(""), w, rpcConfig{})
+	if err := c.notify("x", nil); err == nil || !strings.HasPrefix(err.Error(), `notify "x": write json-rpc message: `) {
+		t.Errorf("notify to a closed pipe = %v", err)
+	}
+	if _, err := c.call(context.Background(), "y", nil); err == nil || !strings.HasPrefix(err.Error(), `call "y": write json-rpc message: `) {
+		t.Errorf("call to a closed pipe = %v", err)
+	}
+	if err := c.notify("x", make(chan int)); err == nil || !strings.Contains(err.Error(), "encode json-rpc message") {
+		t.Errorf("notify with unencodable params = %v", err)
+	}
+}
+
+func TestRPCOutgoingMessagesAreOneLine(t *testing.T) {
+	var out bytes.Buffer
+	c := newRPCConn(strings.NewReader(""), &out, rpcConfig{})
+	params := map[string]any{"text": "line1\nline2\r\n", "raw": json.RawMessage("{\n  \"a\" : 1\n}"), "html": "<&>"}
+	if err := c.notify("session/update", params); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"jsonrpc":"2.0","method":"session/update","params":{"html":"<&>","raw":{"a":1},"text":"line1\nline2\r\n"}}` + "\n"
+	if out.String() != want {
+		t.Errorf("wire %q; want %q", out.String(), want)
+	}
+}
+
+var fuzzSeeds = []string{
+	probe,
+	`{"jsonrpc":"2.0","method":"n","params":{}}`,
+	`{"jsonrpc":"2.0","id":1,"result":{}}`,
+	`{"jsonrpc":"2.0","id":"x","method":"$/cancel_request","params":{"requestId":"x"}}`,
+	`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`,
+	`[{"jsonrpc":"2.0","id":1,"method":"m"}]`,
+	`{"jsonrpc":"1.0","id":{},"method":"m"}`,
+	`{"jsonrpc":"2.0","id":1.5,"method":"m","x":1}`,
+	`{"jsonrpc":"2.0","id":"\u2028<","method":"m","params":"s"}`,
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"m\"}",
+	`{"jsonrpc":`,
+	"\n\n\r\n",
+	strings.Repeat("a", 300),
+}
+
+// FuzzRPCLine feeds arbitrary bytes as input lines: serve must not panic and
+// every line it writes must be a valid JSON-RPC response.
+func FuzzRPCLine(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var out bytes.Buffer
+		c := newRPCConn(bytes.NewReader(append(data, '\n')), &out, rpcConfig{
+			MaxLine: 256,
+			OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+				if method == "panic" {
+					panic("boom")
+				}
+				return params, nil
+			},
+			OnNotify: func(string, json.RawMessage) {},
+		})
+		if err := c.serve(context.Background()); err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+		for line := range bytes.Lines(out.Bytes()) {
+			m, err := checkWireLine(bytes.TrimSuffix(line, []byte("\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Method != "" {
+				t.Fatalf("serve sent a request or notification: %q", line)
+			}
+		}
+	})
+}
+
+func BenchmarkRPCCall(b *testing.B) {
+	pair := startPair(b, rpcConfig{}, rpcConfig{OnRequest: func(_ context.Context, _ string, params json.RawMessage) (any, error) {
+		return params, nil
+	}})
+	params := map[string]string{"sessionId": "s1", "toolName": "run_shell_command"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pair.a.call(ctx, "_qwen/control/external_tool_guard/prepare", params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

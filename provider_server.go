@@ -1,0 +1,661 @@
+// provider_server.go owns the reference provider ("acpguard provider"): the
+// loopback HTTP server of the wire contract, its policy file, and its audit log.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func runProvider(ctx context.Context, sys *system, args []string) error {
+	opts, err := parseProviderArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	return serveProvider(ctx, sys, opts, nil)
+}
+
+// Server limits: headers are bounded like a response, and a slow or idle
+// peer cannot hold a connection for ever.
+const (
+	providerReadHeaderTimeout = 10 * time.Second
+	providerReadTimeout       = 30 * time.Second
+	providerWriteTimeout      = 30 * time.Second
+	providerIdleConnTimeout   = 2 * time.Minute
+	providerShutdownGrace     = 5 * time.Second
+)
+
+// auditFailedReason is sent when a decision could not be recorded: "never an
+// unaudited allow".
+const auditFailedReason = "Denied: the policy provider could not record this decision"
+
+// serveProvider runs the reference provider until ctx ends. It validates
+// everything before it listens, prints the URL it listens on to stderr, then
+// calls ready (when not nil) with the bound address.
+func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready func(addr string)) error {
+	listen, err := loopbackListenAddr(opts.Listen)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(opts.Token) == "" {
+		return usagef("provider: the token (QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN) is empty")
+	}
+	pol, err := loadProviderPolicy(opts.PolicyFile)
+	if err != nil {
+		return &usageError{err}
+	}
+	p := &providerServer{
+		token:    sha256.Sum256([]byte(opts.Token)),
+		withArgs: opts.AuditArguments,
+		log:      log.New(sys.stderr, "acpguard provider: ", 0),
+	}
+	p.current.Store(pol)
+	switch opts.AuditPath {
+	case "":
+	case "-":
+		p.audit = sys.stdout
+	default:
+		f, err := os.OpenFile(opts.AuditPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open audit log %q: %w", opts.AuditPath, err)
+		}
+		defer f.Close()
+		p.audit = f
+	}
+
+	// Catch SIGHUP before anyone can learn the address and send one.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %q: %w", opts.Listen, err)
+	}
+	addr := ln.Addr().String()
+	fmt.Fprintf(sys.stderr, "acpguard provider: listening on http://%s\n", addr)
+	if ready != nil {
+		ready(addr)
+	}
+	srv := &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: providerReadHeaderTimeout,
+		ReadTimeout:       providerReadTimeout,
+		WriteTimeout:      providerWriteTimeout,
+		IdleTimeout:       providerIdleConnTimeout,
+		MaxHeaderBytes:    maxWireResponse,
+		ErrorLog:          p.log,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+
+	var wg sync.WaitGroup
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	wg.Go(func() {
+		for {
+			select {
+			case <-reloadCtx.Done():
+				return
+			case <-hup:
+				p.reload(opts.PolicyFile)
+			}
+		}
+	})
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- srv.Serve(ln) })
+
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		shutCtx, cancel := context.WithTimeout(context.Background(), providerShutdownGrace)
+		err = srv.Shutdown(shutCtx)
+		cancel()
+		if err != nil {
+			srv.Close()
+		}
+		if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+	}
+	stopReload()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("provider: %w", err)
+	}
+	return nil
+}
+
+// loopbackListenAddr refuses any listen address that is not loopback
+// (defence in depth behind the flag check) and pins localhost to 127.0.0.1.
+func loopbackListenAddr(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", usagef("provider: listen address %q: %w", listen, err)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", usagef("provider: listen address %q is not loopback (use 127.0.0.1, [::1] or localhost)", listen)
+	}
+	return listen, nil
+}
+
+// providerServer answers the two routes of the wire contract.
+type providerServer struct {
+	token    [32]byte                       // SHA-256 of the token: compared in constant time whatever the length
+	current  atomic.Pointer[providerPolicy] // swapped whole on SIGHUP
+	withArgs bool
+	log      *log.Logger
+
+	auditMu sync.Mutex // one decision, one whole line
+	audit   io.Writer  // nil: no audit log
+}
+
+// The one 401 every authentication failure gets, byte for byte.
+const unauthorizedBody = `{"error":"unauthorized"}`
+
+func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != wirePathHandshake && r.URL.Path != wirePathPrepare {
+		writeProviderError(w, http.StatusNotFound, fmt.Sprintf("no route %q", r.URL.Path))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProviderError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %q not allowed", r.Method))
+		return
+	}
+	if !p.authorized(r.Header.Get("Authorization")) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeProviderJSON(w, http.StatusUnauthorized, []byte(unauthorizedBody))
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
+		writeProviderError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q, want %s", ct, wireContentType))
+		return
+	}
+	if r.ContentLength > maxWireRequest {
+		writeProviderError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWireRequest))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeProviderError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
+			return
+		}
+		writeProviderError(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
+	if r.URL.Path == wirePathHandshake {
+		p.handshake(w, body)
+		return
+	}
+	p.prepare(w, body)
+}
+
+func (p *providerServer) authorized(header string) bool {
+	token, ok := strings.CutPrefix(header, "Bearer ")
+	sum := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(sum[:], p.token[:]) == 1 && ok
+}
+
+func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
+	m, err := decodeProviderRequest(body, "protocolVersion", "nonce", "client")
+	if err != nil {
+		writeProviderError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	nonce, err := wireID(m, "nonce")
+	if err == nil {
+		_, err = wireString(m, "client")
+	}
+	if err != nil {
+		writeProviderError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	reply, _ := json.Marshal(struct {
+		ProtocolVersion int    `json:"protocolVersion"`
+		Nonce           string `json:"nonce"`
+		Capabilities    struct {
+			Prepare bool `json:"prepare"`
+		} `json:"capabilities"`
+	}{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Capabilities: struct {
+		Prepare bool `json:"prepare"`
+	}{Prepare: true}})
+	writeProviderJSON(w, http.StatusOK, reply)
+}
+
+// prepareReply is the body of a decision, in wire order.
+type prepareReply struct {
+	ProtocolVersion int    `json:"protocolVersion"`
+	RequestID       string `json:"requestId"`
+	Allowed         bool   `json:"allowed"`
+	Reason          string `json:"reason,omitempty"`
+}
+
+func (p *providerServer) prepare(w http.ResponseWriter, body []byte) {
+	m, err := decodeProviderRequest(body, "protocolVersion", "requestId", "sessionId", "promptId", "toolCallId", "toolName", "arguments")
+	if err != nil {
+		writeProviderError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var rec providerAuditRecord
+	rec.RequestID, err = wireID(m, "requestId")
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"sessionId", &rec.SessionID}, {"promptId", &rec.PromptID}, {"toolCallId", &rec.ToolCallID}, {"toolName", &rec.ToolName}} {
+		if err == nil {
+			*f.dst, err = wireString(m, f.key)
+		}
+	}
+	var args any
+	if err == nil {
+		args, err = decodeProviderArguments(m["arguments"])
+	}
+	if err != nil {
+		writeProviderError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	d := p.current.Load().decide(rec.ToolName, args)
+	rec.Decision, rec.Reason, rec.Rule = "deny", d.Reason, d.Rule
+	if d.Allowed {
+		rec.Decision = "allow"
+	}
+	canonical, _ := json.Marshal(args) // re-encoding a decoded value cannot fail
+	sum := sha256.Sum256(canonical)
+	rec.ArgumentsSHA256 = hex.EncodeToString(sum[:])
+	if p.withArgs {
+		rec.Arguments = canonical
+	}
+	if err := p.record(&rec); err != nil {
+		p.log.Printf("audit log write failed, denying request %q: %v", rec.RequestID, err)
+		d = providerDecision{Allowed: false, Reason: auditFailedReason}
+	}
+	reply, _ := json.Marshal(prepareReply{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Allowed: d.Allowed, Reason: d.Reason})
+	writeProviderJSON(w, http.StatusOK, reply)
+}
+
+// decodeProviderRequest checks a request body: one exact JSON object with
+// protocolVersion 1.
+func decodeProviderRequest(body []byte, allowed ...string) (map[string]json.RawMessage, error) {
+	m, werr := decodeObjectBody(body, allowed...)
+	if werr != nil {
+		return nil, werr
+	}
+	for _, key := range allowed {
+		if _, ok := m[key]; !ok {
+			return nil, fmt.Errorf("missing field %q", key)
+		}
+	}
+	if werr := wireVersion(m); werr != nil {
+		return nil, werr
+	}
+	return m, nil
+}
+
+// wireID decodes a nonce or requestId the provider will echo.
+func wireID(m map[string]json.RawMessage, key string) (string, error) {
+	s, err := wireString(m, key)
+	if err != nil {
+		return "", err
+	}
+	if s == "" || len(s) > maxWireID {
+		return "", fmt.Errorf("field %q must be 1 to %d bytes, got %d", key, maxWireID, len(s))
+	}
+	return s, nil
+}
+
+// decodeProviderArguments decodes the final arguments, which must be a JSON object.
+// Numbers stay as written so the canonical form loses nothing.
+func decodeProviderArguments(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New(`field "arguments" is not an object`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf(`field "arguments": %w`, err)
+	}
+	return v, nil
+}
+
+// maxErrorMessage bounds the text of an error reply, which may quote what
+// the client sent: the provider "always answers within the limits a client
+// enforces".
+const maxErrorMessage = 512
+
+func writeProviderError(w http.ResponseWriter, status int, msg string) {
+	if len(msg) > maxErrorMessage {
+		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "..."
+	}
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	writeProviderJSON(w, status, body)
+}
+
+func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", wireContentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// providerAuditRecord is one line of the audit log. argumentsSha256 is the SHA-256
+// of the canonical arguments: Go's json.Marshal of the decoded value (object
+// keys sorted, no insignificant white space, numbers as written, strings
+// escaped as encoding/json escapes them). "The
+// provider must treat them as sensitive and must not persist them
+// indiscriminately", so the raw arguments appear only with --audit-arguments.
+type providerAuditRecord struct {
+	Time            string          `json:"time"`
+	RequestID       string          `json:"requestId"`
+	SessionID       string          `json:"sessionId"`
+	PromptID        string          `json:"promptId"`
+	ToolCallID      string          `json:"toolCallId"`
+	ToolName        string          `json:"toolName"`
+	Decision        string          `json:"decision"`
+	Reason          string          `json:"reason"`
+	Rule            int             `json:"rule"`
+	ArgumentsSHA256 string          `json:"argumentsSha256"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+}
+
+// record writes one audit line; an error means the decision is unaudited.
+func (p *providerServer) record(rec *providerAuditRecord) error {
+	if p.audit == nil {
+		return nil
+	}
+	rec.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	p.auditMu.Lock()
+	defer p.auditMu.Unlock()
+	_, err = p.audit.Write(line)
+	return err
+}
+
+// reload replaces the policy with the file's current content, or keeps the
+// old one when the new file is invalid.
+func (p *providerServer) reload(file string) {
+	pol, err := loadProviderPolicy(file)
+	if err != nil {
+		p.log.Printf("reload failed, keeping the previous policy: %v", err)
+		return
+	}
+	p.current.Store(pol)
+	p.log.Printf("reloaded policy %q (%d rules)", file, len(pol.rules))
+}
+
+// The policy file of the reference provider, strict JSON:
+//
+//	{
+//	  "rules": [
+//	    {"tool": "read_file", "decision": "allow"},
+//	    {"tool": "run_shell_command", "match": {"/command": "rm -rf|curl"},
+//	     "decision": "deny", "reason": "Network and destructive commands are not allowed"},
+//	    {"tool": "mcp__*", "decision": "deny"}
+//	  ],
+//	  "default": "deny",
+//	  "defaultReason": "No rule allows this tool"
+//	}
+//
+// Rules are tried in order (indexes from 0) and the first that matches
+// decides; when none does, "default" decides ("allow" or "deny"; absent
+// means deny). "tool" is the canonical tool name, exact or a path.Match glob
+// (*, ?, [...]). "match" is optional: every entry maps an RFC 6901 JSON
+// Pointer into the final arguments to a Go regular expression (RE2,
+// unanchored: write ^...$ to anchor), and the rule matches only when every
+// pointer selects a string the expression matches. "reason" is allowed only
+// on a deny: it is shown to the user, so it must be a safe denial reason
+// (non-blank, at most 500 UTF-16 code units, no control characters). A
+// denial without a reason shows the client's generic text.
+type providerPolicyFile struct {
+	Rules         []providerPolicyFileRule `json:"rules"`
+	Default       string                   `json:"default"`
+	DefaultReason string                   `json:"defaultReason"`
+}
+
+type providerPolicyFileRule struct {
+	Tool     string            `json:"tool"`
+	Match    map[string]string `json:"match"`
+	Decision string            `json:"decision"`
+	Reason   string            `json:"reason"`
+}
+
+// maxProviderPolicyFile bounds the policy read from disk.
+const maxProviderPolicyFile = 4 << 20
+
+// providerPolicy is a validated policy file.
+type providerPolicy struct {
+	rules         []providerPolicyRule
+	defaultAllow  bool
+	defaultReason string
+}
+
+type providerPolicyRule struct {
+	tool   string
+	glob   bool
+	args   []providerArgMatch
+	allow  bool
+	reason string
+}
+
+type providerArgMatch struct {
+	pointer []string // unescaped reference tokens
+	re      *regexp.Regexp
+}
+
+// providerDecision is what the policy says about one call; Rule is the index
+// of the matching rule, -1 for the default.
+type providerDecision struct {
+	Allowed bool
+	Reason  string
+	Rule    int
+}
+
+func loadProviderPolicy(file string) (*providerPolicy, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", file, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxProviderPolicyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", file, err)
+	}
+	if len(data) > maxProviderPolicyFile {
+		return nil, fmt.Errorf("policy %q: larger than %d bytes", file, maxProviderPolicyFile)
+	}
+	pol, err := parseProviderPolicy(data)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", file, err)
+	}
+	return pol, nil
+}
+
+// parseProviderPolicy validates a policy file's content.
+func parseProviderPolicy(data []byte) (*providerPolicy, error) {
+	var pf providerPolicyFile
+	if err := decodeStrict(data, &pf); err != nil {
+		return nil, err
+	}
+	pol := &providerPolicy{defaultReason: pf.DefaultReason}
+	switch pf.Default {
+	case "", "deny":
+	case "allow":
+		pol.defaultAllow = true
+	default:
+		return nil, fmt.Errorf(`default %q: want "allow" or "deny"`, pf.Default)
+	}
+	if err := checkProviderReason(pf.DefaultReason, pol.defaultAllow); err != nil {
+		return nil, fmt.Errorf("defaultReason: %w", err)
+	}
+	for i, fr := range pf.Rules {
+		r, err := compileProviderRule(fr)
+		if err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i, err)
+		}
+		pol.rules = append(pol.rules, r)
+	}
+	return pol, nil
+}
+
+func compileProviderRule(fr providerPolicyFileRule) (providerPolicyRule, error) {
+	r := providerPolicyRule{tool: fr.Tool, reason: fr.Reason}
+	if fr.Tool == "" {
+		return r, errors.New(`missing "tool"`)
+	}
+	if r.glob = strings.ContainsAny(fr.Tool, `*?[\`); r.glob {
+		if _, err := path.Match(fr.Tool, ""); err != nil {
+			return r, fmt.Errorf("invalid tool pattern %q: %w", fr.Tool, err)
+		}
+	}
+	switch fr.Decision {
+	case "allow":
+		r.allow = true
+	case "deny":
+	default:
+		return r, fmt.Errorf(`decision %q: want "allow" or "deny"`, fr.Decision)
+	}
+	if err := checkProviderReason(fr.Reason, r.allow); err != nil {
+		return r, err
+	}
+	pointers := make([]string, 0, len(fr.Match))
+	for p := range fr.Match {
+		pointers = append(pointers, p)
+	}
+	sort.Strings(pointers)
+	for _, p := range pointers {
+		tokens, err := parseJSONPointer(p)
+		if err != nil {
+			return r, err
+		}
+		re, err := regexp.Compile(fr.Match[p])
+		if err != nil {
+			return r, fmt.Errorf("invalid regexp for %q: %w", p, err)
+		}
+		r.args = append(r.args, providerArgMatch{pointer: tokens, re: re})
+	}
+	return r, nil
+}
+
+// checkProviderReason validates a reason at load time, so the provider never
+// sends a reason the client would reject.
+func checkProviderReason(reason string, allow bool) error {
+	if reason == "" {
+		return nil
+	}
+	if allow {
+		return errors.New("a reason is only allowed on a deny")
+	}
+	if why := reasonUnsafe(reason); why != "" {
+		return fmt.Errorf("unsafe reason %q: %s", reason, why)
+	}
+	return nil
+}
+
+// parseJSONPointer splits an RFC 6901 pointer into unescaped reference tokens.
+// The empty pointer (the whole arguments object) can never select a string,
+// so it is refused.
+func parseJSONPointer(p string) ([]string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("invalid JSON Pointer %q: must start with /", p)
+	}
+	tokens := strings.Split(p[1:], "/")
+	for i, t := range tokens {
+		for j := 0; j < len(t); j++ {
+			if t[j] == '~' && (j+1 == len(t) || (t[j+1] != '0' && t[j+1] != '1')) {
+				return nil, fmt.Errorf("invalid JSON Pointer %q: ~ must be followed by 0 or 1", p)
+			}
+		}
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return tokens, nil
+}
+
+// selectJSONPointer returns the value tokens select in v, if any.
+func selectJSONPointer(v any, tokens []string) (any, bool) {
+	for _, t := range tokens {
+		switch node := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = node[t]; !ok {
+				return nil, false
+			}
+		case []any:
+			// An array index is decimal without leading zeros; "-" selects nothing.
+			if t == "" || (len(t) > 1 && t[0] == '0') || strings.TrimLeft(t, "0123456789") != "" {
+				return nil, false
+			}
+			i, err := strconv.Atoi(t)
+			if err != nil || i >= len(node) {
+				return nil, false
+			}
+			v = node[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func (r *providerPolicyRule) matches(toolName string, args any) bool {
+	if r.glob {
+		if ok, _ := path.Match(r.tool, toolName); !ok {
+			return false
+		}
+	} else if r.tool != toolName {
+		return false
+	}
+	for _, m := range r.args {
+		v, ok := selectJSONPointer(args, m.pointer)
+		s, isString := v.(string)
+		if !ok || !isString || !m.re.MatchString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// decide applies the policy to one call: first matching rule, else the default.
+func (pol *providerPolicy) decide(toolName string, args any) providerDecision {
+	for i := range pol.rules {
+		if r := &pol.rules[i]; r.matches(toolName, args) {
+			return providerDecision{Allowed: r.allow, Reason: r.reason, Rule: i}
+		}
+	}
+	return providerDecision{Allowed: pol.defaultAllow, Reason: pol.defaultReason, Rule: -1}
+}
