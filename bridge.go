@@ -64,15 +64,6 @@ const (
 	httpShutdownGrace = time.Second
 )
 
-// Wire names of the private ACP channel between serve and its children.
-const (
-	serveMetaParentCapability = "qwen-code/private-parent-capability"
-	serveMetaGuardReady       = "qwen-code/external-tool-guard-ready"
-	serveGuardReadyValue      = "required-v1"
-	serveMetaInvocation       = "qwen-code/invocation"
-	serveMethodGuardPrepare   = "_qwen/control/external_tool_guard/prepare"
-)
-
 // Feature tags of GET /capabilities. "The capability is external_tool_guard
 // and is advertised only when required mode completed its startup handshake."
 var baseFeatures = []string{"session_create", "session_prompt", "session_events", "session_cancel", "session_permission_vote"}
@@ -833,19 +824,13 @@ type turnError struct {
 	Message  string `json:"message"`
 }
 
-type invocationMeta struct {
-	Version   int    `json:"version"`
-	SessionID string `json:"sessionId"`
-	PromptID  string `json:"promptId"`
-}
-
 func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 	// The caller's _meta is never forwarded: the daemon rebinds the
 	// identity it generated.
 	params := map[string]any{
 		"sessionId": s.id,
 		"prompt":    job.blocks,
-		"_meta":     map[string]any{serveMetaInvocation: invocationMeta{Version: 1, SessionID: s.id, PromptID: job.id}},
+		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
 	}
 	raw, err := s.ch.conn.call(s.d.runCtx, "session/prompt", params)
 	if err != nil {
@@ -1059,6 +1044,20 @@ func (d *daemon) channelFor(ctx context.Context, ws string) (*channel, *hostErro
 	return ch, nil
 }
 
+// childCommand is "acpguard acp" with the scrubbed environment; in
+// required mode it also carries the private markers and a fresh capability.
+func (d *daemon) childCommand(exe string) (*exec.Cmd, string) {
+	if !d.guarded {
+		plain := exec.Command(exe, "acp")
+		plain.Env = d.sys.env.childEnv()
+		return plain, ""
+	}
+	capability := rand.Text() + rand.Text()
+	managed := exec.Command(exe, "acp")
+	managed.Env = d.sys.env.managedChildEnv(capability)
+	return managed, capability
+}
+
 type initializeResult struct {
 	ProtocolVersion   int                        `json:"protocolVersion"`
 	AgentCapabilities map[string]json.RawMessage `json:"agentCapabilities"`
@@ -1078,15 +1077,8 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*channel, *hostEr
 	if err != nil {
 		return nil, unavailable("Cannot locate the acpguard executable: %v", err)
 	}
-	cmd := exec.Command(exe, "acp")
+	cmd, capability := d.childCommand(exe)
 	cmd.Dir = ws
-	capability := ""
-	if d.guarded {
-		capability = rand.Text() + rand.Text()
-		cmd.Env = d.sys.env.managedChildEnv(capability)
-	} else {
-		cmd.Env = d.sys.env.childEnv()
-	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = d.sys.stderr
 	stdin, err := cmd.StdinPipe()
@@ -1121,7 +1113,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*channel, *hostEr
 		"clientInfo":         map[string]string{"name": "acpguard-serve", "version": version},
 	}
 	if d.guarded {
-		initParams["_meta"] = map[string]string{serveMetaParentCapability: capability}
+		initParams["_meta"] = map[string]string{metaParentCapability: capability}
 	}
 	cctx, cancelCall := context.WithTimeout(ctx, childCallTimeout)
 	defer cancelCall()
@@ -1135,10 +1127,10 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*channel, *hostEr
 		ch.stop()
 		return nil, unavailable("ACP child answered initialize with an invalid result %q", truncate(raw))
 	}
-	if d.guarded && guardAcknowledgement(res.AgentCapabilities) != serveGuardReadyValue {
+	if d.guarded && guardAcknowledgement(res.AgentCapabilities) != privateGuardMarker {
 		ch.stop()
 		return nil, &hostError{http.StatusServiceUnavailable, codeGuardNotReady,
-			fmt.Sprintf("ACP child did not acknowledge the external tool guard (want agentCapabilities._meta[%q] = %q); channel rejected", serveMetaGuardReady, serveGuardReadyValue)}
+			fmt.Sprintf("ACP child did not acknowledge the external tool guard (want agentCapabilities._meta[%q] = %q); channel rejected", metaGuardReady, privateGuardMarker)}
 	}
 	return ch, nil
 }
@@ -1151,7 +1143,7 @@ func guardAcknowledgement(caps map[string]json.RawMessage) string {
 		return ""
 	}
 	var ack string
-	if json.Unmarshal(meta[serveMetaGuardReady], &ack) != nil {
+	if json.Unmarshal(meta[metaGuardReady], &ack) != nil {
 		return ""
 	}
 	return ack
@@ -1241,7 +1233,7 @@ func (ch *channel) onNotify(method string, params json.RawMessage) {
 
 func (ch *channel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
-	case serveMethodGuardPrepare:
+	case methodGuardPrepare:
 		return ch.d.prepare(ctx, ch, params), nil
 	case "session/request_permission":
 		var p permissionRequestParams

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -326,17 +325,7 @@ func (td *testDaemon) runTurn(t *testing.T, id, text string) (string, []sseEvent
 
 func fakeChildEnv(mode string) string { return envFakeChild + "=" + mode }
 
-// TEMPORARY until the foundation merge: rpcConn is a stub on this branch.
-func skipWithStubRPC(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-	defer cancel()
-	if _, err := newRPCConn(strings.NewReader(""), io.Discard, rpcConfig{}).call(ctx, "x", nil); err != nil && err.Error() == "unimplemented" {
-		t.Skip("rpcConn is a stub until the foundation merge")
-	}
-}
-
 func TestServeSessionPromptEvents(t *testing.T) {
-	skipWithStubRPC(t)
 	ws := t.TempDir()
 	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}}, fakeChildEnv(""))
 	r := td.do(t, "POST", "/session", "")
@@ -350,8 +339,8 @@ func TestServeSessionPromptEvents(t *testing.T) {
 		t.Fatalf("events = %v", evs)
 	}
 	got := texts(t, evs)
-	var inv invocationMeta
-	if err := decodeStrict([]byte(got[0]), &inv); err != nil || inv != (invocationMeta{Version: 1, SessionID: id, PromptID: pid}) {
+	var inv invocation
+	if err := decodeStrict([]byte(got[0]), &inv); err != nil || inv != (invocation{Version: 1, SessionID: id, PromptID: pid}) {
 		t.Errorf("child saw invocation %s, want version 1, session %s, prompt %s", got[0], id, pid)
 	}
 	for _, ev := range evs[:2] {
@@ -390,7 +379,6 @@ func TestServeSessionPromptEvents(t *testing.T) {
 }
 
 func TestServeCallerMetaStripped(t *testing.T) {
-	skipWithStubRPC(t)
 	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
@@ -408,7 +396,6 @@ func TestServeCallerMetaStripped(t *testing.T) {
 }
 
 func TestServePromptValidation(t *testing.T) {
-	skipWithStubRPC(t)
 	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	for _, body := range []string{
@@ -420,7 +407,6 @@ func TestServePromptValidation(t *testing.T) {
 }
 
 func TestServeQueueFull(t *testing.T) {
-	skipWithStubRPC(t)
 	td := startTestDaemon(t, serveOptions{MaxPendingPrompts: 2}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
@@ -449,7 +435,6 @@ func TestServeQueueFull(t *testing.T) {
 }
 
 func TestServePermissionRelay(t *testing.T) {
-	skipWithStubRPC(t)
 	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
@@ -514,7 +499,6 @@ func decisions(t *testing.T, log string) []decisionRecord {
 }
 
 func TestServeOffModeDeniesPrepareWithoutProvider(t *testing.T) {
-	skipWithStubRPC(t)
 	prov := newTestProvider(t)
 	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	id := td.newSession(t, "")
@@ -533,7 +517,6 @@ func TestServeOffModeDeniesPrepareWithoutProvider(t *testing.T) {
 }
 
 func TestServeRequiredModePrepare(t *testing.T) {
-	skipWithStubRPC(t)
 	prov := newTestProvider(t)
 	prov.decide = func(tool string) (bool, string) {
 		if tool == "run_shell_command" {
@@ -580,7 +563,6 @@ func TestServeRequiredModePrepare(t *testing.T) {
 }
 
 func TestServeRejectsForeignAndStalePrepare(t *testing.T) {
-	skipWithStubRPC(t)
 	prov := newTestProvider(t)
 	wsA, wsB := t.TempDir(), t.TempDir()
 	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), Workspaces: []string{wsA, wsB}}, fakeChildEnv("ack"))
@@ -619,7 +601,6 @@ func TestServeRejectsForeignAndStalePrepare(t *testing.T) {
 }
 
 func TestServeCancelWhileProviderDecides(t *testing.T) {
-	skipWithStubRPC(t)
 	prov := newTestProvider(t)
 	prov.gate, prov.inCall = make(chan struct{}), make(chan struct{}, 1)
 	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv("ack"))
@@ -643,7 +624,6 @@ func TestServeCancelWhileProviderDecides(t *testing.T) {
 }
 
 func TestServeUnauditedAllowIsDenied(t *testing.T) {
-	skipWithStubRPC(t)
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
 	}
@@ -657,7 +637,6 @@ func TestServeUnauditedAllowIsDenied(t *testing.T) {
 }
 
 func TestServeRejectsUnacknowledgedChannel(t *testing.T) {
-	skipWithStubRPC(t)
 	for _, mode := range []string{"", "badack"} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			prov := newTestProvider(t)
@@ -671,7 +650,6 @@ func TestServeRejectsUnacknowledgedChannel(t *testing.T) {
 }
 
 func TestServeSlashCommands(t *testing.T) {
-	skipWithStubRPC(t)
 	prov := newTestProvider(t)
 	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), AllowSlashCommands: []string{"help"}}, fakeChildEnv("ack"))
 	id := td.newSession(t, "")
@@ -686,7 +664,6 @@ func TestServeSlashCommands(t *testing.T) {
 }
 
 func TestServeChildDeath(t *testing.T) {
-	skipWithStubRPC(t)
 	ws := t.TempDir()
 	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}}, fakeChildEnv(""))
 	id := td.newSession(t, "")
@@ -711,7 +688,6 @@ func TestServeChildDeath(t *testing.T) {
 }
 
 func TestServeShutdownEndsChildren(t *testing.T) {
-	skipWithStubRPC(t)
 	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
@@ -730,7 +706,6 @@ func TestServeShutdownEndsChildren(t *testing.T) {
 }
 
 func TestServeHandshakeFailure(t *testing.T) {
-	skipWithStubRPC(t)
 	prov := newTestProvider(t)
 	g := prov.guard(t)
 	g.Token = "wrong-token"
