@@ -1099,7 +1099,9 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*channel, *hostEr
 		d.mu.Unlock()
 		return nil, unavailable("Start ACP child: %v", err)
 	}
-	connCtx, cancel := context.WithCancel(d.runCtx)
+	// Not derived from runCtx: at shutdown the child gets its grace period
+	// to end its tools before the connection is cut.
+	connCtx, cancel := context.WithCancel(context.Background())
 	ch := &channel{d: d, workspace: ws, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
 	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify})
 	d.chans[ch] = struct{}{}

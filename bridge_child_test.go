@@ -24,8 +24,8 @@ import (
 )
 
 // envFakeChild turns "acpguard acp" started by an in-process daemon into
-// the fake child below. Its value is a comma-separated list of flags:
-// "ack" acknowledges required-v1, "badack" acknowledges something else.
+// the fake child below. Its value says how it answers initialize: "ack"
+// acknowledges required-v1, "badack" something else, anything else nothing.
 const envFakeChild = "ACPGUARD_TEST_FAKE_CHILD"
 
 func init() {
@@ -73,10 +73,10 @@ func runFakeChild(mode string) int {
 					return nil, &rpcError{Code: rpcInvalidRequest, Message: "wrong parent capability"}
 				}
 				caps := map[string]any{"loadSession": false}
-				switch {
-				case strings.Contains(mode, "badack"):
+				switch mode {
+				case "badack":
 					caps["_meta"] = map[string]string{"qwen-code/external-tool-guard-ready": "required-v0"}
-				case strings.Contains(mode, "ack"):
+				case "ack":
 					caps["_meta"] = map[string]string{"qwen-code/external-tool-guard-ready": "required-v1"}
 				}
 				return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []any{}}, nil
@@ -165,18 +165,20 @@ func runFakeChild(mode string) int {
 // testProvider is a policy provider on a loopback socket that counts every
 // connection and prepare, and decides with decide.
 type testProvider struct {
-	srv    *httptest.Server
-	token  string
-	mu     sync.Mutex
-	conns  int
-	calls  []map[string]json.RawMessage
-	decide func(tool string) (allowed bool, reason string)
-	gate   chan struct{} // when set, prepare waits for it before answering
-	inCall chan struct{} // when set, prepare signals it on arrival
+	srv   *httptest.Server
+	token string
+	mu    sync.Mutex
+	conns int
+	calls []map[string]json.RawMessage
+	// verdict decides a prepare; a status other than 200 answers that
+	// status with an empty body.
+	verdict func(tool string, args json.RawMessage) (status int, allowed bool, reason string)
+	gate    chan struct{} // when set, prepare waits for it before answering
+	inCall  chan struct{} // when set, prepare signals it on arrival
 }
 
 func newTestProvider(t *testing.T) *testProvider {
-	p := &testProvider{token: "guard-token-for-tests", decide: func(string) (bool, string) { return true, "" }}
+	p := &testProvider{token: "guard-token-for-tests", verdict: func(string, json.RawMessage) (int, bool, string) { return 200, true, "" }}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serveHTTP))
 	p.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -217,7 +219,11 @@ func (p *testProvider) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		var tool string
 		json.Unmarshal(req["toolName"], &tool)
-		allowed, reason := p.decide(tool)
+		status, allowed, reason := p.verdict(tool, req["arguments"])
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			return
+		}
 		res := map[string]any{"protocolVersion": 1, "requestId": req["requestId"], "allowed": allowed}
 		if reason != "" {
 			res["reason"] = reason
@@ -314,12 +320,17 @@ func untilTurnEnd(promptID string) func(sseEvent) bool {
 	}
 }
 
-// runTurn prompts and returns the turn's events up to its end.
+// runTurn prompts and returns the turn's events, up to its end.
 func (td *testDaemon) runTurn(t *testing.T, id, text string) (string, []sseEvent) {
 	t.Helper()
 	stream := td.openEvents(t, id, "")
 	pid := td.prompt(t, id, text)
-	evs := readSSE(t, stream, untilTurnEnd(pid))
+	var evs []sseEvent
+	for _, ev := range readSSE(t, stream, untilTurnEnd(pid)) {
+		if parseEnvelope(t, ev).PromptID == pid {
+			evs = append(evs, ev)
+		}
+	}
 	return pid, evs
 }
 
@@ -518,11 +529,11 @@ func TestServeOffModeDeniesPrepareWithoutProvider(t *testing.T) {
 
 func TestServeRequiredModePrepare(t *testing.T) {
 	prov := newTestProvider(t)
-	prov.decide = func(tool string) (bool, string) {
+	prov.verdict = func(tool string, _ json.RawMessage) (int, bool, string) {
 		if tool == "run_shell_command" {
-			return false, "no shell here"
+			return 200, false, "no shell here"
 		}
-		return true, ""
+		return 200, true, ""
 	}
 	logPath := filepath.Join(t.TempDir(), "decisions.jsonl")
 	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), DecisionLog: logPath}, fakeChildEnv("ack"))
