@@ -1344,8 +1344,8 @@ func (s *hostSession) activeJob(promptID string) *promptJob {
 }
 
 // argumentsDigest is the SHA-256 of the arguments in canonical form
-// (compact, keys sorted, numbers as written); ok is false unless they are
-// a JSON object.
+// (compact, keys sorted, numbers as written), the form the reference
+// provider's audit log hashes; ok is false unless they are a JSON object.
 func argumentsDigest(raw json.RawMessage) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

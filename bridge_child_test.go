@@ -177,7 +177,7 @@ type testProvider struct {
 	inCall  chan struct{} // when set, prepare signals it on arrival
 }
 
-func newTestProvider(t *testing.T) *testProvider {
+func newTestProvider(t testing.TB) *testProvider {
 	p := &testProvider{token: "guard-token-for-tests", verdict: func(string, json.RawMessage) (int, bool, string) { return 200, true, "" }}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serveHTTP))
 	p.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -240,7 +240,7 @@ func (p *testProvider) counts() (conns, prepares int) {
 	return p.conns, len(p.calls)
 }
 
-func (p *testProvider) guard(t *testing.T) guardConfig {
+func (p *testProvider) guard(t testing.TB) guardConfig {
 	u, err := url.Parse(p.srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +249,7 @@ func (p *testProvider) guard(t *testing.T) guardConfig {
 }
 
 // newSession creates a session and returns its id.
-func (td *testDaemon) newSession(t *testing.T, body string) string {
+func (td *testDaemon) newSession(t testing.TB, body string) string {
 	t.Helper()
 	r := td.do(t, "POST", "/session", body)
 	var res newSessionResponse
@@ -260,7 +260,7 @@ func (td *testDaemon) newSession(t *testing.T, body string) string {
 }
 
 // prompt submits a one-block text prompt and returns its promptId.
-func (td *testDaemon) prompt(t *testing.T, id, text string) string {
+func (td *testDaemon) prompt(t testing.TB, id, text string) string {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}})
 	r := td.do(t, "POST", "/session/"+id+"/prompt", string(body))
@@ -279,7 +279,7 @@ type envelope struct {
 	Data     json.RawMessage `json:"data"`
 }
 
-func parseEnvelope(t *testing.T, ev sseEvent) envelope {
+func parseEnvelope(t testing.TB, ev sseEvent) envelope {
 	t.Helper()
 	var e envelope
 	if err := decodeStrict(ev.data, &e); err != nil {
@@ -292,7 +292,7 @@ func parseEnvelope(t *testing.T, ev sseEvent) envelope {
 }
 
 // texts returns the agent_message_chunk texts of session_update events.
-func texts(t *testing.T, evs []sseEvent) []string {
+func texts(t testing.TB, evs []sseEvent) []string {
 	var out []string
 	for _, ev := range evs {
 		if ev.typ != eventSessionUpdate {
@@ -321,7 +321,7 @@ func untilTurnEnd(promptID string) func(sseEvent) bool {
 }
 
 // runTurn prompts and returns the turn's events, up to its end.
-func (td *testDaemon) runTurn(t *testing.T, id, text string) (string, []sseEvent) {
+func (td *testDaemon) runTurn(t testing.TB, id, text string) (string, []sseEvent) {
 	t.Helper()
 	stream := td.openEvents(t, id, "")
 	pid := td.prompt(t, id, text)

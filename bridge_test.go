@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +48,7 @@ type testDaemon struct {
 
 // startTestDaemon runs serveDaemon with opts; extraEnv ("K=V") is added to
 // the environment its children inherit.
-func startTestDaemon(t *testing.T, opts serveOptions, extraEnv ...string) *testDaemon {
+func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testDaemon {
 	t.Helper()
 	if opts.Hostname == "" {
 		opts.Hostname = "127.0.0.1"
@@ -98,7 +100,7 @@ type hostResponse struct {
 }
 
 // do sends one host request; body "" sends none.
-func (td *testDaemon) do(t *testing.T, method, path, body string, header ...string) hostResponse {
+func (td *testDaemon) do(t testing.TB, method, path, body string, header ...string) hostResponse {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -128,7 +130,7 @@ func (td *testDaemon) do(t *testing.T, method, path, body string, header ...stri
 }
 
 // wantError checks a host error response's status and code.
-func wantError(t *testing.T, r hostResponse, status int, code string) {
+func wantError(t testing.TB, r hostResponse, status int, code string) {
 	t.Helper()
 	if r.status != status {
 		t.Errorf("status = %d, want %d (body %s)", r.status, status, r.body)
@@ -312,6 +314,16 @@ func TestArgumentsDigest(t *testing.T) {
 	if c == a {
 		t.Errorf("2.50 and 2.5 hash alike; numbers must be kept as written")
 	}
+	// The decision log and the reference provider's audit log hash alike,
+	// so their lines correlate.
+	for _, raw := range []string{`{"b":1,"a":{"y":2.50,"x":"<"}}`, `{"file_path":"/tmp/a","content":"\u00e9\n"}`} {
+		v, err := decodeProviderArguments(json.RawMessage(raw))
+		canon, _ := json.Marshal(v)
+		sum := sha256.Sum256(canon)
+		if got, _ := argumentsDigest(json.RawMessage(raw)); err != nil || got != hex.EncodeToString(sum[:]) {
+			t.Errorf("digest of %s differs from the provider audit's", raw)
+		}
+	}
 	for _, bad := range []string{``, `null`, `[]`, `"x"`, `1`, `{"a":1} {}`, `{`} {
 		if _, ok := argumentsDigest(json.RawMessage(bad)); ok {
 			t.Errorf("argumentsDigest(%q) accepted a non-object", bad)
@@ -372,7 +384,7 @@ type sseEvent struct {
 	data    json.RawMessage
 }
 
-func readSSE(t *testing.T, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent {
+func readSSE(t testing.TB, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent {
 	t.Helper()
 	var out []sseEvent
 	var cur sseEvent
@@ -405,7 +417,7 @@ func readSSE(t *testing.T, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent
 }
 
 // openEvents opens a session's event stream.
-func (td *testDaemon) openEvents(t *testing.T, id string, lastEventID string) *bufio.Reader {
+func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *bufio.Reader {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
