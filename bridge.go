@@ -159,14 +159,20 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if !loopback && opts.Token == "" {
 		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname)
 	}
-	workspaces, err := resolveWorkspaces(opts.Workspaces)
-	if err != nil {
-		return err
+	// parseServeArgs made every workspace absolute and defaulted to the
+	// current directory; a relative one here could never match a cwd.
+	if len(opts.Workspaces) == 0 {
+		return usagef("no workspace given")
+	}
+	for _, ws := range opts.Workspaces {
+		if !filepath.IsAbs(ws) {
+			return usagef("--workspace %q: not an absolute path", ws)
+		}
 	}
 	d := &daemon{
 		sys:        sys,
 		token:      opts.Token,
-		workspaces: workspaces,
+		workspaces: opts.Workspaces,
 		maxPending: opts.MaxPendingPrompts,
 		allowSlash: opts.AllowSlashCommands,
 		checkHost:  loopback,
@@ -278,25 +284,6 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 	}
 	stops.Wait()
 	d.wg.Wait()
-}
-
-func resolveWorkspaces(dirs []string) ([]string, error) {
-	if len(dirs) == 0 {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("resolve the default workspace: %w", err)
-		}
-		dirs = []string{wd}
-	}
-	out := make([]string, 0, len(dirs))
-	for _, dir := range dirs {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return nil, fmt.Errorf("resolve workspace %q: %w", dir, err)
-		}
-		out = append(out, abs)
-	}
-	return out, nil
 }
 
 // isLoopbackBind reports whether a --hostname binds loopback only.

@@ -276,7 +276,7 @@ func TestServeRequestErrors(t *testing.T) {
 
 func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
-	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "0.0.0.0", MaxPendingPrompts: 5, Guard: guardConfig{Mode: guardModeOff}}, func(string) {
+	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "0.0.0.0", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: guardConfig{Mode: guardModeOff}}, func(string) {
 		t.Error("listener opened")
 	})
 	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), `"0.0.0.0"`) {
