@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,22 +47,34 @@ const (
 
 // ACP stop reasons.
 const (
-	stopEndTurn          = "end_turn"
-	stopMaxTurnRequests  = "max_turn_requests"
-	stopCancelled        = "cancelled"
-	defaultMaxModelTurns = 50
+	stopEndTurn         = "end_turn"
+	stopMaxTurnRequests = "max_turn_requests"
+	stopCancelled       = "cancelled"
 )
 
-// Approval modes, Qwen Code's names. Only the ids exist in this issue; the
-// permission layer gives them meaning.
+// Approval modes as session/new offers them; policy.go gives them meaning.
 var approvalModes = []struct{ id, name, description string }{
-	{"plan", "Plan", "Read-only tools only"},
-	{"default", "Default", "Ask before edits and shell commands"},
-	{"auto-edit", "Auto Edit", "Run edits, ask before shell commands"},
-	{"yolo", "YOLO", "Run every tool without asking"},
+	{modePlan, "Plan", "Read-only tools only"},
+	{modeDefault, "Default", "Ask before edits and shell commands"},
+	{modeAutoEdit, "Auto Edit", "Run edits, ask before shell commands"},
+	{modeYolo, "YOLO", "Run every tool without asking"},
 }
 
-const defaultApprovalMode = "default"
+// session/request_permission, its options and outcomes (ACP v1).
+const (
+	methodRequestPermission = "session/request_permission"
+	optionAllowOnce         = "allow_once"
+	optionAllowAlways       = "allow_always"
+	optionRejectOnce        = "reject_once"
+	outcomeSelected         = "selected"
+	outcomeCancelled        = "cancelled"
+)
+
+var permissionOptions = []map[string]string{
+	{"optionId": optionAllowOnce, "name": "Allow once", "kind": optionAllowOnce},
+	{"optionId": optionAllowAlways, "name": "Always allow in this session", "kind": optionAllowAlways},
+	{"optionId": optionRejectOnce, "name": "Reject", "kind": optionRejectOnce},
+}
 
 // agent is one ACP connection and the sessions created on it.
 type agent struct {
@@ -73,6 +87,14 @@ type agent struct {
 	managedCapability string          // managed child: the parent's secret
 	provider          *providerClient // standalone required mode
 
+	settings   *settings
+	allowSlash []string // slash commands serve opened for a managed child
+	home       string   // for ~/ in path rules
+	// mcpSettings are the settings file's MCP servers, started for every
+	// session; mcpCallTimeout bounds one tools/call (0: the default).
+	mcpSettings    []mcpServerConfig
+	mcpCallTimeout time.Duration
+
 	mu          sync.Mutex
 	initialized bool
 	sessions    map[string]*session
@@ -83,11 +105,13 @@ type session struct {
 	id         string
 	cwd        string
 	background *processSet
+	mcp        *mcpSet // its MCP servers and their tools
 
 	mu      sync.Mutex
 	mode    string
 	cancel  context.CancelFunc // of the running prompt, nil when idle
 	history []message
+	always  map[string]bool // calls the user allowed for the whole session
 }
 
 func runACP(ctx context.Context, sys *system, args []string) error {
@@ -96,10 +120,22 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		return err
 	}
 	a := &agent{
-		env:      sys.env,
-		log:      slog.New(slog.NewTextHandler(sys.stderr, nil)),
-		model:    scriptedModel{},
-		sessions: make(map[string]*session),
+		env:        sys.env,
+		log:        slog.New(slog.NewTextHandler(sys.stderr, nil)),
+		model:      scriptedModel{},
+		sessions:   make(map[string]*session),
+		settings:   opts.Settings,
+		allowSlash: opts.AllowSlashCommands,
+		home:       sys.env.lookup("HOME"),
+	}
+	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
+		return usagef("settings: %v", err)
+	}
+	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
+	if opts.Model == modelOpenAI {
+		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
+			return &usageError{err}
+		}
 	}
 	switch marker := sys.env.privateGuard; {
 	case marker != "":
@@ -139,9 +175,12 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 func (a *agent) shutdown() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, s := range a.sessions {
+		wg.Go(s.mcp.close)
 		s.background.killAll()
 	}
+	wg.Wait()
 }
 
 func (a *agent) guarded() bool { return a.managedCapability != "" || a.provider != nil }
@@ -155,7 +194,7 @@ func (a *agent) handleRequest(ctx context.Context, method string, params json.Ra
 	case methodInitialize:
 		return a.initialize(params)
 	case methodSessionNew:
-		return a.newSession(params)
+		return a.newSession(ctx, params)
 	case methodSessionPrompt:
 		return a.prompt(ctx, params)
 	case methodSessionSetMode:
@@ -226,7 +265,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	}, nil
 }
 
-func (a *agent) newSession(params json.RawMessage) (any, error) {
+func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, error) {
 	var p struct {
 		Cwd        string            `json:"cwd"`
 		McpServers []json.RawMessage `json:"mcpServers"`
@@ -237,6 +276,9 @@ func (a *agent) newSession(params json.RawMessage) (any, error) {
 	}
 	if !filepath.IsAbs(p.Cwd) {
 		return nil, invalidParams("session/new: cwd %q is not an absolute path", p.Cwd)
+	}
+	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
+		return nil, invalidParams("session/new: cwd %q is not an existing directory", p.Cwd)
 	}
 	a.mu.Lock()
 	initialized := a.initialized
@@ -249,7 +291,17 @@ func (a *agent) newSession(params json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: defaultApprovalMode, background: &processSet{}}
+	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: a.settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{}}
+	requested, err := parseACPMCPServers(p.McpServers)
+	if err != nil {
+		return nil, invalidParams("session/new: %v", err)
+	}
+	// The failures are shown as agent text at the start of the session's
+	// first prompt: updates for a session id the client has not yet
+	// received may be dropped.
+	s.mcp = startMCPServers(ctx, mergeMCPServers(a.mcpSettings, requested), mcpOptions{
+		Cwd: s.cwd, Env: a.env, Log: a.log.With("session", id), CallTimeout: a.mcpCallTimeout,
+	}, requested.notices)
 	a.mu.Lock()
 	a.sessions[id] = s
 	a.mu.Unlock()
@@ -339,6 +391,10 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		}
 	}
 	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
+	if strings.HasPrefix(text.String(), "/") {
+		a.slashCommand(s, text.String())
+		return map[string]string{"stopReason": stopEndTurn}, nil
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -365,6 +421,14 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Env:        a.env,
 		Background: s.background,
 		Observer:   nil, // set per call
+		Policy:     nil, // set per call: the mode may change between calls
+		Extra:      s.mcp.extra(),
+	}
+	for _, n := range s.mcp.takeNotices() {
+		a.update(s.id, map[string]any{
+			"sessionUpdate": "agent_message_chunk",
+			"content":       map[string]string{"type": "text", "text": n + "\n"},
+		})
 	}
 	stop, err := a.runTurn(ctx, s, env)
 	if err != nil {
@@ -470,14 +534,16 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 // runTurn runs the model loop of one prompt until the model stops calling
 // tools, the prompt is cancelled, or the turn limit is reached.
 func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, error) {
-	for range defaultMaxModelTurns {
+	for range a.settings.Model.MaxTurns {
 		if ctx.Err() != nil {
 			return stopCancelled, nil
 		}
+		// Only this turn appends to the history, so the model may read it
+		// without a copy; the full slice expression keeps it from appending.
 		s.mu.Lock()
-		history := append([]message(nil), s.history...)
+		history := s.history[:len(s.history):len(s.history)]
 		s.mu.Unlock()
-		turn, err := a.model.next(ctx, history, nil, func(t string) {
+		turn, err := a.model.next(ctx, history, a.offeredTools(env), func(t string) {
 			if t != "" {
 				a.update(s.id, map[string]any{
 					"sessionUpdate": "agent_message_chunk",
@@ -503,6 +569,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			} else {
 				callEnv := *env
 				callEnv.Observer = obs
+				callEnv.Policy = a.callPolicy(s)
 				res = runTool(ctx, &callEnv, call)
 			}
 			obs.finish(call, res)
@@ -607,4 +674,135 @@ func rawInputOf(args json.RawMessage) any {
 		return m
 	}
 	return map[string]string{"raw": string(args)}
+}
+
+// offeredTools is what the model may call: tools.disabled removes a tool
+// from the offer, and policy.go also refuses it if called.
+func (a *agent) offeredTools(env *toolEnv) []*toolSpec {
+	all := offeredTools(env)
+	out := all[:0]
+	for _, t := range all {
+		if !a.settings.toolDisabled(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// callPolicy is the layers before the guard for the next call of s.
+func (a *agent) callPolicy(s *session) *callPolicy {
+	s.mu.Lock()
+	mode := s.mode
+	s.mu.Unlock()
+	return &callPolicy{
+		Settings: a.settings,
+		Mode:     mode,
+		Home:     a.home,
+		Ask: func(ctx context.Context, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
+			return a.askPermission(ctx, s, call, spec, args)
+		},
+		Log: a.log.Warn,
+	}
+}
+
+// alwaysKey is what an allow_always answer remembers: the tool, and for a
+// shell call the exact command, so one approved command approves no other.
+func alwaysKey(tool string, args map[string]any) string {
+	if tool == toolShell {
+		cmd, _ := args["command"].(string)
+		return tool + "\x00" + cmd
+	}
+	return tool
+}
+
+// askPermission asks the client with session/request_permission. Anything
+// but a well-formed allow is a reject.
+func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
+	key := alwaysKey(spec.Name, args)
+	s.mu.Lock()
+	remembered := s.always[key]
+	s.mu.Unlock()
+	if remembered {
+		return permissionAllowed
+	}
+	raw, err := a.conn.call(ctx, methodRequestPermission, map[string]any{
+		"sessionId": s.id,
+		"toolCall": map[string]any{
+			"toolCallId": call.ID,
+			"title":      spec.title(args),
+			"kind":       spec.Kind,
+			"status":     "pending",
+			"rawInput":   args,
+			"_meta":      map[string]string{"toolName": spec.Name},
+		},
+		"options": permissionOptions,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return permissionCancelled
+		}
+		a.log.Warn("session/request_permission failed: the call is rejected", "session", s.id, "toolCallId", call.ID, "err", err)
+		return permissionRejected
+	}
+	var ans struct {
+		Outcome struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId,omitempty"`
+		} `json:"outcome"`
+		Meta json.RawMessage `json:"_meta,omitempty"`
+	}
+	if err := decodeStrict(raw, &ans); err != nil {
+		a.log.Warn("session/request_permission: unreadable answer: the call is rejected", "session", s.id, "err", err)
+		return permissionRejected
+	}
+	switch {
+	case ans.Outcome.Outcome == outcomeCancelled:
+		return permissionCancelled
+	case ans.Outcome.Outcome != outcomeSelected:
+		return permissionRejected
+	case ans.Outcome.OptionID == optionAllowOnce:
+		return permissionAllowed
+	case ans.Outcome.OptionID == optionAllowAlways:
+		s.mu.Lock()
+		s.always[key] = true
+		s.mu.Unlock()
+		return permissionAllowed
+	default:
+		return permissionRejected
+	}
+}
+
+// Slash commands: prompt text starting with "/". The set is small on
+// purpose; none of them runs a tool.
+const (
+	slashHelp  = "help"
+	slashTools = "tools"
+)
+
+// slashCommand answers a slash command with one agent message. A managed
+// child runs only the commands serve opened, and never /fork.
+func (a *agent) slashCommand(s *session, text string) {
+	name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(text), "/"), " ")
+	var reply string
+	switch {
+	case a.managedCapability != "" && !slices.Contains(a.allowSlash, name):
+		reply = fmt.Sprintf("The slash command /%s is not available in a managed session.", name)
+	case a.settings.slashCommandDisabled(name):
+		reply = fmt.Sprintf("The slash command /%s is disabled by settings (slashCommands.disabled).", name)
+	case name == slashHelp:
+		reply = "Slash commands: /help (this text), /tools (the tools the model may call).\n" +
+			"Scripted model: each line `call <tool_name> <json-object>` proposes one tool call."
+	case name == slashTools:
+		var names []string
+		for _, t := range a.offeredTools(&toolEnv{}) {
+			names = append(names, t.Name)
+		}
+		reply = "Tools: " + strings.Join(names, ", ")
+	default:
+		reply = fmt.Sprintf("Unknown slash command /%s; try /help.", name)
+	}
+	a.update(s.id, map[string]any{
+		"sessionUpdate": "agent_message_chunk",
+		"content":       map[string]string{"type": "text", "text": reply},
+	})
 }

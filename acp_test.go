@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -20,7 +23,7 @@ import (
 // acpClient is a line-delimited JSON-RPC client of an acpguard acp process.
 // It answers the agent's requests with onRequest.
 type acpClient struct {
-	t     *testing.T
+	t     testing.TB
 	stdin io.WriteCloser
 	done  chan struct{} // closed when the agent's stdout ends
 
@@ -47,7 +50,7 @@ type acpRequest struct {
 }
 
 // startACP starts acpguard acp with args and extra environment.
-func startACP(t *testing.T, onRequest func(string, json.RawMessage) (any, *rpcError), args []string, extraEnv ...string) *acpClient {
+func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcError), args []string, extraEnv ...string) *acpClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := acpguardCmd(t, ctx, append([]string{"acp"}, args...), extraEnv...)
@@ -322,6 +325,15 @@ func (c *acpClient) newSession(cwd string) string {
 	return res.SessionID
 }
 
+// newYoloSession is a session in yolo mode: the tests of the guard path
+// need no permission prompts.
+func (c *acpClient) newYoloSession(cwd string) string {
+	c.t.Helper()
+	sid := c.newSession(cwd)
+	c.mustCall(methodSessionSetMode, map[string]any{"sessionId": sid, "modeId": modeYolo}, nil)
+	return sid
+}
+
 func promptParams(sessionID, text, promptID string) map[string]any {
 	p := map[string]any{"sessionId": sessionID, "prompt": []any{map[string]any{"type": "text", "text": text}}}
 	if promptID != "" {
@@ -370,7 +382,7 @@ func parentAnswering(log *prepareLog, answer func(req map[string]any) (any, *rpc
 	}
 }
 
-func startManaged(t *testing.T, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
+func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
 	c := startACP(t, parentAnswering(log, answer), nil, managedEnv...)
 	var res struct {
 		AgentCapabilities struct {
@@ -437,6 +449,9 @@ func TestACPInitializeAndErrors(t *testing.T) {
 	if r := c.call(methodSessionNew, map[string]any{"cwd": "relative/dir", "mcpServers": []any{}}); r.Error == nil || r.Error.Code != rpcInvalidParams || !strings.Contains(r.Error.Message, `"relative/dir"`) {
 		t.Errorf("relative cwd: %+v", r)
 	}
+	if r := c.call(methodSessionNew, map[string]any{"cwd": "/no/such/dir", "mcpServers": []any{}}); r.Error == nil || !strings.Contains(r.Error.Message, `"/no/such/dir" is not an existing directory`) {
+		t.Errorf("missing cwd: %+v", r)
+	}
 	sid := c.newSession(t.TempDir())
 	c.mu.Lock()
 	nullErrors := fmt.Sprint(c.nullErrors)
@@ -456,7 +471,7 @@ func TestACPPlainPathRunsTool(t *testing.T) {
 	c := startACP(t, nil, nil)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	dir := t.TempDir()
-	sid := c.newSession(dir)
+	sid := c.newYoloSession(dir)
 	stop := c.prompt(sid, `call write_file {"file_path":"out.txt","content":"hi"}`, "")
 	if stop != stopEndTurn {
 		t.Fatalf("stopReason = %q", stop)
@@ -539,7 +554,7 @@ func TestACPManagedGuardDecisions(t *testing.T) {
 			var log prepareLog
 			c := startManaged(t, &log, tt.answer)
 			dir := t.TempDir()
-			sid := c.newSession(dir)
+			sid := c.newYoloSession(dir)
 			if stop := c.prompt(sid, `call write_file {"file_path":"sub/../out.txt","content":"hi"}`, "prompt-1"); stop != stopEndTurn {
 				t.Fatalf("stopReason = %q", stop)
 			}
@@ -584,7 +599,7 @@ func TestACPManagedPromptWithoutIdentityRunsNoTool(t *testing.T) {
 	var log prepareLog
 	c := startManaged(t, &log, allow)
 	dir := t.TempDir()
-	sid := c.newSession(dir)
+	sid := c.newYoloSession(dir)
 	c.prompt(sid, `call write_file {"file_path":"out.txt","content":"hi"}`, "")
 	if fileExists(filepath.Join(dir, "out.txt")) {
 		t.Error("a managed prompt without identity wrote a file")
@@ -601,7 +616,7 @@ func TestACPManagedPromptWithoutIdentityRunsNoTool(t *testing.T) {
 func TestACPManagedNestedAgentRejected(t *testing.T) {
 	var log prepareLog
 	c := startManaged(t, &log, allow)
-	sid := c.newSession(t.TempDir())
+	sid := c.newYoloSession(t.TempDir())
 	c.prompt(sid, "call agent {\"prompt\":\"do it\"}\ncall send_message {}", "p")
 	ups := c.sessionUpdates(sid)
 	n := 0
@@ -630,7 +645,7 @@ func TestACPCancelDuringGuard(t *testing.T) {
 	})
 	defer close(release)
 	dir := t.TempDir()
-	sid := c.newSession(dir)
+	sid := c.newYoloSession(dir)
 	resp := c.start(methodSessionPrompt, promptParams(sid, `call write_file {"file_path":"out.txt","content":"hi"}`, "p1"))
 	c.waitFor("the guard request", func(reqs []acpRequest, _ []json.RawMessage) bool { return len(reqs) == 1 })
 	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
@@ -653,7 +668,7 @@ func TestACPCancelBeforeGuard(t *testing.T) {
 	var log prepareLog
 	c := startManaged(t, &log, allow)
 	dir := t.TempDir()
-	sid := c.newSession(dir)
+	sid := c.newYoloSession(dir)
 	marker := filepath.Join(dir, "started")
 	resp := c.start(methodSessionPrompt, promptParams(sid,
 		"call run_shell_command {\"command\":\"touch started; sleep 30\"}\ncall write_file {\"file_path\":\"second.txt\",\"content\":\"x\"}", "p1"))
@@ -682,7 +697,7 @@ func TestACPBackgroundShellGuardedOnce(t *testing.T) {
 	var log prepareLog
 	c := startManaged(t, &log, allow)
 	dir := t.TempDir()
-	sid := c.newSession(dir)
+	sid := c.newYoloSession(dir)
 	c.prompt(sid, `call run_shell_command {"command":"echo $$ > bg.pid; exec sleep 60","is_background":true}`, "p1")
 	if n := len(log.all()); n != 1 {
 		t.Fatalf("guard requests = %d, want 1", n)
@@ -734,7 +749,7 @@ func TestACPStandaloneProvider(t *testing.T) {
 		envGuardToken+"="+providerTestToken)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	dir := t.TempDir()
-	sid := c.newSession(dir)
+	sid := c.newYoloSession(dir)
 	c.prompt(sid, "call write_file {\"file_path\":\"ok.txt\",\"content\":\"x\"}\n"+
 		"call run_shell_command {\"command\":\"sudo touch denied.txt\"}", "")
 	if !fileExists(filepath.Join(dir, "ok.txt")) {
@@ -781,5 +796,236 @@ func TestACPStandaloneHandshakeFailureExits1(t *testing.T) {
 	}
 	if strings.Contains(stderr, providerTestToken) {
 		t.Fatal("the token appeared in an error")
+	}
+}
+
+// BenchmarkACPScriptedTurn times one prompt turn with one write_file call
+// through the real binary: plain path, and managed with a parent that allows.
+func BenchmarkACPScriptedTurn(b *testing.B) {
+	for _, managed := range []bool{false, true} {
+		name := "plain"
+		if managed {
+			name = "managed-allow"
+		}
+		b.Run(name, func(b *testing.B) {
+			var c *acpClient
+			if managed {
+				c = startManaged(b, &prepareLog{}, allow)
+			} else {
+				c = startACP(b, nil, nil)
+				c.mustCall(methodInitialize, initializeParams(""), nil)
+			}
+			sid := c.newYoloSession(b.TempDir())
+			b.ResetTimer()
+			for i := range b.N {
+				c.prompt(sid, fmt.Sprintf(`call write_file {"file_path":"f%d.txt","content":"x"}`, i), "p")
+			}
+		})
+	}
+}
+
+func TestACPOpenAIModelKeyNeverReachesTools(t *testing.T) {
+	const key = "sk-test-secret-key-0123456789"
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "bad key", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if calls.Add(1) == 1 {
+			io.WriteString(w, `{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,`+
+				`"tool_calls":[{"id":"call_model_1","type":"function","function":{"name":"run_shell_command","arguments":"{\"command\":\"env > env.txt\"}"}}]}}]}`)
+			return
+		}
+		io.WriteString(w, `{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"all done"}}]}`)
+	}))
+	defer srv.Close()
+	c := startACP(t, nil, nil, envModelBaseURL+"="+srv.URL+"/v1", envModelName+"=test-model", envModelKey+"="+key)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newYoloSession(dir)
+	if stop := c.prompt(sid, "show me the environment", ""); stop != stopEndTurn {
+		t.Fatalf("stopReason = %q", stop)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "env.txt"))
+	if err != nil {
+		t.Fatalf("the model's shell call did not run: %v", err)
+	}
+	if strings.Contains(string(got), key) || strings.Contains(string(got), envModelKey) {
+		t.Fatal("the model API key reached a tool's environment")
+	}
+	ups := c.sessionUpdates(sid)
+	if tc := firstToolCall(t, ups); tc.ToolCallID != "call_model_1" {
+		t.Errorf("toolCallId = %q, want the model's id", tc.ToolCallID)
+	}
+	if text := agentText(ups); text != "all done" {
+		t.Errorf("model text = %q", text)
+	}
+	if strings.Contains(c.stderrText(), key) {
+		t.Error("the model API key appeared in the agent's log")
+	}
+}
+
+// permissionParent answers guard requests with allow and permission
+// requests with answer, counting both.
+func permissionParent(log *prepareLog, perms *atomic.Int32, answer any) func(string, json.RawMessage) (any, *rpcError) {
+	return func(method string, params json.RawMessage) (any, *rpcError) {
+		switch method {
+		case methodGuardPrepare:
+			log.add(params)
+			return map[string]any{"allowed": true}, nil
+		case methodRequestPermission:
+			perms.Add(1)
+			return answer, nil
+		}
+		return nil, &rpcError{Code: rpcMethodNotFound, Message: method}
+	}
+}
+
+func startManagedWith(t *testing.T, handler func(string, json.RawMessage) (any, *rpcError), args ...string) *acpClient {
+	c := startACP(t, handler, args, managedEnv...)
+	c.mustCall(methodInitialize, initializeParams(testCapability), nil)
+	return c
+}
+
+func selected(option string) any {
+	return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": option}}
+}
+
+func TestACPPermissionRoundTrips(t *testing.T) {
+	tests := []struct {
+		name     string
+		answer   any
+		written  bool
+		perms    int32 // permission requests for two identical calls
+		prepares int
+		modelSay string
+	}{
+		{"allow once", selected(optionAllowOnce), true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
+		{"allow always", selected(optionAllowAlways), true, 1, 2, "write_file: completed\nwrite_file: completed\n"},
+		{"reject", selected(optionRejectOnce), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		{"unknown option", selected("allow_forever"), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		{"cancelled", map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, false, 2, 0, "write_file: cancelled\nwrite_file: cancelled\n"},
+		{"malformed", map[string]any{"outcome": "yes"}, false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log prepareLog
+			var perms atomic.Int32
+			c := startManagedWith(t, permissionParent(&log, &perms, tt.answer))
+			dir := t.TempDir()
+			sid := c.newSession(dir) // default mode: writes ask
+			line := `call write_file {"file_path":"out.txt","content":"hi"}`
+			c.prompt(sid, line+"\n"+line, "p1")
+			if fileExists(filepath.Join(dir, "out.txt")) != tt.written {
+				t.Errorf("file written = %v, want %v", !tt.written, tt.written)
+			}
+			if got := perms.Load(); got != tt.perms {
+				t.Errorf("permission requests = %d, want %d", got, tt.perms)
+			}
+			if got := len(log.all()); got != tt.prepares {
+				t.Errorf("guard requests = %d, want %d", got, tt.prepares)
+			}
+			if got := agentText(c.sessionUpdates(sid)); got != tt.modelSay {
+				t.Errorf("model answer = %q, want %q", got, tt.modelSay)
+			}
+		})
+	}
+}
+
+func TestACPLayersBeforeGuardMakeNoProviderRequest(t *testing.T) {
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "hook.sh")
+	if err := os.WriteFile(hook, []byte("#!/bin/bash\necho 'hook says no' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeSettings := func(body string) string {
+		f := filepath.Join(t.TempDir(), "settings.json")
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	tests := []struct {
+		name     string
+		settings string
+		mode     string
+		prompt   string
+		text     string
+	}{
+		{"deny rule", `{"tools":{"approvalMode":"yolo"},"permissions":{"deny":["Write(./blocked/**)"]}}`, "",
+			`call write_file {"file_path":"blocked/x.txt","content":"x"}`, `Tool "write_file" denied by permission rule "Write(./blocked/**)"`},
+		{"plan mode", `{"tools":{"approvalMode":"plan"}}`, "",
+			`call run_shell_command {"command":"touch made.txt"}`, `Tool "run_shell_command" is not allowed in plan mode: only read-only tools run`},
+		{"set_mode plan", `{"tools":{"approvalMode":"yolo"}}`, modePlan,
+			`call write_file {"file_path":"made.txt","content":"x"}`, `Tool "write_file" is not allowed in plan mode: only read-only tools run`},
+		{"disabled tool", `{"tools":{"approvalMode":"yolo","disabled":["run_shell_command"]}}`, "",
+			`call run_shell_command {"command":"touch made.txt"}`, `Tool "run_shell_command" is disabled by settings (tools.disabled)`},
+		{"hook exit 2", `{"tools":{"approvalMode":"yolo"},"hooks":{"PreToolUse":[{"matcher":"run_shell_command","hooks":[{"type":"command","command":"` + hook + `"}]}]}}`, "",
+			`call run_shell_command {"command":"touch made.txt"}`, "hook says no"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log prepareLog
+			var perms atomic.Int32
+			c := startManagedWith(t, permissionParent(&log, &perms, selected(optionAllowOnce)), "--settings", writeSettings(tt.settings))
+			work := t.TempDir()
+			sid := c.newSession(work)
+			if tt.mode != "" {
+				c.mustCall(methodSessionSetMode, map[string]any{"sessionId": sid, "modeId": tt.mode}, nil)
+			}
+			c.prompt(sid, tt.prompt, "p1")
+			if n := len(log.all()); n != 0 {
+				t.Errorf("guard requests = %d, want 0", n)
+			}
+			if perms.Load() != 0 {
+				t.Errorf("the user was asked")
+			}
+			for _, f := range []string{"made.txt", "blocked/x.txt"} {
+				if fileExists(filepath.Join(work, f)) {
+					t.Errorf("%s was created", f)
+				}
+			}
+			ups := c.sessionUpdates(sid)
+			tc := firstToolCall(t, ups)
+			if _, text, errType := callOutcome(ups, tc.ToolCallID); !strings.Contains(text, tt.text) || errType != errTypeExecutionDenied {
+				t.Errorf("result %q (%s), want %q (execution_denied)", text, errType, tt.text)
+			}
+		})
+	}
+}
+
+func TestACPSlashCommands(t *testing.T) {
+	settings := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(settings, []byte(`{"slashCommands":{"disabled":["tools"]}}`), 0o600)
+	c := startACP(t, nil, []string{"--settings", settings})
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	sid := c.newSession(t.TempDir())
+	c.prompt(sid, "/help", "")
+	c.prompt(sid, "/tools", "")
+	text := agentText(c.sessionUpdates(sid))
+	if !strings.Contains(text, "Slash commands: /help") || !strings.Contains(text, "/tools is disabled by settings") {
+		t.Errorf("agent text = %q", text)
+	}
+
+	m := startManagedWith(t, nil, "--allow-slash-command", "help")
+	msid := m.newSession(t.TempDir())
+	m.prompt(msid, "/help", "p1")
+	m.prompt(msid, "/fork now", "p2")
+	m.prompt(msid, "/tools", "p3")
+	text = agentText(m.sessionUpdates(msid))
+	if !strings.Contains(text, "Slash commands: /help") || !strings.Contains(text, "/fork is not available in a managed session") ||
+		!strings.Contains(text, "/tools is not available in a managed session") {
+		t.Errorf("managed agent text = %q", text)
+	}
+}
+
+func TestACPBadSettingsExit2(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(f, []byte(`{"tools":{"aprovalMode":"yolo"}}`), 0o600)
+	code, _, stderr := runAcpguard(t, []string{"acp", "--settings", f})
+	if code != exitUsage || !strings.Contains(stderr, `unknown key "tools.aprovalMode"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -71,24 +72,54 @@ type guardConfig struct {
 
 func (g guardConfig) required() bool { return g.Mode == guardModeRequired }
 
+// providerOptions are the validated flags of "acpguard provider". Every zero
+// value is the default.
 type providerOptions struct {
 	Listen         string // host:port, localhost already pinned to 127.0.0.1
 	PolicyFile     string
 	AuditPath      string // "" none, "-" stdout
 	AuditArguments bool
 	Token          string
+	Shadow         bool       // answer allow whatever the policy says, and log what it says
+	LogJSON        bool       // --log-format json; text otherwise
+	LogLevel       slog.Level // the zero Level is info
+	TLSCert        string     // with TLSKey: serve HTTPS; both or neither
+	TLSKey         string
+}
+
+// providerCheckOptions are the validated flags of "acpguard provider check".
+type providerCheckOptions struct {
+	PolicyFile string
+	CasesFile  string
+	// CasesGiven says --cases named the file: then it must exist. The
+	// default file beside the policy may be absent.
+	CasesGiven bool
 }
 
 type acpOptions struct {
-	Guard guardConfig
+	Guard              guardConfig
+	Model              string // modelScripted or modelOpenAI
+	OpenAI             openAIConfig
+	Settings           *settings // from --settings, or the defaults
+	AllowSlashCommands []string  // for a managed child: the slash commands serve opened
 }
+
+// Model choices of "acpguard acp", and the environment of the OpenAI-compatible
+// client, named as in Qwen Code.
+const (
+	modelScripted   = "scripted"
+	modelOpenAI     = "openai"
+	envModelBaseURL = "OPENAI_BASE_URL"
+	envModelName    = "OPENAI_MODEL"
+)
 
 type serveOptions struct {
 	Hostname           string // an IP address or host name; localhost pinned to 127.0.0.1
 	Port               int    // 0: pick a free port
 	Workspaces         []string
-	SettingsFile       string // "" none
-	Token              string // host API token, "" none
+	SettingsFile       string    // "" none
+	Settings           *settings // loaded from SettingsFile, or the defaults
+	Token              string    // host API token, "" none
 	Guard              guardConfig
 	DecisionLog        string // "" stderr
 	MaxPendingPrompts  int
@@ -377,8 +408,20 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 	policy := onceFlag(fs, "policy", "")
 	audit := onceFlag(fs, "audit", "")
 	auditArgs := fs.Bool("audit-arguments", false, "")
+	shadow := fs.Bool("shadow", false, "")
+	logFormat := onceFlag(fs, "log-format", "text")
+	logLevel := onceFlag(fs, "log-level", "info")
+	tlsCert := onceFlag(fs, "tls-cert", "")
+	tlsKey := onceFlag(fs, "tls-key", "")
 	if err := parseFlags(fs, "provider", providerUsage, args, sys); err != nil {
 		return providerOptions{}, err
+	}
+	logJSON, level, err := parseLogFlags(logFormat.value, logLevel.value)
+	if err != nil {
+		return providerOptions{}, err
+	}
+	if (tlsCert.value == "") != (tlsKey.value == "") {
+		return providerOptions{}, usagef("--tls-cert %q, --tls-key %q: give both to serve HTTPS, or neither", tlsCert.value, tlsKey.value)
 	}
 	addr, err := parseListen(listen.value)
 	if err != nil {
@@ -401,7 +444,61 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 		AuditPath:      audit.value,
 		AuditArguments: *auditArgs,
 		Token:          token,
+		Shadow:         *shadow,
+		LogJSON:        logJSON,
+		LogLevel:       level,
+		TLSCert:        tlsCert.value,
+		TLSKey:         tlsKey.value,
 	}, nil
+}
+
+// parseLogFlags validates --log-format text|json and --log-level
+// debug|info|warn|error.
+func parseLogFlags(format, level string) (logJSON bool, l slog.Level, err error) {
+	switch format {
+	case "text":
+	case "json":
+		logJSON = true
+	default:
+		return false, 0, usagef("--log-format %q: must be text or json", format)
+	}
+	switch level {
+	case "debug":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		return false, 0, usagef("--log-level %q: must be debug, info, warn or error", level)
+	}
+	return logJSON, l, nil
+}
+
+// providerCasesSuffix names the cases file written beside a policy:
+// examples/policy.json is checked against examples/policy.cases.json.
+const providerCasesSuffix = ".cases.json"
+
+func parseProviderCheckArgs(args []string, sys *system) (providerCheckOptions, error) {
+	fs := newFlagSet("provider check")
+	policy := onceFlag(fs, "policy", "")
+	cases := onceFlag(fs, "cases", "")
+	if err := parseFlags(fs, "provider check", providerCheckUsage, args, sys); err != nil {
+		return providerCheckOptions{}, err
+	}
+	if policy.value == "" {
+		return providerCheckOptions{}, usagef(`--policy "": a policy file is required`)
+	}
+	if cases.count > 0 && cases.value == "" {
+		return providerCheckOptions{}, usagef(`--cases "": must name a file`)
+	}
+	opts := providerCheckOptions{PolicyFile: policy.value, CasesFile: cases.value, CasesGiven: cases.count > 0}
+	if !opts.CasesGiven {
+		opts.CasesFile = strings.TrimSuffix(policy.value, ".json") + providerCasesSuffix
+	}
+	return opts, nil
 }
 
 // parseListen validates the provider's --listen: "Refuses non-loopback
@@ -437,6 +534,10 @@ func parsePort(raw string) (int, error) {
 func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs := newFlagSet("acp")
 	guard := addGuardFlags(fs)
+	modelName := onceFlag(fs, "model", "")
+	settingsFile := onceFlag(fs, "settings", "")
+	var slash listValue
+	fs.Var(&slash, "allow-slash-command", "")
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
@@ -444,7 +545,37 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if err != nil {
 		return acpOptions{}, err
 	}
-	return acpOptions{Guard: cfg}, nil
+	opts := acpOptions{Guard: cfg, Model: modelName.value}
+	if _, opts.Settings, err = parseSettingsFile(settingsFile.value); err != nil {
+		return acpOptions{}, err
+	}
+	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
+		return acpOptions{}, err
+	}
+	env := envOf(sys)
+	if opts.Model == "" {
+		opts.Model = modelScripted
+		if env.lookup(envModelBaseURL) != "" {
+			opts.Model = modelOpenAI
+		}
+	}
+	switch opts.Model {
+	case modelScripted:
+	case modelOpenAI:
+		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: env.modelKey, Model: env.lookup(envModelName)}
+		if opts.OpenAI.Model == "" {
+			opts.OpenAI.Model = opts.Settings.Model.Name
+		}
+		if opts.OpenAI.BaseURL == "" {
+			return acpOptions{}, usagef("--model openai needs %s", envModelBaseURL)
+		}
+		if _, err := newOpenAIModel(opts.OpenAI); err != nil {
+			return acpOptions{}, &usageError{err}
+		}
+	default:
+		return acpOptions{}, usagef("--model %q: want %s or %s", opts.Model, modelScripted, modelOpenAI)
+	}
+	return opts, nil
 }
 
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
@@ -476,7 +607,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
 		return serveOptions{}, err
 	}
-	if opts.SettingsFile, err = parseSettingsFile(settings.value); err != nil {
+	if opts.SettingsFile, opts.Settings, err = parseSettingsFile(settings.value); err != nil {
 		return serveOptions{}, err
 	}
 	// "Host auth: --token or env QWEN_SERVER_TOKEN"; the flag wins.
@@ -584,26 +715,31 @@ func parseWorkspaces(raw []string) ([]string, error) {
 	return out, nil
 }
 
-// parseSettingsFile checks that --settings names an existing regular file;
-// its content is validated by the code that loads it.
-func parseSettingsFile(raw string) (string, error) {
+// parseSettingsFile checks that --settings names an existing regular file
+// and loads it; without the flag the defaults apply. A bad file is a usage
+// error, so nothing starts on a settings file that would be half applied.
+func parseSettingsFile(raw string) (string, *settings, error) {
 	if raw == "" {
-		return "", nil
+		return "", defaultSettings(), nil
 	}
 	abs, err := filepath.Abs(raw)
 	if err != nil {
-		return "", usagef("--settings %q: %v", raw, err)
+		return "", nil, usagef("--settings %q: %v", raw, err)
 	}
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", usagef("--settings %q: no such file", raw)
+		return "", nil, usagef("--settings %q: no such file", raw)
 	case err != nil:
-		return "", usagef("--settings %q: %v", raw, err)
+		return "", nil, usagef("--settings %q: %v", raw, err)
 	case !fi.Mode().IsRegular():
-		return "", usagef("--settings %q: not a regular file", raw)
+		return "", nil, usagef("--settings %q: not a regular file", raw)
 	}
-	return abs, nil
+	st, err := loadSettings(abs)
+	if err != nil {
+		return "", nil, &usageError{err}
+	}
+	return abs, st, nil
 }
 
 // parseSlashCommands validates --allow-slash-command names, with or without
@@ -656,9 +792,12 @@ above, nor LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV or BASH_FUNC_*.
 `
 
 const providerUsage = `Usage: acpguard provider --policy FILE [flags]
+       acpguard provider check --policy FILE [--cases FILE]
 
 Runs the reference policy provider: POST /v1/handshake and POST /v1/prepare
-on a loopback HTTP address, one decision per prepare from the policy file.
+on a loopback HTTP(S) address, one decision per prepare from the policy file,
+and GET /metrics. "acpguard provider check" tests a policy without serving
+(see "acpguard provider check --help").
 
 Flags:
   --listen HOST:PORT
@@ -670,9 +809,28 @@ Flags:
         append one JSON line per decision to FILE, or to stdout with "-"
         (default: no audit log).
   --audit-arguments
-        put the raw arguments in the audit log, not only their SHA-256.
+        put the raw arguments in the audit log and the debug log, not only
+        their SHA-256.
+  --shadow
+        shadow rollout: evaluate the policy, log the decision it would have
+        made ("shadow":true and "wouldDecide" in every audit line, a warning
+        per call on stderr), and answer allow to every well-formed prepare.
+        Clients never fail open; only this provider does, and says so.
+  --tls-cert FILE, --tls-key FILE
+        serve HTTPS with this PEM certificate chain and key (both or neither).
+        Clients verify it with their system roots (SSL_CERT_FILE, SSL_CERT_DIR).
+  --log-format text|json
+        format of the log on stderr (default text).
+  --log-level debug|info|warn|error
+        least severe level logged (default info). debug logs every decision
+        (identity, tool, rule, argument hash) and each TLS client's server name.
   -h, --help
         print this text.
+
+Metrics: GET /metrics answers in the Prometheus text format 0.0.4 and, like
+every route, requires the bearer token (Prometheus: authorization.credentials).
+
+Logs never contain the token, and raw arguments only with --audit-arguments.
 
 Environment:
   QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
@@ -683,19 +841,62 @@ Environment:
 
 ` + scrubUsage
 
+const providerCheckUsage = `Usage: acpguard provider check --policy FILE [--cases FILE]
+
+Validates a policy file as the provider does at startup (exit 2 when it is
+invalid), then decides every example case of the cases file and compares the
+decision with the expected one. Prints each mismatch with the rule that
+decided, then "N passed, M failed". Exit 0 when every case passes, 1 on any
+mismatch, 2 on an invalid policy or cases file.
+
+Flags:
+  --policy FILE
+        the JSON policy file (required).
+  --cases FILE
+        the cases file (default: the policy's name with .json replaced by
+        .cases.json, e.g. policy.cases.json beside policy.json; when that file
+        does not exist only the policy is validated).
+  -h, --help
+        print this text.
+
+Cases file: a JSON array, strictly decoded, of
+  {"name": "optional label", "tool": "canonical_tool_name",
+   "arguments": {...final arguments...}, "expect": "allow" | "deny",
+   "reason": "optional: the exact denial reason a client would show"}
+A deny without a reason shows "` + denyDefaultReason + `".
+
+Environment:
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN, QWEN_SERVER_TOKEN
+        read and removed at start; not used.
+`
+
 const acpUsage = `Usage: acpguard acp [flags]
 
 Runs the guarded ACP v1 agent on stdin/stdout: JSON-RPC 2.0, one message per
 line. Logs go to stderr.
 
 Flags:
-` + guardFlagsUsage + `  -h, --help
+` + guardFlagsUsage + `  --model scripted|openai
+        the model: the built-in scripted model (default), or an
+        OpenAI-compatible chat completions service (default when
+        OPENAI_BASE_URL is set).
+  --settings FILE
+        settings in Qwen Code's format: tools.approvalMode, tools.disabled,
+        permissions.allow|ask|deny, hooks.PreToolUse, model.name,
+        model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs.
+  --allow-slash-command NAME
+        (repeatable) a slash command a managed child may run; set by serve.
+  -h, --help
         print this text.
 
 Environment:
   QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
         the provider's bearer token, required in required mode; read and removed
         from the environment at start.
+  OPENAI_BASE_URL, OPENAI_MODEL
+        the OpenAI-compatible service and model name.
+  OPENAI_API_KEY
+        its API key; read and removed at start, sent only to that service.
   QWEN_SERVER_TOKEN
         read and removed at start; not used.
   QWEN_CODE_PRIVATE_ACP_CAPABILITY, QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD

@@ -24,10 +24,14 @@ const (
 	privateGuardMarker   = "required-v1"
 )
 
+// "The API key is never logged and never reaches a tool, hook or MCP process
+// environment." Only an ACP child, which runs the model loop, is given it.
+const envModelKey = "OPENAI_API_KEY"
+
 // "minus the secret names above, minus the private markers, minus loader
 // variables (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV, and every BASH_FUNC_*)"
 var removedEnvNames = [...]string{
-	envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard,
+	envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard, envModelKey,
 	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
 }
 
@@ -42,6 +46,8 @@ type procEnv struct {
 	serverTokenSet    bool
 	privateCapability string // QWEN_CODE_PRIVATE_ACP_CAPABILITY
 	privateGuard      string // QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
+	modelKey          string // OPENAI_API_KEY
+	modelKeySet       bool
 	snapshot          []string
 }
 
@@ -68,6 +74,8 @@ func newProcEnv(environ []string) *procEnv {
 			e.privateCapability = v
 		case envPrivateGuard:
 			e.privateGuard = v
+		case envModelKey:
+			e.modelKey, e.modelKeySet = v, true
 		}
 		if !removedEnvName(k) {
 			e.snapshot = append(e.snapshot, kv)
@@ -81,10 +89,20 @@ func newProcEnv(environ []string) *procEnv {
 // can read them from it.
 func captureEnv() *procEnv {
 	e := newProcEnv(os.Environ())
-	for _, k := range []string{envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard} {
+	for _, k := range []string{envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard, envModelKey} {
 		os.Unsetenv(k)
 	}
 	return e
+}
+
+// lookup returns the value of a name kept in the snapshot, "" if absent.
+func (e *procEnv) lookup(name string) string {
+	for _, kv := range e.snapshot {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 func removedEnvName(k string) bool {
@@ -102,13 +120,19 @@ func (e *procEnv) childEnv(add ...string) []string {
 	return e.buildEnv(nil, add)
 }
 
-// managedChildEnv is childEnv plus the two private markers of a managed ACP child.
-// The caller must pass a fresh random capability; the child must refuse an empty one.
-func (e *procEnv) managedChildEnv(capability string, add ...string) []string {
-	return e.buildEnv([]string{
-		envPrivateGuard + "=" + privateGuardMarker,
-		envPrivateCapability + "=" + capability,
-	}, add)
+// acpChildEnv is the environment of an ACP child that serve starts: childEnv
+// plus the model API key, because the child runs the model loop, and, when
+// capability is not empty, the two private markers of a managed child. The
+// caller must pass a fresh random capability in required mode.
+func (e *procEnv) acpChildEnv(capability string, add ...string) []string {
+	var own []string
+	if e.modelKeySet {
+		own = append(own, envModelKey+"="+e.modelKey)
+	}
+	if capability != "" {
+		own = append(own, envPrivateGuard+"="+privateGuardMarker, envPrivateCapability+"="+capability)
+	}
+	return e.buildEnv(own, add)
 }
 
 // buildEnv is the one builder of every child environment: the snapshot and

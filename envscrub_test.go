@@ -135,10 +135,10 @@ func TestChildEnvFiltersHandBuiltSnapshot(t *testing.T) {
 
 func TestManagedChildEnv(t *testing.T) {
 	e := newProcEnv([]string{"PATH=/bin", envPrivateCapability + "=inherited", envPrivateGuard + "=inherited"})
-	got := e.managedChildEnv("fresh-cap", "X=1", envPrivateCapability+"=forged", envPrivateGuard+"=off")
+	got := e.acpChildEnv("fresh-cap", "X=1", envPrivateCapability+"=forged", envPrivateGuard+"=off")
 	want := []string{"PATH=/bin", "X=1", envPrivateGuard + "=" + privateGuardMarker, envPrivateCapability + "=fresh-cap"}
 	if !slices.Equal(got, want) {
-		t.Errorf("managedChildEnv = %q, want %q", got, want)
+		t.Errorf("acpChildEnv = %q, want %q", got, want)
 	}
 	if got := e.childEnv(); slices.ContainsFunc(got, func(kv string) bool { return strings.HasPrefix(kv, "QWEN_CODE_PRIVATE_") }) {
 		t.Errorf("childEnv() carries a private marker: %q", got)
@@ -188,7 +188,7 @@ func TestChildProcessEnvironment(t *testing.T) {
 	}{
 		{"childEnv", e.childEnv("ADDED=yes", envGuardToken+"="+secret),
 			[]string{"ACPGUARD_ORDINARY=visible-4711", "ADDED=yes"}},
-		{"managedChildEnv", e.managedChildEnv("cap-123", envServerToken+"="+secret),
+		{"acpChildEnv", e.acpChildEnv("cap-123", envServerToken+"="+secret),
 			[]string{"ACPGUARD_ORDINARY=visible-4711", envPrivateGuard + "=required-v1", envPrivateCapability + "=cap-123"}},
 	}
 	for _, tt := range tests {
@@ -280,8 +280,8 @@ func TestCmdEnvChecker(t *testing.T) {
 	}{
 		{"childEnv", `cmd := exec.Command("x")
 	cmd.Env = sys.env.childEnv()`, nil},
-		{"managedChildEnv with context", `c := exec.CommandContext(ctx, "x")
-	c.Env = e.managedChildEnv(capability, "A=1")`, nil},
+		{"acpChildEnv with context", `c := exec.CommandContext(ctx, "x")
+	c.Env = e.acpChildEnv(capability, "A=1")`, nil},
 		{"struct field", `c := s.child
 	s.child.cmd = exec.Command("x")
 	s.child.cmd.Env = e.childEnv()
@@ -371,7 +371,7 @@ func assertViolationLines(t *testing.T, src string, lines []int) {
 }
 
 // cmdEnvViolations reports, as "file:line: problem", every exec.Cmd created in
-// f whose Env is not assigned directly from childEnv or managedChildEnv in the
+// f whose Env is not assigned directly from childEnv or acpChildEnv in the
 // same top-level declaration, and every later change to such an Env.
 func cmdEnvViolations(fset *token.FileSet, f *ast.File) []string {
 	pkg := ""
@@ -415,9 +415,9 @@ func cmdEnvViolations(fset *token.FileSet, f *ast.File) []string {
 		}
 		switch fn := call.Fun.(type) {
 		case *ast.SelectorExpr:
-			return fn.Sel.Name == "childEnv" || fn.Sel.Name == "managedChildEnv"
+			return fn.Sel.Name == "childEnv" || fn.Sel.Name == "acpChildEnv"
 		case *ast.Ident:
-			return fn.Name == "childEnv" || fn.Name == "managedChildEnv"
+			return fn.Name == "childEnv" || fn.Name == "acpChildEnv"
 		}
 		return false
 	}
@@ -498,7 +498,7 @@ func cmdEnvViolations(fset *token.FileSet, f *ast.File) []string {
 					continue
 				}
 				if envOK[target] || isBoundName(bound, target) {
-					report(as, "Env of %s changed other than by one direct childEnv or managedChildEnv call", target)
+					report(as, "Env of %s changed other than by one direct childEnv or acpChildEnv call", target)
 				}
 			}
 		}
@@ -516,9 +516,9 @@ func cmdEnvViolations(fset *token.FileSet, f *ast.File) []string {
 			}
 			switch {
 			case !isBound:
-				report(c, "exec.Cmd is not stored in a variable whose Env is set from childEnv or managedChildEnv")
+				report(c, "exec.Cmd is not stored in a variable whose Env is set from childEnv or acpChildEnv")
 			case !envOK[name]:
-				report(c, "exec.Cmd %s never gets Env from childEnv or managedChildEnv", name)
+				report(c, "exec.Cmd %s never gets Env from childEnv or acpChildEnv", name)
 			}
 		}
 	}

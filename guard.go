@@ -81,6 +81,9 @@ type toolEnv struct {
 	// Extra holds the session's tools beyond the built-ins (MCP tools), by
 	// canonical name, every function field set; a built-in of the same name wins.
 	Extra map[string]*toolSpec
+	// Policy is the layers before the guard: settings, approval mode, hooks.
+	// nil runs none of them (tests of the boundary alone).
+	Policy *callPolicy
 }
 
 // Texts of calls that end before their executor for reasons of our own.
@@ -96,8 +99,16 @@ func runTool(ctx context.Context, env *toolEnv, call toolCall) toolResult {
 	if !ok {
 		return res
 	}
-	// Seam: permission rules and PreToolUse hooks (later issues) run here,
-	// after normalization and before the guard, as PR #8032 orders them.
+	// Permission rules and PreToolUse hooks run after normalization and
+	// before the guard, as PR #8032 orders them: a denial here makes no
+	// provider request.
+	if env.Policy != nil {
+		// A copy, declared here, so that spec does not escape on the plain path.
+		sp := spec
+		if res, ok := checkPolicy(ctx, env, call, &sp, args); !ok {
+			return res
+		}
+	}
 	if env.Guard != nil {
 		// Only here: with no guard the path copies nothing, allocates
 		// nothing more and starts no goroutine.

@@ -69,3 +69,15 @@ func BenchmarkClientPrepare(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProviderMetricsRender is the cost of one /metrics body.
+func BenchmarkProviderMetricsRender(b *testing.B) {
+	m := newProviderMetrics(false)
+	for i := range 1000 {
+		m.latency.observe(time.Duration(i) * time.Microsecond)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.render(11)
+	}
+}

@@ -6,8 +6,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"io"
-	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -117,7 +116,7 @@ func FuzzProviderRequest(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, handshake bool, body []byte) {
-		p := &providerServer{token: sha256.Sum256([]byte(providerTestToken)), log: log.New(io.Discard, "", 0)}
+		p := &providerServer{token: sha256.Sum256([]byte(providerTestToken)), log: slog.New(slog.DiscardHandler), metrics: newProviderMetrics(false)}
 		p.current.Store(pol)
 		route := wirePathPrepare
 		if handshake {

@@ -1,5 +1,6 @@
 // provider_server.go owns the reference provider ("acpguard provider"): the
-// loopback HTTP server of the wire contract, its policy file, and its audit log.
+// loopback HTTP(S) server of the wire contract, its policy file, its audit
+// log, its shadow mode and its log.
 package main
 
 import (
@@ -7,12 +8,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +31,9 @@ import (
 )
 
 func runProvider(ctx context.Context, sys *system, args []string) error {
+	if len(args) > 0 && args[0] == "check" {
+		return runProviderCheck(sys, args[1:])
+	}
 	opts, err := parseProviderArgs(args, sys)
 	if err != nil {
 		return err
@@ -50,6 +55,10 @@ const (
 // unaudited allow".
 const auditFailedReason = "Denied: the policy provider could not record this decision"
 
+// providerShadowWarning is printed at startup of a shadow provider, whatever the
+// log level: "Loud at startup and in every audit line."
+const providerShadowWarning = "acpguard provider: WARNING: shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged\n"
+
 // serveProvider runs the reference provider until ctx ends. It validates
 // everything before it listens, prints the URL it listens on to stderr, then
 // calls ready (when not nil) with the bound address.
@@ -65,12 +74,27 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	if err != nil {
 		return &usageError{err}
 	}
+	logOpts := &slog.HandlerOptions{Level: opts.LogLevel}
+	var handler slog.Handler = slog.NewTextHandler(sys.stderr, logOpts)
+	if opts.LogJSON {
+		handler = slog.NewJSONHandler(sys.stderr, logOpts)
+	}
 	p := &providerServer{
 		token:    sha256.Sum256([]byte(opts.Token)),
 		withArgs: opts.AuditArguments,
-		log:      log.New(sys.stderr, "acpguard provider: ", 0),
+		shadow:   opts.Shadow,
+		log:      slog.New(handler),
+		metrics:  newProviderMetrics(opts.Shadow),
 	}
 	p.current.Store(pol)
+	scheme := "http"
+	var tlsConf *tls.Config
+	if opts.TLSCert != "" || opts.TLSKey != "" {
+		if tlsConf, err = p.tlsConfig(opts.TLSCert, opts.TLSKey); err != nil {
+			return err
+		}
+		scheme = "https"
+	}
 	switch opts.AuditPath {
 	case "":
 	case "-":
@@ -94,20 +118,27 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		return fmt.Errorf("listen on %q: %w", opts.Listen, err)
 	}
 	addr := ln.Addr().String()
-	fmt.Fprintf(sys.stderr, "acpguard provider: listening on http://%s\n", addr)
+	if opts.Shadow {
+		fmt.Fprint(sys.stderr, providerShadowWarning)
+	}
+	fmt.Fprintf(sys.stderr, "acpguard provider: listening on %s://%s\n", scheme, addr)
 	if ready != nil {
 		ready(addr)
 	}
 	srv := &http.Server{
 		Handler:           p,
+		TLSConfig:         tlsConf,
 		ReadHeaderTimeout: providerReadHeaderTimeout,
 		ReadTimeout:       providerReadTimeout,
 		WriteTimeout:      providerWriteTimeout,
 		IdleTimeout:       providerIdleConnTimeout,
 		MaxHeaderBytes:    maxWireResponse,
-		ErrorLog:          p.log,
+		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	unused := &providerUnusedConns{conns: map[net.Conn]struct{}{}}
+	srv.ConnState = unused.track
+	srv.RegisterOnShutdown(unused.closeAll)
 
 	var wg sync.WaitGroup
 	reloadCtx, stopReload := context.WithCancel(ctx)
@@ -123,7 +154,13 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		}
 	})
 	serveErr := make(chan error, 1)
-	wg.Go(func() { serveErr <- srv.Serve(ln) })
+	wg.Go(func() {
+		if tlsConf != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	})
 
 	select {
 	case err = <-serveErr:
@@ -149,6 +186,35 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	return nil
 }
 
+// providerUnusedConns are the connections that have not sent a whole request yet.
+// A client's transport may dial a connection and then never use it, and
+// Shutdown waits for such a connection until it is 5 seconds old (longer
+// than providerShutdownGrace allows), so the provider closes them as soon as
+// it shuts down: a stop is quick and clean with a daemon connected.
+type providerUnusedConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (u *providerUnusedConns) track(c net.Conn, state http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if state == http.StateNew {
+		u.conns[c] = struct{}{}
+	} else {
+		delete(u.conns, c)
+	}
+}
+
+// closeAll runs when Shutdown has closed the listener.
+func (u *providerUnusedConns) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.conns {
+		c.Close()
+	}
+}
+
 // loopbackListenAddr refuses any listen address that is not loopback
 // (defence in depth behind the flag check) and pins localhost to 127.0.0.1.
 func loopbackListenAddr(listen string) (string, error) {
@@ -165,12 +231,32 @@ func loopbackListenAddr(listen string) (string, error) {
 	return listen, nil
 }
 
-// providerServer answers the two routes of the wire contract.
+// tlsConfig loads the provider's certificate before anything listens. The
+// server name each client asks for is logged at debug level: a client of
+// https://localhost must send "localhost".
+func (p *providerServer) tlsConfig(certFile, keyFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, usagef("--tls-cert %q, --tls-key %q: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			p.log.Debug("tls client hello", "serverName", hello.ServerName, "remote", hello.Conn.RemoteAddr().String())
+			return nil, nil
+		},
+	}, nil
+}
+
+// providerServer answers the two routes of the wire contract and /metrics.
 type providerServer struct {
 	token    [32]byte                       // SHA-256 of the token: compared in constant time whatever the length
 	current  atomic.Pointer[providerPolicy] // swapped whole on SIGHUP
 	withArgs bool
-	log      *log.Logger
+	shadow   bool
+	log      *slog.Logger
+	metrics  *providerMetrics
 
 	auditMu sync.Mutex // one decision, one whole line
 	audit   io.Writer  // nil: no audit log
@@ -180,42 +266,77 @@ type providerServer struct {
 const unauthorizedBody = `{"error":"unauthorized"}`
 
 func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != wirePathHandshake && r.URL.Path != wirePathPrepare {
-		writeProviderError(w, http.StatusNotFound, fmt.Sprintf("no route %q", r.URL.Path))
+	start := time.Now()
+	method := http.MethodPost
+	switch r.URL.Path {
+	case wirePathHandshake, wirePathPrepare:
+	case providerMetricsPath:
+		method = http.MethodGet
+	default:
+		p.fail(w, http.StatusNotFound, fmt.Sprintf("no route %q", r.URL.Path))
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeProviderError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %q not allowed", r.Method))
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		p.fail(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %q not allowed", r.Method))
 		return
 	}
 	if !p.authorized(r.Header.Get("Authorization")) {
+		p.metrics.failed(http.StatusUnauthorized)
+		p.log.Debug("unauthorized request", "path", r.URL.Path, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeProviderJSON(w, http.StatusUnauthorized, []byte(unauthorizedBody))
 		return
 	}
+	if r.URL.Path == providerMetricsPath {
+		p.serveMetrics(w)
+		return
+	}
 	if ct := r.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
-		writeProviderError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q, want %s", ct, wireContentType))
+		p.fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q, want %s", ct, wireContentType))
 		return
 	}
 	if r.ContentLength > maxWireRequest {
-		writeProviderError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
+		p.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWireRequest))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeProviderError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
+			p.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
 			return
 		}
-		writeProviderError(w, http.StatusBadRequest, "read body: "+err.Error())
+		p.fail(w, http.StatusBadRequest, "read body: "+err.Error())
 		return
 	}
 	if r.URL.Path == wirePathHandshake {
 		p.handshake(w, body)
 		return
 	}
-	p.prepare(w, body)
+	if p.prepare(w, body) {
+		p.metrics.latency.observe(time.Since(start))
+	}
+}
+
+// fail answers a refused request and counts it. The message may quote what
+// the client sent, so it is logged at debug level only.
+func (p *providerServer) fail(w http.ResponseWriter, status int, msg string) {
+	p.metrics.failed(status)
+	msg = clipProviderText(msg, maxErrorMessage)
+	p.log.Debug("request refused", "status", status, "error", msg)
+	writeProviderError(w, status, msg)
+}
+
+// maxProviderLoggedClient bounds the client name a handshake logs: it is the
+// client's text, which the wire contract does not bound.
+const maxProviderLoggedClient = 64
+
+// clipProviderText cuts s to at most n bytes of valid UTF-8, marking a cut with "...".
+func clipProviderText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 func (p *providerServer) authorized(header string) bool {
@@ -227,17 +348,20 @@ func (p *providerServer) authorized(header string) bool {
 func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
 	m, err := decodeProviderRequest(body, "protocolVersion", "nonce", "client")
 	if err != nil {
-		writeProviderError(w, http.StatusBadRequest, err.Error())
+		p.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	nonce, err := wireID(m, "nonce")
+	var client string
 	if err == nil {
-		_, err = wireString(m, "client")
+		client, err = wireString(m, "client")
 	}
 	if err != nil {
-		writeProviderError(w, http.StatusBadRequest, err.Error())
+		p.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	p.metrics.handshakes.Add(1)
+	p.log.Info("handshake", "client", clipProviderText(client, maxProviderLoggedClient))
 	reply, _ := json.Marshal(struct {
 		ProtocolVersion int    `json:"protocolVersion"`
 		Nonce           string `json:"nonce"`
@@ -258,11 +382,12 @@ type prepareReply struct {
 	Reason          string `json:"reason,omitempty"`
 }
 
-func (p *providerServer) prepare(w http.ResponseWriter, body []byte) {
+// prepare answers one prepare and reports whether it was a decision (200).
+func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 	m, err := decodeProviderRequest(body, "protocolVersion", "requestId", "sessionId", "promptId", "toolCallId", "toolName", "arguments")
 	if err != nil {
-		writeProviderError(w, http.StatusBadRequest, err.Error())
-		return
+		p.fail(w, http.StatusBadRequest, err.Error())
+		return false
 	}
 	var rec providerAuditRecord
 	rec.RequestID, err = wireID(m, "requestId")
@@ -279,13 +404,17 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) {
 		args, err = decodeProviderArguments(m["arguments"])
 	}
 	if err != nil {
-		writeProviderError(w, http.StatusBadRequest, err.Error())
-		return
+		p.fail(w, http.StatusBadRequest, err.Error())
+		return false
 	}
 	d := p.current.Load().decide(rec.ToolName, args)
-	rec.Decision, rec.Reason, rec.Rule = "deny", d.Reason, d.Rule
-	if d.Allowed {
-		rec.Decision = "allow"
+	p.metrics.policy[providerPairIndex(d.Allowed)].Add(1)
+	rec.Decision, rec.Reason, rec.Rule = providerDecisionName(d.Allowed), d.Reason, d.Rule
+	if p.shadow {
+		// The answer is allow, which carries no reason; the audit line
+		// keeps the policy's decision and reason beside it.
+		rec.Shadow, rec.WouldDecide, rec.Decision = true, rec.Decision, providerDecisionName(true)
+		d = providerDecision{Allowed: true, Rule: d.Rule}
 	}
 	canonical, _ := json.Marshal(args) // re-encoding a decoded value cannot fail
 	sum := sha256.Sum256(canonical)
@@ -294,11 +423,56 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) {
 		rec.Arguments = canonical
 	}
 	if err := p.record(&rec); err != nil {
-		p.log.Printf("audit log write failed, denying request %q: %v", rec.RequestID, err)
+		p.metrics.auditFailures.Add(1)
+		p.log.Error("audit log write failed, denying", "requestId", rec.RequestID, "error", err)
 		d = providerDecision{Allowed: false, Reason: auditFailedReason}
 	}
+	p.logDecision(&rec)
+	p.metrics.answers[providerPairIndex(d.Allowed)].Add(1)
 	reply, _ := json.Marshal(prepareReply{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Allowed: d.Allowed, Reason: d.Reason})
 	writeProviderJSON(w, http.StatusOK, reply)
+	return true
+}
+
+// logDecision logs one decision: at debug level normally, at warn level in
+// shadow mode, where every call is an allow the policy may not have given.
+// Raw arguments appear only with --audit-arguments.
+func (p *providerServer) logDecision(rec *providerAuditRecord) {
+	level, msg := slog.LevelDebug, "decision"
+	if rec.Shadow {
+		level, msg = slog.LevelWarn, "shadow decision: answered allow"
+	}
+	if !p.log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("requestId", rec.RequestID), slog.String("sessionId", rec.SessionID),
+		slog.String("promptId", rec.PromptID), slog.String("toolCallId", rec.ToolCallID),
+		slog.String("toolName", rec.ToolName), slog.String("decision", rec.Decision),
+	}
+	if rec.Shadow {
+		attrs = append(attrs, slog.Bool("shadow", true), slog.String("wouldDecide", rec.WouldDecide))
+	}
+	attrs = append(attrs, slog.Int("rule", rec.Rule), slog.String("reason", rec.Reason), slog.String("argumentsSha256", rec.ArgumentsSHA256))
+	if rec.Arguments != nil {
+		attrs = append(attrs, slog.String("arguments", string(rec.Arguments)))
+	}
+	p.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+func providerDecisionName(allowed bool) string {
+	if allowed {
+		return "allow"
+	}
+	return "deny"
+}
+
+// providerPairIndex indexes the [deny, allow] pairs of counters.
+func providerPairIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // decodeProviderRequest checks a request body: one exact JSON object with
@@ -352,9 +526,7 @@ func decodeProviderArguments(raw json.RawMessage) (any, error) {
 const maxErrorMessage = 512
 
 func writeProviderError(w http.ResponseWriter, status int, msg string) {
-	if len(msg) > maxErrorMessage {
-		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "..."
-	}
+	msg = clipProviderText(msg, maxErrorMessage)
 	body, _ := json.Marshal(struct {
 		Error string `json:"error"`
 	}{msg})
@@ -376,6 +548,8 @@ func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
 // escaped as encoding/json escapes them). "The
 // provider must treat them as sensitive and must not persist them
 // indiscriminately", so the raw arguments appear only with --audit-arguments.
+// In shadow mode decision is the answer sent (allow), wouldDecide the
+// policy's, and reason and rule are the policy's.
 type providerAuditRecord struct {
 	Time            string          `json:"time"`
 	RequestID       string          `json:"requestId"`
@@ -384,6 +558,8 @@ type providerAuditRecord struct {
 	ToolCallID      string          `json:"toolCallId"`
 	ToolName        string          `json:"toolName"`
 	Decision        string          `json:"decision"`
+	Shadow          bool            `json:"shadow,omitempty"`
+	WouldDecide     string          `json:"wouldDecide,omitempty"`
 	Reason          string          `json:"reason"`
 	Rule            int             `json:"rule"`
 	ArgumentsSHA256 string          `json:"argumentsSha256"`
@@ -412,11 +588,13 @@ func (p *providerServer) record(rec *providerAuditRecord) error {
 func (p *providerServer) reload(file string) {
 	pol, err := loadProviderPolicy(file)
 	if err != nil {
-		p.log.Printf("reload failed, keeping the previous policy: %v", err)
+		p.metrics.reloads[0].Add(1)
+		p.log.Error("reload failed, keeping the previous policy", "error", err)
 		return
 	}
 	p.current.Store(pol)
-	p.log.Printf("reloaded policy %q (%d rules)", file, len(pol.rules))
+	p.metrics.reloads[1].Add(1)
+	p.log.Info("reloaded policy", "file", file, "rules", len(pol.rules))
 }
 
 // The policy file of the reference provider, strict JSON:
@@ -474,6 +652,7 @@ type providerPolicyRule struct {
 }
 
 type providerArgMatch struct {
+	raw     string   // the pointer as written, for messages
 	pointer []string // unescaped reference tokens
 	re      *regexp.Regexp
 }
@@ -567,7 +746,7 @@ func compileProviderRule(fr providerPolicyFileRule) (providerPolicyRule, error) 
 		if err != nil {
 			return r, fmt.Errorf("invalid regexp for %q: %w", p, err)
 		}
-		r.args = append(r.args, providerArgMatch{pointer: tokens, re: re})
+		r.args = append(r.args, providerArgMatch{raw: p, pointer: tokens, re: re})
 	}
 	return r, nil
 }

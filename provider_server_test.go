@@ -582,3 +582,36 @@ func TestProviderAuditConcurrent(t *testing.T) {
 		t.Errorf("%d audit lines, want %d", len(lines), workers*each)
 	}
 }
+
+// TestProviderShutdownWithUnusedConnection: a connection that never sent a
+// request (a client transport's spare dial) does not hold up a stop or turn
+// it into an error.
+func TestProviderShutdownWithUnusedConnection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveProvider(ctx, &system{stdout: io.Discard, stderr: io.Discard},
+			providerOptions{Listen: "127.0.0.1:0", Token: providerTestToken, PolicyFile: "examples/policy.json"}, func(a string) { addr <- a })
+	}()
+	var conn net.Conn
+	select {
+	case a := <-addr:
+		var err error
+		if conn, err = net.Dial("tcp", a); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+	case err := <-done:
+		t.Fatalf("provider did not start: %v", err)
+	}
+	// A request on another connection proves the server accepted conn first.
+	if err := testProviderClient(t, "http://"+conn.RemoteAddr().String(), 5*time.Second).handshake(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("provider stopped with %v, want a clean stop", err)
+	}
+}

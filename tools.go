@@ -128,6 +128,9 @@ type toolSpec struct {
 	Description string
 	ReadOnly    bool
 	Params      []toolParam // checked before normalize; nil: normalize checks everything
+	// Schema, when set, is the argument schema as a server gave it (MCP);
+	// otherwise the schema is built from Params.
+	Schema json.RawMessage
 	// title is a short human label for the client, over normalized arguments.
 	title func(args map[string]any) string
 	// normalize returns the final arguments from type-checked ones; an error
@@ -253,8 +256,33 @@ func lookupTool(env *toolEnv, name string) (toolSpec, bool) {
 	return toolSpec{}, false
 }
 
+// offeredTools is what the model is told it may call in env: the built-ins,
+// then the session's extra tools by name.
+func offeredTools(env *toolEnv) []*toolSpec {
+	var out []*toolSpec
+	for _, name := range builtinToolNames() {
+		if spec, ok := builtinTool(name); ok {
+			out = append(out, &spec)
+		}
+	}
+	names := make([]string, 0, len(env.Extra))
+	for name := range env.Extra {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if spec, ok := lookupTool(env, name); ok && spec.Name == name {
+			out = append(out, &spec)
+		}
+	}
+	return out
+}
+
 // parametersSchema is the JSON Schema of the arguments, for model APIs.
 func (s *toolSpec) parametersSchema() json.RawMessage {
+	if s.Schema != nil {
+		return s.Schema
+	}
 	props := map[string]any{}
 	required := []string{}
 	for _, p := range s.Params {

@@ -1,0 +1,1104 @@
+// mcp_test.go drives real stdio MCP servers: the test binary itself plays
+// the server (TestHelperMCPServer), started by a real acpguard acp or by the
+// session code in process.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The helper server's switches, set through the server entry's env.
+const (
+	envHelperMCP      = "ACPGUARD_TEST_MCP_SERVER" // "1": TestHelperMCPServer serves MCP on stdio
+	envHelperLog      = "MCP_HELPER_LOG"           // file: one line per event the server saw
+	envHelperEnvFile  = "MCP_HELPER_ENV_FILE"      // file: the server's /proc/self/environ
+	envHelperTools    = "MCP_HELPER_TOOLS"         // JSON array replacing the default tools
+	envHelperChild    = "MCP_HELPER_CHILD"         // "1": start a sleeping child in the group
+	envHelperNoInit   = "MCP_HELPER_NO_INIT"       // "1": never answer initialize
+	helperMCPPageSize = 3
+)
+
+// helperTools are the default tools, listed helperMCPPageSize per page.
+var helperTools = []map[string]any{
+	{"name": "write", "description": "Writes content to path (relative to the cwd).", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}, "content": map[string]any{"type": "string"}}}},
+	{"name": "crash", "description": "Exits in the middle of the call.", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "hang", "description": "Never answers.", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "fail", "description": "Answers isError.", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "garbage", "description": "Answers a line that is not JSON.", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "reject", "description": "Answers a JSON-RPC error.", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "echo", "title": "Echo", "description": "Returns text.", "annotations": map[string]any{"readOnlyHint": true}, "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
+}
+
+// TestHelperMCPServer is not a test: with ACPGUARD_TEST_MCP_SERVER=1 it is a
+// stdio MCP server, and exits when its stdin closes.
+func TestHelperMCPServer(t *testing.T) {
+	if os.Getenv(envHelperMCP) != "1" {
+		t.Skip("helper process: runs only as an MCP server")
+	}
+	os.Exit(serveHelperMCP(os.Stdin, os.Stdout))
+}
+
+func serveHelperMCP(in io.Reader, out io.Writer) int {
+	logf := func(format string, a ...any) {
+		f, err := os.OpenFile(os.Getenv(envHelperLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(f, format+"\n", a...)
+		f.Close()
+	}
+	logf("start %d", os.Getpid())
+	if p := os.Getenv(envHelperEnvFile); p != "" {
+		b, _ := os.ReadFile("/proc/self/environ")
+		os.WriteFile(p, b, 0o600)
+	}
+	if os.Getenv(envHelperChild) == "1" {
+		child := exec.Command("sleep", "60")
+		child.Env = []string{} // the helper is not acpguard: no scrubbing rule applies
+		if child.Start() == nil {
+			logf("child %d", child.Process.Pid)
+		}
+	}
+	tools := helperTools
+	if raw := os.Getenv(envHelperTools); raw != "" {
+		tools = nil
+		json.Unmarshal([]byte(raw), &tools)
+	}
+	send := func(msg map[string]any) {
+		msg["jsonrpc"] = "2.0"
+		b, _ := json.Marshal(msg)
+		out.Write(append(b, '\n'))
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			logf("unreadable %q", sc.Text())
+			continue
+		}
+		switch m.Method {
+		case "":
+			var r struct {
+				Roots []struct{ URI string } `json:"roots"`
+			}
+			json.Unmarshal(m.Result, &r)
+			for _, root := range r.Roots {
+				logf("root %s", root.URI)
+			}
+		case mcpMethodInitialize:
+			var p struct {
+				ProtocolVersion string            `json:"protocolVersion"`
+				ClientInfo      map[string]string `json:"clientInfo"`
+			}
+			json.Unmarshal(m.Params, &p)
+			logf("initialize %s %s", p.ProtocolVersion, p.ClientInfo["name"])
+			if os.Getenv(envHelperNoInit) == "1" {
+				continue
+			}
+			send(map[string]any{"id": m.ID, "result": map[string]any{"protocolVersion": p.ProtocolVersion,
+				"capabilities": map[string]any{"tools": map[string]any{}, "x-custom": map[string]any{}},
+				"serverInfo":   map[string]any{"name": "helper", "version": "1"}}})
+		case mcpMethodInitialized:
+			logf("initialized")
+			send(map[string]any{"id": "roots-1", "method": mcpMethodRootsList})
+		case mcpMethodToolsList:
+			var p struct {
+				Cursor string `json:"cursor"`
+			}
+			json.Unmarshal(m.Params, &p)
+			logf("tools/list %q", p.Cursor)
+			start, _ := strconv.Atoi(p.Cursor)
+			end := min(start+helperMCPPageSize, len(tools))
+			res := map[string]any{"tools": tools[start:end]}
+			if end < len(tools) {
+				res["nextCursor"] = strconv.Itoa(end)
+			}
+			send(map[string]any{"id": m.ID, "result": res})
+		case mcpMethodToolsCall:
+			var p struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			}
+			json.Unmarshal(m.Params, &p)
+			logf("tools/call %s %s", p.Name, p.Arguments)
+			var args map[string]any
+			json.Unmarshal(p.Arguments, &args)
+			text := func(s string) []any { return []any{map[string]any{"type": "text", "text": s}} }
+			switch p.Name {
+			case "write":
+				path, _ := args["path"].(string)
+				content, _ := args["content"].(string)
+				os.WriteFile(path, []byte(content), 0o600)
+				send(map[string]any{"id": m.ID, "result": map[string]any{"content": text("wrote " + path)}})
+			case "crash":
+				return 3
+			case "hang":
+			case "fail":
+				send(map[string]any{"id": m.ID, "result": map[string]any{"content": text("it went wrong"), "isError": true}})
+			case "garbage":
+				out.Write([]byte("this is not json\n"))
+			case "reject":
+				send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32602, "message": "bad arguments"}})
+			default:
+				s, _ := args["text"].(string)
+				send(map[string]any{"id": m.ID, "result": map[string]any{"content": text("echo: " + s), "structuredContent": map[string]any{"text": s}}})
+			}
+		default:
+			logf("other %s", m.Method)
+			if m.ID != nil {
+				send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "no"}})
+			}
+		}
+	}
+	return 0
+}
+
+// helperServer describes one helper MCP server and where it records what it saw.
+type helperServer struct {
+	name    string
+	log     string
+	envFile string
+	env     map[string]string
+}
+
+func newHelperServer(t *testing.T, name string) *helperServer {
+	dir := t.TempDir()
+	return &helperServer{name: name, log: filepath.Join(dir, "wire.log"), envFile: filepath.Join(dir, "environ"), env: map[string]string{}}
+}
+
+func (h *helperServer) environ() []string {
+	env := []string{
+		envHelperMCP + "=1",
+		envRunAsMain + "=0", // the acpguard that starts it runs as main; the server must not
+		"GORACE=atexit_sleep_ms=0",
+		envHelperLog + "=" + h.log,
+		envHelperEnvFile + "=" + h.envFile,
+	}
+	for k, v := range h.env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func helperCommand(t testing.TB) (string, []string) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe, []string{"-test.run=^TestHelperMCPServer$"}
+}
+
+// acpEntry is the server as a session/new mcpServers entry.
+func (h *helperServer) acpEntry(t testing.TB) map[string]any {
+	cmd, args := helperCommand(t)
+	var env []map[string]string
+	for _, kv := range h.environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, map[string]string{"name": k, "value": v})
+	}
+	return map[string]any{"name": h.name, "command": cmd, "args": args, "env": env}
+}
+
+func (h *helperServer) config(t testing.TB) mcpServerConfig {
+	cmd, args := helperCommand(t)
+	return mcpServerConfig{Name: h.name, Command: cmd, Args: args, Env: h.environ()}
+}
+
+// events returns the lines of the server's log that start with prefix.
+func (h *helperServer) events(prefix string) []string {
+	b, _ := os.ReadFile(h.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (h *helperServer) pids(t *testing.T, prefix string) []int {
+	var pids []int
+	for _, l := range h.events(prefix + " ") {
+		pid, err := strconv.Atoi(strings.TrimPrefix(l, prefix+" "))
+		if err != nil {
+			t.Fatalf("bad %s line %q", prefix, l)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// newMCPSession opens a session with the given servers.
+func newMCPSession(t *testing.T, c *acpClient, cwd string, servers ...map[string]any) string {
+	t.Helper()
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	if servers == nil {
+		servers = []map[string]any{}
+	}
+	c.mustCall(methodSessionNew, map[string]any{"cwd": cwd, "mcpServers": servers}, &res)
+	// yolo: these tests are about the guard and the transport, not approval.
+	c.mustCall(methodSessionSetMode, map[string]any{"sessionId": res.SessionID, "modeId": modeYolo}, nil)
+	return res.SessionID
+}
+
+func callByTool(t *testing.T, updates []toolUpdate, tool string) []toolUpdate {
+	t.Helper()
+	var out []toolUpdate
+	for _, u := range updates {
+		if u.SessionUpdate == "tool_call" && u.Meta["toolName"] == tool {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func TestMCPManagedGuardDecisions(t *testing.T) {
+	tests := []struct {
+		name     string
+		answer   func(map[string]any) (any, *rpcError)
+		calls    int
+		modelSay string
+	}{
+		{"allow", allow, 1, "mcp__helper__write: completed\n"},
+		{"deny", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": false, "reason": "no MCP writes"}, nil
+		}, 0, "mcp__helper__write: denied\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log prepareLog
+			c := startManaged(t, &log, tt.answer)
+			dir := t.TempDir()
+			h := newHelperServer(t, "helper")
+			sid := newMCPSession(t, c, dir, h.acpEntry(t))
+			target := filepath.Join(dir, "out.txt")
+			c.prompt(sid, fmt.Sprintf(`call mcp__helper__write {"path":%q,"content":"hi"}`, target), "p1")
+
+			if got := len(h.events("tools/call")); got != tt.calls {
+				t.Errorf("tools/call on the wire = %d, want %d", got, tt.calls)
+			}
+			if fileExists(target) != (tt.calls == 1) {
+				t.Errorf("file written = %v, want %v", fileExists(target), tt.calls == 1)
+			}
+			reqs := log.all()
+			if len(reqs) != 1 {
+				t.Fatalf("guard requests = %d, want 1", len(reqs))
+			}
+			args, _ := reqs[0]["arguments"].(map[string]any)
+			if reqs[0]["toolName"] != "mcp__helper__write" || args["path"] != target || args["content"] != "hi" {
+				t.Errorf("prepare request = %v", reqs[0])
+			}
+			ups := c.sessionUpdates(sid)
+			if got := agentText(ups); got != tt.modelSay {
+				t.Errorf("model answer = %q, want %q", got, tt.modelSay)
+			}
+			tc := firstToolCall(t, ups)
+			if tc.Kind != kindOther || tc.Title != "write (MCP server helper)" {
+				t.Errorf("tool_call kind %q title %q", tc.Kind, tc.Title)
+			}
+			_, text, errType := callOutcome(ups, tc.ToolCallID)
+			if tt.calls == 1 && text != "wrote "+target {
+				t.Errorf("result text = %q", text)
+			}
+			if tt.calls == 0 && (text != "no MCP writes" || errType != errTypeExecutionDenied) {
+				t.Errorf("denied: text %q, errorType %q", text, errType)
+			}
+			// The handshake: one start, the current protocol, every page listed, roots answered.
+			if got := h.events("initialize "); fmt.Sprint(got) != fmt.Sprint([]string{"initialize " + mcpProtocolVersion + " acpguard"}) {
+				t.Errorf("initialize events = %q", got)
+			}
+			if got := len(h.events("tools/list")); got != 3 {
+				t.Errorf("tools/list pages = %d, want 3", got)
+			}
+			if got := h.events("root "); fmt.Sprint(got) != fmt.Sprint([]string{"root file://" + dir}) {
+				t.Errorf("roots the server received = %q", got)
+			}
+		})
+	}
+}
+
+func TestMCPCrashMidCallIsNotRetried(t *testing.T) {
+	var log prepareLog
+	c := startManaged(t, &log, allow)
+	dir := t.TempDir()
+	h := newHelperServer(t, "helper")
+	sid := newMCPSession(t, c, dir, h.acpEntry(t))
+	c.prompt(sid, "call mcp__helper__crash {}\ncall mcp__helper__echo {\"text\":\"after\"}", "p1")
+	c.prompt(sid, `call mcp__helper__echo {"text":"later"}`, "p2")
+
+	if got := h.events("tools/call"); len(got) != 1 || !strings.HasPrefix(got[0], "tools/call crash") {
+		t.Errorf("tools/call on the wire = %q, want exactly the crashing one", got)
+	}
+	if got := len(h.events("start")); got != 1 {
+		t.Errorf("server starts = %d, want 1 (no reconnect)", got)
+	}
+	if got := len(log.all()); got != 1 {
+		t.Errorf("guard requests = %d, want 1 (calls to a broken server ask nobody)", got)
+	}
+	ups := c.sessionUpdates(sid)
+	crash := callByTool(t, ups, "mcp__helper__crash")
+	if len(crash) != 1 {
+		t.Fatalf("crash calls = %d", len(crash))
+	}
+	statuses, text, errType := callOutcome(ups, crash[0].ToolCallID)
+	if strings.Join(statuses, ",") != "pending,in_progress,failed" || errType != errTypeExecutionFailed ||
+		!strings.Contains(text, `MCP server "helper" failed during tools/call "crash"`) ||
+		!strings.Contains(text, "the outcome is unknown and the call was not retried") {
+		t.Errorf("crash call: statuses %v, errorType %q, text %q", statuses, errType, text)
+	}
+	echoes := callByTool(t, ups, "mcp__helper__echo")
+	if len(echoes) != 2 {
+		t.Fatalf("echo calls = %d, want 2", len(echoes))
+	}
+	for _, e := range echoes {
+		statuses, text, _ := callOutcome(ups, e.ToolCallID)
+		if strings.Join(statuses, ",") != "pending,failed" || !strings.Contains(text, `MCP server "helper" is unavailable for the rest of this session`) {
+			t.Errorf("call after the crash: statuses %v, text %q", statuses, text)
+		}
+	}
+}
+
+// TestMCPStandaloneProvider runs MCP calls under the reference provider in
+// standalone required mode: one decision per call, and only the allowed one
+// reaches the server.
+func TestMCPStandaloneProvider(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	mustWrite(t, policy, `{"rules":[{"tool":"mcp__helper__echo","decision":"allow"}],"default":"deny","defaultReason":"not this one"}`)
+	audit := filepath.Join(dir, "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: policy, AuditPath: audit})
+	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	h := newHelperServer(t, "helper")
+	sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+	target := filepath.Join(dir, "out.txt")
+	c.prompt(sid, fmt.Sprintf("call mcp__helper__echo {\"text\":\"hi\"}\ncall mcp__helper__write {\"path\":%q,\"content\":\"x\"}", target), "")
+	if got := agentText(c.sessionUpdates(sid)); got != "mcp__helper__echo: completed\nmcp__helper__write: denied\n" {
+		t.Errorf("model answer = %q", got)
+	}
+	if got := h.events("tools/call"); len(got) != 1 || !strings.HasPrefix(got[0], "tools/call echo") {
+		t.Errorf("tools/call on the wire = %q, want only echo", got)
+	}
+	if fileExists(target) {
+		t.Error("the denied MCP call wrote its file")
+	}
+	records := readProviderAudit(t, audit)
+	if len(records) != 2 || records[0].ToolName != "mcp__helper__echo" || records[0].Decision != "allow" ||
+		records[1].ToolName != "mcp__helper__write" || records[1].Decision != "deny" {
+		t.Errorf("provider decisions = %+v, want one allow for echo and one deny for write", records)
+	}
+}
+
+func TestMCPServerEnvironmentIsScrubbed(t *testing.T) {
+	const guardToken, apiKey = "guard-token-must-not-leak", "sk-model-key-must-not-leak"
+	c := startACP(t, nil, nil, envGuardToken+"="+guardToken, envServerToken+"=server-token", "OPENAI_API_KEY="+apiKey)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	h := newHelperServer(t, "helper")
+	entry := h.acpEntry(t)
+	entry["env"] = append(entry["env"].([]map[string]string),
+		map[string]string{"name": envGuardToken, "value": "reintroduced"},
+		map[string]string{"name": "LD_PRELOAD", "value": "/reintroduced.so"},
+		map[string]string{"name": "MCP_OWN_SETTING", "value": "kept"})
+	newMCPSession(t, c, t.TempDir(), entry)
+	b, err := os.ReadFile(h.envFile)
+	if err != nil {
+		t.Fatalf("the server wrote no environment: %v", err)
+	}
+	environ := strings.Split(string(b), "\x00")
+	has := func(prefix string) bool {
+		for _, kv := range environ {
+			if strings.HasPrefix(kv, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	if !has("MCP_OWN_SETTING=kept") {
+		t.Errorf("the entry's own variable is missing: %q", environ)
+	}
+	for _, prefix := range append(removedEnvNames[:], removedEnvPrefix) {
+		if prefix != removedEnvPrefix {
+			prefix += "="
+		}
+		if has(prefix) {
+			t.Errorf("the server's environment has %s", prefix)
+		}
+	}
+	if bytes.Contains(b, []byte(guardToken)) || bytes.Contains(b, []byte("reintroduced")) {
+		t.Errorf("a secret or a reintroduced name reached the server: %q", environ)
+	}
+	t.Run("model API key", func(t *testing.T) {
+		if !removedEnvName("OPENAI_API_KEY") {
+			t.Skip("envscrub.go does not scrub OPENAI_API_KEY yet (the model client issue adds it)")
+		}
+		if bytes.Contains(b, []byte(apiKey)) {
+			t.Errorf("the model API key reached the server")
+		}
+	})
+}
+
+// waitEvent waits until the helper server logged an event starting with prefix.
+func (h *helperServer) waitEvent(t *testing.T, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(h.events(prefix)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server never logged %q", prefix)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestMCPServersEndWithTheRuntime(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	h := newHelperServer(t, "helper")
+	h.env[envHelperChild] = "1"
+	sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+	pids := append(h.pids(t, "start"), h.pids(t, "child")...)
+	if len(pids) != 2 {
+		t.Fatalf("server and child pids = %v", pids)
+	}
+	for _, pid := range pids {
+		if !processAlive(pid) {
+			t.Fatalf("process %d is not running", pid)
+		}
+	}
+	// A call the server never answers is running when stdin closes.
+	c.start(methodSessionPrompt, promptParams(sid, "call mcp__helper__hang {}", ""))
+	h.waitEvent(t, "tools/call hang")
+	c.stdin.Close()
+	<-c.done
+	for _, pid := range pids {
+		deadline := time.Now().Add(5 * time.Second)
+		for processAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if processAlive(pid) {
+			t.Errorf("process %d outlived the runtime", pid)
+		}
+	}
+}
+
+func TestMCPCancelDuringCall(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	h := newHelperServer(t, "helper")
+	sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+	resp := c.start(methodSessionPrompt, promptParams(sid, "call mcp__helper__hang {}", ""))
+	h.waitEvent(t, "tools/call hang")
+	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	if r := <-resp; !strings.Contains(string(r.Result), stopCancelled) {
+		t.Fatalf("prompt answer = %s %+v", r.Result, r.Error)
+	}
+	ups := c.sessionUpdates(sid)
+	hang := callByTool(t, ups, "mcp__helper__hang")
+	if len(hang) != 1 {
+		t.Fatalf("hang calls = %d", len(hang))
+	}
+	if _, text, _ := callOutcome(ups, hang[0].ToolCallID); !strings.Contains(text, "was cancelled while running; its outcome is unknown") {
+		t.Errorf("cancelled call text = %q", text)
+	}
+	// A cancel is not a transport failure: the server keeps serving, and
+	// the cancelled call is not sent again.
+	c.prompt(sid, `call mcp__helper__echo {"text":"next"}`, "")
+	if got := agentText(c.sessionUpdates(sid)); !strings.HasSuffix(got, "mcp__helper__echo: completed\n") {
+		t.Errorf("model answers = %q", got)
+	}
+	if got := len(h.events("tools/call hang")); got != 1 {
+		t.Errorf("hang sent %d times", got)
+	}
+}
+
+func TestMCPRefusedAndFailedServersAreReported(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	h := newHelperServer(t, "helper")
+	sid := newMCPSession(t, c, dir,
+		map[string]any{"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []any{}},
+		map[string]any{"type": "stdio", "name": "missing", "command": filepath.Join(dir, "no-such-server"), "args": []any{}},
+		h.acpEntry(t))
+	c.prompt(sid, `call mcp__helper__echo {"text":"hi"}`, "")
+	text := agentText(c.sessionUpdates(sid))
+	for _, want := range []string{
+		`MCP server "web" was refused: transport "http" is not supported`,
+		`MCP server "missing" failed to start and its tools are not available`,
+		"mcp__helper__echo: completed\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("agent text %q lacks %q", text, want)
+		}
+	}
+	c.prompt(sid, "hello", "")
+	if got := agentText(c.sessionUpdates(sid)); strings.Count(got, `"web" was refused`) != 1 {
+		t.Errorf("the notice was not shown exactly once: %q", got)
+	}
+	if !strings.Contains(c.stderrText(), `MCP server \"web\" was refused`) {
+		t.Errorf("the refusal was not logged: %s", c.stderrText())
+	}
+	if r := c.call(methodSessionNew, map[string]any{"cwd": dir, "mcpServers": []any{map[string]any{"name": "x", "command": "y", "args": []any{}, "bogus": 1}}}); r.Error == nil || r.Error.Code != rpcInvalidParams {
+		t.Errorf("malformed entry: %+v", r)
+	}
+}
+
+// In-process sessions: the session code with a short call timeout, real
+// server processes, and runTool with no guard.
+
+type mcpTestSession struct {
+	set  *mcpSet
+	env  *toolEnv
+	logs *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startTestMCP(t *testing.T, opts mcpOptions, configs ...mcpServerConfig) *mcpTestSession {
+	t.Helper()
+	logs := &lockedBuffer{}
+	opts.Cwd = t.TempDir()
+	opts.Env = newProcEnv(os.Environ())
+	opts.Log = slog.New(slog.NewTextHandler(logs, nil))
+	set := startMCPServers(context.Background(), configs, opts, nil)
+	t.Cleanup(set.close)
+	return &mcpTestSession{set: set, logs: logs, env: &toolEnv{
+		SessionID: "s", PromptID: "p", Cwd: opts.Cwd, Env: opts.Env, Observer: nopObserver{}, Extra: set.extra(),
+	}}
+}
+
+func (s *mcpTestSession) run(name, args string) toolResult {
+	return runTool(context.Background(), s.env, toolCall{ID: "call_1", Name: name, Args: json.RawMessage(args)})
+}
+
+func TestMCPCallOutcomes(t *testing.T) {
+	tests := []struct {
+		tool    string
+		status  string
+		text    string
+		broken  bool
+		errType string
+	}{
+		{"echo", statusCompleted, "echo: x", false, ""},
+		{"fail", statusFailed, "it went wrong", false, errTypeExecutionFailed},
+		{"reject", statusFailed, `MCP server "h" answered tools/call "reject" with error -32602: bad arguments`, false, errTypeExecutionFailed},
+		{"hang", statusFailed, `MCP server "h" failed during tools/call "hang" (no answer within 300ms); the outcome is unknown and the call was not retried`, true, errTypeExecutionFailed},
+		{"garbage", statusFailed, `MCP server "h" failed during tools/call "garbage" (it sent a message that is not JSON-RPC); the outcome is unknown and the call was not retried`, true, errTypeExecutionFailed},
+		{"crash", statusFailed, "the outcome is unknown and the call was not retried", true, errTypeExecutionFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			h := newHelperServer(t, "h")
+			s := startTestMCP(t, mcpOptions{CallTimeout: 300 * time.Millisecond}, h.config(t))
+			res := s.run("mcp__h__"+tt.tool, `{"text":"x"}`)
+			if res.Status != tt.status || !strings.Contains(res.Output, tt.text) || res.ErrorType != tt.errType {
+				t.Errorf("result = %+v, want %s %q %q", res, tt.status, tt.text, tt.errType)
+			}
+			next := s.run("mcp__h__echo", `{"text":"y"}`)
+			if tt.broken {
+				if next.Status != statusFailed || next.ErrorType != errTypeInvalidParams || !strings.Contains(next.Output, `MCP server "h" is unavailable for the rest of this session`) {
+					t.Errorf("call after a transport failure = %+v", next)
+				}
+			} else if next.Status != statusCompleted || next.Output != "echo: y" {
+				t.Errorf("call after a definite answer = %+v", next)
+			}
+			wantCalls := 2
+			if tt.broken {
+				wantCalls = 1
+			}
+			if got := len(h.events("tools/call")); got != wantCalls {
+				t.Errorf("tools/call on the wire = %d, want %d", got, wantCalls)
+			}
+			if got := len(h.events("start")); got != 1 {
+				t.Errorf("server starts = %d, want 1", got)
+			}
+		})
+	}
+}
+
+func TestMCPEchoResult(t *testing.T) {
+	h := newHelperServer(t, "h")
+	s := startTestMCP(t, mcpOptions{}, h.config(t))
+	spec := s.set.tools["mcp__h__echo"]
+	if spec == nil || spec.Kind != kindRead || !spec.ReadOnly || spec.Description != "Returns text." {
+		t.Fatalf("echo spec = %+v", spec)
+	}
+	if schema := spec.parametersSchema(); !strings.Contains(string(schema), `"text":{"type":"string"}`) {
+		t.Errorf("input schema = %s", schema)
+	}
+	res := s.run("mcp__h__echo", `{"text":"hi","n":1.50}`)
+	raw, _ := json.Marshal(res.RawOutput)
+	if res.Output != "echo: hi" || !strings.Contains(string(raw), `"structuredContent":{"text":"hi"}`) {
+		t.Errorf("result %q, raw output %s", res.Output, raw)
+	}
+	if got := h.events("tools/call"); fmt.Sprint(got) != `[tools/call echo {"n":1.50,"text":"hi"}]` {
+		t.Errorf("the server got %q: arguments must arrive as given", got)
+	}
+	if res := s.run("mcp__h__echo", `[1]`); res.ErrorType != errTypeInvalidParams {
+		t.Errorf("non-object arguments = %+v", res)
+	}
+}
+
+func TestMCPStartupFailures(t *testing.T) {
+	noInit := newHelperServer(t, "slow")
+	noInit.env[envHelperNoInit] = "1"
+	badTools := newHelperServer(t, "bad")
+	badTools.env[envHelperTools] = `[{"name":"x","inputSchema":{"type":"object"},"unknownField":1}]`
+	good := newHelperServer(t, "good")
+	s := startTestMCP(t, mcpOptions{StartupTimeout: 500 * time.Millisecond},
+		noInit.config(t), badTools.config(t), good.config(t), mcpServerConfig{Name: "nameless-command"})
+	notices := strings.Join(s.set.takeNotices(), "\n")
+	for _, want := range []string{
+		`MCP server "slow" failed to start and its tools are not available: initialize: no answer within the startup timeout of 500ms`,
+		`MCP server "bad" failed to start and its tools are not available: tools/list: malformed result: json: unknown field "unknownField"`,
+		`MCP server "nameless-command" failed to start and its tools are not available: MCP server "nameless-command" has no command`,
+	} {
+		if !strings.Contains(notices, want) {
+			t.Errorf("notices lack %q:\n%s", want, notices)
+		}
+	}
+	if len(s.set.tools) != len(helperTools) {
+		t.Errorf("tools = %d, want the good server's %d", len(s.set.tools), len(helperTools))
+	}
+	if len(s.set.takeNotices()) != 0 {
+		t.Error("notices were returned twice")
+	}
+	for _, pid := range append(noInit.pids(t, "start"), badTools.pids(t, "start")...) {
+		waitGone(t, pid)
+	}
+}
+
+func TestMCPToolName(t *testing.T) {
+	long := strings.Repeat("a", 40)
+	tests := []struct{ server, tool, want string }{
+		{"files", "read", "mcp__files__read"},
+		{"my.server", "do it/now", "mcp__my_server__do_it_now"},
+		{"ü", "tool-ä_1", "mcp_____tool-__1"},
+		{"s", "\xff\xfe", "mcp__s____"},
+		{"s", strings.Repeat("b", 55), "mcp__s__" + strings.Repeat("b", 55)}, // exactly 63
+		{"s", strings.Repeat("b", 56), "mcp__s__" + strings.Repeat("b", 56)}, // exactly 64
+		{"s", strings.Repeat("b", 57), "mcp__s__" + strings.Repeat("b", 20) + "___" + strings.Repeat("b", 32)},
+		{long, long + "XYZ", "mcp__" + strings.Repeat("a", 23) + "___" + strings.Repeat("a", 29) + "XYZ"},
+	}
+	for _, tt := range tests {
+		got := mcpToolName(tt.server, tt.tool)
+		if got != tt.want {
+			t.Errorf("mcpToolName(%q, %q) = %q, want %q", tt.server, tt.tool, got, tt.want)
+		}
+		if len(got) > mcpMaxToolName {
+			t.Errorf("mcpToolName(%q, %q) is %d characters", tt.server, tt.tool, len(got))
+		}
+	}
+}
+
+func TestMCPCollisionsRefuseBoth(t *testing.T) {
+	long := strings.Repeat("x", 80)
+	tests := []struct {
+		name    string
+		offers  [][2]string // server, tool
+		offered []string
+		refused string
+	}{
+		{"distinct", [][2]string{{"a", "t"}, {"b", "t"}}, []string{"mcp__a__t", "mcp__b__t"}, ""},
+		{"sanitized alike", [][2]string{{"a", "t.x"}, {"a", "t_x"}, {"a", "u"}}, []string{"mcp__a__u"}, `MCP tools "t.x" of server "a", "t_x" of server "a" all map to the name "mcp__a__t_x"; all of them are refused`},
+		{"across servers", [][2]string{{"a__b", "c"}, {"a", "b__c"}}, nil, `"c" of server "a__b", "b__c" of server "a" all map to the name "mcp__a__b__c"`},
+		{"truncated alike", [][2]string{{"s", long + "1" + strings.Repeat("z", 32)}, {"s", long + "2" + strings.Repeat("z", 32)}}, nil, "all of them are refused"},
+		{"listed twice", [][2]string{{"a", "t"}, {"a", "t"}}, nil, `"t" of server "a", "t" of server "a"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := &mcpSet{tools: map[string]*toolSpec{}}
+			servers := map[string]*mcpServer{}
+			var offers []mcpOffer
+			for _, o := range tt.offers {
+				if servers[o[0]] == nil {
+					servers[o[0]] = &mcpServer{name: o[0]}
+				}
+				offers = append(offers, mcpOffer{srv: servers[o[0]], def: mcpToolDef{Name: o[1], InputSchema: json.RawMessage(`{"type":"object"}`)}})
+			}
+			notices := addMCPTools(set, offers)
+			var names []string
+			for n := range set.tools {
+				names = append(names, n)
+			}
+			if len(names) != len(tt.offered) {
+				t.Errorf("offered %v, want %v", names, tt.offered)
+			}
+			for _, n := range tt.offered {
+				if set.tools[n] == nil {
+					t.Errorf("%s not offered (offered %v)", n, names)
+				}
+			}
+			if tt.refused == "" && len(notices) != 0 || tt.refused != "" && (len(notices) != 1 || !strings.Contains(notices[0], tt.refused)) {
+				t.Errorf("notices = %q, want one with %q", notices, tt.refused)
+			}
+		})
+	}
+}
+
+func TestParseACPMCPServers(t *testing.T) {
+	tests := []struct {
+		name    string
+		entries string
+		configs string // fmt of the configs
+		notices []string
+		err     string
+	}{
+		{"stdio without type or env", `[{"name":"a","command":"/bin/a","args":["-x"]}]`, `[{a /bin/a [-x] [] 0s}]`, nil, ""},
+		{"stdio typed with env", `[{"type":"stdio","name":"a","command":"a","args":[],"env":[{"name":"K","value":"v=1"}]}]`, `[{a a [] [K=v=1] 0s}]`, nil, ""},
+		{"http refused", `[{"type":"http","name":"w","url":"http://127.0.0.1:1","headers":[]}]`, `[]`, []string{`MCP server "w" was refused: transport "http" is not supported`}, ""},
+		{"sse refused", `[{"type":"sse","name":"w","url":"http://127.0.0.1:1","headers":[]}]`, `[]`, []string{`transport "sse" is not supported`}, ""},
+		{"no command", `[{"name":"a","args":[]}]`, `[]`, []string{`MCP server "a" was refused: MCP server "a" has no command`}, ""},
+		{"duplicate names", `[{"name":"a","command":"x","args":[]},{"name":"b","command":"y","args":[]},{"name":"a","command":"z","args":[]}]`, `[{b y [] [] 0s}]`, []string{`MCP server "a" was refused: session/new names it 2 times`}, ""},
+		{"unknown field", `[{"name":"a","command":"x","args":[],"cwd":"/"}]`, "", nil, `mcpServers[0]: json: unknown field "cwd"`},
+		{"env name with =", `[{"name":"a","command":"x","args":[],"env":[{"name":"A=B","value":"v"}]}]`, "", nil, `environment variable name "A=B" is invalid`},
+		{"stdio with url", `[{"name":"a","command":"x","args":[],"url":"http://127.0.0.1"}]`, "", nil, "carries url or headers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var entries []json.RawMessage
+			if err := json.Unmarshal([]byte(tt.entries), &entries); err != nil {
+				t.Fatal(err)
+			}
+			req, err := parseACPMCPServers(entries)
+			configs, notices := req.configs, req.notices
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(configs); got != tt.configs {
+				t.Errorf("configs = %s, want %s", got, tt.configs)
+			}
+			if len(notices) != len(tt.notices) {
+				t.Fatalf("notices = %q, want %q", notices, tt.notices)
+			}
+			for i := range notices {
+				if !strings.Contains(notices[i], tt.notices[i]) {
+					t.Errorf("notice %q lacks %q", notices[i], tt.notices[i])
+				}
+			}
+		})
+	}
+}
+
+func TestMergeMCPServers(t *testing.T) {
+	settings := []mcpServerConfig{{Name: "a", Command: "settings-a"}, {Name: "b", Command: "settings-b", CallTimeout: time.Second}, {Name: "web", Command: "settings-web"}}
+	var entries []json.RawMessage
+	json.Unmarshal([]byte(`[{"name":"c","command":"session-c","args":[]},{"name":"b","command":"session-b","args":[]},
+		{"type":"http","name":"web","url":"http://127.0.0.1:1","headers":[]}]`), &entries)
+	req, err := parseACPMCPServers(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range mergeMCPServers(settings, req) {
+		got = append(got, fmt.Sprintf("%s=%s/%v", c.Name, c.Command, c.CallTimeout))
+	}
+	// b is replaced whole (its settings timeout goes too); web is refused and
+	// so replaced by nothing.
+	if want := "[a=settings-a/0s b=session-b/0s c=session-c/0s]"; fmt.Sprint(got) != want {
+		t.Errorf("merged = %v, want %s", got, want)
+	}
+}
+
+func TestParseSettingsMCPServers(t *testing.T) {
+	tests := []struct {
+		name, raw, want, err string
+	}{
+		{"qwen format", `{"zeta":{"command":"z"},"alpha":{"command":"/bin/a","args":["-v"],"env":{"B":"2","A":"1"},"timeout":1500}}`,
+			"[{alpha /bin/a [-v] [A=1 B=2] 1.5s} {zeta z [] [] 0s}]", ""},
+		{"empty", `{}`, "[]", ""},
+		{"unknown key", `{"a":{"command":"x","httpUrl":"http://127.0.0.1"}}`, "", `mcpServers: json: unknown field "httpUrl"`},
+		{"no command", `{"a":{"args":[]}}`, "", `mcpServers.a: MCP server "a" has no command`},
+		{"negative timeout", `{"a":{"command":"x","timeout":-5}}`, "", "mcpServers.a.timeout: -5 ms is not between 1 and 86400000"},
+		{"bad env name", `{"a":{"command":"x","env":{"A=B":"v"}}}`, "", `mcpServers.a.env: variable name "A=B" is invalid`},
+		{"not an object", `[]`, "", "mcpServers: json: cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseSettingsMCPServers(json.RawMessage(tt.raw))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || fmt.Sprint(got) != tt.want {
+				t.Errorf("= %v, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// mcpVector is one server result from testdata/mcp and what decoding it gives.
+type mcpVector struct {
+	Name   string          `json:"name"`
+	Result json.RawMessage `json:"result"`
+	Status string          `json:"status"` // call results
+	Output string          `json:"output"` // call results
+	Tools  int             `json:"tools"`  // tools/list results
+	Cursor string          `json:"cursor"` // tools/list results
+	Error  string          `json:"error"`  // a substring of the error, when decoding fails
+}
+
+func loadMCPVectors(t *testing.T, file string) []mcpVector {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "mcp", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []mcpVector
+	if err := decodeStrict(b, &vs); err != nil || len(vs) == 0 {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return vs
+}
+
+func checkVectorError(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("unexpected error %v", err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want one containing %q", err, want)
+	}
+	return true
+}
+
+func TestDecodeCallResultVectors(t *testing.T) {
+	for _, v := range loadMCPVectors(t, "call-results.json") {
+		t.Run(v.Name, func(t *testing.T) {
+			res, err := decodeCallResult(v.Result)
+			if checkVectorError(t, err, v.Error) {
+				return
+			}
+			if res.Status != v.Status || res.Output != v.Output {
+				t.Errorf("= %s %q, want %s %q", res.Status, res.Output, v.Status, v.Output)
+			}
+			if v.Status == statusFailed && res.ErrorType != errTypeExecutionFailed {
+				t.Errorf("error type %q", res.ErrorType)
+			}
+		})
+	}
+}
+
+func TestDecodeToolsListVectors(t *testing.T) {
+	for _, v := range loadMCPVectors(t, "tools-list-results.json") {
+		t.Run(v.Name, func(t *testing.T) {
+			res, err := decodeToolsList(v.Result)
+			if checkVectorError(t, err, v.Error) {
+				return
+			}
+			cursor := ""
+			if res.NextCursor != nil {
+				cursor = *res.NextCursor
+			}
+			if len(res.Tools) != v.Tools || cursor != v.Cursor {
+				t.Errorf("%d tools, cursor %q; want %d, %q", len(res.Tools), cursor, v.Tools, v.Cursor)
+			}
+		})
+	}
+}
+
+func TestMCPToolKindAndTitle(t *testing.T) {
+	tests := []struct {
+		def      string
+		kind     string
+		readOnly bool
+		title    string
+	}{
+		{`{"name":"t","inputSchema":{}}`, kindOther, false, "t (MCP server s)"},
+		{`{"name":"t","title":"Nice","inputSchema":{},"annotations":{"title":"Hint","readOnlyHint":true}}`, kindRead, true, "Nice (MCP server s)"},
+		{`{"name":"t","inputSchema":{},"annotations":{"title":"Hint","readOnlyHint":true,"openWorldHint":true}}`, mcpKindFetch, true, "Hint (MCP server s)"},
+		{`{"name":"t","inputSchema":{},"annotations":{"readOnlyHint":false,"openWorldHint":true}}`, kindOther, false, "t (MCP server s)"},
+	}
+	for _, tt := range tests {
+		var def mcpToolDef
+		if err := decodeStrict([]byte(tt.def), &def); err != nil {
+			t.Fatal(err)
+		}
+		spec := (&mcpServer{name: "s"}).spec("mcp__s__t", def)
+		if spec.Kind != tt.kind || spec.ReadOnly != tt.readOnly || spec.title(nil) != tt.title || spec.Params != nil {
+			t.Errorf("%s: kind %q readOnly %v title %q params %v", tt.def, spec.Kind, spec.ReadOnly, spec.title(nil), spec.Params)
+		}
+	}
+}
+
+// FuzzMCPDecoders feeds bytes to every MCP decoder: a server's initialize,
+// tools/list and tools/call results, a session/new mcpServers entry, and the
+// settings' mcpServers object. No panic, and what is accepted is well-formed.
+func FuzzMCPDecoders(f *testing.F) {
+	for _, s := range []string{
+		`{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"2"}`,
+		`{"tools":[{"name":"a","title":"A","inputSchema":{},"annotations":{"readOnlyHint":true,"openWorldHint":false},"icons":[],"execution":{"taskSupport":"forbidden"},"_meta":{}}]}`,
+		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"a":1},"isError":true}`,
+		`{"content":[{"type":"resource","resource":{"uri":"u","blob":"AA=="}}]}`,
+		`{"content":[{"type":"audio","data":"","mimeType":"audio/wav","annotations":{"priority":1}}]}`,
+		`{"tools":null}`, `null`, `{"content":[null]}`,
+		`{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"},"instructions":"x"}`,
+		`{"name":"a","command":"/bin/a","args":["x"],"env":[{"name":"K","value":"v"}]}`,
+		`{"type":"sse","name":"w","url":"http://127.0.0.1:1","headers":[{"name":"h","value":"v"}]}`,
+		`{"a":{"command":"x","args":[],"env":{"K":"v"},"timeout":60000}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	for _, file := range []string{"call-results.json", "tools-list-results.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "mcp", file))
+		if err != nil {
+			f.Fatal(err)
+		}
+		var vs []mcpVector
+		if err := json.Unmarshal(b, &vs); err != nil {
+			f.Fatal(err)
+		}
+		for _, v := range vs {
+			f.Add([]byte(v.Result))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if init, err := decodeInitializeResult(data); err == nil && !slices.Contains(mcpAcceptedVersions, init.ProtocolVersion) {
+			t.Fatalf("accepted protocol version %q", init.ProtocolVersion)
+		}
+		if req, err := parseACPMCPServers([]json.RawMessage{data}); err == nil {
+			for _, c := range req.configs {
+				if c.validate() != nil {
+					t.Fatalf("accepted an invalid server %+v", c)
+				}
+			}
+		}
+		if configs, err := parseSettingsMCPServers(data); err == nil {
+			for _, c := range configs {
+				if c.validate() != nil {
+					t.Fatalf("accepted an invalid settings server %+v", c)
+				}
+			}
+		}
+		if res, err := decodeToolsList(data); err == nil {
+			for _, tool := range res.Tools {
+				if tool.Name == "" || len(tool.InputSchema) == 0 || tool.InputSchema[0] != '{' {
+					t.Fatalf("accepted a tool without name or object schema: %+v", tool)
+				}
+			}
+		}
+		res, err := decodeCallResult(data)
+		if err != nil {
+			return
+		}
+		if res.Status != statusCompleted && res.Status != statusFailed {
+			t.Fatalf("status %q", res.Status)
+		}
+		if len(res.Output) > maxToolOutput+200 {
+			t.Fatalf("output of %d bytes", len(res.Output))
+		}
+		if _, err := json.Marshal(res.RawOutput); err != nil {
+			t.Fatalf("raw output cannot be encoded: %v", err)
+		}
+	})
+}
+
+// BenchmarkMCPCall measures one guarded-path-free MCP tool call through
+// runTool: one tools/call round trip to a real server process.
+func BenchmarkMCPCall(b *testing.B) {
+	h := &helperServer{name: "h", log: filepath.Join(b.TempDir(), "wire.log"), env: map[string]string{}}
+	logs := &lockedBuffer{}
+	set := startMCPServers(context.Background(), []mcpServerConfig{h.config(b)}, mcpOptions{
+		Cwd: b.TempDir(), Env: newProcEnv(os.Environ()), Log: slog.New(slog.NewTextHandler(logs, nil)),
+	}, nil)
+	defer set.close()
+	env := &toolEnv{Cwd: "/", Observer: nopObserver{}, Extra: set.extra()}
+	call := toolCall{ID: "call_1", Name: "mcp__h__echo", Args: json.RawMessage(`{"text":"x"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := runTool(context.Background(), env, call); res.Status != statusCompleted {
+			b.Fatalf("%+v", res)
+		}
+	}
+}
+
+func TestACPSessionMergesSettingsServers(t *testing.T) {
+	settingsOnly, replaced, fromSession := newHelperServer(t, "keep"), newHelperServer(t, "shared"), newHelperServer(t, "shared")
+	logs := &lockedBuffer{}
+	a := &agent{
+		env:         newProcEnv(os.Environ()),
+		log:         slog.New(slog.NewTextHandler(logs, nil)),
+		sessions:    map[string]*session{},
+		settings:    defaultSettings(),
+		mcpSettings: []mcpServerConfig{settingsOnly.config(t), replaced.config(t)},
+	}
+	params, _ := json.Marshal(map[string]any{"cwd": t.TempDir(), "mcpServers": []any{fromSession.acpEntry(t)}})
+	res, err := a.newSession(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := a.session(res.(map[string]any)["sessionId"].(string))
+	defer a.shutdown()
+	if s.mcp.extra()["mcp__keep__echo"] == nil || s.mcp.extra()["mcp__shared__echo"] == nil {
+		t.Errorf("session tools = %v", slices.Collect(maps.Keys(s.mcp.extra())))
+	}
+	starts := []int{len(settingsOnly.events("start")), len(replaced.events("start")), len(fromSession.events("start"))}
+	if fmt.Sprint(starts) != "[1 0 1]" {
+		t.Errorf("starts of settings-only, replaced settings, session entry = %v, want [1 0 1]", starts)
+	}
+	pids := append(settingsOnly.pids(t, "start"), fromSession.pids(t, "start")...)
+	a.shutdown()
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+}
+
+// parseSettingsMCPServers reads an mcpServers object the way a settings file
+// is read, then converts it.
+func parseSettingsMCPServers(raw json.RawMessage) ([]mcpServerConfig, error) {
+	var servers map[string]mcpServerSettings
+	if err := decodeStrict(raw, &servers); err != nil {
+		return nil, fmt.Errorf("mcpServers: %w", err)
+	}
+	return mcpServersFromSettings(servers)
+}

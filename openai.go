@@ -1,0 +1,512 @@
+// openai.go owns the OpenAI-compatible model client: the chat completions
+// request built from a session's history and the tools' schemas, and the
+// reader of its reply, streamed (SSE) or not, that becomes one assistant turn.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// "POST {base}/chat/completions with messages and the tools' JSON schemas;
+// stream:true with SSE parsing so text arrives as agent_message_chunk."
+const (
+	openAIPath        = "chat/completions"
+	openAIDone        = "[DONE]"
+	openAIToolType    = "function"
+	openAIEventStream = "text/event-stream"
+	openAIJSON        = "application/json"
+	openAIErrorEvent  = "error"
+)
+
+// "Model-provided tool-call ids are accepted only if non-empty, at most 128
+// bytes, printable, and unique in the session; otherwise the runtime assigns one."
+const openAIMaxCallID = 128
+
+// Every read from the model service is bounded. A line bounds one SSE line
+// and one event's data (a server that sends a whole tool call in one chunk
+// needs room for a file's content); a reply bounds the whole body, streamed
+// or not, which also bounds one turn's text and arguments.
+const (
+	openAIMaxLine  = 4 << 20
+	openAIMaxReply = 16 << 20
+	openAIMaxCalls = 128 // tool calls in one turn
+	// openAIErrorSnippet bounds how much of a reply an error quotes.
+	openAIErrorSnippet = 512
+)
+
+// The model service may be any host, so the transport is not pinned to
+// loopback; these bound only connection setup. The reply itself may take
+// as long as the model needs: session/cancel ends it through ctx.
+const (
+	openAIDialTimeout     = 30 * time.Second
+	openAITLSTimeout      = 10 * time.Second
+	openAIMaxHeaderBytes  = 64 << 10
+	openAIIdleConnTimeout = 90 * time.Second
+)
+
+// "The API key is never logged": it goes only in the Authorization header,
+// and a reply that echoes it has it replaced before an error quotes the reply.
+const (
+	openAIAuthScheme  = "Bearer "
+	openAIRedactedKey = "[redacted]"
+)
+
+// "Arguments that are not a JSON object fail the call with
+// invalid_tool_params before any permission step": that is runTool's check,
+// so arguments pass through as sent, except that none at all is an empty
+// object.
+const openAIEmptyArgs = "{}"
+
+// openAIConfig is what the operator chose: OPENAI_BASE_URL, OPENAI_API_KEY
+// and OPENAI_MODEL, as in Qwen Code.
+type openAIConfig struct {
+	BaseURL string // ends in /v1 or not, with or without a slash
+	APIKey  string // "" sends no Authorization header (local servers)
+	Model   string
+}
+
+// openAIModel is a model behind an OpenAI-compatible chat completions API.
+type openAIModel struct {
+	endpoint string // {base}/chat/completions
+	apiKey   string
+	name     string
+	client   *http.Client
+}
+
+// newOpenAIModel checks cfg and returns a client with its own transport.
+func newOpenAIModel(cfg openAIConfig) (*openAIModel, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("openai model: no model name (set OPENAI_MODEL)")
+	}
+	// The key is only ever put in a header; a character that cannot go
+	// there is reported without echoing the key.
+	for i := 0; i < len(cfg.APIKey); i++ {
+		if c := cfg.APIKey[i]; c <= ' ' || c > '~' {
+			return nil, errors.New("openai model: OPENAI_API_KEY holds a character not allowed in an HTTP header")
+		}
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("openai model: base URL %q: %w", cfg.BaseURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai model: base URL %q: want http:// or https:// and a host", cfg.BaseURL)
+	}
+	if u.User != nil {
+		// Credentials in the URL would be repeated in every transport error.
+		return nil, fmt.Errorf("openai model: base URL for host %q holds credentials: use OPENAI_API_KEY", u.Host)
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return nil, fmt.Errorf("openai model: base URL %q has a fragment", cfg.BaseURL)
+	}
+	// JoinPath keeps the base path (/v1 or none) and collapses the slash
+	// between it and chat/completions, as the OpenAI SDKs do.
+	endpoint := u.JoinPath(openAIPath)
+	return &openAIModel{
+		endpoint: endpoint.String(),
+		apiKey:   cfg.APIKey,
+		name:     cfg.Model,
+		client: &http.Client{
+			Transport: &http.Transport{
+				// No proxy from the environment: the key goes only where the
+				// operator pointed OPENAI_BASE_URL.
+				Proxy:                  nil,
+				DialContext:            (&net.Dialer{Timeout: openAIDialTimeout}).DialContext,
+				TLSHandshakeTimeout:    openAITLSTimeout,
+				MaxResponseHeaderBytes: openAIMaxHeaderBytes,
+				IdleConnTimeout:        openAIIdleConnTimeout,
+				ForceAttemptHTTP2:      true,
+			},
+			// A redirect would re-send the prompt (and maybe the key)
+			// somewhere the operator did not name: it is reported as an error.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}, nil
+}
+
+// Wire shapes of the chat completions API. Requests and replies share them;
+// omitempty keeps request fields the API does not expect out of the body.
+type (
+	openAIRequest struct {
+		Model    string          `json:"model"`
+		Messages []openAIMessage `json:"messages"`
+		Tools    []openAITool    `json:"tools,omitempty"`
+		Stream   bool            `json:"stream"`
+	}
+	openAIMessage struct {
+		Role       string           `json:"role,omitempty"`
+		Content    *string          `json:"content,omitempty"`
+		ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string           `json:"tool_call_id,omitempty"`
+	}
+	openAIToolCall struct {
+		Index    *int               `json:"index,omitempty"` // streamed replies only
+		ID       string             `json:"id,omitempty"`
+		Type     string             `json:"type,omitempty"`
+		Function openAIFunctionCall `json:"function"`
+	}
+	openAIFunctionCall struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	openAITool struct {
+		Type     string         `json:"type"`
+		Function openAIFunction `json:"function"`
+	}
+	openAIFunction struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	// openAIReply is one streamed chunk or a whole non-streamed reply.
+	openAIReply struct {
+		Choices []openAIChoice  `json:"choices"`
+		Error   json.RawMessage `json:"error"`
+	}
+	openAIChoice struct {
+		Index        int           `json:"index"`
+		Delta        openAIMessage `json:"delta"`   // streamed
+		Message      openAIMessage `json:"message"` // not streamed
+		FinishReason *string       `json:"finish_reason"`
+	}
+)
+
+// next sends the history and tools and reads the assistant's turn.
+func (m *openAIModel) next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error) {
+	body, err := openAIRequestBody(m.name, history, tools)
+	if err != nil {
+		return modelTurn{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return modelTurn{}, fmt.Errorf("chat completions request: %w", err)
+	}
+	req.Header.Set("Content-Type", openAIJSON)
+	req.Header.Set("Accept", openAIEventStream+", "+openAIJSON)
+	if m.apiKey != "" {
+		req.Header.Set("Authorization", openAIAuthScheme+m.apiKey)
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return modelTurn{}, fmt.Errorf("chat completions request: %w", ctx.Err())
+		}
+		return modelTurn{}, fmt.Errorf("chat completions request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Read past the snippet by the key's length, so a key the server
+		// echoes near the cut is whole when it is redacted.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(openAIErrorSnippet+len(m.apiKey))))
+		return modelTurn{}, fmt.Errorf("chat completions request: status %s: body %s", resp.Status, quoteSnippet(b, m.apiKey))
+	}
+	ct := resp.Header.Get("Content-Type")
+	mediaType, _, _ := mime.ParseMediaType(ct)
+	r := http.MaxBytesReader(nil, resp.Body, openAIMaxReply)
+	t := newOpenAITurn(m.apiKey)
+	switch mediaType {
+	case openAIEventStream:
+		err = readOpenAIStream(r, t, text)
+	case openAIJSON:
+		err = readOpenAIJSON(r, t, text)
+	default:
+		err = fmt.Errorf("chat completions reply: Content-Type %q: want %s or %s", ct, openAIEventStream, openAIJSON)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return modelTurn{}, fmt.Errorf("chat completions reply: %w", ctx.Err())
+		}
+		return modelTurn{}, err
+	}
+	return t.turn(history)
+}
+
+// openAIRequestBody converts the history and tools to a streaming request.
+// Arguments go back as the string the model sent, so arguments that are not
+// JSON cannot break the request.
+func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]byte, error) {
+	req := openAIRequest{Model: model, Stream: true, Messages: make([]openAIMessage, 0, len(history))}
+	for i, h := range history {
+		switch h.Role {
+		case roleUser:
+			req.Messages = append(req.Messages, openAIMessage{Role: roleUser, Content: &h.Text})
+		case roleAssistant:
+			msg := openAIMessage{Role: roleAssistant}
+			// content may be absent only when the turn proposed calls.
+			if h.Text != "" || len(h.Calls) == 0 {
+				msg.Content = &h.Text
+			}
+			for _, c := range h.Calls {
+				args := string(c.Args)
+				if args == "" {
+					args = openAIEmptyArgs
+				}
+				msg.ToolCalls = append(msg.ToolCalls, openAIToolCall{
+					ID: c.ID, Type: openAIToolType,
+					Function: openAIFunctionCall{Name: c.Name, Arguments: args},
+				})
+			}
+			req.Messages = append(req.Messages, msg)
+		case roleTool:
+			req.Messages = append(req.Messages, openAIMessage{Role: roleTool, ToolCallID: h.CallID, Content: &h.Result.Output})
+		default:
+			return nil, fmt.Errorf("build chat completions request: history message %d has role %q", i, h.Role)
+		}
+	}
+	for _, s := range tools {
+		params := s.parametersSchema()
+		req.Tools = append(req.Tools, openAITool{
+			Type:     openAIToolType,
+			Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: params},
+		})
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("build chat completions request: %w", err)
+	}
+	return body, nil
+}
+
+// openAITurn assembles one assistant turn from reply chunks.
+type openAITurn struct {
+	secret   string // redacted from quoted reply bytes
+	text     strings.Builder
+	calls    []*openAIPartialCall // in order of first appearance
+	byIndex  map[int]*openAIPartialCall
+	finished bool // a finish_reason arrived
+}
+
+// openAIPartialCall is a tool call whose fragments are still arriving.
+type openAIPartialCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+func newOpenAITurn(secret string) *openAITurn {
+	return &openAITurn{secret: secret, byIndex: make(map[int]*openAIPartialCall)}
+}
+
+// add applies one reply's first choice: text goes to text at once, tool-call
+// fragments are joined by index.
+func (t *openAITurn) add(reply *openAIReply, streamed bool, text func(string)) error {
+	if len(reply.Error) > 0 && string(reply.Error) != "null" {
+		return fmt.Errorf("chat completions reply: error %s", quoteSnippet(reply.Error, t.secret))
+	}
+	for _, ch := range reply.Choices {
+		// We ask for one choice; any other is not ours to run.
+		if ch.Index != 0 {
+			continue
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			t.finished = true
+		}
+		msg := ch.Message
+		if streamed {
+			msg = ch.Delta
+		}
+		if msg.Content != nil && *msg.Content != "" {
+			t.text.WriteString(*msg.Content)
+			text(*msg.Content)
+		}
+		for pos, tc := range msg.ToolCalls {
+			// A server that leaves out index sends each call whole.
+			index := pos
+			if tc.Index != nil {
+				index = *tc.Index
+			}
+			c := t.byIndex[index]
+			// Some servers reuse one index for every call; a new id there
+			// starts a new call.
+			if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) {
+				if len(t.calls) == openAIMaxCalls {
+					return fmt.Errorf("chat completions reply: more than %d tool calls in one turn", openAIMaxCalls)
+				}
+				c = &openAIPartialCall{}
+				t.calls = append(t.calls, c)
+				t.byIndex[index] = c
+			}
+			if tc.ID != "" {
+				c.id = tc.ID
+			}
+			if tc.Function.Name != "" {
+				c.name = tc.Function.Name
+			}
+			c.args.WriteString(tc.Function.Arguments)
+		}
+	}
+	return nil
+}
+
+// turn returns the assembled turn. A call keeps the model's id only if it is
+// a valid id not yet used in the session; otherwise it gets a new one.
+func (t *openAITurn) turn(history []message) (modelTurn, error) {
+	used := make(map[string]bool)
+	for _, h := range history {
+		for _, c := range h.Calls {
+			used[c.ID] = true
+		}
+		if h.CallID != "" {
+			used[h.CallID] = true
+		}
+	}
+	out := modelTurn{Text: t.text.String()}
+	for _, c := range t.calls {
+		id := c.id
+		if !validModelCallID(id) || used[id] {
+			var err error
+			if id, err = newCallID(); err != nil {
+				return modelTurn{}, err
+			}
+		}
+		used[id] = true
+		args := c.args.String()
+		if args == "" {
+			args = openAIEmptyArgs
+		}
+		out.Calls = append(out.Calls, toolCall{ID: id, Name: c.name, Args: json.RawMessage(args)})
+	}
+	return out, nil
+}
+
+// validModelCallID reports whether a model-provided id is non-empty, at
+// most openAIMaxCallID bytes and printable ASCII.
+func validModelCallID(id string) bool {
+	if id == "" || len(id) > openAIMaxCallID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// readOpenAIJSON reads a reply from a server that ignored stream:true.
+func readOpenAIJSON(r io.Reader, t *openAITurn, text func(string)) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return openAIReadError(err)
+	}
+	var reply openAIReply
+	// Not decodeStrict: the reply is a third party's evolving format, and
+	// a field we do not know cannot turn a denial into an allow — every
+	// call still goes through runTool. One value, no trailing data.
+	if err := json.Unmarshal(b, &reply); err != nil {
+		return fmt.Errorf("chat completions reply: invalid JSON: %w", err)
+	}
+	if err := t.add(&reply, false, text); err != nil {
+		return err
+	}
+	if len(reply.Choices) == 0 {
+		return errors.New("chat completions reply: no choices")
+	}
+	return nil
+}
+
+// readOpenAIStream reads an SSE reply until data: [DONE], calling text for
+// each text chunk as it arrives. A stream that ends without [DONE] is
+// complete only if a finish_reason arrived.
+func readOpenAIStream(r io.Reader, t *openAITurn, text func(string)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4<<10), openAIMaxLine)
+	var data []byte
+	var event string
+	dataLines, chunks := 0, 0
+	first := true
+	for sc.Scan() {
+		line := sc.Bytes()
+		if first {
+			line = bytes.TrimPrefix(line, []byte("\ufeff"))
+			first = false
+		}
+		if len(line) == 0 {
+			// Dispatch: an event without data lines is nothing.
+			if dataLines == 0 {
+				event = ""
+				continue
+			}
+			payload := data[:len(data)-1] // the last line's "\n"
+			switch {
+			case event == openAIErrorEvent:
+				return fmt.Errorf("chat completions stream: error event %s", quoteSnippet(payload, t.secret))
+			case event != "" && event != "message":
+				// Events other than message are not chunks.
+			case string(payload) == openAIDone:
+				return nil
+			case len(payload) > 0:
+				chunks++
+				var reply openAIReply
+				// Not decodeStrict, for the reason in readOpenAIJSON.
+				if err := json.Unmarshal(payload, &reply); err != nil {
+					return fmt.Errorf("chat completions stream: chunk %d: invalid JSON: %w", chunks, err)
+				}
+				if err := t.add(&reply, true, text); err != nil {
+					return err
+				}
+			}
+			data, dataLines, event = data[:0], 0, ""
+			continue
+		}
+		if line[0] == ':' {
+			continue // a comment, such as a keep-alive
+		}
+		field, value, found := bytes.Cut(line, []byte(":"))
+		if found {
+			value = bytes.TrimPrefix(value, []byte(" "))
+		}
+		switch string(field) {
+		case "data":
+			if len(data)+len(value)+1 > openAIMaxLine {
+				return fmt.Errorf("chat completions stream: event data longer than %d bytes", openAIMaxLine)
+			}
+			data = append(append(data, value...), '\n')
+			dataLines++
+		case "event":
+			event = string(value)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("chat completions stream: line longer than %d bytes", openAIMaxLine)
+		}
+		return openAIReadError(err)
+	}
+	if !t.finished {
+		return fmt.Errorf("chat completions stream: ended before %s or a finish_reason", openAIDone)
+	}
+	return nil
+}
+
+// openAIReadError names a failed read of the reply body.
+func openAIReadError(err error) error {
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return fmt.Errorf("chat completions reply: longer than %d bytes", openAIMaxReply)
+	}
+	return fmt.Errorf("read chat completions reply: %w", err)
+}
+
+// quoteSnippet quotes at most openAIErrorSnippet bytes of b for an error
+// text, with secret redacted first so the cut cannot leave part of it.
+func quoteSnippet(b []byte, secret string) string {
+	s := string(b)
+	if secret != "" {
+		s = strings.ReplaceAll(s, secret, openAIRedactedKey)
+	}
+	if len(s) > openAIErrorSnippet {
+		return fmt.Sprintf("%q (truncated)", s[:openAIErrorSnippet])
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,809 @@
+// openai_test.go tests the OpenAI-compatible client against loopback fake
+// chat completions servers: what the server sees, and what a reply becomes.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testAPIKey must never appear in an error text.
+const testAPIKey = "sk-test-7f3a9c0d1e2b"
+
+// newFakeOpenAI starts a loopback server answering with handle and returns a
+// client whose base URL ends in /v1, like OPENAI_BASE_URL usually does.
+func newFakeOpenAI(t *testing.T, handle http.HandlerFunc) *openAIModel {
+	t.Helper()
+	srv := httptest.NewServer(handle)
+	t.Cleanup(srv.Close)
+	m, err := newOpenAIModel(openAIConfig{BaseURL: srv.URL + "/v1", APIKey: testAPIKey, Model: "test-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// sseReply answers with body as an event stream.
+func sseReply(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, body)
+	}
+}
+
+func textChunk(s string) string {
+	q, _ := json.Marshal(s)
+	return `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"test-model",` +
+		`"choices":[{"index":0,"delta":{"content":` + string(q) + `},"finish_reason":null}]}`
+}
+
+func finishChunk(reason string) string {
+	return `{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"` + reason + `"}]}`
+}
+
+// toolChunk is one streamed tool-call fragment; id and name are left out when empty.
+func toolChunk(index int, id, name, args string) string {
+	tc := map[string]any{"index": index, "function": map[string]any{"arguments": args}}
+	if id != "" {
+		tc["id"], tc["type"] = id, "function"
+	}
+	if name != "" {
+		tc["function"].(map[string]any)["name"] = name
+	}
+	b, _ := json.Marshal(map[string]any{
+		"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{tc}}, "finish_reason": nil}},
+	})
+	return string(b)
+}
+
+// events frames each data payload as one SSE event.
+func events(payloads ...string) string {
+	var b strings.Builder
+	for _, p := range payloads {
+		fmt.Fprintf(&b, "data: %s\n\n", p)
+	}
+	return b.String()
+}
+
+var userHello = []message{{Role: roleUser, Text: "hello"}}
+
+// wantCall is a call as a test expects it; an empty ID means "any new id".
+type wantCall struct{ ID, Name, Args string }
+
+func checkCalls(t *testing.T, got []toolCall, want []wantCall) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d calls %+v, want %d", len(got), got, len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if w.ID != "" && g.ID != w.ID {
+			t.Errorf("call %d: id %q, want %q", i, g.ID, w.ID)
+		}
+		if w.ID == "" && !assignedCallID.MatchString(g.ID) {
+			t.Errorf("call %d: id %q, want one assigned by the runtime", i, g.ID)
+		}
+		if g.Name != w.Name || string(g.Args) != w.Args {
+			t.Errorf("call %d: %s %s, want %s %s", i, g.Name, g.Args, w.Name, w.Args)
+		}
+	}
+}
+
+// streamDeadlockBreaker is far beyond any loopback delay; it is not a speed bound.
+const streamDeadlockBreaker = 30 * time.Second
+
+var assignedCallID = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
+
+func TestOpenAIStreamsTextAsItArrives(t *testing.T) {
+	parts := []string{"Hel", "lo, ", "wörld"}
+	passedOn := make(chan string, len(parts))
+	var stalled atomic.Bool
+	m := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		io.WriteString(w, ": keep-alive\n\n")
+		for _, p := range parts {
+			io.WriteString(w, events(textChunk(p)))
+			w.(http.Flusher).Flush()
+			// The next chunk goes out only once the client has passed this
+			// one on. A client that waited for the whole reply would wait
+			// forever; the timer only breaks that deadlock so the test fails
+			// instead of hanging.
+			select {
+			case <-passedOn:
+			case <-time.After(streamDeadlockBreaker):
+				stalled.Store(true)
+			case <-r.Context().Done():
+				return
+			}
+		}
+		io.WriteString(w, events(finishChunk("stop"), "[DONE]"))
+	})
+	var got []string
+	turn, err := m.next(context.Background(), userHello, nil, func(s string) {
+		got = append(got, s)
+		passedOn <- s
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stalled.Load() {
+		t.Error("a text chunk was not passed on before the server sent the next one")
+	}
+	if !reflect.DeepEqual(got, parts) {
+		t.Errorf("text chunks %q, want %q", got, parts)
+	}
+	if turn.Text != "Hello, wörld" || len(turn.Calls) != 0 {
+		t.Errorf("turn %+v, want the joined text and no calls", turn)
+	}
+}
+
+func TestOpenAIStreamTurns(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		wantText string
+		want     []wantCall
+	}{
+		{
+			name: "arguments split across chunks",
+			body: events(
+				textChunk("Reading."),
+				toolChunk(0, "call_a", "read_file", ""),
+				toolChunk(0, "", "", `{"path":`),
+				toolChunk(0, "", "", `"a.txt"}`),
+				finishChunk("tool_calls"), "[DONE]"),
+			wantText: "Reading.",
+			want:     []wantCall{{"call_a", "read_file", `{"path":"a.txt"}`}},
+		},
+		{
+			name: "two parallel calls interleaved",
+			body: events(
+				toolChunk(0, "call_a", "read_file", ""),
+				toolChunk(1, "call_b", "glob", ""),
+				toolChunk(0, "", "", `{"path":"a"`),
+				toolChunk(1, "", "", `{"pattern":"*.go"}`),
+				toolChunk(0, "", "", `}`),
+				finishChunk("tool_calls"), "[DONE]"),
+			want: []wantCall{{"call_a", "read_file", `{"path":"a"}`}, {"call_b", "glob", `{"pattern":"*.go"}`}},
+		},
+		{
+			name: "calls without index each arrive whole",
+			body: events(
+				`{"choices":[{"index":0,"delta":{"tool_calls":[`+
+					`{"id":"call_a","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}},`+
+					`{"id":"call_b","type":"function","function":{"name":"glob","arguments":"{}"}}]}}]}`,
+				finishChunk("tool_calls"), "[DONE]"),
+			want: []wantCall{{"call_a", "read_file", `{"path":"a"}`}, {"call_b", "glob", `{}`}},
+		},
+		{
+			name: "a new id at a reused index starts a new call",
+			body: events(
+				toolChunk(0, "call_a", "read_file", `{"path":"a"}`),
+				toolChunk(0, "call_b", "read_file", `{"path":"b"}`),
+				finishChunk("tool_calls"), "[DONE]"),
+			want: []wantCall{{"call_a", "read_file", `{"path":"a"}`}, {"call_b", "read_file", `{"path":"b"}`}},
+		},
+		{
+			name: "empty arguments become an empty object",
+			body: events(toolChunk(0, "call_a", "list_directory", ""), finishChunk("tool_calls"), "[DONE]"),
+			want: []wantCall{{"call_a", "list_directory", `{}`}},
+		},
+		{
+			name: "arguments that are not JSON pass through for runTool to refuse",
+			body: events(toolChunk(0, "call_a", "read_file", `{"path":`), finishChunk("length"), "[DONE]"),
+			want: []wantCall{{"call_a", "read_file", `{"path":`}},
+		},
+		{
+			name: "CRLF lines, multi-line data, comments, id and retry fields",
+			body: ": ping\r\nretry: 1000\r\nid: 7\r\ndata: {\"choices\":[{\"index\":0,\r\ndata: \"delta\":{\"content\":\"two lines\"}}]}\r\n\r\n" +
+				"data:" + finishChunk("stop") + "\r\n\r\ndata: [DONE]\r\n\r\n",
+			wantText: "two lines",
+		},
+		{
+			name:     "a byte order mark and event: message",
+			body:     "\ufeffevent: message\ndata: " + textChunk("ok") + "\n\n" + events("[DONE]"),
+			wantText: "ok",
+		},
+		{
+			name:     "other event types and empty events are skipped",
+			body:     "event: ping\ndata: {\"not\":\"a chunk\"}\n\ndata:\n\n\n\n" + events(textChunk("ok"), "[DONE]"),
+			wantText: "ok",
+		},
+		{
+			name:     "a finish_reason then the end of the stream, no [DONE]",
+			body:     events(textChunk("ok"), finishChunk("stop")),
+			wantText: "ok",
+		},
+		{
+			name:     "a usage chunk without choices after the finish",
+			body:     events(textChunk("ok"), finishChunk("stop"), `{"choices":[],"usage":{"total_tokens":3}}`, "[DONE]"),
+			wantText: "ok",
+		},
+		{
+			name: "choices other than the first are not ours",
+			body: events(
+				`{"choices":[{"index":1,"delta":{"content":"other","tool_calls":[{"index":0,"id":"call_x","function":{"name":"run_shell_command","arguments":"{}"}}]}}]}`,
+				textChunk("ok"), "[DONE]"),
+			wantText: "ok",
+		},
+		{
+			name:     "nothing after [DONE] is read",
+			body:     events(textChunk("ok"), "[DONE]", textChunk("late")) + "data: {broken\n\n",
+			wantText: "ok",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeOpenAI(t, sseReply(tt.body))
+			var streamed strings.Builder
+			turn, err := m.next(context.Background(), userHello, nil, func(s string) { streamed.WriteString(s) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if turn.Text != tt.wantText || streamed.String() != tt.wantText {
+				t.Errorf("text %q, streamed %q, want %q", turn.Text, streamed.String(), tt.wantText)
+			}
+			checkCalls(t, turn.Calls, tt.want)
+		})
+	}
+}
+
+func TestOpenAIJSONReply(t *testing.T) {
+	m := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant",`+
+			`"content":"Writing it.","tool_calls":[{"id":"call_w","type":"function","function":{"name":"write_file",`+
+			`"arguments":"{\"file_path\":\"a.txt\",\"content\":\"hi\"}"}},{"id":"","type":"function","function":{"name":"glob","arguments":""}}]},`+
+			`"finish_reason":"tool_calls"}],"usage":{"total_tokens":9}}`)
+	})
+	var chunks []string
+	turn, err := m.next(context.Background(), userHello, nil, func(s string) { chunks = append(chunks, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(chunks, []string{"Writing it."}) || turn.Text != "Writing it." {
+		t.Errorf("text chunks %q, turn text %q, want the content once", chunks, turn.Text)
+	}
+	checkCalls(t, turn.Calls, []wantCall{
+		{"call_w", "write_file", `{"file_path":"a.txt","content":"hi"}`},
+		{"", "glob", `{}`},
+	})
+}
+
+func TestOpenAIErrors(t *testing.T) {
+	tooManyCalls := make([]string, 0, openAIMaxCalls+1)
+	for i := range openAIMaxCalls + 1 {
+		tooManyCalls = append(tooManyCalls, toolChunk(i, "", "glob", "{}"))
+	}
+	tests := []struct {
+		name   string
+		handle http.HandlerFunc // nil: nothing listens
+		want   []string         // substrings of the error text
+	}{
+		{
+			name: "HTTP 500 echoing the key",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "invalid api key: "+r.Header.Get("Authorization"), http.StatusInternalServerError)
+			},
+			want: []string{"status 500 Internal Server Error", `invalid api key: Bearer [redacted]`},
+		},
+		{
+			name: "HTTP 401 with the key across the snippet's end",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusUnauthorized)
+				io.WriteString(w, strings.Repeat("x", openAIErrorSnippet-5)+testAPIKey+strings.Repeat("y", 100))
+			},
+			want: []string{"status 401 Unauthorized", "(truncated)"},
+		},
+		{
+			name: "a redirect is not followed",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/chat/completions" {
+					panic("the client followed a redirect to " + r.URL.Path)
+				}
+				http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+			},
+			want: []string{"status 307 Temporary Redirect"},
+		},
+		{
+			name: "a reply that is neither SSE nor JSON",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				io.WriteString(w, "<html>")
+			},
+			want: []string{`Content-Type "text/html"`},
+		},
+		{
+			name:   "malformed SSE chunk",
+			handle: sseReply(events(textChunk("ok"), `{"choices":[{`)),
+			want:   []string{"chunk 2: invalid JSON"},
+		},
+		{
+			name:   "a chunk that is not a completion",
+			handle: sseReply(events(`{"choices":"none"}`)),
+			want:   []string{"chunk 1: invalid JSON"},
+		},
+		{
+			name:   "stream cut without [DONE] or finish_reason",
+			handle: sseReply(events(textChunk("par"))),
+			want:   []string{"ended before [DONE] or a finish_reason"},
+		},
+		{
+			name:   "stream cut inside an event",
+			handle: sseReply("data: [DONE]"),
+			want:   []string{"ended before [DONE] or a finish_reason"},
+		},
+		{
+			name:   "error event",
+			handle: sseReply("event: error\ndata: {\"message\":\"overloaded\"}\n\n"),
+			want:   []string{`error event "{\"message\":\"overloaded\"}"`},
+		},
+		{
+			name:   "error object inside the stream",
+			handle: sseReply(events(textChunk("ok"), `{"error":{"message":"context too long"}}`)),
+			want:   []string{"error", "context too long"},
+		},
+		{
+			name:   "a line past the bound",
+			handle: sseReply("data: " + strings.Repeat("x", openAIMaxLine) + "\n\n"),
+			want:   []string{fmt.Sprintf("line longer than %d bytes", openAIMaxLine)},
+		},
+		{
+			name:   "event data past the bound",
+			handle: sseReply(strings.Repeat("data: "+strings.Repeat("x", 1<<20)+"\n", 5)),
+			want:   []string{fmt.Sprintf("event data longer than %d bytes", openAIMaxLine)},
+		},
+		{
+			name:   "too many tool calls",
+			handle: sseReply(events(tooManyCalls...)),
+			want:   []string{fmt.Sprintf("more than %d tool calls", openAIMaxCalls)},
+		},
+		{
+			name: "JSON reply without choices",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"choices":[]}`)
+			},
+			want: []string{"no choices"},
+		},
+		{
+			name: "invalid JSON reply",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"choices":[]} trailing`)
+			},
+			want: []string{"invalid JSON"},
+		},
+		{
+			name: "JSON error reply with status 200",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"error":{"message":"bad key `+r.Header.Get("Authorization")+`"}}`)
+			},
+			want: []string{"bad key Bearer [redacted]"},
+		},
+		{
+			name: "JSON reply past the bound",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"choices":[{"message":{"content":"`+strings.Repeat("x", openAIMaxReply)+`"}}]}`)
+			},
+			want: []string{fmt.Sprintf("longer than %d bytes", openAIMaxReply)},
+		},
+		{
+			name: "connection dropped mid-stream",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					panic(err)
+				}
+				defer conn.Close()
+				chunk := events(textChunk("par"))
+				fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk)
+				buf.Flush()
+			},
+			want: []string{"read chat completions reply", "unexpected EOF"},
+		},
+		{
+			name: "nothing listening",
+			want: []string{"chat completions request", "connection refused"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			handle := tt.handle
+			if handle == nil {
+				handle = func(http.ResponseWriter, *http.Request) {}
+			}
+			srv := httptest.NewServer(handle)
+			if tt.handle == nil {
+				srv.Close()
+			} else {
+				t.Cleanup(srv.Close)
+			}
+			m, err := newOpenAIModel(openAIConfig{BaseURL: srv.URL + "/v1", APIKey: testAPIKey, Model: "test-model"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn, err := m.next(context.Background(), userHello, nil, func(string) {})
+			if err == nil {
+				t.Fatalf("got turn %+v, want an error", turn)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), testAPIKey[:8]) {
+				t.Errorf("error %q holds (part of) the API key", err)
+			}
+		})
+	}
+}
+
+func TestOpenAICancelAbortsRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		// cancelOnText cancels when the first text arrives; otherwise the
+		// test cancels once the server has the request and sent nothing.
+		cancelOnText bool
+	}{
+		{"mid-stream", true},
+		{"before the reply headers", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			received := make(chan struct{})
+			ended := make(chan struct{})
+			m := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request) {
+				defer close(ended)
+				// The server notices a client going away only once it has read the body.
+				io.Copy(io.Discard, r.Body)
+				if tt.cancelOnText {
+					w.Header().Set("Content-Type", "text/event-stream")
+					io.WriteString(w, events(textChunk("first")))
+					w.(http.Flusher).Flush()
+				}
+				close(received)
+				<-r.Context().Done() // the server sees the client go away
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			if !tt.cancelOnText {
+				go func() {
+					defer close(done)
+					<-received
+					cancel()
+				}()
+			} else {
+				close(done)
+			}
+			_, err := m.next(ctx, userHello, nil, func(string) {
+				if tt.cancelOnText {
+					cancel()
+				}
+			})
+			<-done
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("error %v, want context.Canceled", err)
+			}
+			<-ended
+		})
+	}
+}
+
+func TestOpenAICallIDs(t *testing.T) {
+	long := strings.Repeat("i", openAIMaxCallID)
+	history := []message{
+		{Role: roleUser, Text: "go"},
+		{Role: roleAssistant, Calls: []toolCall{{ID: "call_old", Name: "glob", Args: json.RawMessage(`{}`)}}},
+		{Role: roleTool, CallID: "call_old", Tool: "glob"},
+		{Role: roleTool, CallID: "call_orphan", Tool: "glob"},
+	}
+	tests := []struct {
+		name string
+		ids  []string // the model's ids, one call each
+		keep []bool   // whether each id is accepted as is
+	}{
+		{"a fresh id", []string{"call_new"}, []bool{true}},
+		{"printable with a space", []string{"tool use 1"}, []bool{true}},
+		{"exactly the bound", []string{long}, []bool{true}},
+		{"empty", []string{""}, []bool{false}},
+		{"one byte too long", []string{long + "i"}, []bool{false}},
+		{"a control character", []string{"call\x01"}, []bool{false}},
+		{"a newline", []string{"call\nx"}, []bool{false}},
+		{"non-ASCII", []string{"callé"}, []bool{false}},
+		{"used earlier in the session", []string{"call_old"}, []bool{false}},
+		{"answered earlier in the session", []string{"call_orphan"}, []bool{false}},
+		{"twice in one turn", []string{"call_twin", "call_twin"}, []bool{true, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var chunks []string
+			for i, id := range tt.ids {
+				tc := map[string]any{"index": i, "id": id, "type": "function",
+					"function": map[string]any{"name": "glob", "arguments": "{}"}}
+				b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0,
+					"delta": map[string]any{"tool_calls": []any{tc}}}}})
+				chunks = append(chunks, string(b))
+			}
+			m := newFakeOpenAI(t, sseReply(events(append(chunks, "[DONE]")...)))
+			turn, err := m.next(context.Background(), history, nil, func(string) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(turn.Calls) != len(tt.ids) {
+				t.Fatalf("got %d calls, want %d", len(turn.Calls), len(tt.ids))
+			}
+			seen := map[string]bool{"call_old": true, "call_orphan": true}
+			for i, c := range turn.Calls {
+				switch {
+				case tt.keep[i] && c.ID != tt.ids[i]:
+					t.Errorf("call %d: id %q replaced by %q, want it kept", i, tt.ids[i], c.ID)
+				case !tt.keep[i] && !assignedCallID.MatchString(c.ID):
+					t.Errorf("call %d: id %q, want a runtime-assigned id for %q", i, c.ID, tt.ids[i])
+				}
+				if seen[c.ID] {
+					t.Errorf("call %d: id %q is not unique in the session", i, c.ID)
+				}
+				seen[c.ID] = true
+			}
+		})
+	}
+}
+
+// seenRequest is what the fake server received.
+type seenRequest struct {
+	method, path, auth, contentType string
+	body                            []byte
+}
+
+func recordRequest(seen chan<- seenRequest, reply string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen <- seenRequest{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), body}
+		sseReply(reply)(w, r)
+	}
+}
+
+func TestOpenAIRequestAsTheServerSeesIt(t *testing.T) {
+	seen := make(chan seenRequest, 1)
+	m := newFakeOpenAI(t, recordRequest(seen, events(textChunk("ok"), "[DONE]")))
+	history := []message{
+		{Role: roleUser, Text: "list files"},
+		{Role: roleAssistant, Text: "Looking.", Calls: []toolCall{
+			{ID: "call_1", Name: "list_directory", Args: json.RawMessage(`{"path":"."}`)},
+			{ID: "call_2", Name: "read_file", Args: json.RawMessage(`{"path":`)},
+			{ID: "call_3", Name: "glob"},
+		}},
+		{Role: roleTool, CallID: "call_1", Tool: "list_directory", Result: toolResult{Status: statusCompleted, Output: "a.txt\nb.txt"}},
+		{Role: roleTool, CallID: "call_2", Tool: "read_file", Result: toolResult{Status: statusFailed, Output: "invalid arguments", ErrorType: errTypeInvalidParams}},
+		{Role: roleTool, CallID: "call_3", Tool: "glob", Result: toolResult{Status: statusFailed, Output: "denied by policy", ErrorType: errTypeExecutionDenied}},
+		{Role: roleAssistant, Calls: []toolCall{{ID: "call_4", Name: "run_shell_command", Args: json.RawMessage(`{"command":"ls"}`)}}},
+		{Role: roleTool, CallID: "call_4", Tool: "run_shell_command", Result: toolResult{Status: statusCompleted, Output: ""}},
+		{Role: roleAssistant, Text: "Done."},
+		{Role: roleUser, Text: "thanks"},
+	}
+	tools := []*toolSpec{
+		{Name: "read_file", Description: "Reads a file.", Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		{Name: "glob"},
+	}
+	if _, err := m.next(context.Background(), history, tools, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	req := <-seen
+	if req.method != http.MethodPost || req.path != "/v1/chat/completions" || req.contentType != "application/json" {
+		t.Errorf("request %s %s (%s), want POST /v1/chat/completions (application/json)", req.method, req.path, req.contentType)
+	}
+	if req.auth != "Bearer "+testAPIKey {
+		t.Errorf("Authorization %q, want the bearer key", req.auth)
+	}
+	want := `{
+	  "model": "test-model",
+	  "stream": true,
+	  "messages": [
+	    {"role": "user", "content": "list files"},
+	    {"role": "assistant", "content": "Looking.", "tool_calls": [
+	      {"id": "call_1", "type": "function", "function": {"name": "list_directory", "arguments": "{\"path\":\".\"}"}},
+	      {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":"}},
+	      {"id": "call_3", "type": "function", "function": {"name": "glob", "arguments": "{}"}}
+	    ]},
+	    {"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"},
+	    {"role": "tool", "tool_call_id": "call_2", "content": "invalid arguments"},
+	    {"role": "tool", "tool_call_id": "call_3", "content": "denied by policy"},
+	    {"role": "assistant", "tool_calls": [
+	      {"id": "call_4", "type": "function", "function": {"name": "run_shell_command", "arguments": "{\"command\":\"ls\"}"}}
+	    ]},
+	    {"role": "tool", "tool_call_id": "call_4", "content": ""},
+	    {"role": "assistant", "content": "Done."},
+	    {"role": "user", "content": "thanks"}
+	  ],
+	  "tools": [
+	    {"type": "function", "function": {"name": "read_file", "description": "Reads a file.",
+	      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
+	    {"type": "function", "function": {"name": "glob", "parameters": {"type": "object", "properties": {}, "required": [], "additionalProperties": false}}}
+	  ]
+	}`
+	var got, wantV any
+	if err := json.Unmarshal(req.body, &got); err != nil {
+		t.Fatalf("request body %s: %v", req.body, err)
+	}
+	if err := json.Unmarshal([]byte(want), &wantV); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, wantV) {
+		t.Errorf("request body\n%s\nwant\n%s", req.body, want)
+	}
+}
+
+func TestOpenAINoKeyNoAuthorization(t *testing.T) {
+	seen := make(chan seenRequest, 1)
+	srv := httptest.NewServer(recordRequest(seen, events(textChunk("ok"), "[DONE]")))
+	defer srv.Close()
+	m, err := newOpenAIModel(openAIConfig{BaseURL: srv.URL, Model: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.next(context.Background(), userHello, nil, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	req := <-seen
+	if req.auth != "" || req.path != "/chat/completions" {
+		t.Errorf("Authorization %q at %s, want none at /chat/completions", req.auth, req.path)
+	}
+	if bytes.Contains(req.body, []byte(`"tools"`)) {
+		t.Errorf("request body %s offers tools, want none", req.body)
+	}
+}
+
+func TestNewOpenAIModel(t *testing.T) {
+	tests := []struct {
+		base, key, model string
+		endpoint         string // "" when an error is wanted
+		wantErr          string
+	}{
+		{base: "http://127.0.0.1:8080/v1", model: "m", endpoint: "http://127.0.0.1:8080/v1/chat/completions"},
+		{base: "http://127.0.0.1:8080/v1/", model: "m", endpoint: "http://127.0.0.1:8080/v1/chat/completions"},
+		{base: "http://127.0.0.1:8080", model: "m", endpoint: "http://127.0.0.1:8080/chat/completions"},
+		{base: "http://127.0.0.1:8080/", model: "m", endpoint: "http://127.0.0.1:8080/chat/completions"},
+		{base: "https://localhost/compatible-mode/v1", model: "m", endpoint: "https://localhost/compatible-mode/v1/chat/completions"},
+		{base: "http://[::1]:9/v1?api-version=1", model: "m", endpoint: "http://[::1]:9/v1/chat/completions?api-version=1"},
+		{base: "http://127.0.0.1/v1", model: "", wantErr: "no model name"},
+		{base: "", model: "m", wantErr: `base URL ""`},
+		{base: "127.0.0.1:8080", model: "m", wantErr: "base URL"},
+		{base: "ftp://localhost/v1", model: "m", wantErr: "want http:// or https://"},
+		{base: "http://user:pw@localhost/v1", model: "m", wantErr: `host "localhost" holds credentials`},
+		{base: "http://localhost/v1#x", model: "m", wantErr: "fragment"},
+		{base: "http://localhost/v1", key: testAPIKey + "\n", model: "m", wantErr: "OPENAI_API_KEY holds a character"},
+		{base: "http://localhost/v1", key: "sk-key with-space", model: "m", wantErr: "OPENAI_API_KEY holds a character"},
+	}
+	for _, tt := range tests {
+		m, err := newOpenAIModel(openAIConfig{BaseURL: tt.base, APIKey: tt.key, Model: tt.model})
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("base %q model %q: error %v, want %q", tt.base, tt.model, err, tt.wantErr)
+			}
+			if err != nil && tt.key != "" && strings.Contains(err.Error(), tt.key[:8]) {
+				t.Errorf("error %q holds the API key", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("base %q: %v", tt.base, err)
+			continue
+		}
+		if m.endpoint != tt.endpoint {
+			t.Errorf("base %q: endpoint %q, want %q", tt.base, m.endpoint, tt.endpoint)
+		}
+	}
+}
+
+func FuzzOpenAISSE(f *testing.F) {
+	f.Add([]byte(events(textChunk("a"), textChunk("b"), finishChunk("stop"), "[DONE]")))
+	f.Add([]byte(events(toolChunk(0, "call_a", "read_file", `{"pa`), toolChunk(0, "", "", `th":"x"}`),
+		toolChunk(1, "call_a", "glob", ""), finishChunk("tool_calls"))))
+	f.Add([]byte(": c\r\nevent: error\r\ndata: x\r\n\r\n"))
+	f.Add([]byte("\ufeffdata: {\"choices\":[{\"index\":0,\ndata: \"delta\":{\"content\":\"x\"}}]}\n\ndata\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1,\"id\":\"\"}]},\"finish_reason\":\"\"}]}\n\n"))
+	f.Add([]byte(`data: {"error":null,"choices":null}` + "\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := newOpenAITurn(testAPIKey)
+		var streamed strings.Builder
+		err := readOpenAIStream(bytes.NewReader(data), tr, func(s string) {
+			if s == "" {
+				t.Error("text called with an empty chunk")
+			}
+			streamed.WriteString(s)
+		})
+		if err != nil {
+			if strings.Contains(err.Error(), testAPIKey) {
+				t.Errorf("error %q holds the API key", err)
+			}
+			return
+		}
+		turn, err := tr.turn(userHello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.Text != streamed.String() {
+			t.Errorf("turn text %q, streamed %q", turn.Text, streamed.String())
+		}
+		if len(turn.Calls) > openAIMaxCalls {
+			t.Errorf("%d calls, past the bound %d", len(turn.Calls), openAIMaxCalls)
+		}
+		ids := make(map[string]bool)
+		for _, c := range turn.Calls {
+			if !validModelCallID(c.ID) || ids[c.ID] {
+				t.Errorf("call id %q is invalid or repeated", c.ID)
+			}
+			ids[c.ID] = true
+			if len(c.Args) == 0 {
+				t.Errorf("call %q has empty arguments", c.ID)
+			}
+		}
+	})
+}
+
+func FuzzOpenAIJSON(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"hi","tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"glob","arguments":"{}"}},{"function":{"name":"x","arguments":""}}]},"finish_reason":"tool_calls"}]}`))
+	f.Add([]byte(`{"error":{"message":"bad"}}`))
+	f.Add([]byte(`{"choices":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := newOpenAITurn(testAPIKey)
+		var streamed strings.Builder
+		if err := readOpenAIJSON(bytes.NewReader(data), tr, func(s string) { streamed.WriteString(s) }); err != nil {
+			return
+		}
+		turn, err := tr.turn(userHello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.Text != streamed.String() {
+			t.Errorf("turn text %q, streamed %q", turn.Text, streamed.String())
+		}
+		for _, c := range turn.Calls {
+			if !validModelCallID(c.ID) || len(c.Args) == 0 {
+				t.Errorf("call %+v: invalid id or empty arguments", c)
+			}
+		}
+	})
+}
+
+func BenchmarkOpenAIStream100(b *testing.B) {
+	var payloads []string
+	for i := range 90 {
+		payloads = append(payloads, textChunk(fmt.Sprintf("word %d ", i)))
+	}
+	payloads = append(payloads, toolChunk(0, "call_a", "write_file", ""))
+	for range 8 {
+		payloads = append(payloads, toolChunk(0, "", "", `{"content":"some file text"}`))
+	}
+	payloads = append(payloads, finishChunk("tool_calls"), "[DONE]")
+	stream := []byte(events(payloads...))
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tr := newOpenAITurn(testAPIKey)
+		if err := readOpenAIStream(bytes.NewReader(stream), tr, func(string) {}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tr.turn(userHello); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

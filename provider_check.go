@@ -1,0 +1,182 @@
+// provider_check.go owns "acpguard provider check": unit tests for a policy.
+// It validates a policy file exactly as the provider does at startup, then
+// decides the example calls of a cases file and reports every mismatch with
+// the rule that decided.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// providerPolicyCase is one example of a cases file: "tool name, arguments,
+// expected decision". Reason, when given, is the exact text a client would
+// show for the denial.
+type providerPolicyCase struct {
+	Name      string          `json:"name"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Expect    string          `json:"expect"`
+	Reason    string          `json:"reason"`
+
+	args any // Arguments decoded as the provider decodes them
+}
+
+// maxProviderCasesFile bounds a cases file read from disk, like a policy.
+const maxProviderCasesFile = 4 << 20
+
+// maxProviderRenderedPattern bounds a regular expression quoted in a mismatch line:
+// enough to recognise the rule, short enough to keep one line per mismatch.
+const maxProviderRenderedPattern = 48
+
+func runProviderCheck(sys *system, args []string) error {
+	opts, err := parseProviderCheckArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	pol, err := loadProviderPolicy(opts.PolicyFile)
+	if err != nil {
+		return &usageError{err}
+	}
+	cases, err := loadProviderPolicyCases(opts.CasesFile)
+	if errors.Is(err, os.ErrNotExist) && !opts.CasesGiven {
+		fmt.Fprintf(sys.stdout, "policy %q: valid, %d rules; no cases file %q\n", opts.PolicyFile, len(pol.rules), opts.CasesFile)
+		return nil
+	}
+	if err != nil {
+		return &usageError{err}
+	}
+	fmt.Fprintf(sys.stdout, "policy %q: valid, %d rules; cases %q\n", opts.PolicyFile, len(pol.rules), opts.CasesFile)
+	failed := 0
+	for i := range cases {
+		if msg := cases[i].check(pol); msg != "" {
+			failed++
+			fmt.Fprintf(sys.stdout, "FAIL %s: %s\n", cases[i].label(i), msg)
+		}
+	}
+	fmt.Fprintf(sys.stdout, "%d passed, %d failed\n", len(cases)-failed, failed)
+	if failed > 0 {
+		return fmt.Errorf("provider check: %d of %d cases of %q failed", failed, len(cases), opts.CasesFile)
+	}
+	return nil
+}
+
+// loadProviderPolicyCases reads and validates a cases file: a non-empty JSON array
+// of cases, unknown fields refused.
+func loadProviderPolicyCases(file string) ([]providerPolicyCase, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("cases %q: %w", file, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxProviderCasesFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("cases %q: %w", file, err)
+	}
+	if len(data) > maxProviderCasesFile {
+		return nil, fmt.Errorf("cases %q: larger than %d bytes", file, maxProviderCasesFile)
+	}
+	cases, err := parseProviderPolicyCases(data)
+	if err != nil {
+		return nil, fmt.Errorf("cases %q: %w", file, err)
+	}
+	return cases, nil
+}
+
+func parseProviderPolicyCases(data []byte) ([]providerPolicyCase, error) {
+	var cases []providerPolicyCase
+	if err := decodeStrict(data, &cases); err != nil {
+		return nil, err
+	}
+	// A file that tests nothing must not read as a policy that passed.
+	if len(cases) == 0 {
+		return nil, errors.New("no cases: want a JSON array of at least one case")
+	}
+	for i := range cases {
+		if err := cases[i].validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cases[i].label(i), err)
+		}
+	}
+	return cases, nil
+}
+
+func (c *providerPolicyCase) validate() error {
+	if c.Tool == "" {
+		return errors.New(`missing "tool"`)
+	}
+	switch c.Expect {
+	case "allow", "deny":
+	default:
+		return fmt.Errorf(`expect %q: want "allow" or "deny"`, c.Expect)
+	}
+	if c.Reason != "" {
+		if c.Expect != "deny" {
+			return errors.New(`a reason is only expected with "expect": "deny"`)
+		}
+		if why := reasonUnsafe(c.Reason); why != "" {
+			return fmt.Errorf("reason %q: %s, so no client would show it", c.Reason, why)
+		}
+	}
+	args, err := decodeProviderArguments(c.Arguments)
+	if err != nil {
+		return err
+	}
+	c.args = args
+	return nil
+}
+
+func (c *providerPolicyCase) label(i int) string {
+	if c.Name == "" {
+		return fmt.Sprintf("case %d", i)
+	}
+	return fmt.Sprintf("case %d %q", i, c.Name)
+}
+
+// check decides the case with pol and describes a mismatch, or returns "".
+// The reason compared is the one a client shows: the policy's, trimmed, or
+// the client's default text for a denial without one.
+func (c *providerPolicyCase) check(pol *providerPolicy) string {
+	d := pol.decide(c.Tool, c.args)
+	got, reason := providerDecisionName(d.Allowed), strings.TrimSpace(d.Reason)
+	if !d.Allowed && reason == "" {
+		reason = denyDefaultReason
+	}
+	if got == c.Expect && (c.Reason == "" || c.Reason == reason) {
+		return ""
+	}
+	want := c.Expect
+	if c.Reason != "" {
+		want += fmt.Sprintf(" %q", c.Reason)
+	}
+	if !d.Allowed {
+		got += fmt.Sprintf(" %q", reason)
+	}
+	return fmt.Sprintf("%s: want %s, got %s by %s", c.Tool, want, got, pol.describe(d.Rule))
+}
+
+// describe renders the rule that decided (-1: the default) in the shape it
+// has in the policy file, its patterns shortened.
+func (pol *providerPolicy) describe(rule int) string {
+	if rule < 0 {
+		return "the default (no rule matched)"
+	}
+	r := &pol.rules[rule]
+	var b strings.Builder
+	fmt.Fprintf(&b, "rule %d {tool %q", rule, r.tool)
+	if len(r.args) > 0 {
+		b.WriteString(", match {")
+		for i, m := range r.args {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q: %q", m.raw, clipProviderText(m.re.String(), maxProviderRenderedPattern))
+		}
+		b.WriteString("}")
+	}
+	fmt.Fprintf(&b, ", %s}", providerDecisionName(r.allow))
+	return b.String()
+}

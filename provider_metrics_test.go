@@ -1,0 +1,397 @@
+// provider_metrics_test.go checks GET /metrics with a strict parser of the
+// Prometheus text format 0.0.4: the output parses, and counters move as
+// calls are made.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	promStrictNameRE   = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	promStrictLabelRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	promStrictSampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
+	promStrictTypes    = map[string]bool{"counter": true, "gauge": true, "histogram": true, "summary": true, "untyped": true}
+)
+
+// promParseStrict parses exposition text strictly and returns every
+// sample by series ("name{a=\"x\",b=\"y\"}", labels sorted). It fails on
+// anything a Prometheus scraper would reject or that breaks the format's
+// rules: a sample before its family's TYPE, a family split in two, a
+// duplicate series, a negative counter, an inconsistent histogram.
+func promParseStrict(text string) (map[string]float64, error) {
+	if text == "" || !strings.HasSuffix(text, "\n") {
+		return nil, fmt.Errorf("empty or not newline-terminated")
+	}
+	samples := map[string]float64{}
+	types := map[string]string{}
+	helps := map[string]bool{}
+	closed := map[string]bool{} // families whose samples have ended
+	current := ""
+	type bucket struct {
+		le    float64
+		count float64
+	}
+	hists := map[string]map[string][]bucket{} // family -> other labels -> buckets
+	sums := map[string]bool{}
+	counts := map[string]float64{}
+	for n, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("line %d %q: %s", n+1, line, fmt.Sprintf(format, a...))
+		}
+		if rest, ok := strings.CutPrefix(line, "# "); ok {
+			kind, rest, _ := strings.Cut(rest, " ")
+			name, arg, _ := strings.Cut(rest, " ")
+			if !promStrictNameRE.MatchString(name) {
+				return nil, bad("bad metric name")
+			}
+			switch kind {
+			case "HELP":
+				if helps[name] || arg == "" {
+					return nil, bad("repeated or empty HELP")
+				}
+				helps[name] = true
+			case "TYPE":
+				if types[name] != "" || !promStrictTypes[arg] || closed[name] {
+					return nil, bad("repeated, unknown or late TYPE")
+				}
+				types[name] = arg
+			default:
+				return nil, bad("unknown comment kind")
+			}
+			if current != name {
+				if current != "" {
+					closed[current] = true
+				}
+				current = name
+			}
+			continue
+		}
+		m := promStrictSampleRE.FindStringSubmatch(line)
+		if m == nil {
+			return nil, bad("not a sample line")
+		}
+		name, rawLabels, rawValue := m[1], m[2], m[3]
+		family, suffix := name, ""
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			if f, ok := strings.CutSuffix(name, s); ok && types[f] == "histogram" {
+				family, suffix = f, s
+			}
+		}
+		if family != current || types[family] == "" {
+			return nil, bad("sample outside its family (current %q)", current)
+		}
+		labels, err := promParseLabels(rawLabels)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		value, err := strconv.ParseFloat(rawValue, 64)
+		if err != nil || math.IsNaN(value) {
+			return nil, bad("bad value")
+		}
+		keys := make([]string, 0, len(labels))
+		for k := range labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var series strings.Builder
+		series.WriteString(name)
+		var other strings.Builder
+		if len(keys) > 0 {
+			series.WriteString("{")
+			for i, k := range keys {
+				if i > 0 {
+					series.WriteString(",")
+				}
+				fmt.Fprintf(&series, "%s=%q", k, labels[k])
+				if k != "le" {
+					fmt.Fprintf(&other, "%s=%q,", k, labels[k])
+				}
+			}
+			series.WriteString("}")
+		}
+		if _, dup := samples[series.String()]; dup {
+			return nil, bad("duplicate series")
+		}
+		samples[series.String()] = value
+		switch typ := types[family]; {
+		case typ == "counter" && value < 0:
+			return nil, bad("negative counter")
+		case typ == "histogram":
+			key := other.String()
+			switch suffix {
+			case "_bucket":
+				le, ok := labels["le"]
+				if !ok {
+					return nil, bad("bucket without le")
+				}
+				bound, err := strconv.ParseFloat(le, 64)
+				if err != nil {
+					return nil, bad("bad le")
+				}
+				if hists[family] == nil {
+					hists[family] = map[string][]bucket{}
+				}
+				bs := hists[family][key]
+				if len(bs) > 0 && (bound <= bs[len(bs)-1].le || value < bs[len(bs)-1].count) {
+					return nil, bad("buckets not increasing")
+				}
+				hists[family][key] = append(bs, bucket{bound, value})
+			case "_sum":
+				sums[family+key] = true
+			case "_count":
+				counts[family+key] = value
+			default:
+				return nil, bad("bare sample of a histogram")
+			}
+		}
+	}
+	for family, byLabels := range hists {
+		for key, bs := range byLabels {
+			last := bs[len(bs)-1]
+			if !math.IsInf(last.le, 1) {
+				return nil, fmt.Errorf("histogram %s{%s} has no +Inf bucket", family, key)
+			}
+			if c, ok := counts[family+key]; !ok || c != last.count || !sums[family+key] {
+				return nil, fmt.Errorf("histogram %s{%s}: _count %v (present %v) vs +Inf %v, _sum present %v", family, key, c, ok, last.count, sums[family+key])
+			}
+		}
+	}
+	return samples, nil
+}
+
+// promParseLabels parses {a="x",b="y"}; values may escape \\, \" and \n.
+func promParseLabels(raw string) (map[string]string, error) {
+	labels := map[string]string{}
+	if raw == "" {
+		return labels, nil
+	}
+	s := raw[1 : len(raw)-1]
+	for s != "" {
+		name, rest, ok := strings.Cut(s, `="`)
+		if !ok || !promStrictLabelRE.MatchString(name) {
+			return nil, fmt.Errorf("bad label in %s", raw)
+		}
+		var v strings.Builder
+		i := 0
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' {
+				i++
+				if i == len(rest) {
+					return nil, fmt.Errorf("dangling escape in %s", raw)
+				}
+				switch rest[i] {
+				case '\\', '"':
+					v.WriteByte(rest[i])
+				case 'n':
+					v.WriteByte('\n')
+				default:
+					return nil, fmt.Errorf("bad escape in %s", raw)
+				}
+				continue
+			}
+			v.WriteByte(rest[i])
+		}
+		if i == len(rest) {
+			return nil, fmt.Errorf("unterminated value in %s", raw)
+		}
+		if _, dup := labels[name]; dup {
+			return nil, fmt.Errorf("duplicate label %s", name)
+		}
+		labels[name] = v.String()
+		s = rest[i+1:]
+		if s != "" {
+			var ok bool
+			if s, ok = strings.CutPrefix(s, ","); !ok || s == "" {
+				return nil, fmt.Errorf("bad separator in %s", raw)
+			}
+		}
+	}
+	return labels, nil
+}
+
+func TestPrometheusParserRejects(t *testing.T) {
+	valid := "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n"
+	if _, err := promParseStrict(valid); err != nil {
+		t.Fatalf("valid text rejected: %v", err)
+	}
+	hist := "# HELP h H.\n# TYPE h histogram\n"
+	for name, text := range map[string]string{
+		"no newline":       strings.TrimSuffix(valid, "\n"),
+		"sample first":     "a_total 1\n" + valid,
+		"negative counter": "# HELP a_total A.\n# TYPE a_total counter\na_total -1\n",
+		"duplicate":        valid + "a_total 2\n",
+		"bad label":        "# HELP a_total A.\n# TYPE a_total counter\na_total{1a=\"x\"} 1\n",
+		"unquoted label":   "# HELP a_total A.\n# TYPE a_total counter\na_total{a=x} 1\n",
+		"split family":     valid + "# HELP b B.\n# TYPE b gauge\nb 1\na_total{x=\"y\"} 1\n",
+		"timestamp":        "# HELP a_total A.\n# TYPE a_total counter\na_total 1 1700000000\n",
+		"no +Inf":          hist + "h_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n",
+		"count mismatch":   hist + "h_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 1\n",
+		"decreasing":       hist + "h_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
+		"no sum":           hist + "h_bucket{le=\"+Inf\"} 1\nh_count 1\n",
+	} {
+		if _, err := promParseStrict(text); err == nil {
+			t.Errorf("%s: accepted %q", name, text)
+		}
+	}
+}
+
+// scrapeProviderMetrics fetches /metrics with the token and parses it.
+func scrapeProviderMetrics(t *testing.T, hc *http.Client, url string) map[string]float64 {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+providerMetricsPath, nil)
+	req.Header.Set("Authorization", "Bearer "+providerTestToken)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != prometheusTextContentType {
+		t.Fatalf("GET /metrics: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	samples, err := promParseStrict(string(body))
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v\n%s", err, body)
+	}
+	return samples
+}
+
+func TestProviderMetrics(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policy.json")
+	policy, err := os.ReadFile("examples/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(file, policy, 0o600)
+	p := startRefProvider(t, providerOptions{PolicyFile: file})
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	t.Cleanup(hc.CloseIdleConnections)
+	before := scrapeProviderMetrics(t, hc, p.url)
+	for series, v := range before {
+		want := 0.0
+		switch series {
+		case "acpguard_provider_policy_rules":
+			want = 11
+		}
+		if v != want {
+			t.Errorf("fresh provider: %s = %v, want %v", series, v, want)
+		}
+	}
+
+	c := testProviderClient(t, p.url, 5*time.Second)
+	if err := c.handshake(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct{ tool, args string }{
+		{"read_file", `{"file_path":"/a"}`},
+		{"write_file", `{"file_path":"/tmp/a","content":""}`},
+		{"run_shell_command", `{"command":"sudo ls"}`},
+	}
+	for _, call := range calls {
+		pc := providerTestCall
+		pc.ToolName, pc.Arguments = call.tool, []byte(call.args)
+		c.prepare(context.Background(), pc)
+	}
+	// Refusals: a wrong token (on a route and on /metrics), a bad body, an
+	// unknown route, a wrong method.
+	wrong := testProviderClient(t, p.url, 5*time.Second)
+	wrong.token = "wrong-token"
+	wrong.prepare(context.Background(), providerTestCall)
+	req, _ := http.NewRequest(http.MethodGet, p.url+providerMetricsPath, nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /metrics without a token: %d, want 401", resp.StatusCode)
+	}
+	for _, v := range []wireRequestVector{
+		{Method: "POST", Path: wirePathPrepare, Auth: "valid", ContentType: wireContentType, Body: `{}`},
+		{Method: "POST", Path: "/v2/prepare", Auth: "valid", ContentType: wireContentType, Body: `{}`},
+		{Method: "POST", Path: providerMetricsPath, Auth: "valid", ContentType: wireContentType, Body: `{}`},
+	} {
+		resp := v.send(t, hc, p.url)
+		resp.Body.Close()
+		if v.Path == providerMetricsPath && (resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodGet) {
+			t.Errorf("POST /metrics: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	// A failed reload leaves the policy and counts.
+	os.WriteFile(file, []byte(`{"rules":[{"tool":"x"}]}`), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(p.stderr.String(), "reload failed"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload; stderr %q", p.stderr.String())
+		}
+	}
+
+	after := scrapeProviderMetrics(t, hc, p.url)
+	want := map[string]float64{
+		`acpguard_provider_decisions_total{outcome="allow"}`:                                     2,
+		`acpguard_provider_decisions_total{outcome="deny"}`:                                      1,
+		`acpguard_provider_policy_decisions_total{decision="allow"}`:                             2,
+		`acpguard_provider_policy_decisions_total{decision="deny"}`:                              1,
+		`acpguard_provider_handshakes_total`:                                                     1,
+		`acpguard_provider_request_failures_total{reason="unauthorized",status="401"}`:           2,
+		`acpguard_provider_request_failures_total{reason="bad_request",status="400"}`:            1,
+		`acpguard_provider_request_failures_total{reason="not_found",status="404"}`:              1,
+		`acpguard_provider_request_failures_total{reason="method_not_allowed",status="405"}`:     1,
+		`acpguard_provider_request_failures_total{reason="too_large",status="413"}`:              0,
+		`acpguard_provider_request_failures_total{reason="unsupported_media_type",status="415"}`: 0,
+		`acpguard_provider_policy_reloads_total{result="ok"}`:                                    0,
+		`acpguard_provider_policy_reloads_total{result="failed"}`:                                1,
+		`acpguard_provider_policy_rules`:                                                         11,
+		`acpguard_provider_shadow`:                                                               0,
+		`acpguard_provider_audit_failures_total`:                                                 0,
+		`acpguard_provider_decision_duration_seconds_count`:                                      3,
+		`acpguard_provider_decision_duration_seconds_bucket{le="+Inf"}`:                          3,
+	}
+	for series, v := range want {
+		if got, ok := after[series]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, v)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("series appeared or vanished: %d before, %d after", len(before), len(after))
+	}
+	if s := after["acpguard_provider_decision_duration_seconds_sum"]; s <= 0 {
+		t.Errorf("latency sum %v, want > 0", s)
+	}
+}
+
+func TestLatencyHistogramBuckets(t *testing.T) {
+	m := newProviderMetrics(true)
+	for _, d := range []time.Duration{0, 100 * time.Microsecond, 101 * time.Microsecond, 3 * time.Second} {
+		m.latency.observe(d)
+	}
+	samples, err := promParseStrict(string(m.render(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for le, want := range map[string]float64{"0.0001": 2, "0.00025": 3, "2.5": 3, "+Inf": 4} {
+		if got := samples[`acpguard_provider_decision_duration_seconds_bucket{le="`+le+`"}`]; got != want {
+			t.Errorf("bucket le=%s: %v, want %v", le, got, want)
+		}
+	}
+	if got := samples["acpguard_provider_decision_duration_seconds_sum"]; math.Abs(got-3.000201) > 1e-9 {
+		t.Errorf("sum %v", got)
+	}
+	if samples["acpguard_provider_shadow"] != 1 {
+		t.Error("shadow gauge is not 1")
+	}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestLoadSettingsFull(t *testing.T) {
+	s, err := loadSettings(filepath.Join("testdata", "settings", "full.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Tools.ApprovalMode != modeAutoEdit || s.Model.Name != "qwen3-coder-plus" || s.Model.MaxTurns != 20 || s.MCP.CallTimeoutMs != 60000 {
+		t.Errorf("scalars: %+v %+v %+v", s.Tools, s.Model, s.MCP)
+	}
+	srv := s.MCPServers["github"]
+	if srv.Command != "github-mcp" || !reflect.DeepEqual(srv.Args, []string{"--read-only"}) || srv.Env["GITHUB_HOST"] != "github.example" || srv.Timeout != 30000 {
+		t.Errorf("mcp server: %+v", srv)
+	}
+	if len(s.Hooks.PreToolUse) != 2 || s.Hooks.PreToolUse[0].Hooks[0].Timeout != 5000 || !s.Hooks.PreToolUse[1].Hooks[0].FailOpen {
+		t.Errorf("hooks: %+v", s.Hooks)
+	}
+	// The loaded rules and matchers are ready to use.
+	if v, rule := s.Rules.decide(s.Tools.ApprovalMode, "run_shell_command", false, map[string]any{"command": "git status && rm -rf /"}, testCwd, testHome); v != verdictDeny || rule != "Bash(rm *)" {
+		t.Errorf("rules: %s %q", v, rule)
+	}
+	if v, _ := s.Rules.decide(s.Tools.ApprovalMode, "read_file", false, map[string]any{"file_path": testHome + "/.ssh/id_rsa"}, testCwd, testHome); v != verdictDeny {
+		t.Errorf("~ rule: %s", v)
+	}
+	if m, err := s.Hooks.PreToolUse[0].matchesTool("run_shell_command"); !m || err != nil {
+		t.Errorf("matcher Bash|Edit on the shell: %v %v", m, err)
+	}
+	for tool, want := range map[string]bool{"write_file": true, "edit": false, "mcp__github__delete_repo": true, "mcp__github__issues": false} {
+		if got := s.toolDisabled(tool); got != want {
+			t.Errorf("toolDisabled(%s) = %v", tool, got)
+		}
+	}
+	if !s.slashCommandDisabled("tools") || !s.slashCommandDisabled("/tools") || s.slashCommandDisabled("help") {
+		t.Error("slashCommandDisabled")
+	}
+}
+
+func TestSettingsDefaults(t *testing.T) {
+	for _, s := range []*settings{defaultSettings(), mustLoad(t, filepath.Join("testdata", "settings", "empty-object.json"))} {
+		if s.Tools.ApprovalMode != modeDefault || s.Model.MaxTurns != defaultMaxTurns || len(s.Hooks.PreToolUse) != 0 || s.Rules == nil {
+			t.Errorf("defaults: %+v", s)
+		}
+		if v, rule := s.Rules.decide(s.Tools.ApprovalMode, "edit", false, map[string]any{"file_path": testCwd + "/a"}, testCwd, testHome); v != verdictAsk || rule != "" {
+			t.Errorf("default mode on an edit: %s %q", v, rule)
+		}
+		if out := runPreToolUseHooks(context.Background(), s.Hooks.PreToolUse, testHookInput(t.TempDir()), testHookEnv); out.Decision != hookNone {
+			t.Errorf("no hooks: %+v", out)
+		}
+	}
+	s := mustParse(t, `{"model":{"name":"m"}}`)
+	if s.Model.MaxTurns != defaultMaxTurns {
+		t.Errorf("maxTurns with model.name only: %d", s.Model.MaxTurns)
+	}
+}
+
+func mustLoad(t *testing.T, path string) *settings {
+	t.Helper()
+	s, err := loadSettings(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustParse(t *testing.T, data string) *settings {
+	t.Helper()
+	s, err := parseSettings([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Every error names the file, the key path and the offending value.
+func TestLoadSettingsErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		json string
+		want string
+	}{
+		{`{"tools":{"aprovalMode":"yolo"}}`, `unknown key "tools.aprovalMode"`},
+		{`{"tool":{}}`, `unknown key "tool"`},
+		{`{"hooks":{"PostToolUse":[]}}`, `unknown key "hooks.PostToolUse"`},
+		{`{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"x","failMode":"closed"}]}]}}`, `unknown key "hooks.PreToolUse[0].hooks[0].failMode"`},
+		{`{"mcpServers":{"a":{"command":"x","cwd":"/"}}}`, `unknown key "mcpServers.a.cwd"`},
+		{`{"tools":{"approvalMode":1}}`, `key "tools.approvalMode": want a string, got number`},
+		{`{"tools":{"approvalMode":null}}`, `key "tools.approvalMode": want a string, got null`},
+		{`{"tools":"yolo"}`, `key "tools": want an object, got string`},
+		{`{"permissions":{"allow":"Bash"}}`, `key "permissions.allow": want an array, got string`},
+		{`{"permissions":{"deny":["Bash",true]}}`, `key "permissions.deny[1]": want a string, got boolean`},
+		{`{"model":{"maxTurns":"10"}}`, `key "model.maxTurns": want an integer, got string`},
+		{`{"model":{"maxTurns":1.5}}`, `key "model.maxTurns": want an integer, got 1.5`},
+		{`{"model":{"maxTurns":1e2}}`, `key "model.maxTurns": want an integer, got 1e2`},
+		{`{"model":{"maxTurns":99999999999}}`, `key "model.maxTurns": want an integer, got 99999999999`},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"command","command":"x","failOpen":"yes"}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].failOpen": want a boolean, got string`},
+		{`{"mcpServers":{"a":{"command":"x","env":{"K":1}}}}`, `key "mcpServers.a.env.K": want a string, got number`},
+		{`[]`, `want an object, got array`},
+		{`null`, `want an object, got null`},
+		{``, `invalid JSON at byte 0: unexpected EOF`},
+		{`{"tools":{}`, `invalid JSON at byte 11: unexpected EOF`},
+		{`{"tools" {}}`, `invalid JSON at byte 9: invalid character '{' after object key`},
+		{`{} {}`, `more than one JSON value`},
+		{`{"tools":{},"tools":{}}`, `duplicate key "tools"`},
+		{`{"permissions":{"deny":[],"deny":["Bash"]}}`, `duplicate key "permissions.deny"`},
+		{"{\"model\":{\"name\":\"\xff\"}}", `not valid UTF-8`},
+		{`{"tools":{"approvalMode":"fast"}}`, `key "tools.approvalMode": unknown approval mode "fast" (want plan, default, auto-edit or yolo)`},
+		{`{"tools":{"approvalMode":""}}`, `key "tools.approvalMode": unknown approval mode "" (want plan, default, auto-edit or yolo)`},
+		{`{"tools":{"disabled":["Bsh"]}}`, `key "tools.disabled[0]": unknown tool "Bsh"`},
+		{`{"permissions":{"ask":["Bash(git push"]}}`, `key "permissions.ask[0]": rule "Bash(git push": missing ")" at the end`},
+		{`{"permissions":{"allow":["Bash","Reed(./x)"]}}`, `key "permissions.allow[1]": rule "Reed(./x)": unknown tool "Reed"`},
+		{`{"hooks":{"PreToolUse":[{"matcher":"(","hooks":[{"type":"command","command":"x"}]}]}}`, `key "hooks.PreToolUse[0].matcher": matcher "(": error parsing regexp: missing closing ): ` + "`(`"},
+		{`{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[]}]}}`, `key "hooks.PreToolUse[0].hooks": no hooks`},
+		{`{"hooks":{"PreToolUse":[{"matcher":"*"}]}}`, `key "hooks.PreToolUse[0].hooks": no hooks`},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"http","command":"x"}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].type": hook type "http" is not supported (want "command")`},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"command":"x"}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].type": hook type "" is not supported (want "command")`},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"command","command":"  "}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].command": empty command`},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"command","command":"a\u0000b"}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].command": command contains a NUL byte`},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"command","command":"x","timeout":50}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].timeout": timeout 50 ms is not between 100 and 600000`},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"command","command":"x","timeout":-1}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].timeout": timeout -1 ms is not between 100 and 600000`},
+		{`{"model":{"maxTurns":0}}`, `key "model.maxTurns": 0 is not between 1 and 1000`},
+		{`{"model":{"maxTurns":1001}}`, `key "model.maxTurns": 1001 is not between 1 and 1000`},
+		{`{"slashCommands":{"disabled":["/"]}}`, `key "slashCommands.disabled[0]": invalid slash command "/"`},
+		{`{"slashCommands":{"disabled":["a b"]}}`, `key "slashCommands.disabled[0]": invalid slash command "a b"`},
+		{`{"mcpServers":{"a__b":{"command":"x"}}}`, `key "mcpServers.a__b": invalid MCP server name "a__b" (letters, digits, _ . - and no "__")`},
+		{`{"mcpServers":{"a b":{"command":"x"}}}`, `key "mcpServers.a b": invalid MCP server name "a b" (letters, digits, _ . - and no "__")`},
+		{`{"mcpServers":{"a":{"args":[]}}}`, `key "mcpServers.a.command": empty command`},
+		{`{"mcpServers":{"a":{"command":"x","timeout":1}}}`, `key "mcpServers.a.timeout": timeout 1 ms is not between 100 and 600000`},
+		{`{"mcpServers":{"a":{"command":"x","env":{"A=B":"c"}}}}`, `key "mcpServers.a.env": invalid environment variable name "A=B"`},
+		{`{"mcp":{"callTimeoutMs":600001}}`, `key "mcp.callTimeoutMs": 600001 ms is not between 100 and 600000`},
+	} {
+		p := filepath.Join(dir, "s.json")
+		if err := os.WriteFile(p, []byte(tc.json), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadSettings(p)
+		want := `settings "` + p + `": ` + tc.want
+		if err == nil || err.Error() != want {
+			t.Errorf("%s:\n got  %v\n want %s", tc.json, err, want)
+		}
+	}
+}
+
+func TestLoadSettingsFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, err := loadSettings(filepath.Join(dir, "missing.json"))
+	if err == nil || !strings.Contains(err.Error(), `read settings: open `+dir+`/missing.json: no such file or directory`) {
+		t.Errorf("missing file: %v", err)
+	}
+	big := filepath.Join(dir, "big.json")
+	data := `{"model":{"name":"` + strings.Repeat("x", maxSettingsBytes) + `"}}`
+	if err := os.WriteFile(big, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = loadSettings(big)
+	if want := `settings "` + big + `": larger than 1048576 bytes`; err == nil || err.Error() != want {
+		t.Errorf("big file: %v", err)
+	}
+	_, err = parseSettings([]byte(`{"model":{"name":"` + strings.Repeat("x", maxSettingsStringBytes+1) + `"}}`))
+	if want := `key "model.name": string longer than 65536 bytes`; err == nil || err.Error() != want {
+		t.Errorf("long string: %v", err)
+	}
+}
+
+// The walker and the Go types agree: every key of the full example is
+// known, and every exported settings field has a JSON name.
+func TestSettingsWalkerCoversTypes(t *testing.T) {
+	var walk func(reflect.Type, string)
+	walk = func(tp reflect.Type, at string) {
+		switch tp.Kind() {
+		case reflect.Struct:
+			for i := range tp.NumField() {
+				f := tp.Field(i)
+				if !f.IsExported() {
+					continue
+				}
+				tag := f.Tag.Get("json")
+				if tag == "" {
+					t.Errorf("%s.%s has no json tag", at, f.Name)
+				}
+				if tag != "-" {
+					walk(f.Type, at+"."+tag)
+				}
+			}
+		case reflect.Slice, reflect.Map:
+			walk(tp.Elem(), at+"[]")
+		case reflect.String, reflect.Int, reflect.Bool:
+		default:
+			t.Errorf("%s: the walker does not know %s", at, tp)
+		}
+	}
+	walk(reflect.TypeFor[settings](), "settings")
+}
+
+func FuzzParseSettings(f *testing.F) {
+	full, err := os.ReadFile(filepath.Join("testdata", "settings", "full.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{string(full), `{}`, `{"tools":{"approvalMode":"plan"}}`, `{"permissions":{"deny":["Read(**/*.{a,b})"]}}`, `{"a":1}`, `[`, `{"model":{"maxTurns":5}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := parseSettings(data)
+		if err != nil {
+			if s != nil {
+				t.Fatal("settings returned with an error")
+			}
+			return
+		}
+		switch s.Tools.ApprovalMode {
+		case modePlan, modeDefault, modeAutoEdit, modeYolo:
+		default:
+			t.Fatalf("accepted approval mode %q", s.Tools.ApprovalMode)
+		}
+		if s.Rules == nil || s.Model.MaxTurns < 1 || s.Model.MaxTurns > maxMaxTurns {
+			t.Fatalf("accepted %+v", s)
+		}
+		for _, m := range s.Hooks.PreToolUse {
+			if _, err := m.matchesTool("edit"); err != nil {
+				t.Fatalf("accepted matcher %q: %v", m.Matcher, err)
+			}
+			for _, h := range m.Hooks {
+				if h.Type != "command" || strings.TrimSpace(h.Command) == "" {
+					t.Fatalf("accepted hook %+v", h)
+				}
+			}
+		}
+	})
+}
