@@ -6,7 +6,7 @@
 // ("sessionId is generated and owned by the daemon/ACP Session"), so the id
 // the host sees, the id the child sends back in a prepare request and the id
 // the provider sees are one and the same; the daemon refuses an id that is
-// malformed or already registered, and binds each id to the channel that
+// malformed or already registered, and binds each id to the acpChannel that
 // created it. promptId and the provider requestId are generated here.
 package main
 
@@ -41,7 +41,7 @@ const (
 	maxHostBody = 1 << 20
 	// "Honour Last-Event-ID from a bounded ring."
 	eventRingSize = 4096
-	// "a slow subscriber is dropped, never allowed to stall the child"
+	// "a slow streamSubscriber is dropped, never allowed to stall the child"
 	subscriberQueue = 256
 	// "Heartbeat comments keep the stream alive."
 	heartbeatInterval = 15 * time.Second
@@ -124,17 +124,18 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 
 // daemon is one running "acpguard serve".
 type daemon struct {
-	sys        *system
-	token      string
-	guarded    bool            // required mode completed its handshake
-	provider   *providerClient // nil in off mode: "no provider is constructed"
-	decisions  *decisionLog
-	workspaces []string // absolute, cleaned; the first is the primary
-	maxPending int
-	allowSlash []string
-	port       string
-	bindHost   string // the bound address as a Host header spells it
-	checkHost  bool
+	sys          *system
+	token        string
+	guarded      bool            // required mode completed its handshake
+	provider     *providerClient // nil in off mode: "no provider is constructed"
+	decisions    *decisionLog
+	workspaces   []string // absolute, cleaned; the first is the primary
+	maxPending   int
+	allowSlash   []string
+	settingsFile string
+	port         string
+	bindHost     string // the bound address as a Host header spells it
+	checkHost    bool
 
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners
@@ -142,14 +143,14 @@ type daemon struct {
 	mu       sync.Mutex
 	closing  bool
 	slots    map[string]*workspaceSlot
-	chans    map[*channel]struct{} // every child not yet reaped
+	chans    map[*acpChannel]struct{} // every child not yet reaped
 	sessions map[string]*hostSession
 }
 
 // workspaceSlot serializes the start of the one child of a workspace.
 type workspaceSlot struct {
 	mu sync.Mutex
-	ch *channel // nil until first use and after the child ended
+	ch *acpChannel // nil until first use and after the child ended
 }
 
 // serveDaemon runs the daemon until ctx is done. ready is called with the
@@ -170,15 +171,16 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		}
 	}
 	d := &daemon{
-		sys:        sys,
-		token:      opts.Token,
-		workspaces: opts.Workspaces,
-		maxPending: opts.MaxPendingPrompts,
-		allowSlash: opts.AllowSlashCommands,
-		checkHost:  loopback,
-		slots:      map[string]*workspaceSlot{},
-		chans:      map[*channel]struct{}{},
-		sessions:   map[string]*hostSession{},
+		sys:          sys,
+		token:        opts.Token,
+		workspaces:   opts.Workspaces,
+		maxPending:   opts.MaxPendingPrompts,
+		allowSlash:   opts.AllowSlashCommands,
+		settingsFile: opts.SettingsFile,
+		checkHost:    loopback,
+		slots:        map[string]*workspaceSlot{},
+		chans:        map[*acpChannel]struct{}{},
+		sessions:     map[string]*hostSession{},
 	}
 	if d.maxPending < 1 {
 		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
@@ -269,7 +271,7 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 	for _, s := range d.sessions {
 		sessions = append(sessions, s)
 	}
-	chans := make([]*channel, 0, len(d.chans))
+	chans := make([]*acpChannel, 0, len(d.chans))
 	for ch := range d.chans {
 		chans = append(chans, ch)
 	}
@@ -309,12 +311,12 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !d.hostAllowed(r.Host) {
-			writeError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
+			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
 			return
 		}
 		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeError(w, http.StatusUnauthorized, codeUnauthorized, "Unauthorized")
+			writeHostError(w, http.StatusUnauthorized, codeUnauthorized, "Unauthorized")
 			return
 		}
 		if _, pattern := mux.Handler(r); pattern == "" {
@@ -324,10 +326,10 @@ func (d *daemon) routes() http.Handler {
 			h.ServeHTTP(rec, r)
 			if rec.status == http.StatusMethodNotAllowed {
 				w.Header().Set("Allow", rec.header.Get("Allow"))
-				writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %q", r.Method, r.URL.Path))
+				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %q", r.Method, r.URL.Path))
 				return
 			}
-			writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("No route for %q", r.URL.Path))
+			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("No route for %q", r.URL.Path))
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -376,11 +378,11 @@ type apiErrorBody struct {
 	Code  string `json:"code"`
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, apiErrorBody{Error: msg, Code: code})
+func writeHostError(w http.ResponseWriter, status int, code, msg string) {
+	writeHostJSON(w, status, apiErrorBody{Error: msg, Code: code})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeHostJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal error","code":"internal_error"}`)
@@ -391,31 +393,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// readBody decodes a bounded, strict JSON body into v. An empty body is
+// readHostBody decodes a bounded, strict JSON body into v. An empty body is
 // allowed only when emptyOK. It writes the error response itself.
-func readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+func readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+			writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
 			return false
 		}
-		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
 		return false
 	}
 	if len(bytes.TrimSpace(data)) == 0 && emptyOK {
 		return true
 	}
 	if err := decodeStrict(data, v); err != nil {
-		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Invalid JSON body: %v", err))
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Invalid JSON body: %v", err))
 		return false
 	}
 	return true
 }
 
 func (d *daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeHostJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 type capabilitiesBody struct {
@@ -430,7 +432,7 @@ func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
 	if d.guarded {
 		features = append(features, featureExternalToolGuard)
 	}
-	writeJSON(w, http.StatusOK, capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]})
+	writeHostJSON(w, http.StatusOK, capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]})
 }
 
 type newSessionRequest struct {
@@ -445,7 +447,7 @@ type newSessionResponse struct {
 
 func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	var req newSessionRequest
-	if !readBody(w, r, &req, true) {
+	if !readHostBody(w, r, &req, true) {
 		return
 	}
 	ws := d.workspaces[0]
@@ -455,16 +457,16 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 			ws = filepath.Clean(*req.Cwd)
 		}
 		if ws == "" {
-			writeError(w, http.StatusBadRequest, codeWorkspaceMismatch, fmt.Sprintf("cwd %q is not a registered workspace", *req.Cwd))
+			writeHostError(w, http.StatusBadRequest, codeWorkspaceMismatch, fmt.Sprintf("cwd %q is not a registered workspace", *req.Cwd))
 			return
 		}
 	}
 	s, herr := d.newSession(r.Context(), ws)
 	if herr != nil {
-		writeError(w, herr.status, herr.code, herr.msg)
+		writeHostError(w, herr.status, herr.code, herr.msg)
 		return
 	}
-	writeJSON(w, http.StatusOK, newSessionResponse{SessionID: s.id, WorkspaceCwd: ws})
+	writeHostJSON(w, http.StatusOK, newSessionResponse{SessionID: s.id, WorkspaceCwd: ws})
 }
 
 // hostError is a failure with the status and code a host sees.
@@ -479,11 +481,11 @@ func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) 
 	s := d.sessions[id]
 	d.mu.Unlock()
 	if s == nil {
-		writeError(w, http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id))
+		writeHostError(w, http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id))
 		return nil
 	}
 	if !allowDead && s.isDead() {
-		writeError(w, http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id))
+		writeHostError(w, http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id))
 		return nil
 	}
 	return s
@@ -504,11 +506,11 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req promptRequest
-	if !readBody(w, r, &req, false) {
+	if !readHostBody(w, r, &req, false) {
 		return
 	}
 	if len(req.Prompt) == 0 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "prompt must be a non-empty array of content blocks")
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt must be a non-empty array of content blocks")
 		return
 	}
 	for i, block := range req.Prompt {
@@ -517,22 +519,22 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 			Text string `json:"text"`
 		}
 		if json.Unmarshal(block, &head) != nil || head.Type == "" {
-			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d] is not a content block with a type", i))
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d] is not a content block with a type", i))
 			return
 		}
 		if d.guarded && head.Type == "text" {
 			if name, ok := slashCommand(head.Text); ok && !slices.Contains(d.allowSlash, name) {
-				writeError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
 				return
 			}
 		}
 	}
 	job, herr := d.enqueue(s, req.Prompt)
 	if herr != nil {
-		writeError(w, herr.status, herr.code, herr.msg)
+		writeHostError(w, herr.status, herr.code, herr.msg)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
+	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
 }
 
 // slashCommand reports the command name of a text that starts with "/".
@@ -557,14 +559,14 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Last-Event-ID %q is not an event id", v))
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Last-Event-ID %q is not an event id", v))
 			return
 		}
 		after = n
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, http.StatusInternalServerError, codeInternal, "streaming unsupported")
+		writeHostError(w, http.StatusInternalServerError, codeInternal, "streaming unsupported")
 		return
 	}
 	replay, sub := s.events.subscribe(after)
@@ -589,7 +591,7 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, ": heartbeat\n\n")
 		case ev, ok := <-sub.ch:
 			if !ok {
-				// The session ended, or this subscriber fell behind: the
+				// The session ended, or this streamSubscriber fell behind: the
 				// host reconnects with Last-Event-ID and replays the ring.
 				return
 			}
@@ -599,7 +601,7 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeEvent(w io.Writer, ev event) {
+func writeEvent(w io.Writer, ev streamEvent) {
 	fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.id, ev.typ, ev.data)
 }
 
@@ -612,11 +614,11 @@ func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type permissionVote struct {
-	Outcome *permissionOutcome `json:"outcome"`
+type hostVote struct {
+	Outcome *hostVoteOutcome `json:"outcome"`
 }
 
-type permissionOutcome struct {
+type hostVoteOutcome struct {
 	Outcome  string `json:"outcome"`
 	OptionID string `json:"optionId,omitempty"`
 }
@@ -626,19 +628,19 @@ func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
-	var vote permissionVote
-	if !readBody(w, r, &vote, false) {
+	var vote hostVote
+	if !readHostBody(w, r, &vote, false) {
 		return
 	}
 	if vote.Outcome == nil {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "outcome is required")
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "outcome is required")
 		return
 	}
 	if herr := s.vote(r.PathValue("requestId"), *vote.Outcome); herr != nil {
-		writeError(w, herr.status, herr.code, herr.msg)
+		writeHostError(w, herr.status, herr.code, herr.msg)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	writeHostJSON(w, http.StatusOK, struct{}{})
 }
 
 func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -655,13 +657,13 @@ func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
 
 // ---- sessions and prompts ----
 
-// hostSession is one host session: one ACP session on one channel.
+// hostSession is one host session: one ACP session on one acpChannel.
 type hostSession struct {
 	d      *daemon
 	id     string
 	cwd    string
-	ch     *channel
-	events *eventLog
+	ch     *acpChannel
+	events *streamLog
 
 	mu      sync.Mutex
 	ended   bool // closed by the host, or its child died
@@ -669,7 +671,7 @@ type hostSession struct {
 	queue   []*promptJob
 	active  *promptJob
 	running bool // a runner goroutine owns the queue
-	perms   map[string]*pendingPermission
+	perms   map[string]*hostPendingPermission
 }
 
 // promptJob is one queued or running prompt.
@@ -682,9 +684,9 @@ type promptJob struct {
 	cancel context.CancelFunc
 }
 
-type pendingPermission struct {
+type hostPendingPermission struct {
 	options  []string
-	resolved chan permissionOutcome // capacity 1
+	resolved chan hostVoteOutcome // capacity 1
 }
 
 func (s *hostSession) isDead() bool {
@@ -712,9 +714,9 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 		Meta          json.RawMessage `json:"_meta"`
 	}
 	if err := decodeStrict(raw, &res); err != nil || !validSessionID(res.SessionID) {
-		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with an invalid result %q", truncate(raw))}
+		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with an invalid result %q", truncateForError(raw))}
 	}
-	s := &hostSession{d: d, id: res.SessionID, cwd: ws, ch: ch, events: newEventLog(), perms: map[string]*pendingPermission{}}
+	s := &hostSession{d: d, id: res.SessionID, cwd: ws, ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
@@ -833,7 +835,7 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		Meta       json.RawMessage `json:"_meta"`
 	}
 	if err := decodeStrict(raw, &res); err != nil || res.StopReason == "" {
-		return "", fmt.Errorf("ACP child answered the prompt with an invalid result %q", truncate(raw))
+		return "", fmt.Errorf("ACP child answered the prompt with an invalid result %q", truncateForError(raw))
 	}
 	return res.StopReason, nil
 }
@@ -851,7 +853,7 @@ func (s *hostSession) cancelActive() {
 	job.cancel()
 	for id, p := range s.perms {
 		delete(s.perms, id)
-		p.resolved <- permissionOutcome{Outcome: "cancelled"}
+		p.resolved <- hostVoteOutcome{Outcome: "cancelled"}
 	}
 	s.mu.Unlock()
 	s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
@@ -873,7 +875,7 @@ func (s *hostSession) end(typ, message string) {
 	s.queue = nil
 	for id, p := range s.perms {
 		delete(s.perms, id)
-		p.resolved <- permissionOutcome{Outcome: "cancelled"}
+		p.resolved <- hostVoteOutcome{Outcome: "cancelled"}
 	}
 	s.mu.Unlock()
 	if active != nil {
@@ -901,14 +903,14 @@ func (s *hostSession) activePromptID() string {
 
 // ---- permissions ----
 
-type permissionRequestParams struct {
-	SessionID string             `json:"sessionId"`
-	ToolCall  json.RawMessage    `json:"toolCall"`
-	Options   []permissionOption `json:"options"`
-	Meta      json.RawMessage    `json:"_meta"`
+type hostPermissionParams struct {
+	SessionID string                 `json:"sessionId"`
+	ToolCall  json.RawMessage        `json:"toolCall"`
+	Options   []hostPermissionOption `json:"options"`
+	Meta      json.RawMessage        `json:"_meta"`
 }
 
-type permissionOption struct {
+type hostPermissionOption struct {
 	OptionID string          `json:"optionId"`
 	Name     string          `json:"name"`
 	Kind     string          `json:"kind"`
@@ -916,30 +918,30 @@ type permissionOption struct {
 }
 
 type permissionRequestEvent struct {
-	RequestID string             `json:"requestId"`
-	SessionID string             `json:"sessionId"`
-	ToolCall  json.RawMessage    `json:"toolCall"`
-	Options   []permissionOption `json:"options"`
+	RequestID string                 `json:"requestId"`
+	SessionID string                 `json:"sessionId"`
+	ToolCall  json.RawMessage        `json:"toolCall"`
+	Options   []hostPermissionOption `json:"options"`
 }
 
 type permissionResolvedEvent struct {
-	RequestID string            `json:"requestId"`
-	SessionID string            `json:"sessionId"`
-	Outcome   permissionOutcome `json:"outcome"`
+	RequestID string          `json:"requestId"`
+	SessionID string          `json:"sessionId"`
+	Outcome   hostVoteOutcome `json:"outcome"`
 }
 
 // askPermission relays one session/request_permission to the host and waits
 // for its vote; anything but a vote is the cancelled outcome.
-func (s *hostSession) askPermission(ctx context.Context, p permissionRequestParams) permissionOutcome {
+func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams) hostVoteOutcome {
 	requestID := rand.Text()
-	pend := &pendingPermission{resolved: make(chan permissionOutcome, 1)}
+	pend := &hostPendingPermission{resolved: make(chan hostVoteOutcome, 1)}
 	for _, o := range p.Options {
 		pend.options = append(pend.options, o.OptionID)
 	}
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
-		return permissionOutcome{Outcome: "cancelled"}
+		return hostVoteOutcome{Outcome: "cancelled"}
 	}
 	promptID := ""
 	if s.active != nil {
@@ -949,20 +951,20 @@ func (s *hostSession) askPermission(ctx context.Context, p permissionRequestPara
 	s.mu.Unlock()
 
 	s.events.publish(eventPermissionRequest, promptID, permissionRequestEvent{RequestID: requestID, SessionID: s.id, ToolCall: p.ToolCall, Options: p.Options})
-	var out permissionOutcome
+	var out hostVoteOutcome
 	select {
 	case out = <-pend.resolved:
 	case <-ctx.Done():
 		s.mu.Lock()
 		delete(s.perms, requestID)
 		s.mu.Unlock()
-		out = permissionOutcome{Outcome: "cancelled"}
+		out = hostVoteOutcome{Outcome: "cancelled"}
 	}
 	s.events.publish(eventPermissionResolved, promptID, permissionResolvedEvent{RequestID: requestID, SessionID: s.id, Outcome: out})
 	return out
 }
 
-func (s *hostSession) vote(requestID string, out permissionOutcome) *hostError {
+func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.perms[requestID]
@@ -983,7 +985,7 @@ func (s *hostSession) vote(requestID string, out permissionOutcome) *hostError {
 // ---- children ----
 
 // channel is one private ACP child and the JSON-RPC connection to it.
-type channel struct {
+type acpChannel struct {
 	d         *daemon
 	workspace string
 	cmd       *exec.Cmd
@@ -993,7 +995,7 @@ type channel struct {
 	done      chan struct{}      // closed once the child is reaped
 }
 
-func (ch *channel) ended() bool {
+func (ch *acpChannel) ended() bool {
 	select {
 	case <-ch.done:
 		return true
@@ -1004,7 +1006,7 @@ func (ch *channel) ended() bool {
 
 // channelFor returns the workspace's child, starting it on first use or
 // after the previous one ended.
-func (d *daemon) channelFor(ctx context.Context, ws string) (*channel, *hostError) {
+func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostError) {
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
@@ -1031,18 +1033,24 @@ func (d *daemon) channelFor(ctx context.Context, ws string) (*channel, *hostErro
 	return ch, nil
 }
 
-// childCommand is "acpguard acp" with the scrubbed environment; in
-// required mode it also carries the private markers and a fresh capability.
+// childCommand is "acpguard acp" with the operator's settings and opened
+// slash commands, and the scrubbed environment; in required mode that
+// environment also carries the private markers and a fresh capability.
 func (d *daemon) childCommand(exe string) (*exec.Cmd, string) {
-	if !d.guarded {
-		plain := exec.Command(exe, "acp")
-		plain.Env = d.sys.env.childEnv()
-		return plain, ""
+	args := []string{"acp"}
+	if d.settingsFile != "" {
+		args = append(args, "--settings", d.settingsFile)
 	}
-	capability := rand.Text() + rand.Text()
-	managed := exec.Command(exe, "acp")
-	managed.Env = d.sys.env.managedChildEnv(capability)
-	return managed, capability
+	for _, name := range d.allowSlash {
+		args = append(args, "--allow-slash-command", name)
+	}
+	capability := ""
+	if d.guarded {
+		capability = rand.Text() + rand.Text()
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = d.sys.env.acpChildEnv(capability)
+	return cmd, capability
 }
 
 type initializeResult struct {
@@ -1056,7 +1064,7 @@ type initializeResult struct {
 // startChannel spawns "acpguard acp" for a workspace and initializes it. In
 // required mode the child gets a fresh capability and must acknowledge
 // required-v1, or it is killed before any session exists on it.
-func (d *daemon) startChannel(ctx context.Context, ws string) (*channel, *hostError) {
+func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hostError) {
 	unavailable := func(format string, a ...any) *hostError {
 		return &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf(format, a...)}
 	}
@@ -1089,7 +1097,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*channel, *hostEr
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &channel{d: d, workspace: ws, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
+	ch := &acpChannel{d: d, workspace: ws, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
 	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
@@ -1114,7 +1122,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*channel, *hostEr
 	var res initializeResult
 	if err := decodeStrict(raw, &res); err != nil || res.ProtocolVersion != 1 {
 		ch.stop()
-		return nil, unavailable("ACP child answered initialize with an invalid result %q", truncate(raw))
+		return nil, unavailable("ACP child answered initialize with an invalid result %q", truncateForError(raw))
 	}
 	if d.guarded && guardAcknowledgement(res.AgentCapabilities) != privateGuardMarker {
 		ch.stop()
@@ -1140,7 +1148,7 @@ func guardAcknowledgement(caps map[string]json.RawMessage) string {
 
 // run owns the child: it serves the connection until the child's stdout
 // ends, then makes sure the whole process group is gone and reaps it.
-func (ch *channel) run(ctx context.Context) {
+func (ch *acpChannel) run(ctx context.Context) {
 	defer ch.d.wg.Done()
 	ch.conn.serve(ctx)
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
@@ -1152,7 +1160,7 @@ func (ch *channel) run(ctx context.Context) {
 
 // stop ends the child: EOF and SIGTERM first, so it can end its own tool
 // process groups, then SIGKILL to the group after a grace period.
-func (ch *channel) stop() {
+func (ch *acpChannel) stop() {
 	ch.stdin.Close()
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
 	t := time.NewTimer(childStopGrace)
@@ -1168,7 +1176,7 @@ func (ch *channel) stop() {
 }
 
 // channelEnded marks every session of an ended child as died.
-func (d *daemon) channelEnded(ch *channel) {
+func (d *daemon) channelEnded(ch *acpChannel) {
 	d.mu.Lock()
 	delete(d.chans, ch)
 	var dying []*hostSession
@@ -1184,7 +1192,7 @@ func (d *daemon) channelEnded(ch *channel) {
 }
 
 // session returns the session id if it belongs to this channel.
-func (ch *channel) session(id string) *hostSession {
+func (ch *acpChannel) session(id string) *hostSession {
 	ch.d.mu.Lock()
 	defer ch.d.mu.Unlock()
 	s := ch.d.sessions[id]
@@ -1205,7 +1213,7 @@ type sessionUpdateEvent struct {
 	Update    json.RawMessage `json:"update"`
 }
 
-func (ch *channel) onNotify(method string, params json.RawMessage) {
+func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
 	if method != "session/update" {
 		return
 	}
@@ -1220,12 +1228,12 @@ func (ch *channel) onNotify(method string, params json.RawMessage) {
 	s.events.publish(eventSessionUpdate, s.activePromptID(), sessionUpdateEvent{SessionID: p.SessionID, Update: p.Update})
 }
 
-func (ch *channel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case methodGuardPrepare:
 		return ch.d.prepare(ctx, ch, params), nil
 	case "session/request_permission":
-		var p permissionRequestParams
+		var p hostPermissionParams
 		if err := decodeStrict(params, &p); err != nil {
 			return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("invalid session/request_permission params: %v", err)}
 		}
@@ -1233,7 +1241,7 @@ func (ch *channel) onRequest(ctx context.Context, method string, params json.Raw
 		if s == nil {
 			return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("unknown session %q", p.SessionID)}
 		}
-		return map[string]permissionOutcome{"outcome": s.askPermission(ctx, p)}, nil
+		return map[string]hostVoteOutcome{"outcome": s.askPermission(ctx, p)}, nil
 	}
 	return nil, &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
 }
@@ -1254,11 +1262,11 @@ type guardDecision struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// prepare answers one child's request for a decision: the channel must own
+// prepare answers one child's request for a decision: the acpChannel must own
 // the session and the prompt must be the session's active one, or it is
 // denied without a provider call; then exactly one provider prepare, and a
 // re-check that the prompt is still active before an allow leaves.
-func (d *daemon) prepare(ctx context.Context, ch *channel, params json.RawMessage) guardDecision {
+func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMessage) guardDecision {
 	start := time.Now()
 	var p guardPrepareParams
 	rec := decisionRecord{}
@@ -1386,13 +1394,13 @@ func (l *decisionLog) write(rec decisionRecord) error {
 // ---- event log ----
 
 // event is one published event; data is its complete JSON envelope.
-type event struct {
+type streamEvent struct {
 	id   int64
 	typ  string
 	data []byte
 }
 
-type eventEnvelope struct {
+type streamEnvelope struct {
 	ID       int64  `json:"id"`
 	V        int    `json:"v"`
 	Type     string `json:"type"`
@@ -1400,25 +1408,25 @@ type eventEnvelope struct {
 	Data     any    `json:"data"`
 }
 
-// eventLog is a session's bounded ring of events and its subscribers. A
-// subscriber whose queue is full is dropped, never waited for.
-type eventLog struct {
+// streamLog is a session's bounded ring of events and its subscribers. A
+// streamSubscriber whose queue is full is dropped, never waited for.
+type streamLog struct {
 	mu     sync.Mutex
 	nextID int64
-	ring   []event
-	subs   map[*subscriber]struct{}
+	ring   []streamEvent
+	subs   map[*streamSubscriber]struct{}
 	closed bool
 }
 
-type subscriber struct {
-	ch chan event // closed when the log closes or the subscriber is dropped
+type streamSubscriber struct {
+	ch chan streamEvent // closed when the log closes or the streamSubscriber is dropped
 }
 
-func newEventLog() *eventLog {
-	return &eventLog{nextID: 1, subs: map[*subscriber]struct{}{}}
+func newStreamLog() *streamLog {
+	return &streamLog{nextID: 1, subs: map[*streamSubscriber]struct{}{}}
 }
 
-func (l *eventLog) publish(typ, promptID string, data any) {
+func (l *streamLog) publish(typ, promptID string, data any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -1427,10 +1435,10 @@ func (l *eventLog) publish(typ, promptID string, data any) {
 	if l.closed {
 		return
 	}
-	if err := enc.Encode(eventEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data}); err != nil {
+	if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data}); err != nil {
 		return
 	}
-	ev := event{id: l.nextID, typ: typ, data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}
+	ev := streamEvent{id: l.nextID, typ: typ, data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}
 	l.nextID++
 	// Event id N lives in slot (N-1) mod eventRingSize.
 	if len(l.ring) < eventRingSize {
@@ -1448,17 +1456,17 @@ func (l *eventLog) publish(typ, promptID string, data any) {
 	}
 }
 
-// subscribe returns the retained events after id after and a subscriber
+// subscribe returns the retained events after id after and a streamSubscriber
 // for every later one, with no gap and no duplicate between the two.
-func (l *eventLog) subscribe(after int64) ([]event, *subscriber) {
+func (l *streamLog) subscribe(after int64) ([]streamEvent, *streamSubscriber) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	oldest := l.nextID - int64(len(l.ring))
-	var replay []event
+	var replay []streamEvent
 	for id := max(after+1, oldest); id < l.nextID; id++ {
 		replay = append(replay, l.ring[(id-1)%eventRingSize])
 	}
-	sub := &subscriber{ch: make(chan event, subscriberQueue)}
+	sub := &streamSubscriber{ch: make(chan streamEvent, subscriberQueue)}
 	if l.closed {
 		close(sub.ch)
 	} else {
@@ -1467,7 +1475,7 @@ func (l *eventLog) subscribe(after int64) ([]event, *subscriber) {
 	return replay, sub
 }
 
-func (l *eventLog) unsubscribe(sub *subscriber) {
+func (l *streamLog) unsubscribe(sub *streamSubscriber) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.subs[sub]; ok {
@@ -1476,7 +1484,7 @@ func (l *eventLog) unsubscribe(sub *subscriber) {
 	}
 }
 
-func (l *eventLog) close() {
+func (l *streamLog) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
@@ -1486,8 +1494,8 @@ func (l *eventLog) close() {
 	}
 }
 
-// truncate shortens another process's bytes for an error message.
-func truncate(b []byte) string {
+// truncateForError shortens another process's bytes for an error message.
+func truncateForError(b []byte) string {
 	const max = 200
 	if len(b) > max {
 		return string(b[:max]) + "..."

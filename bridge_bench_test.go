@@ -10,11 +10,15 @@ import (
 )
 
 // BenchmarkServeGuardedTurn is one prompt with one allowed tool call, from
-// POST prompt to turn_complete on the event stream, in required mode.
+// POST prompt to turn_complete on the streamEvent stream, in required mode.
 func BenchmarkServeGuardedTurn(b *testing.B) {
 	prov := newTestProvider(b)
 	ws := b.TempDir()
-	td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, Guard: prov.guard(b), DecisionLog: filepath.Join(b.TempDir(), "d.jsonl")})
+	settings := filepath.Join(b.TempDir(), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: prov.guard(b), DecisionLog: filepath.Join(b.TempDir(), "d.jsonl")})
 	id := td.newSession(b, "")
 	stream := td.openEvents(b, id, "")
 	target := filepath.Join(ws, "out.txt")
@@ -35,7 +39,7 @@ func BenchmarkServeGuardedTurn(b *testing.B) {
 func BenchmarkEventLogPublish(b *testing.B) {
 	for _, subs := range []int{0, 1, 16} {
 		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
-			l := newEventLog()
+			l := newStreamLog()
 			for range subs {
 				_, sub := l.subscribe(0)
 				go func() {

@@ -36,7 +36,7 @@ func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := acpguardCmd(t, ctx, append([]string{"serve", "--port", "0"}, args...), env...)
-	stderr := &lockedBuffer{}
+	stderr := &serveLogBuffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -135,8 +135,18 @@ func finalStatus(ups []hostToolUpdate) map[string]string {
 	return out
 }
 
-func guardArgs(p *testProvider, ws, logPath string) ([]string, string) {
-	return []string{"--workspace", ws, "--decision-log", logPath,
+// yoloSettings is a settings file whose approval mode asks nothing, so the
+// guard is the only gate a call meets.
+func yoloSettings(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func guardArgs(t *testing.T, p *testProvider, ws, logPath string) ([]string, string) {
+	return []string{"--workspace", ws, "--decision-log", logPath, "--settings", yoloSettings(t),
 			"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", p.srv.URL},
 		envGuardToken + "=" + p.token
 }
@@ -154,7 +164,7 @@ func TestServeE2EGuardedToolCalls(t *testing.T) {
 	}
 	ws := t.TempDir()
 	logPath := filepath.Join(t.TempDir(), "decisions.jsonl")
-	args, tokenEnv := guardArgs(prov, ws, logPath)
+	args, tokenEnv := guardArgs(t, prov, ws, logPath)
 	sp := startServe(t, args, tokenEnv)
 	id := sp.newSession(t, "")
 
@@ -219,7 +229,7 @@ func TestServeE2EGuardedToolCalls(t *testing.T) {
 func TestServeE2ETokenNeverReachesChildren(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	args, tokenEnv := guardArgs(prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
 	const hostToken = "host-token-must-not-leak"
 	sp := startServe(t, args, tokenEnv, envServerToken+"="+hostToken)
 	auth := []string{"Authorization", "Bearer " + hostToken}
@@ -270,7 +280,7 @@ func TestServeE2EOffModeNoProvider(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
 	// Endpoint and token without mode=required activate nothing.
-	sp := startServe(t, []string{"--workspace", ws, "--external-tool-guard-endpoint", prov.srv.URL}, envGuardToken+"="+prov.token)
+	sp := startServe(t, []string{"--workspace", ws, "--settings", yoloSettings(t), "--external-tool-guard-endpoint", prov.srv.URL}, envGuardToken+"="+prov.token)
 	var caps capabilitiesBody
 	decodeStrict(sp.do(t, "GET", "/capabilities", "").body, &caps)
 	if strings.Contains(strings.Join(caps.Features, ","), featureExternalToolGuard) {
@@ -355,7 +365,7 @@ func TestServeE2EStartupFailures(t *testing.T) {
 func TestServeE2ESignalEndsEverything(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	args, tokenEnv := guardArgs(prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
 	sp := startServe(t, args, tokenEnv)
 	id := sp.newSession(t, "")
 	stream := sp.openEvents(t, id, "")
@@ -377,6 +387,47 @@ func TestServeE2ESignalEndsEverything(t *testing.T) {
 	for _, e := range entries {
 		if cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(cmdline), mark) {
 			t.Errorf("process %s (%q) outlived serve", e.Name(), cmdline)
+		}
+	}
+}
+
+// TestServeE2EPermissionBeforeGuard: in the default approval mode the child
+// asks the host first; a rejection ends the call with no provider request,
+// an allow leads to exactly one.
+func TestServeE2EPermissionBeforeGuard(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	sp := startServe(t, []string{"--workspace", ws, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL},
+		envGuardToken+"="+prov.token)
+	id := sp.newSession(t, "")
+	stream := sp.openEvents(t, id, "")
+	for _, tt := range []struct {
+		option, file string
+		calls        int
+		written      bool
+	}{
+		{"reject_once", "rejected.txt", 0, false},
+		{"allow_once", "allowed.txt", 1, true},
+	} {
+		pid := sp.prompt(t, id, `call write_file {"file_path":"`+tt.file+`","content":"x"}`)
+		evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventPermissionRequest })
+		var req permissionRequestEvent
+		if err := decodeStrict(parseEnvelope(t, evs[len(evs)-1]).Data, &req); err != nil {
+			t.Fatal(err)
+		}
+		if _, calls := prov.counts(); calls != 0 && tt.calls == 0 {
+			t.Fatalf("provider called before the permission vote")
+		}
+		r := sp.do(t, "POST", "/session/"+id+"/permission/"+req.RequestID, `{"outcome":{"outcome":"selected","optionId":"`+tt.option+`"}}`)
+		if r.status != 200 {
+			t.Fatalf("vote = %d %s", r.status, r.body)
+		}
+		readSSE(t, stream, untilTurnEnd(pid))
+		if _, calls := prov.counts(); calls != tt.calls {
+			t.Errorf("%s: provider saw %d prepares, want %d", tt.option, calls, tt.calls)
+		}
+		if _, err := os.Stat(filepath.Join(ws, tt.file)); (err == nil) != tt.written {
+			t.Errorf("%s: file written = %v, want %v", tt.option, err == nil, tt.written)
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // fuzzDaemon is a daemon with one session "s1" on a channel that has no
 // process, running prompt "p1"; it is closing, so nothing can spawn.
-func fuzzDaemon(log io.Writer) (*daemon, *channel, *hostSession) {
+func fuzzDaemon(log io.Writer) (*daemon, *acpChannel, *hostSession) {
 	d := &daemon{
 		sys:        &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard},
 		guarded:    true,
@@ -28,14 +28,14 @@ func fuzzDaemon(log io.Writer) (*daemon, *channel, *hostSession) {
 		runCtx:     context.Background(),
 		closing:    true,
 		slots:      map[string]*workspaceSlot{},
-		chans:      map[*channel]struct{}{},
+		chans:      map[*acpChannel]struct{}{},
 		sessions:   map[string]*hostSession{},
 	}
-	ch := &channel{d: d, done: make(chan struct{})}
-	s := &hostSession{d: d, id: "s1", ch: ch, events: newEventLog(), perms: map[string]*pendingPermission{}}
+	ch := &acpChannel{d: d, done: make(chan struct{})}
+	s := &hostSession{d: d, id: "s1", ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.active = &promptJob{id: "p1", ctx: ctx, cancel: cancel}
-	s.perms["r1"] = &pendingPermission{options: []string{"allow"}, resolved: make(chan permissionOutcome, 1)}
+	s.perms["r1"] = &hostPendingPermission{options: []string{"allow"}, resolved: make(chan hostVoteOutcome, 1)}
 	d.sessions[s.id] = s
 	return d, ch, s
 }
@@ -117,9 +117,9 @@ func FuzzServeSessionUpdate(f *testing.F) {
 		replay, sub := s.events.subscribe(0)
 		s.events.unsubscribe(sub)
 		for _, ev := range replay {
-			// One event is one data line: no raw line break may split it.
+			// One streamEvent is one data line: no raw line break may split it.
 			if bytes.ContainsAny(ev.data, "\r\n") || !json.Valid(ev.data) {
-				t.Fatalf("update %q became event data %q", params, ev.data)
+				t.Fatalf("update %q became streamEvent data %q", params, ev.data)
 			}
 			var e struct {
 				Data sessionUpdateEvent `json:"data"`

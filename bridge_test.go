@@ -1,5 +1,5 @@
 // bridge_test.go tests the host HTTP API of "acpguard serve" in process:
-// routing, host auth, the Host check, body limits, error shapes, the event
+// routing, host auth, the Host check, body limits, error shapes, the streamEvent
 // ring and the decision log.
 package main
 
@@ -21,19 +21,19 @@ import (
 	"time"
 )
 
-// lockedBuffer is an io.Writer that tests may read while the daemon writes.
-type lockedBuffer struct {
+// serveLogBuffer is an io.Writer that tests may read while the daemon writes.
+type serveLogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *serveLogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *serveLogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -42,7 +42,7 @@ func (b *lockedBuffer) String() string {
 // testDaemon is one in-process serveDaemon on a loopback port.
 type testDaemon struct {
 	url    string
-	stderr *lockedBuffer
+	stderr *serveLogBuffer
 	stop   func() error
 }
 
@@ -62,7 +62,7 @@ func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testD
 	if len(opts.Workspaces) == 0 {
 		opts.Workspaces = []string{t.TempDir()}
 	}
-	stderr := &lockedBuffer{}
+	stderr := &serveLogBuffer{}
 	env := append(append(os.Environ(), envRunAsMain+"=1"), extraEnv...)
 	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -332,7 +332,7 @@ func TestArgumentsDigest(t *testing.T) {
 }
 
 func TestEventLogReplayAndRing(t *testing.T) {
-	l := newEventLog()
+	l := newStreamLog()
 	for i := range eventRingSize + 10 {
 		l.publish("t", "", map[string]int{"n": i})
 	}
@@ -355,9 +355,9 @@ func TestEventLogReplayAndRing(t *testing.T) {
 }
 
 func TestEventLogDropsSlowSubscriber(t *testing.T) {
-	l := newEventLog()
+	l := newStreamLog()
 	_, slow := l.subscribe(0)
-	// publish must never block on a subscriber that reads nothing.
+	// publish must never block on a streamSubscriber that reads nothing.
 	for range subscriberQueue * 4 {
 		l.publish("t", "", nil)
 	}
@@ -368,7 +368,7 @@ func TestEventLogDropsSlowSubscriber(t *testing.T) {
 		last = ev.id
 	}
 	if n != subscriberQueue {
-		t.Errorf("slow subscriber got %d events before being dropped, want %d", n, subscriberQueue)
+		t.Errorf("slow streamSubscriber got %d events before being dropped, want %d", n, subscriberQueue)
 	}
 	// The dropped host reconnects with Last-Event-ID and loses nothing.
 	replay, again := l.subscribe(last)
