@@ -6,7 +6,7 @@
 // ("sessionId is generated and owned by the daemon/ACP Session"), so the id
 // the host sees, the id the child sends back in a prepare request and the id
 // the provider sees are one and the same; the daemon refuses an id that is
-// malformed or already registered, and binds each id to the acpChannel that
+// malformed or already registered, and binds each id to the channel that
 // created it. promptId and the provider requestId are generated here.
 package main
 
@@ -41,7 +41,7 @@ const (
 	maxHostBody = 1 << 20
 	// "Honour Last-Event-ID from a bounded ring."
 	eventRingSize = 4096
-	// "a slow streamSubscriber is dropped, never allowed to stall the child"
+	// "a slow subscriber is dropped, never allowed to stall the child"
 	subscriberQueue = 256
 	// "Heartbeat comments keep the stream alive."
 	heartbeatInterval = 15 * time.Second
@@ -591,7 +591,7 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, ": heartbeat\n\n")
 		case ev, ok := <-sub.ch:
 			if !ok {
-				// The session ended, or this streamSubscriber fell behind: the
+				// The session ended, or this subscriber fell behind: the
 				// host reconnects with Last-Event-ID and replays the ring.
 				return
 			}
@@ -657,11 +657,10 @@ func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
 
 // ---- sessions and prompts ----
 
-// hostSession is one host session: one ACP session on one acpChannel.
+// hostSession is one host session: one ACP session on one channel.
 type hostSession struct {
 	d      *daemon
 	id     string
-	cwd    string
 	ch     *acpChannel
 	events *streamLog
 
@@ -716,7 +715,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	if err := decodeStrict(raw, &res); err != nil || !validSessionID(res.SessionID) {
 		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with an invalid result %q", truncateForError(raw))}
 	}
-	s := &hostSession{d: d, id: res.SessionID, cwd: ws, ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
+	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
@@ -984,15 +983,14 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 
 // ---- children ----
 
-// channel is one private ACP child and the JSON-RPC connection to it.
+// acpChannel is one private ACP child and the JSON-RPC connection to it.
 type acpChannel struct {
-	d         *daemon
-	workspace string
-	cmd       *exec.Cmd
-	stdin     io.Closer
-	conn      *rpcConn
-	cancel    context.CancelFunc // ends conn.serve
-	done      chan struct{}      // closed once the child is reaped
+	d      *daemon
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	conn   *rpcConn
+	cancel context.CancelFunc // ends conn.serve
+	done   chan struct{}      // closed once the child is reaped
 }
 
 func (ch *acpChannel) ended() bool {
@@ -1076,6 +1074,8 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	cmd.Dir = ws
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = d.sys.stderr
+	// A descendant that kept the child's stderr open cannot hold Wait.
+	cmd.WaitDelay = childStopGrace
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, unavailable("Start ACP child: %v", err)
@@ -1097,7 +1097,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &acpChannel{d: d, workspace: ws, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
+	ch := &acpChannel{d: d, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
 	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
@@ -1191,7 +1191,7 @@ func (d *daemon) channelEnded(ch *acpChannel) {
 	}
 }
 
-// session returns the session id if it belongs to this channel.
+// session returns the session with this id if this channel owns it.
 func (ch *acpChannel) session(id string) *hostSession {
 	ch.d.mu.Lock()
 	defer ch.d.mu.Unlock()
@@ -1262,7 +1262,7 @@ type guardDecision struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// prepare answers one child's request for a decision: the acpChannel must own
+// prepare answers one child's request for a decision: the channel must own
 // the session and the prompt must be the session's active one, or it is
 // denied without a provider call; then exactly one provider prepare, and a
 // re-check that the prompt is still active before an allow leaves.
@@ -1393,7 +1393,7 @@ func (l *decisionLog) write(rec decisionRecord) error {
 
 // ---- event log ----
 
-// event is one published event; data is its complete JSON envelope.
+// streamEvent is one published event; data is its complete JSON envelope.
 type streamEvent struct {
 	id   int64
 	typ  string
@@ -1409,7 +1409,7 @@ type streamEnvelope struct {
 }
 
 // streamLog is a session's bounded ring of events and its subscribers. A
-// streamSubscriber whose queue is full is dropped, never waited for.
+// subscriber whose queue is full is dropped, never waited for.
 type streamLog struct {
 	mu     sync.Mutex
 	nextID int64
@@ -1419,7 +1419,7 @@ type streamLog struct {
 }
 
 type streamSubscriber struct {
-	ch chan streamEvent // closed when the log closes or the streamSubscriber is dropped
+	ch chan streamEvent // closed when the log closes or the subscriber is dropped
 }
 
 func newStreamLog() *streamLog {
@@ -1456,7 +1456,7 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 	}
 }
 
-// subscribe returns the retained events after id after and a streamSubscriber
+// subscribe returns the retained events after id after and a subscriber
 // for every later one, with no gap and no duplicate between the two.
 func (l *streamLog) subscribe(after int64) ([]streamEvent, *streamSubscriber) {
 	l.mu.Lock()

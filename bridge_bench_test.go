@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkServeGuardedTurn is one prompt with one allowed tool call, from
-// POST prompt to turn_complete on the streamEvent stream, in required mode.
+// POST prompt to turn_complete on the event stream, in required mode.
 func BenchmarkServeGuardedTurn(b *testing.B) {
 	prov := newTestProvider(b)
 	ws := b.TempDir()

@@ -117,7 +117,7 @@ func FuzzServeSessionUpdate(f *testing.F) {
 		replay, sub := s.events.subscribe(0)
 		s.events.unsubscribe(sub)
 		for _, ev := range replay {
-			// One streamEvent is one data line: no raw line break may split it.
+			// One event is one data line: no raw line break may split it.
 			if bytes.ContainsAny(ev.data, "\r\n") || !json.Valid(ev.data) {
 				t.Fatalf("update %q became streamEvent data %q", params, ev.data)
 			}

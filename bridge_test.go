@@ -1,5 +1,5 @@
 // bridge_test.go tests the host HTTP API of "acpguard serve" in process:
-// routing, host auth, the Host check, body limits, error shapes, the streamEvent
+// routing, host auth, the Host check, body limits, error shapes, the event
 // ring and the decision log.
 package main
 
@@ -357,7 +357,7 @@ func TestEventLogReplayAndRing(t *testing.T) {
 func TestEventLogDropsSlowSubscriber(t *testing.T) {
 	l := newStreamLog()
 	_, slow := l.subscribe(0)
-	// publish must never block on a streamSubscriber that reads nothing.
+	// publish must never block on a subscriber that reads nothing.
 	for range subscriberQueue * 4 {
 		l.publish("t", "", nil)
 	}
