@@ -216,12 +216,29 @@ func TestServeE2EGuardedToolCalls(t *testing.T) {
 		}
 	}
 
+	// Nested and delegated agents are refused before any provider request.
+	_, calls0 := prov.counts()
+	_, evs = sp.runTurn(t, id, `call agent {"prompt":"do it"}`)
+	if ups := toolUpdates(t, evs); len(ups) == 0 || ups[len(ups)-1].Status != "failed" {
+		t.Errorf("agent call updates = %+v", ups)
+	}
+	if _, calls := prov.counts(); calls != calls0 {
+		t.Errorf("a nested agent call reached the provider")
+	}
+
+	// Every session of the channel is guarded, not just the first.
+	id2 := sp.newSession(t, "")
+	pid2, _ := sp.runTurn(t, id2, `call run_shell_command {"command":"echo run >> second.count"}`)
+	if _, calls := prov.counts(); calls != calls0+1 || string(prov.calls[calls0]["promptId"]) != strconv.Quote(pid2) {
+		t.Errorf("second session: provider saw %d new prepares", calls-calls0)
+	}
+
 	data, _ := os.ReadFile(logPath)
 	var outcomes []string
 	for _, rec := range decisions(t, string(data)) {
 		outcomes = append(outcomes, rec.Outcome)
 	}
-	if got := strings.Join(outcomes, " "); got != "allowed denied http_status" {
+	if got := strings.Join(outcomes, " "); got != "allowed denied http_status allowed" {
 		t.Errorf("decision log outcomes = %q", got)
 	}
 }
