@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -1027,5 +1028,35 @@ func TestACPBadSettingsExit2(t *testing.T) {
 	code, _, stderr := runAcpguard(t, []string{"acp", "--settings", f})
 	if code != exitUsage || !strings.Contains(stderr, `unknown key "tools.aprovalMode"`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestOfficialACPSDK has the official ACP TypeScript SDK drive the agent
+// (testdata/sdk/drive.mjs). .ci/run installs the SDK; elsewhere the test runs
+// when `npm ci --prefix testdata/sdk` was run.
+func TestOfficialACPSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	_, sdkErr := os.Stat("testdata/sdk/node_modules/@agentclientprotocol/sdk")
+	if err != nil || sdkErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must run this test: node %v, SDK %v", err, sdkErr)
+		}
+		t.Skip("node or the SDK is not installed: npm ci --prefix testdata/sdk")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "drive.mjs", exe, t.TempDir())
+	cmd.Dir = "testdata/sdk"
+	cmd.Env = append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ok: the official ACP SDK drove acpguard acp") {
+		t.Fatalf("output:\n%s", out)
 	}
 }

@@ -1,0 +1,56 @@
+// Drives "acpguard acp" with the official ACP TypeScript SDK, as an editor
+// would: initialize, session/new, a prompt whose write asks for permission,
+// set_mode, a shell call. Exits non-zero on the first unexpected answer.
+// Usage: node drive.mjs <acpguard binary> <workspace dir>
+import * as acp from "@agentclientprotocol/sdk";
+import { spawn } from "node:child_process";
+import { Writable, Readable } from "node:stream";
+import fs from "node:fs";
+import path from "node:path";
+
+const [bin, dir] = process.argv.slice(2);
+const proc = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
+const updates = [];
+let permissions = 0;
+function check(ok, what) {
+  if (!ok) {
+    console.error("FAIL: " + what);
+    process.exit(1);
+  }
+}
+const app = acp.client({ name: "acpguard-sdk-test" })
+  .onRequest(acp.methods.client.session.requestPermission, async (ctx) => {
+    permissions++;
+    return { outcome: { outcome: "selected", optionId: "allow_once" } };
+  })
+  .onNotification(acp.methods.client.session.update, async (ctx) => {
+    updates.push(ctx.params.update);
+  });
+await app.connectWith(acp.ndJsonStream(Writable.toWeb(proc.stdin), Readable.toWeb(proc.stdout)), async (agent) => {
+  const init = await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+    clientInfo: { name: "acpguard-sdk-test", version: "1.0.0" },
+  });
+  check(init.protocolVersion === 1 && init.agentInfo.name === "acpguard", "initialize: " + JSON.stringify(init));
+  const s = await agent.request(acp.methods.agent.session.new, { cwd: dir, mcpServers: [] });
+  check(s.modes.currentModeId === "default", "session/new: " + JSON.stringify(s));
+  const r1 = await agent.request(acp.methods.agent.session.prompt, {
+    sessionId: s.sessionId,
+    prompt: [{ type: "text", text: 'call write_file {"file_path":"a.txt","content":"sdk"}' }],
+  });
+  check(r1.stopReason === "end_turn" && permissions === 1, "write prompt: " + JSON.stringify(r1) + " permissions " + permissions);
+  await agent.request(acp.methods.agent.session.setMode, { sessionId: s.sessionId, modeId: "yolo" });
+  const r2 = await agent.request(acp.methods.agent.session.prompt, {
+    sessionId: s.sessionId,
+    prompt: [{ type: "text", text: 'call run_shell_command {"command":"echo hi"}' }],
+  });
+  check(r2.stopReason === "end_turn" && permissions === 1, "shell prompt: " + JSON.stringify(r2));
+});
+proc.stdin.end();
+const kinds = updates.map((u) => u.sessionUpdate + (u.status ? ":" + u.status : "")).join(",");
+check(kinds === "tool_call:pending,tool_call_update:in_progress,tool_call_update:completed,agent_message_chunk," +
+  "current_mode_update,tool_call:pending,tool_call_update:in_progress,tool_call_update:completed,agent_message_chunk", "updates " + kinds);
+check(updates[0].rawInput.file_path === path.join(dir, "a.txt") && updates[0]._meta.toolName === "write_file", "tool_call " + JSON.stringify(updates[0]));
+check(fs.readFileSync(path.join(dir, "a.txt"), "utf8") === "sdk", "a.txt content");
+console.log("ok: the official ACP SDK drove acpguard acp");
