@@ -42,6 +42,7 @@ func init() {
 //	forge SESSION PROMPT TOOL JSON  ask with another identity ("-": own)
 //	permission                      ask the parent for a permission, report it
 //	wait                            report "waiting", wait for session/cancel
+//	fail                            answer the prompt with an error
 //	die                             exit at once
 func runFakeChild(mode string) int {
 	var conn *rpcConn
@@ -148,6 +149,8 @@ func runFakeChild(mode string) int {
 						<-ctx.Done()
 					case "die":
 						os.Exit(3)
+					case "fail":
+						return nil, &rpcError{Code: rpcInternalError, Message: "scripted failure"}
 					}
 				}
 				if ctx.Err() != nil {
@@ -387,6 +390,21 @@ func TestServeSessionPromptEvents(t *testing.T) {
 		t.Errorf("events after DELETE = %v", closed)
 	}
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 404, codeSessionNotFound)
+}
+
+func TestServeTurnError(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	pid, evs := td.runTurn(t, id, "fail")
+	var te turnError
+	if len(evs) != 1 || evs[0].typ != eventTurnError || decodeStrict(parseEnvelope(t, evs[0]).Data, &te) != nil ||
+		te.PromptID != pid || !strings.Contains(te.Message, "scripted failure") {
+		t.Errorf("events of a failed turn = %v", evs)
+	}
+	// The session still works.
+	if _, evs := td.runTurn(t, id, "report pid"); len(evs) != 2 || evs[1].typ != eventTurnComplete {
+		t.Errorf("turn after a failure = %v", evs)
+	}
 }
 
 func TestServeCallerMetaStripped(t *testing.T) {
