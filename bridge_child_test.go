@@ -42,6 +42,7 @@ func init() {
 //	forge SESSION PROMPT TOOL JSON  ask with another identity ("-": own)
 //	permission                      ask the parent for a permission, report it
 //	wait                            report "waiting", wait for session/cancel
+//	flood N SIZE                    report N texts of SIZE bytes
 //	fail                            answer the prompt with an error
 //	die                             exit at once
 func runFakeChild(mode string) int {
@@ -149,6 +150,12 @@ func runFakeChild(mode string) int {
 						<-ctx.Done()
 					case "die":
 						os.Exit(3)
+					case "flood":
+						n, _ := strconv.Atoi(f[1])
+						size, _ := strconv.Atoi(f[2])
+						for range n {
+							say(p.SessionID, strings.Repeat("x", size))
+						}
 					case "fail":
 						return nil, &rpcError{Code: rpcInternalError, Message: "scripted failure"}
 					}
@@ -390,6 +397,28 @@ func TestServeSessionPromptEvents(t *testing.T) {
 		t.Errorf("events after DELETE = %v", closed)
 	}
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 404, codeSessionNotFound)
+}
+
+func TestServeSlowSubscriberDropped(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	slow := td.openEvents(t, id, "") // never read until the turn is over
+	fast := td.openEvents(t, id, "")
+	const n = 2000 // 16 MB: more than the subscriber queue and the socket buffers
+	pid := td.prompt(t, id, fmt.Sprintf("flood %d 8192", n))
+	if got := readSSE(t, fast, untilTurnEnd(pid)); len(got) != n+1 {
+		t.Fatalf("reading subscriber got %d events, want %d", len(got), n+1)
+	}
+	// The child was not stalled by the slow reader; the slow stream was cut.
+	dropped := readSSE(t, slow, func(sseEvent) bool { return false })
+	if len(dropped) == 0 || len(dropped) >= n+1 {
+		t.Fatalf("slow subscriber got %d events before its stream ended, want some but not all", len(dropped))
+	}
+	// Reconnecting with Last-Event-ID loses nothing.
+	rest := readSSE(t, td.openEvents(t, id, dropped[len(dropped)-1].id), untilTurnEnd(pid))
+	if len(dropped)+len(rest) != n+1 {
+		t.Errorf("dropped %d + replayed %d events, want %d", len(dropped), len(rest), n+1)
+	}
 }
 
 func TestServeTurnError(t *testing.T) {
