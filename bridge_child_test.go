@@ -133,7 +133,9 @@ func runFakeChild(mode string) int {
 						}
 						say(p.SessionID, string(res))
 					case "permission":
-						res, err := conn.call(ctx, "session/request_permission", map[string]any{
+						// As ACP asks: after session/cancel the client still answers
+						// a pending permission request, with the cancelled outcome.
+						res, err := conn.call(context.WithoutCancel(ctx), "session/request_permission", map[string]any{
 							"sessionId": p.SessionID,
 							"toolCall":  map[string]string{"toolCallId": "call_perm", "title": "Write a.txt"},
 							"options": []map[string]string{
@@ -537,6 +539,25 @@ func TestServePermissionRelay(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("child got %v, want %v", got, want)
 	}
+}
+
+func TestServeCancelResolvesPendingPermission(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	pid := td.prompt(t, id, "permission")
+	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventPermissionRequest })
+	var req permissionRequestEvent
+	decodeStrict(parseEnvelope(t, evs[len(evs)-1]).Data, &req)
+	if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
+		t.Fatalf("cancel = %d", r.status)
+	}
+	got := texts(t, readSSE(t, stream, untilTurnEnd(pid)))
+	if len(got) != 1 || got[0] != `{"outcome":{"outcome":"cancelled"}}` {
+		t.Errorf("child got %v, want the cancelled outcome", got)
+	}
+	wantError(t, td.do(t, "POST", "/session/"+id+"/permission/"+req.RequestID, `{"outcome":{"outcome":"selected","optionId":"allow"}}`), 404, codePermissionUnknown)
+	wantError(t, td.do(t, "GET", "/session/"+id+"/events", "", "Last-Event-ID", "abc"), 400, codeBadRequest)
 }
 
 // decisions parses the decision log lines written so far.
