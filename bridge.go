@@ -564,13 +564,19 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	streamEvents(w, r, s.events, after, heartbeatInterval)
+}
+
+// streamEvents writes the events after id after, then every new one, with a
+// heartbeat comment whenever the stream was idle for a heartbeat interval.
+func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after int64, heartbeatEvery time.Duration) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeHostError(w, http.StatusInternalServerError, codeInternal, "streaming unsupported")
 		return
 	}
-	replay, sub := s.events.subscribe(after)
-	defer s.events.unsubscribe(sub)
+	replay, sub := log.subscribe(after)
+	defer log.unsubscribe(sub)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -581,7 +587,7 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeEvent(w, ev)
 	}
 	flusher.Flush()
-	heartbeat := time.NewTicker(heartbeatInterval)
+	heartbeat := time.NewTicker(heartbeatEvery)
 	defer heartbeat.Stop()
 	for {
 		select {
