@@ -1,11 +1,1510 @@
 // bridge.go owns "acpguard serve": the host HTTP API and its event streams,
 // the private ACP children, the guarded prepare bridge and the decision log.
+//
+// Identity: a host sessionId is the ACP sessionId that the daemon's own
+// private child returned from session/new. The child is part of the daemon
+// ("sessionId is generated and owned by the daemon/ACP Session"), so the id
+// the host sees, the id the child sends back in a prepare request and the id
+// the provider sees are one and the same; the daemon refuses an id that is
+// malformed or already registered, and binds each id to the channel that
+// created it. promptId and the provider requestId are generated here.
 package main
 
-import "context"
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
 
-// STUB
+// Limits of the host API.
+const (
+	// "A serialized request may not exceed 1 MiB": host bodies get the same bound.
+	maxHostBody = 1 << 20
+	// "Honour Last-Event-ID from a bounded ring."
+	eventRingSize = 4096
+	// "a slow subscriber is dropped, never allowed to stall the child"
+	subscriberQueue = 256
+	// "Heartbeat comments keep the stream alive."
+	heartbeatInterval = 15 * time.Second
+	// "Qwen Code starts the stream with retry: 3000"
+	sseRetryMillis = 3000
+	// A child's session ids travel in URL paths and logs.
+	maxSessionIDLen = 128
+)
+
+// Limits of the private ACP channel.
+const (
+	// Every read from another process is bounded; updates carry tool output.
+	maxChildLine = 8 << 20
+	// initialize and session/new of a healthy child take milliseconds.
+	childCallTimeout = 15 * time.Second
+	// "SIGINT/SIGTERM: ... end children and their process groups, exit 0
+	// within 5 s": a child gets this long to end its tools after SIGTERM.
+	childStopGrace = 2 * time.Second
+	// In-flight host requests get this long to finish at shutdown.
+	httpShutdownGrace = time.Second
+)
+
+// Feature tags of GET /capabilities. "The capability is external_tool_guard
+// and is advertised only when required mode completed its startup handshake."
+var baseFeatures = []string{"session_create", "session_prompt", "session_events", "session_cancel", "session_permission_vote"}
+
+const featureExternalToolGuard = "external_tool_guard"
+
+// Host API error codes, as Qwen Code sends them.
+const (
+	codeUnauthorized      = "unauthorized"
+	codeHostNotAllowed    = "host_not_allowed"
+	codeNotFound          = "not_found"
+	codeMethodNotAllowed  = "method_not_allowed"
+	codeBadRequest        = "invalid_request"
+	codeTooLarge          = "payload_too_large"
+	codeSessionNotFound   = "session_not_found"
+	codeSessionDied       = "session_died"
+	codeWorkspaceMismatch = "workspace_mismatch"
+	codeQueueFull         = "prompt_queue_full"
+	codeSlashRejected     = "slash_command_rejected"
+	codePermissionUnknown = "permission_not_found"
+	codeChildUnavailable  = "child_unavailable"
+	codeGuardNotReady     = "guard_not_acknowledged"
+	codeShuttingDown      = "shutting_down"
+	codeInternal          = "internal_error"
+)
+
+// Event types of GET /session/:id/events.
+const (
+	eventSessionUpdate      = "session_update"
+	eventPermissionRequest  = "permission_request"
+	eventPermissionResolved = "permission_resolved"
+	eventTurnComplete       = "turn_complete"
+	eventTurnError          = "turn_error"
+	eventSessionDied        = "session_died"
+	eventSessionClosed      = "session_closed"
+)
+
+// Decision log outcomes that the bridge decides before or after the
+// provider; the provider's own failure categories are logged as they are.
+const (
+	outcomeAllowed          = "allowed"
+	outcomeDenied           = "denied"
+	outcomeMalformed        = "malformed_request"
+	outcomeIdentityMismatch = "identity_mismatch"
+	outcomeStalePrompt      = "stale_prompt"
+	outcomeNotConfigured    = "not_configured"
+)
+
 func runServe(ctx context.Context, sys *system, args []string) error {
-	_, err := parseServeArgs(args, sys)
-	return err
+	opts, err := parseServeArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	return serveDaemon(ctx, sys, opts, func(url string) {
+		fmt.Fprintf(sys.stdout, "acpguard serve: listening on %s\n", url)
+	})
+}
+
+// daemon is one running "acpguard serve".
+type daemon struct {
+	sys          *system
+	token        string
+	guarded      bool            // required mode completed its handshake
+	provider     *providerClient // nil in off mode: "no provider is constructed"
+	decisions    *decisionLog
+	workspaces   []string // absolute, cleaned; the first is the primary
+	maxPending   int
+	allowSlash   []string
+	settingsFile string
+	port         string
+	bindHost     string // the bound address as a Host header spells it
+	checkHost    bool
+
+	runCtx context.Context // cancelled when shutdown begins
+	wg     sync.WaitGroup  // children's readers and prompt runners
+
+	mu       sync.Mutex
+	closing  bool
+	slots    map[string]*workspaceSlot
+	chans    map[*acpChannel]struct{} // every child not yet reaped
+	sessions map[string]*hostSession
+}
+
+// workspaceSlot serializes the start of the one child of a workspace.
+type workspaceSlot struct {
+	mu sync.Mutex
+	ch *acpChannel // nil until first use and after the child ended
+}
+
+// serveDaemon runs the daemon until ctx is done. ready is called with the
+// base URL once the listener is open.
+func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func(url string)) error {
+	loopback := isLoopbackBind(opts.Hostname)
+	if !loopback && opts.Token == "" {
+		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname)
+	}
+	// parseServeArgs made every workspace absolute and defaulted to the
+	// current directory; a relative one here could never match a cwd.
+	if len(opts.Workspaces) == 0 {
+		return usagef("no workspace given")
+	}
+	for _, ws := range opts.Workspaces {
+		if !filepath.IsAbs(ws) {
+			return usagef("--workspace %q: not an absolute path", ws)
+		}
+	}
+	d := &daemon{
+		sys:          sys,
+		token:        opts.Token,
+		workspaces:   opts.Workspaces,
+		maxPending:   opts.MaxPendingPrompts,
+		allowSlash:   opts.AllowSlashCommands,
+		settingsFile: opts.SettingsFile,
+		checkHost:    loopback,
+		slots:        map[string]*workspaceSlot{},
+		chans:        map[*acpChannel]struct{}{},
+		sessions:     map[string]*hostSession{},
+	}
+	if d.maxPending < 1 {
+		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
+	}
+	if opts.Guard.required() {
+		// "daemon startup performs an authenticated, versioned handshake"
+		// before the listener opens or any child starts.
+		pc := newProviderClient(opts.Guard)
+		if err := pc.handshake(ctx); err != nil {
+			return fmt.Errorf("external tool guard provider handshake failed: %w", err)
+		}
+		d.provider, d.guarded = pc, true
+	}
+	logw := sys.stderr
+	if opts.DecisionLog != "" {
+		f, err := os.OpenFile(opts.DecisionLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open decision log %q: %w", opts.DecisionLog, err)
+		}
+		defer f.Close()
+		logw = f
+	}
+	d.decisions = &decisionLog{w: logw}
+
+	host := opts.Hostname
+	if strings.EqualFold(host, "localhost") {
+		// Pinned like the provider endpoint: never resolved through DNS.
+		host = "127.0.0.1"
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return fmt.Errorf("listen on %q port %d: %w", opts.Hostname, opts.Port, err)
+	}
+	bound, port, _ := net.SplitHostPort(ln.Addr().String())
+	d.port, d.bindHost = port, bound
+	if strings.Contains(bound, ":") {
+		d.bindHost = "[" + bound + "]"
+	}
+
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	d.runCtx = runCtx
+	srv := &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return runCtx },
+		ErrorLog:          log.New(sys.stderr, "acpguard serve: http: ", 0),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if ready != nil {
+		ready("http://" + ln.Addr().String())
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	d.shutdown(srv, stopRun)
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("serve http: %w", serveErr)
+}
+
+// shutdown stops accepting, cancels active prompts, ends every child and
+// its process group, and waits for every goroutine the daemon started.
+func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+
+	stopRun() // ends event streams and in-flight host requests
+	sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+	if srv.Shutdown(sctx) != nil {
+		srv.Close()
+	}
+	cancel()
+
+	// closing is set: no session or child can be added from here on.
+	d.mu.Lock()
+	sessions := make([]*hostSession, 0, len(d.sessions))
+	for _, s := range d.sessions {
+		sessions = append(sessions, s)
+	}
+	chans := make([]*acpChannel, 0, len(d.chans))
+	for ch := range d.chans {
+		chans = append(chans, ch)
+	}
+	d.mu.Unlock()
+
+	for _, s := range sessions {
+		s.cancelActive()
+	}
+	var stops sync.WaitGroup
+	for _, ch := range chans {
+		stops.Go(ch.stop)
+	}
+	stops.Wait()
+	d.wg.Wait()
+}
+
+// isLoopbackBind reports whether a --hostname binds loopback only.
+func isLoopbackBind(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// ---- HTTP layer ----
+
+func (d *daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", d.handleHealth)
+	mux.HandleFunc("GET /capabilities", d.handleCapabilities)
+	mux.HandleFunc("POST /session", d.handleNewSession)
+	mux.HandleFunc("POST /session/{id}/prompt", d.handlePrompt)
+	mux.HandleFunc("GET /session/{id}/events", d.handleEvents)
+	mux.HandleFunc("POST /session/{id}/cancel", d.handleCancel)
+	mux.HandleFunc("POST /session/{id}/permission/{requestId}", d.handlePermission)
+	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.checkHost && !d.hostAllowed(r.Host) {
+			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
+			return
+		}
+		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeHostError(w, http.StatusUnauthorized, codeUnauthorized, "Unauthorized")
+			return
+		}
+		if _, pattern := mux.Handler(r); pattern == "" {
+			// The mux's own 404 and 405 are plain text; hosts expect JSON.
+			rec := &statusRecorder{header: http.Header{}}
+			h, _ := mux.Handler(r)
+			h.ServeHTTP(rec, r)
+			if rec.status == http.StatusMethodNotAllowed {
+				w.Header().Set("Allow", rec.header.Get("Allow"))
+				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %q", r.Method, r.URL.Path))
+				return
+			}
+			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("No route for %q", r.URL.Path))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder learns which status the mux chose for an unmatched request.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
+
+// hostAllowed implements "Loopback binds check the Host header (localhost,
+// 127.0.0.1, [::1] with the port) against DNS rebinding".
+func (d *daemon) hostAllowed(hostHeader string) bool {
+	name := hostHeader
+	if h, port, err := net.SplitHostPort(hostHeader); err == nil {
+		if port != d.port {
+			return false
+		}
+		name = h
+		if h == "::1" {
+			name = "[::1]"
+		}
+	}
+	switch strings.ToLower(name) {
+	case "localhost", "127.0.0.1", "[::1]", d.bindHost:
+		return true
+	}
+	return false
+}
+
+// bearerMatches compares in constant time, also in the token's length.
+func bearerMatches(header, token string) bool {
+	scheme, got, _ := strings.Cut(header, " ")
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && strings.EqualFold(scheme, "Bearer")
+}
+
+type apiErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func writeHostError(w http.ResponseWriter, status int, code, msg string) {
+	writeHostJSON(w, status, apiErrorBody{Error: msg, Code: code})
+}
+
+func writeHostJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal error","code":"internal_error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// readHostBody decodes a bounded, strict JSON body into v. An empty body is
+// allowed only when emptyOK. It writes the error response itself.
+func readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+			return false
+		}
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+		return false
+	}
+	if len(bytes.TrimSpace(data)) == 0 && emptyOK {
+		return true
+	}
+	if err := decodeStrict(data, v); err != nil {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Invalid JSON body: %v", err))
+		return false
+	}
+	return true
+}
+
+func (d *daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeHostJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type capabilitiesBody struct {
+	V            int      `json:"v"`
+	Mode         string   `json:"mode"`
+	Features     []string `json:"features"`
+	WorkspaceCwd string   `json:"workspaceCwd"`
+}
+
+func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
+	features := slices.Clone(baseFeatures)
+	if d.guarded {
+		features = append(features, featureExternalToolGuard)
+	}
+	writeHostJSON(w, http.StatusOK, capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]})
+}
+
+type newSessionRequest struct {
+	Cwd          *string `json:"cwd"`
+	SessionScope string  `json:"sessionScope"` // Qwen Code's; acpguard always creates a new session
+}
+
+type newSessionResponse struct {
+	SessionID    string `json:"sessionId"`
+	WorkspaceCwd string `json:"workspaceCwd"`
+}
+
+func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
+	var req newSessionRequest
+	if !readHostBody(w, r, &req, true) {
+		return
+	}
+	ws := d.workspaces[0]
+	if req.Cwd != nil {
+		ws = ""
+		if filepath.IsAbs(*req.Cwd) && slices.Contains(d.workspaces, filepath.Clean(*req.Cwd)) {
+			ws = filepath.Clean(*req.Cwd)
+		}
+		if ws == "" {
+			writeHostError(w, http.StatusBadRequest, codeWorkspaceMismatch, fmt.Sprintf("cwd %q is not a registered workspace", *req.Cwd))
+			return
+		}
+	}
+	s, herr := d.newSession(r.Context(), ws)
+	if herr != nil {
+		writeHostError(w, herr.status, herr.code, herr.msg)
+		return
+	}
+	writeHostJSON(w, http.StatusOK, newSessionResponse{SessionID: s.id, WorkspaceCwd: ws})
+}
+
+// hostError is a failure with the status and code a host sees.
+type hostError struct {
+	status    int
+	code, msg string
+}
+
+func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) *hostSession {
+	id := r.PathValue("id")
+	d.mu.Lock()
+	s := d.sessions[id]
+	d.mu.Unlock()
+	if s == nil {
+		writeHostError(w, http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id))
+		return nil
+	}
+	if !allowDead && s.isDead() {
+		writeHostError(w, http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id))
+		return nil
+	}
+	return s
+}
+
+type promptRequest struct {
+	Prompt []json.RawMessage `json:"prompt"`
+	Meta   json.RawMessage   `json:"_meta"` // caller metadata: stripped
+}
+
+type promptAccepted struct {
+	PromptID string `json:"promptId"`
+}
+
+func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, false)
+	if s == nil {
+		return
+	}
+	var req promptRequest
+	if !readHostBody(w, r, &req, false) {
+		return
+	}
+	if len(req.Prompt) == 0 {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt must be a non-empty array of content blocks")
+		return
+	}
+	for i, block := range req.Prompt {
+		var head struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(block, &head) != nil || head.Type == "" {
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d] is not a content block with a type", i))
+			return
+		}
+		if d.guarded && head.Type == "text" {
+			if name, ok := slashCommand(head.Text); ok && !slices.Contains(d.allowSlash, name) {
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
+				return
+			}
+		}
+	}
+	job, herr := d.enqueue(s, req.Prompt)
+	if herr != nil {
+		writeHostError(w, herr.status, herr.code, herr.msg)
+		return
+	}
+	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
+}
+
+// slashCommand reports the command name of a text that starts with "/".
+// Slash commands run outside the tool scheduler, so in required mode they
+// are refused unless the operator opened one by name.
+func slashCommand(text string) (string, bool) {
+	t := strings.TrimLeft(text, " \t\r\n")
+	if !strings.HasPrefix(t, "/") {
+		return "", false
+	}
+	name, _, _ := strings.Cut(t[1:], " ")
+	name, _, _ = strings.Cut(name, "\n")
+	return strings.TrimSpace(name), true
+}
+
+func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, true)
+	if s == nil {
+		return
+	}
+	var after int64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Last-Event-ID %q is not an event id", v))
+			return
+		}
+		after = n
+	}
+	streamEvents(w, r, s.events, after, heartbeatInterval)
+}
+
+// streamEvents writes the events after id after, then every new one, with a
+// heartbeat comment whenever the stream was idle for a heartbeat interval.
+func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after int64, heartbeatEvery time.Duration) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeHostError(w, http.StatusInternalServerError, codeInternal, "streaming unsupported")
+		return
+	}
+	replay, sub := log.subscribe(after)
+	defer log.unsubscribe(sub)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: %d\n\n", sseRetryMillis)
+	for _, ev := range replay {
+		writeEvent(w, ev)
+	}
+	flusher.Flush()
+	heartbeat := time.NewTicker(heartbeatEvery)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-heartbeat.C:
+			io.WriteString(w, ": heartbeat\n\n")
+		case ev, ok := <-sub.ch:
+			if !ok {
+				// The session ended, or this subscriber fell behind: the
+				// host reconnects with Last-Event-ID and replays the ring.
+				return
+			}
+			writeEvent(w, ev)
+		}
+		flusher.Flush()
+	}
+}
+
+func writeEvent(w io.Writer, ev streamEvent) {
+	fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.id, ev.typ, ev.data)
+}
+
+func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, false)
+	if s == nil {
+		return
+	}
+	s.cancelActive()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type hostVote struct {
+	Outcome *hostVoteOutcome `json:"outcome"`
+}
+
+type hostVoteOutcome struct {
+	Outcome  string `json:"outcome"`
+	OptionID string `json:"optionId,omitempty"`
+}
+
+func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, false)
+	if s == nil {
+		return
+	}
+	var vote hostVote
+	if !readHostBody(w, r, &vote, false) {
+		return
+	}
+	if vote.Outcome == nil {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "outcome is required")
+		return
+	}
+	if herr := s.vote(r.PathValue("requestId"), *vote.Outcome); herr != nil {
+		writeHostError(w, herr.status, herr.code, herr.msg)
+		return
+	}
+	writeHostJSON(w, http.StatusOK, struct{}{})
+}
+
+func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, true)
+	if s == nil {
+		return
+	}
+	d.mu.Lock()
+	delete(d.sessions, s.id)
+	d.mu.Unlock()
+	s.end(eventSessionClosed, "")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ---- sessions and prompts ----
+
+// hostSession is one host session: one ACP session on one channel.
+type hostSession struct {
+	d      *daemon
+	id     string
+	ch     *acpChannel
+	events *streamLog
+
+	mu      sync.Mutex
+	ended   bool // closed by the host, or its child died
+	dead    bool // its child died
+	queue   []*promptJob
+	active  *promptJob
+	running bool // a runner goroutine owns the queue
+	perms   map[string]*hostPendingPermission
+}
+
+// promptJob is one queued or running prompt.
+type promptJob struct {
+	id     string
+	blocks []json.RawMessage
+	// ctx is done once the prompt is cancelled or finished; a prepare
+	// decided for it must not be answered with an allow after that.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+type hostPendingPermission struct {
+	options  []string
+	resolved chan hostVoteOutcome // capacity 1
+}
+
+func (s *hostSession) isDead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead
+}
+
+func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *hostError) {
+	ch, herr := d.channelFor(ctx, ws)
+	if herr != nil {
+		return nil, herr
+	}
+	cctx, cancel := context.WithTimeout(ctx, childCallTimeout)
+	defer cancel()
+	raw, err := ch.conn.call(cctx, "session/new", map[string]any{"cwd": ws, "mcpServers": []any{}})
+	if err != nil {
+		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child refused session/new: %v", err)}
+	}
+	var res struct {
+		SessionID     string          `json:"sessionId"`
+		Modes         json.RawMessage `json:"modes"`
+		Models        json.RawMessage `json:"models"`
+		ConfigOptions json.RawMessage `json:"configOptions"`
+		Meta          json.RawMessage `json:"_meta"`
+	}
+	if err := decodeStrict(raw, &res); err != nil || !validSessionID(res.SessionID) {
+		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with an invalid result %q", truncateForError(raw))}
+	}
+	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+	}
+	if _, taken := d.sessions[s.id]; taken || ch.ended() {
+		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child returned an unusable session id %q", s.id)}
+	}
+	d.sessions[s.id] = s
+	return s, nil
+}
+
+func validSessionID(id string) bool {
+	if id == "" || len(id) > maxSessionIDLen {
+		return false
+	}
+	for _, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.:", c)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, *hostError) {
+	// Not derived from runCtx: at shutdown the active prompt must still be
+	// seen as running until cancelActive tells the child to stop.
+	ctx, cancel := context.WithCancel(context.Background())
+	job := &promptJob{id: rand.Text(), blocks: blocks, ctx: ctx, cancel: cancel}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case d.closing:
+		cancel()
+		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+	case s.dead:
+		cancel()
+		return nil, &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", s.id)}
+	case s.ended:
+		cancel()
+		return nil, &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", s.id)}
+	case len(s.queue) >= d.maxPending:
+		cancel()
+		return nil, &hostError{http.StatusServiceUnavailable, codeQueueFull, fmt.Sprintf("Session %q already has %d pending prompts", s.id, len(s.queue))}
+	}
+	s.queue = append(s.queue, job)
+	if !s.running {
+		s.running = true
+		d.wg.Add(1)
+		go s.run()
+	}
+	return job, nil
+}
+
+// run sends the queued prompts to the child one at a time, in FIFO order.
+func (s *hostSession) run() {
+	defer s.d.wg.Done()
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 || s.ended {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		job := s.queue[0]
+		s.queue = s.queue[1:]
+		s.active = job
+		s.mu.Unlock()
+
+		stop, err := s.sendPrompt(job)
+
+		s.mu.Lock()
+		s.active = nil
+		job.cancel()
+		s.mu.Unlock()
+		if err != nil {
+			s.events.publish(eventTurnError, job.id, turnError{PromptID: job.id, Message: err.Error()})
+		} else {
+			s.events.publish(eventTurnComplete, job.id, turnComplete{PromptID: job.id, StopReason: stop})
+		}
+	}
+}
+
+type turnComplete struct {
+	PromptID   string `json:"promptId"`
+	StopReason string `json:"stopReason"`
+}
+
+type turnError struct {
+	PromptID string `json:"promptId"`
+	Message  string `json:"message"`
+}
+
+func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
+	// The caller's _meta is never forwarded: the daemon rebinds the
+	// identity it generated.
+	params := map[string]any{
+		"sessionId": s.id,
+		"prompt":    job.blocks,
+		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
+	}
+	raw, err := s.ch.conn.call(s.d.runCtx, "session/prompt", params)
+	if err != nil {
+		var rerr *rpcError
+		if errors.As(err, &rerr) {
+			return "", fmt.Errorf("ACP child failed the prompt: %s", rerr.Message)
+		}
+		return "", fmt.Errorf("ACP child did not answer the prompt: %w", err)
+	}
+	var res struct {
+		StopReason string          `json:"stopReason"`
+		Usage      json.RawMessage `json:"usage"`
+		Meta       json.RawMessage `json:"_meta"`
+	}
+	if err := decodeStrict(raw, &res); err != nil || res.StopReason == "" {
+		return "", fmt.Errorf("ACP child answered the prompt with an invalid result %q", truncateForError(raw))
+	}
+	return res.StopReason, nil
+}
+
+// cancelActive cancels the running prompt: a prepare for it is denied from
+// now on, a pending permission request is answered cancelled, and the
+// child is told to stop (it answers the prompt with stopReason cancelled).
+func (s *hostSession) cancelActive() {
+	s.mu.Lock()
+	job := s.active
+	if job == nil || job.ctx.Err() != nil || s.ended {
+		s.mu.Unlock()
+		return
+	}
+	job.cancel()
+	for id, p := range s.perms {
+		delete(s.perms, id)
+		p.resolved <- hostVoteOutcome{Outcome: "cancelled"}
+	}
+	s.mu.Unlock()
+	s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+}
+
+// end finishes a session for good: closed by the host or died with its child.
+func (s *hostSession) end(typ, message string) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	s.dead = typ == eventSessionDied
+	active := s.active
+	for _, job := range s.queue {
+		job.cancel()
+	}
+	s.queue = nil
+	for id, p := range s.perms {
+		delete(s.perms, id)
+		p.resolved <- hostVoteOutcome{Outcome: "cancelled"}
+	}
+	s.mu.Unlock()
+	if active != nil {
+		active.cancel()
+		if !s.dead {
+			s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+		}
+	}
+	data := map[string]string{"sessionId": s.id}
+	if message != "" {
+		data["message"] = message
+	}
+	s.events.publish(typ, "", data)
+	s.events.close()
+}
+
+func (s *hostSession) activePromptID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		return ""
+	}
+	return s.active.id
+}
+
+// ---- permissions ----
+
+type hostPermissionParams struct {
+	SessionID string                 `json:"sessionId"`
+	ToolCall  json.RawMessage        `json:"toolCall"`
+	Options   []hostPermissionOption `json:"options"`
+	Meta      json.RawMessage        `json:"_meta"`
+}
+
+type hostPermissionOption struct {
+	OptionID string          `json:"optionId"`
+	Name     string          `json:"name"`
+	Kind     string          `json:"kind"`
+	Meta     json.RawMessage `json:"_meta"`
+}
+
+type permissionRequestEvent struct {
+	RequestID string                 `json:"requestId"`
+	SessionID string                 `json:"sessionId"`
+	ToolCall  json.RawMessage        `json:"toolCall"`
+	Options   []hostPermissionOption `json:"options"`
+}
+
+type permissionResolvedEvent struct {
+	RequestID string          `json:"requestId"`
+	SessionID string          `json:"sessionId"`
+	Outcome   hostVoteOutcome `json:"outcome"`
+}
+
+// askPermission relays one session/request_permission to the host and waits
+// for its vote; anything but a vote is the cancelled outcome.
+func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams) hostVoteOutcome {
+	requestID := rand.Text()
+	pend := &hostPendingPermission{resolved: make(chan hostVoteOutcome, 1)}
+	for _, o := range p.Options {
+		pend.options = append(pend.options, o.OptionID)
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return hostVoteOutcome{Outcome: "cancelled"}
+	}
+	promptID := ""
+	if s.active != nil {
+		promptID = s.active.id
+	}
+	s.perms[requestID] = pend
+	s.mu.Unlock()
+
+	s.events.publish(eventPermissionRequest, promptID, permissionRequestEvent{RequestID: requestID, SessionID: s.id, ToolCall: p.ToolCall, Options: p.Options})
+	var out hostVoteOutcome
+	select {
+	case out = <-pend.resolved:
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.perms, requestID)
+		s.mu.Unlock()
+		out = hostVoteOutcome{Outcome: "cancelled"}
+	}
+	s.events.publish(eventPermissionResolved, promptID, permissionResolvedEvent{RequestID: requestID, SessionID: s.id, Outcome: out})
+	return out
+}
+
+func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.perms[requestID]
+	if p == nil {
+		return &hostError{http.StatusNotFound, codePermissionUnknown, fmt.Sprintf("No pending permission request with id %q", requestID)}
+	}
+	switch {
+	case out.Outcome == "cancelled" && out.OptionID == "":
+	case out.Outcome == "selected" && slices.Contains(p.options, out.OptionID):
+	default:
+		return &hostError{http.StatusBadRequest, codeBadRequest, fmt.Sprintf("outcome must be cancelled or selected with one of the offered optionIds, got %q/%q", out.Outcome, out.OptionID)}
+	}
+	delete(s.perms, requestID)
+	p.resolved <- out
+	return nil
+}
+
+// ---- children ----
+
+// acpChannel is one private ACP child and the JSON-RPC connection to it.
+type acpChannel struct {
+	d      *daemon
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	conn   *rpcConn
+	cancel context.CancelFunc // ends conn.serve
+	done   chan struct{}      // closed once the child is reaped
+}
+
+func (ch *acpChannel) ended() bool {
+	select {
+	case <-ch.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// channelFor returns the workspace's child, starting it on first use or
+// after the previous one ended.
+func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostError) {
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+	}
+	slot := d.slots[ws]
+	if slot == nil {
+		slot = &workspaceSlot{}
+		d.slots[ws] = slot
+	}
+	d.mu.Unlock()
+
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.ch != nil && !slot.ch.ended() {
+		return slot.ch, nil
+	}
+	slot.ch = nil
+	ch, herr := d.startChannel(ctx, ws)
+	if herr != nil {
+		return nil, herr
+	}
+	slot.ch = ch
+	return ch, nil
+}
+
+// childCommand is "acpguard acp" with the operator's settings and opened
+// slash commands, and the scrubbed environment; in required mode that
+// environment also carries the private markers and a fresh capability.
+func (d *daemon) childCommand(exe string) (*exec.Cmd, string) {
+	args := []string{"acp"}
+	if d.settingsFile != "" {
+		args = append(args, "--settings", d.settingsFile)
+	}
+	for _, name := range d.allowSlash {
+		args = append(args, "--allow-slash-command", name)
+	}
+	capability := ""
+	if d.guarded {
+		capability = rand.Text() + rand.Text()
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = d.sys.env.acpChildEnv(capability)
+	return cmd, capability
+}
+
+type initializeResult struct {
+	ProtocolVersion   int                        `json:"protocolVersion"`
+	AgentCapabilities map[string]json.RawMessage `json:"agentCapabilities"`
+	AuthMethods       json.RawMessage            `json:"authMethods"`
+	AgentInfo         json.RawMessage            `json:"agentInfo"`
+	Meta              json.RawMessage            `json:"_meta"`
+}
+
+// startChannel spawns "acpguard acp" for a workspace and initializes it. In
+// required mode the child gets a fresh capability and must acknowledge
+// required-v1, or it is killed before any session exists on it.
+func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hostError) {
+	unavailable := func(format string, a ...any) *hostError {
+		return &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf(format, a...)}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, unavailable("Cannot locate the acpguard executable: %v", err)
+	}
+	cmd, capability := d.childCommand(exe)
+	cmd.Dir = ws
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = d.sys.stderr
+	// A descendant that kept the child's stderr open cannot hold Wait.
+	cmd.WaitDelay = childStopGrace
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, unavailable("Start ACP child: %v", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, unavailable("Start ACP child: %v", err)
+	}
+
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+	}
+	if err := cmd.Start(); err != nil {
+		d.mu.Unlock()
+		return nil, unavailable("Start ACP child: %v", err)
+	}
+	// Not derived from runCtx: at shutdown the child gets its grace period
+	// to end its tools before the connection is cut.
+	connCtx, cancel := context.WithCancel(context.Background())
+	ch := &acpChannel{d: d, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
+	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify})
+	d.chans[ch] = struct{}{}
+	d.wg.Add(1)
+	go ch.run(connCtx)
+	d.mu.Unlock()
+
+	initParams := map[string]any{
+		"protocolVersion":    1,
+		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false},
+		"clientInfo":         map[string]string{"name": "acpguard-serve", "version": version},
+	}
+	if d.guarded {
+		initParams["_meta"] = map[string]string{metaParentCapability: capability}
+	}
+	cctx, cancelCall := context.WithTimeout(ctx, childCallTimeout)
+	defer cancelCall()
+	raw, err := ch.conn.call(cctx, "initialize", initParams)
+	if err != nil {
+		ch.stop()
+		return nil, unavailable("ACP child failed to initialize: %v", err)
+	}
+	var res initializeResult
+	if err := decodeStrict(raw, &res); err != nil || res.ProtocolVersion != 1 {
+		ch.stop()
+		return nil, unavailable("ACP child answered initialize with an invalid result %q", truncateForError(raw))
+	}
+	if d.guarded && guardAcknowledgement(res.AgentCapabilities) != privateGuardMarker {
+		ch.stop()
+		return nil, &hostError{http.StatusServiceUnavailable, codeGuardNotReady,
+			fmt.Sprintf("ACP child did not acknowledge the external tool guard (want agentCapabilities._meta[%q] = %q); channel rejected", metaGuardReady, privateGuardMarker)}
+	}
+	return ch, nil
+}
+
+// guardAcknowledgement returns the child's required-v1 acknowledgement, or
+// "" when it is missing or malformed.
+func guardAcknowledgement(caps map[string]json.RawMessage) string {
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(caps["_meta"], &meta) != nil {
+		return ""
+	}
+	var ack string
+	if json.Unmarshal(meta[metaGuardReady], &ack) != nil {
+		return ""
+	}
+	return ack
+}
+
+// run owns the child: it serves the connection until the child's stdout
+// ends, then makes sure the whole process group is gone and reaps it.
+func (ch *acpChannel) run(ctx context.Context) {
+	defer ch.d.wg.Done()
+	ch.conn.serve(ctx)
+	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	ch.stdin.Close()
+	ch.cmd.Wait()
+	close(ch.done)
+	ch.d.channelEnded(ch)
+}
+
+// stop ends the child: EOF and SIGTERM first, so it can end its own tool
+// process groups, then SIGKILL to the group after a grace period.
+func (ch *acpChannel) stop() {
+	ch.stdin.Close()
+	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
+	t := time.NewTimer(childStopGrace)
+	defer t.Stop()
+	select {
+	case <-ch.done:
+		return
+	case <-t.C:
+	}
+	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	ch.cancel()
+	<-ch.done
+}
+
+// channelEnded marks every session of an ended child as died.
+func (d *daemon) channelEnded(ch *acpChannel) {
+	d.mu.Lock()
+	delete(d.chans, ch)
+	var dying []*hostSession
+	for _, s := range d.sessions {
+		if s.ch == ch {
+			dying = append(dying, s)
+		}
+	}
+	d.mu.Unlock()
+	for _, s := range dying {
+		s.end(eventSessionDied, "ACP child exited")
+	}
+}
+
+// session returns the session with this id if this channel owns it.
+func (ch *acpChannel) session(id string) *hostSession {
+	ch.d.mu.Lock()
+	defer ch.d.mu.Unlock()
+	s := ch.d.sessions[id]
+	if s == nil || s.ch != ch {
+		return nil
+	}
+	return s
+}
+
+type sessionUpdateParams struct {
+	SessionID string          `json:"sessionId"`
+	Update    json.RawMessage `json:"update"`
+	Meta      json.RawMessage `json:"_meta"`
+}
+
+type sessionUpdateEvent struct {
+	SessionID string          `json:"sessionId"`
+	Update    json.RawMessage `json:"update"`
+}
+
+func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
+	if method != "session/update" {
+		return
+	}
+	var p sessionUpdateParams
+	if decodeStrict(params, &p) != nil || len(p.Update) == 0 {
+		return
+	}
+	s := ch.session(p.SessionID)
+	if s == nil {
+		return
+	}
+	s.events.publish(eventSessionUpdate, s.activePromptID(), sessionUpdateEvent{SessionID: p.SessionID, Update: p.Update})
+}
+
+func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case methodGuardPrepare:
+		return ch.d.prepare(ctx, ch, params), nil
+	case "session/request_permission":
+		var p hostPermissionParams
+		if err := decodeStrict(params, &p); err != nil {
+			return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("invalid session/request_permission params: %v", err)}
+		}
+		s := ch.session(p.SessionID)
+		if s == nil {
+			return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("unknown session %q", p.SessionID)}
+		}
+		return map[string]hostVoteOutcome{"outcome": s.askPermission(ctx, p)}, nil
+	}
+	return nil, &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
+}
+
+// ---- the guarded prepare bridge ----
+
+type guardPrepareParams struct {
+	SessionID  string          `json:"sessionId"`
+	PromptID   string          `json:"promptId"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Meta       json.RawMessage `json:"_meta"`
+}
+
+type guardDecision struct {
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// prepare answers one child's request for a decision: the channel must own
+// the session and the prompt must be the session's active one, or it is
+// denied without a provider call; then exactly one provider prepare, and a
+// re-check that the prompt is still active before an allow leaves.
+func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMessage) guardDecision {
+	start := time.Now()
+	var p guardPrepareParams
+	rec := decisionRecord{}
+	deny := func(outcome, reason string) guardDecision {
+		rec.Outcome = outcome
+		rec.LatencyUs = time.Since(start).Microseconds()
+		d.decisions.write(rec)
+		return guardDecision{Allowed: false, Reason: reason}
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		return deny(outcomeMalformed, guardFailedReason)
+	}
+	rec.SessionID, rec.PromptID, rec.ToolCallID, rec.ToolName = p.SessionID, p.PromptID, p.ToolCallID, p.ToolName
+	digest, ok := argumentsDigest(p.Arguments)
+	rec.ArgumentsSha256 = digest
+	if !ok || p.ToolName == "" {
+		return deny(outcomeMalformed, guardFailedReason)
+	}
+	s := ch.session(p.SessionID)
+	if s == nil {
+		return deny(outcomeIdentityMismatch, guardFailedReason)
+	}
+	job := s.activeJob(p.PromptID)
+	if job == nil {
+		return deny(outcomeStalePrompt, guardFailedReason)
+	}
+	if d.provider == nil {
+		return deny(outcomeNotConfigured, guardFailedReason)
+	}
+
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopAfter := context.AfterFunc(job.ctx, cancel)
+	defer stopAfter()
+	res := d.provider.prepare(pctx, prepareCall{SessionID: p.SessionID, PromptID: p.PromptID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Arguments: p.Arguments})
+	rec.RequestID = res.RequestID
+
+	if s.activeJob(p.PromptID) != job {
+		return deny(outcomeStalePrompt, guardFailedReason)
+	}
+	switch {
+	case res.Category != "":
+		return deny(res.Category, guardFailedReason)
+	case !res.Allowed:
+		reason := res.Reason
+		if reason == "" {
+			reason = denyDefaultReason
+		}
+		return deny(outcomeDenied, reason)
+	}
+	rec.Outcome = outcomeAllowed
+	rec.LatencyUs = time.Since(start).Microseconds()
+	if err := d.decisions.write(rec); err != nil {
+		// Never an unaudited allow.
+		return guardDecision{Allowed: false, Reason: guardFailedReason}
+	}
+	return guardDecision{Allowed: true}
+}
+
+// activeJob returns the running prompt if its id is promptID and it was
+// neither cancelled nor finished.
+func (s *hostSession) activeJob(promptID string) *promptJob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job := s.active
+	if job == nil || s.ended || promptID == "" || job.id != promptID || job.ctx.Err() != nil {
+		return nil
+	}
+	return job
+}
+
+// argumentsDigest is the SHA-256 of the arguments in canonical form
+// (compact, keys sorted, numbers as written), the form the reference
+// provider's audit log hashes; ok is false unless they are a JSON object.
+func argumentsDigest(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil || v == nil || dec.More() {
+		return "", false
+	}
+	canon, err := json.Marshal(v)
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), true
+}
+
+// ---- decision log ----
+
+// decisionRecord is one line of the decision log.
+type decisionRecord struct {
+	Time            string `json:"time"`
+	SessionID       string `json:"sessionId"`
+	PromptID        string `json:"promptId"`
+	ToolCallID      string `json:"toolCallId"`
+	RequestID       string `json:"requestId"`
+	ToolName        string `json:"toolName"`
+	ArgumentsSha256 string `json:"argumentsSha256"`
+	Outcome         string `json:"outcome"`
+	LatencyUs       int64  `json:"latencyUs"`
+}
+
+// decisionLog writes one JSON line per decision, whole lines only.
+type decisionLog struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *decisionLog) write(rec decisionRecord) error {
+	rec.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode decision record: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.w.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write decision log: %w", err)
+	}
+	return nil
+}
+
+// ---- event log ----
+
+// streamEvent is one published event; data is its complete JSON envelope.
+type streamEvent struct {
+	id   int64
+	typ  string
+	data []byte
+}
+
+type streamEnvelope struct {
+	ID       int64  `json:"id"`
+	V        int    `json:"v"`
+	Type     string `json:"type"`
+	PromptID string `json:"promptId,omitempty"`
+	Data     any    `json:"data"`
+}
+
+// streamLog is a session's bounded ring of events and its subscribers. A
+// subscriber whose queue is full is dropped, never waited for.
+type streamLog struct {
+	mu     sync.Mutex
+	nextID int64
+	ring   []streamEvent
+	subs   map[*streamSubscriber]struct{}
+	closed bool
+}
+
+type streamSubscriber struct {
+	ch chan streamEvent // closed when the log closes or the subscriber is dropped
+}
+
+func newStreamLog() *streamLog {
+	return &streamLog{nextID: 1, subs: map[*streamSubscriber]struct{}{}}
+}
+
+func (l *streamLog) publish(typ, promptID string, data any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data}); err != nil {
+		return
+	}
+	ev := streamEvent{id: l.nextID, typ: typ, data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}
+	l.nextID++
+	// Event id N lives in slot (N-1) mod eventRingSize.
+	if len(l.ring) < eventRingSize {
+		l.ring = append(l.ring, ev)
+	} else {
+		l.ring[(ev.id-1)%eventRingSize] = ev
+	}
+	for sub := range l.subs {
+		select {
+		case sub.ch <- ev:
+		default:
+			delete(l.subs, sub)
+			close(sub.ch)
+		}
+	}
+}
+
+// subscribe returns the retained events after id after and a subscriber
+// for every later one, with no gap and no duplicate between the two.
+func (l *streamLog) subscribe(after int64) ([]streamEvent, *streamSubscriber) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	oldest := l.nextID - int64(len(l.ring))
+	var replay []streamEvent
+	for id := max(after+1, oldest); id < l.nextID; id++ {
+		replay = append(replay, l.ring[(id-1)%eventRingSize])
+	}
+	sub := &streamSubscriber{ch: make(chan streamEvent, subscriberQueue)}
+	if l.closed {
+		close(sub.ch)
+	} else {
+		l.subs[sub] = struct{}{}
+	}
+	return replay, sub
+}
+
+func (l *streamLog) unsubscribe(sub *streamSubscriber) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.subs[sub]; ok {
+		delete(l.subs, sub)
+		close(sub.ch)
+	}
+}
+
+func (l *streamLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	for sub := range l.subs {
+		delete(l.subs, sub)
+		close(sub.ch)
+	}
+}
+
+// truncateForError shortens another process's bytes for an error message.
+func truncateForError(b []byte) string {
+	const max = 200
+	if len(b) > max {
+		return string(b[:max]) + "..."
+	}
+	return string(b)
 }

@@ -1,0 +1,490 @@
+// bridge_e2e_test.go runs "acpguard serve" as a real process with real
+// "acpguard acp" children and the scripted model, against a counting
+// provider on a loopback socket: the seed's verification items 4-13 as a
+// host and an operator would observe them.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const serveListenPrefix = "acpguard serve: listening on "
+
+// serveProcess is a running "acpguard serve".
+type serveProcess struct {
+	testDaemon
+	cmd *exec.Cmd
+}
+
+// startServe starts acpguard serve with args (plus --port 0) and waits for
+// its listening line.
+func startServe(t *testing.T, args []string, env ...string) *serveProcess {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := acpguardCmd(t, ctx, append([]string{"serve", "--port", "0"}, args...), env...)
+	stderr := &serveLogBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sp := &serveProcess{cmd: cmd}
+	sp.stderr = stderr
+	exited := make(chan error, 1)
+	var once sync.Once
+	var exitErr error
+	sp.stop = func() error {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			exitErr = <-exited
+		})
+		return exitErr
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	go func() { exited <- cmd.Wait(); cancel() }()
+	if !strings.HasPrefix(line, serveListenPrefix) {
+		sp.stop()
+		t.Fatalf("serve printed %q (%v), stderr:\n%s", line, err, stderr.String())
+	}
+	sp.url = strings.TrimSpace(strings.TrimPrefix(line, serveListenPrefix))
+	t.Cleanup(func() { sp.stop() })
+	return sp
+}
+
+// childPIDs returns the processes whose parent is pid.
+func childPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may contain spaces.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// toolUpdates returns the tool_call and tool_call_update updates of a turn.
+type hostToolUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate"`
+	ToolCallID    string          `json:"toolCallId"`
+	Status        string          `json:"status"`
+	RawInput      json.RawMessage `json:"rawInput"`
+	RawOutput     json.RawMessage `json:"rawOutput"`
+	Meta          struct {
+		ToolName string `json:"toolName"`
+	} `json:"_meta"`
+}
+
+func toolUpdates(t *testing.T, evs []sseEvent) []hostToolUpdate {
+	t.Helper()
+	var out []hostToolUpdate
+	for _, ev := range evs {
+		if ev.typ != eventSessionUpdate {
+			continue
+		}
+		var d struct {
+			Update hostToolUpdate `json:"update"`
+		}
+		json.Unmarshal(parseEnvelope(t, ev).Data, &d)
+		if strings.HasPrefix(d.Update.SessionUpdate, "tool_call") {
+			out = append(out, d.Update)
+		}
+	}
+	return out
+}
+
+// finalStatus returns the terminal status each toolCallId reached.
+func finalStatus(ups []hostToolUpdate) map[string]string {
+	out := map[string]string{}
+	for _, u := range ups {
+		if u.Status == "completed" || u.Status == "failed" {
+			out[u.ToolCallID] = u.Status
+		}
+	}
+	return out
+}
+
+// yoloSettings is a settings file whose approval mode asks nothing, so the
+// guard is the only gate a call meets.
+func yoloSettings(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func guardArgs(t *testing.T, p *testProvider, ws, logPath string) ([]string, string) {
+	return []string{"--workspace", ws, "--decision-log", logPath, "--settings", yoloSettings(t),
+			"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", p.srv.URL},
+		envGuardToken + "=" + p.token
+}
+
+func TestServeE2EGuardedToolCalls(t *testing.T) {
+	prov := newTestProvider(t)
+	prov.verdict = func(tool string, args json.RawMessage) (int, bool, string) {
+		switch {
+		case strings.Contains(string(args), "deny-me"):
+			return 200, false, "not this one"
+		case strings.Contains(string(args), "break-me"):
+			return 500, false, ""
+		}
+		return 200, true, ""
+	}
+	ws := t.TempDir()
+	logPath := filepath.Join(t.TempDir(), "decisions.jsonl")
+	args, tokenEnv := guardArgs(t, prov, ws, logPath)
+	sp := startServe(t, args, tokenEnv)
+	id := sp.newSession(t, "")
+
+	// Allowed: one prepare, the executor runs once.
+	pid, evs := sp.runTurn(t, id, `call run_shell_command {"command":"echo run >> allowed.count"}`)
+	ups := toolUpdates(t, evs)
+	if len(ups) == 0 {
+		t.Fatalf("no tool updates in %v", evs)
+	}
+	callID := ups[0].ToolCallID
+	if ups[0].SessionUpdate != "tool_call" || finalStatus(ups)[callID] != "completed" {
+		t.Errorf("allowed call updates = %+v", ups)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "allowed.count")); string(data) != "run\n" {
+		t.Errorf("allowed executor ran %q, want exactly once", data)
+	}
+	if _, calls := prov.counts(); calls != 1 {
+		t.Fatalf("provider saw %d prepares, want 1", calls)
+	}
+	c := prov.calls[0]
+	for k, want := range map[string]string{"sessionId": id, "promptId": pid, "toolCallId": callID, "toolName": "run_shell_command"} {
+		if string(c[k]) != strconv.Quote(want) {
+			t.Errorf("provider %s = %s, want %q (matching the SSE events)", k, c[k], want)
+		}
+	}
+
+	// Denied and failed: one prepare each, the executor never runs.
+	for _, tt := range []struct{ marker, text string }{
+		{"deny-me", "not this one"},
+		{"break-me", guardFailedReason},
+	} {
+		_, calls0 := prov.counts()
+		_, evs := sp.runTurn(t, id, `call run_shell_command {"command":"echo run >> `+tt.marker+`.count"}`)
+		ups := toolUpdates(t, evs)
+		last := ups[len(ups)-1]
+		if last.Status != "failed" || !strings.Contains(string(last.RawOutput), errTypeExecutionDenied) || !strings.Contains(string(last.RawOutput), tt.text) {
+			t.Errorf("%s: final update = %+v, want failed %s %q", tt.marker, last, errTypeExecutionDenied, tt.text)
+		}
+		for _, u := range ups {
+			if u.Status == "in_progress" {
+				t.Errorf("%s: the call reached in_progress", tt.marker)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(ws, tt.marker+".count")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: executor ran (marker file: %v)", tt.marker, err)
+		}
+		if _, calls := prov.counts(); calls != calls0+1 {
+			t.Errorf("%s: provider saw %d prepares, want exactly 1 (no retry)", tt.marker, calls-calls0)
+		}
+	}
+
+	// Nested and delegated agents are refused before any provider request.
+	_, calls0 := prov.counts()
+	_, evs = sp.runTurn(t, id, `call agent {"prompt":"do it"}`)
+	if ups := toolUpdates(t, evs); len(ups) == 0 || ups[len(ups)-1].Status != "failed" {
+		t.Errorf("agent call updates = %+v", ups)
+	}
+	if _, calls := prov.counts(); calls != calls0 {
+		t.Errorf("a nested agent call reached the provider")
+	}
+
+	// Every session of the channel is guarded, not just the first.
+	id2 := sp.newSession(t, "")
+	pid2, _ := sp.runTurn(t, id2, `call run_shell_command {"command":"echo run >> second.count"}`)
+	if _, calls := prov.counts(); calls != calls0+1 || string(prov.calls[calls0]["promptId"]) != strconv.Quote(pid2) {
+		t.Errorf("second session: provider saw %d new prepares", calls-calls0)
+	}
+
+	data, _ := os.ReadFile(logPath)
+	var outcomes []string
+	for _, rec := range decisions(t, string(data)) {
+		outcomes = append(outcomes, rec.Outcome)
+	}
+	if got := strings.Join(outcomes, " "); got != "allowed denied http_status allowed" {
+		t.Errorf("decision log outcomes = %q", got)
+	}
+}
+
+func TestServeE2ETokenNeverReachesChildren(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	const hostToken = "host-token-must-not-leak"
+	sp := startServe(t, args, tokenEnv, envServerToken+"="+hostToken)
+	auth := []string{"Authorization", "Bearer " + hostToken}
+	r := sp.do(t, "POST", "/session", "", auth...)
+	var created newSessionResponse
+	if r.status != 200 || decodeStrict(r.body, &created) != nil {
+		t.Fatalf("POST /session = %d %s", r.status, r.body)
+	}
+	body := `{"prompt":[{"type":"text","text":"call run_shell_command {\"command\":\"env > env.out\"}"}]}`
+	if r := sp.do(t, "POST", "/session/"+created.SessionID+"/prompt", body, auth...); r.status != 202 {
+		t.Fatalf("prompt = %d %s", r.status, r.body)
+	}
+	envOut := filepath.Join(ws, "env.out")
+	for i := 0; i < 600; i++ {
+		if data, _ := os.ReadFile(envOut); len(data) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	shellEnv, err := os.ReadFile(envOut)
+	if err != nil || len(shellEnv) == 0 {
+		t.Fatalf("run_shell_command wrote no environment: %v\n%s", err, sp.stderr.String())
+	}
+	children := childPIDs(t, sp.cmd.Process.Pid)
+	if len(children) != 1 {
+		t.Fatalf("serve has children %v, want one ACP child", children)
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", children[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	childEnv := strings.ReplaceAll(string(raw), "\x00", "\n")
+	for where, text := range map[string]string{"child /proc environ": childEnv, "env run by run_shell_command": string(shellEnv)} {
+		for _, secret := range []string{prov.token, hostToken, envGuardToken + "=", envServerToken + "="} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s contains %q", where, secret)
+			}
+		}
+	}
+	// The private markers reach the child's initial environment but not its tools.
+	if !strings.Contains(childEnv, envPrivateGuard+"="+privateGuardMarker) || strings.Contains(string(shellEnv), "QWEN_CODE_PRIVATE_") {
+		t.Errorf("markers: child environ has guard marker %v; tool env has a private marker %v",
+			strings.Contains(childEnv, envPrivateGuard), strings.Contains(string(shellEnv), "QWEN_CODE_PRIVATE_"))
+	}
+}
+
+func TestServeE2EOffModeNoProvider(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	// Endpoint and token without mode=required activate nothing.
+	sp := startServe(t, []string{"--workspace", ws, "--settings", yoloSettings(t), "--external-tool-guard-endpoint", prov.srv.URL}, envGuardToken+"="+prov.token)
+	var caps capabilitiesBody
+	decodeStrict(sp.do(t, "GET", "/capabilities", "").body, &caps)
+	if strings.Contains(strings.Join(caps.Features, ","), featureExternalToolGuard) {
+		t.Errorf("off mode features = %v", caps.Features)
+	}
+	id := sp.newSession(t, "")
+	_, evs := sp.runTurn(t, id, `call write_file {"file_path":"a.txt","content":"x"}`)
+	if data, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(data) != "x" {
+		t.Errorf("off mode write_file: %q %v; events %v", data, err, evs)
+	}
+	children := childPIDs(t, sp.cmd.Process.Pid)
+	if len(children) != 1 {
+		t.Fatalf("children = %v", children)
+	}
+	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", children[0]))
+	if strings.Contains(string(raw), "QWEN_CODE_PRIVATE_") || strings.Contains(string(raw), prov.token) {
+		t.Errorf("off-mode child environment carries a marker or the token")
+	}
+	if conns, calls := prov.counts(); conns != 0 || calls != 0 {
+		t.Errorf("off mode: %d provider connections, %d prepares", conns, calls)
+	}
+}
+
+func TestServeE2EForgingChild(t *testing.T) {
+	prov := newTestProvider(t)
+	wsA, wsB := t.TempDir(), t.TempDir()
+	sp := startServe(t, []string{"--workspace", wsA, "--workspace", wsB,
+		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL},
+		envGuardToken+"="+prov.token, fakeChildEnv("ack"))
+	a := sp.newSession(t, `{"cwd":"`+wsA+`"}`)
+	b := sp.newSession(t, `{"cwd":"`+wsB+`"}`)
+	streamB := sp.openEvents(t, b, "")
+	pb := sp.prompt(t, b, "wait")
+	readSSE(t, streamB, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	_, evs := sp.runTurn(t, a, "forge "+b+" "+pb+" write_file {}\nforge - stale write_file {}\nprepare write_file {}")
+	got := texts(t, evs)
+	want := []string{`{"allowed":false,"reason":"` + guardFailedReason + `"}`, `{"allowed":false,"reason":"` + guardFailedReason + `"}`, `{"allowed":true}`}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("decisions = %v, want %v", got, want)
+	}
+	if _, calls := prov.counts(); calls != 1 {
+		t.Errorf("provider saw %d prepares, want 1 (only the genuine one)", calls)
+	}
+}
+
+func TestServeE2EUnacknowledgedChannel(t *testing.T) {
+	prov := newTestProvider(t)
+	sp := startServe(t, []string{"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL},
+		envGuardToken+"="+prov.token, fakeChildEnv("noack"))
+	wantError(t, sp.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeGuardNotReady)
+	if children := childPIDs(t, sp.cmd.Process.Pid); len(children) != 0 {
+		t.Errorf("rejected channel left children %v", children)
+	}
+}
+
+func TestServeE2EStartupFailures(t *testing.T) {
+	prov := newTestProvider(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  []string
+		code int
+		text string
+	}{
+		{"bad mode", []string{"--external-tool-guard-mode", "maybe"}, nil, exitUsage, "--external-tool-guard-mode"},
+		{"no token", []string{"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL}, nil, exitUsage, envGuardToken},
+		{"wrong token", []string{"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL}, []string{envGuardToken + "=wrong"}, exitRuntime, "handshake"},
+		{"non-loopback without token", []string{"--hostname", "0.0.0.0"}, nil, exitUsage, "0.0.0.0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runAcpguard(t, append([]string{"serve", "--port", "0"}, tt.args...), tt.env...)
+			if code != tt.code || strings.Contains(stdout, serveListenPrefix) || !strings.Contains(stderr, tt.text) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, one line naming %q, no listener", code, stdout, stderr, tt.code, tt.text)
+			}
+		})
+	}
+	if conns, calls := prov.counts(); calls != 0 || conns != 1 {
+		t.Errorf("provider saw %d connections and %d prepares; want only the failed handshake", conns, calls)
+	}
+}
+
+func TestServeE2ESignalEndsEverything(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	sp := startServe(t, args, tokenEnv)
+	id := sp.newSession(t, "")
+	stream := sp.openEvents(t, id, "")
+	const mark = "acpguard-e2e-orphan-check"
+	sp.prompt(t, id, `call run_shell_command {"command":"sleep 60; echo `+mark+`"}`)
+	readSSE(t, stream, func(ev sseEvent) bool { return strings.Contains(string(ev.data), `"in_progress"`) })
+	children := childPIDs(t, sp.cmd.Process.Pid)
+	if len(children) != 1 {
+		t.Fatalf("children = %v", children)
+	}
+	if err := sp.stop(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v (want exit 0)\n%s", err, sp.stderr.String())
+	}
+	if err := syscall.Kill(children[0], 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("ACP child %d outlived serve", children[0])
+	}
+	// The tool's shell runs in its own process group; it must be gone too.
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(cmdline), mark) {
+			t.Errorf("process %s (%q) outlived serve", e.Name(), cmdline)
+		}
+	}
+}
+
+// TestServeE2EPermissionBeforeGuard: in the default approval mode the child
+// asks the host first; a rejection ends the call with no provider request,
+// an allow leads to exactly one.
+func TestServeE2EPermissionBeforeGuard(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	sp := startServe(t, []string{"--workspace", ws, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL},
+		envGuardToken+"="+prov.token)
+	id := sp.newSession(t, "")
+	stream := sp.openEvents(t, id, "")
+	for _, tt := range []struct {
+		option, file string
+		calls        int
+		written      bool
+	}{
+		{"reject_once", "rejected.txt", 0, false},
+		{"allow_once", "allowed.txt", 1, true},
+	} {
+		pid := sp.prompt(t, id, `call write_file {"file_path":"`+tt.file+`","content":"x"}`)
+		evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventPermissionRequest })
+		var req permissionRequestEvent
+		if err := decodeStrict(parseEnvelope(t, evs[len(evs)-1]).Data, &req); err != nil {
+			t.Fatal(err)
+		}
+		if _, calls := prov.counts(); calls != 0 && tt.calls == 0 {
+			t.Fatalf("provider called before the permission vote")
+		}
+		r := sp.do(t, "POST", "/session/"+id+"/permission/"+req.RequestID, `{"outcome":{"outcome":"selected","optionId":"`+tt.option+`"}}`)
+		if r.status != 200 {
+			t.Fatalf("vote = %d %s", r.status, r.body)
+		}
+		readSSE(t, stream, untilTurnEnd(pid))
+		if _, calls := prov.counts(); calls != tt.calls {
+			t.Errorf("%s: provider saw %d prepares, want %d", tt.option, calls, tt.calls)
+		}
+		if _, err := os.Stat(filepath.Join(ws, tt.file)); (err == nil) != tt.written {
+			t.Errorf("%s: file written = %v, want %v", tt.option, err == nil, tt.written)
+		}
+	}
+}
+
+// TestServeE2EMCPGuardedOnce: an MCP tool through serve is one guarded
+// invocation, and a transport error is not retried (seed item 12).
+func TestServeE2EMCPGuardedOnce(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	h := newHelperServer(t, "helper")
+	cmd, args := helperCommand(t)
+	env := map[string]string{}
+	for _, kv := range h.environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	settings, _ := json.Marshal(map[string]any{
+		"tools":      map[string]string{"approvalMode": "yolo"},
+		"mcpServers": map[string]any{"helper": map[string]any{"command": cmd, "args": args, "env": env}},
+	})
+	settingsPath := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(settingsPath, settings, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp := startServe(t, []string{"--workspace", ws, "--settings", settingsPath,
+		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL}, envGuardToken+"="+prov.token)
+	id := sp.newSession(t, "")
+	target := filepath.Join(ws, "m.txt")
+	pid, _ := sp.runTurn(t, id, `call mcp__helper__write {"path":"`+target+`","content":"x"}`)
+	if data, err := os.ReadFile(target); err != nil || string(data) != "x" {
+		t.Errorf("allowed MCP write: %q %v\n%s", data, err, sp.stderr.String())
+	}
+	sp.runTurn(t, id, `call mcp__helper__crash {}`)
+	if _, calls := prov.counts(); calls != 2 {
+		t.Fatalf("provider saw %d prepares, want 2", calls)
+	}
+	if got := string(prov.calls[0]["toolName"]); got != `"mcp__helper__write"` || string(prov.calls[0]["promptId"]) != strconv.Quote(pid) {
+		t.Errorf("MCP prepare = %s %s", got, prov.calls[0]["promptId"])
+	}
+	if calls := h.events("tools/call crash"); len(calls) != 1 {
+		t.Errorf("the crashing MCP call reached the server %d times, want exactly 1", len(calls))
+	}
+}

@@ -1,0 +1,470 @@
+// bridge_test.go tests the host HTTP API of "acpguard serve" in process:
+// routing, host auth, the Host check, body limits, error shapes, the event
+// ring and the decision log.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// serveLogBuffer is an io.Writer that tests may read while the daemon writes.
+type serveLogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *serveLogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *serveLogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testDaemon is one in-process serveDaemon on a loopback port.
+type testDaemon struct {
+	url    string
+	stderr *serveLogBuffer
+	stop   func() error
+}
+
+// startTestDaemon runs serveDaemon with opts; extraEnv ("K=V") is added to
+// the environment its children inherit.
+func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testDaemon {
+	t.Helper()
+	if opts.Hostname == "" {
+		opts.Hostname = "127.0.0.1"
+	}
+	if opts.MaxPendingPrompts == 0 {
+		opts.MaxPendingPrompts = 5
+	}
+	if opts.Guard.Mode == "" {
+		opts.Guard.Mode = guardModeOff
+	}
+	if len(opts.Workspaces) == 0 {
+		opts.Workspaces = []string{t.TempDir()}
+	}
+	stderr := &serveLogBuffer{}
+	env := append(append(os.Environ(), envRunAsMain+"=1"), extraEnv...)
+	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serveDaemon(ctx, sys, opts, func(u string) { urls <- u }) }()
+	td := &testDaemon{stderr: stderr}
+	select {
+	case td.url = <-urls:
+	case err := <-done:
+		cancel()
+		t.Fatalf("serveDaemon returned before listening: %v", err)
+	}
+	var once sync.Once
+	var stopErr error
+	td.stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := td.stop(); err != nil {
+			t.Errorf("serveDaemon: %v", err)
+		}
+	})
+	return td
+}
+
+type hostResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends one host request; body "" sends none.
+func (td *testDaemon) do(t testing.TB, method, path, body string, header ...string) hostResponse {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, td.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hostResponse{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// wantError checks a host error response's status and code.
+func wantError(t testing.TB, r hostResponse, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Errorf("status = %d, want %d (body %s)", r.status, status, r.body)
+	}
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	if err := decodeStrict(r.body, &e); err != nil {
+		t.Fatalf("error body %q is not {error, code}: %v", r.body, err)
+	}
+	if e.Code != code || e.Error == "" {
+		t.Errorf("error body = %s, want code %q and a message", r.body, code)
+	}
+}
+
+func TestServeHealthAndCapabilities(t *testing.T) {
+	ws := t.TempDir()
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}})
+	r := td.do(t, "GET", "/health", "")
+	if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"status":"ok"}` {
+		t.Errorf("GET /health = %d %s", r.status, r.body)
+	}
+	r = td.do(t, "GET", "/capabilities", "")
+	var caps capabilitiesBody
+	if err := decodeStrict(r.body, &caps); err != nil || r.status != 200 {
+		t.Fatalf("GET /capabilities = %d %s: %v", r.status, r.body, err)
+	}
+	if caps.V != 1 || caps.Mode != "http-bridge" || caps.WorkspaceCwd != ws {
+		t.Errorf("capabilities = %+v", caps)
+	}
+	for _, f := range caps.Features {
+		if f == featureExternalToolGuard {
+			t.Errorf("off mode advertises %q", f)
+		}
+	}
+	if len(caps.Features) != len(baseFeatures) {
+		t.Errorf("features = %v, want %v", caps.Features, baseFeatures)
+	}
+}
+
+func TestServeHostAuth(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{Token: "s3cret-host-token"})
+	var unauthorized []string
+	for _, tt := range []struct {
+		name   string
+		header []string
+		ok     bool
+	}{
+		{"none", nil, false},
+		{"wrong token", []string{"Authorization", "Bearer s3cret-host-tokeN"}, false},
+		{"prefix of token", []string{"Authorization", "Bearer s3cret"}, false},
+		{"token plus suffix", []string{"Authorization", "Bearer s3cret-host-token2"}, false},
+		{"basic scheme", []string{"Authorization", "Basic s3cret-host-token"}, false},
+		{"bare token", []string{"Authorization", "s3cret-host-token"}, false},
+		{"empty bearer", []string{"Authorization", "Bearer "}, false},
+		{"right", []string{"Authorization", "Bearer s3cret-host-token"}, true},
+		{"scheme case", []string{"Authorization", "bearer s3cret-host-token"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []string{"/health", "/capabilities", "/session/x/events", "/nope"} {
+				r := td.do(t, "GET", path, "", tt.header...)
+				if tt.ok {
+					if r.status == http.StatusUnauthorized {
+						t.Errorf("GET %s with %v = 401", path, tt.header)
+					}
+					continue
+				}
+				wantError(t, r, http.StatusUnauthorized, codeUnauthorized)
+				unauthorized = append(unauthorized, string(r.body))
+			}
+		})
+	}
+	for _, b := range unauthorized {
+		if b != unauthorized[0] {
+			t.Errorf("401 bodies differ: %q vs %q", b, unauthorized[0])
+		}
+	}
+}
+
+func TestServeHostHeader(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{})
+	port := td.url[strings.LastIndex(td.url, ":")+1:]
+	for _, tt := range []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1:" + port, true},
+		{"127.0.0.1", true},
+		{"localhost:" + port, true},
+		{"LocalHost", true},
+		{"[::1]:" + port, true},
+		{"[::1]", true},
+		{"evil.example:" + port, false},
+		{"evil.example", false},
+		{"127.0.0.2:" + port, false},
+		{"localhost.evil.example", false},
+		{"127.0.0.1:1", false},
+		{"::1", false},
+	} {
+		t.Run(tt.host, func(t *testing.T) {
+			r := td.do(t, "GET", "/health", "", "Host", tt.host)
+			if tt.ok && r.status != 200 {
+				t.Errorf("Host %q refused: %d %s", tt.host, r.status, r.body)
+			}
+			if !tt.ok {
+				wantError(t, r, http.StatusForbidden, codeHostNotAllowed)
+			}
+		})
+	}
+}
+
+func TestServeRequestErrors(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{})
+	big := `{"cwd":"` + strings.Repeat("a", maxHostBody) + `"}`
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"GET", "/nope", "", 404, codeNotFound},
+		{"PUT", "/health", "", 405, codeMethodNotAllowed},
+		{"GET", "/session", "", 405, codeMethodNotAllowed},
+		{"POST", "/session/missing/prompt", `{"prompt":[{"type":"text","text":"hi"}]}`, 404, codeSessionNotFound},
+		{"GET", "/session/missing/events", "", 404, codeSessionNotFound},
+		{"POST", "/session/missing/cancel", "", 404, codeSessionNotFound},
+		{"POST", "/session/missing/permission/r1", `{"outcome":{"outcome":"cancelled"}}`, 404, codeSessionNotFound},
+		{"DELETE", "/session/missing", "", 404, codeSessionNotFound},
+		{"POST", "/session", `{"cwd":"/definitely/not/a/workspace"}`, 400, codeWorkspaceMismatch},
+		{"POST", "/session", `{"cwd":"relative"}`, 400, codeWorkspaceMismatch},
+		{"POST", "/session", `{"cwd":"/"}`, 400, codeWorkspaceMismatch},
+		{"POST", "/session", `{"cwd":`, 400, codeBadRequest},
+		{"POST", "/session", `{"cwd":"/x","extra":1}`, 400, codeBadRequest},
+		{"POST", "/session", `{} {}`, 400, codeBadRequest},
+		{"POST", "/session", `[]`, 400, codeBadRequest},
+		{"POST", "/session", big, 413, codeTooLarge},
+	} {
+		t.Run(tt.method+tt.path+tt.body[:min(len(tt.body), 30)], func(t *testing.T) {
+			wantError(t, td.do(t, tt.method, tt.path, tt.body), tt.status, tt.code)
+		})
+	}
+}
+
+func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
+	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "0.0.0.0", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: guardConfig{Mode: guardModeOff}}, func(string) {
+		t.Error("listener opened")
+	})
+	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), `"0.0.0.0"`) {
+		t.Errorf("serveDaemon = %v (exit %d), want a usage error naming the host", err, exitCode(err))
+	}
+}
+
+func TestSlashCommand(t *testing.T) {
+	for _, tt := range []struct {
+		text, name string
+		slash      bool
+	}{
+		{"hello", "", false},
+		{"call write_file {}", "", false},
+		{"a /b", "", false},
+		{"/compress", "compress", true},
+		{"  /memory add x", "memory", true},
+		{"\n/fork\nmore", "fork", true},
+		{"/", "", true},
+	} {
+		name, slash := slashCommand(tt.text)
+		if name != tt.name || slash != tt.slash {
+			t.Errorf("slashCommand(%q) = %q, %v; want %q, %v", tt.text, name, slash, tt.name, tt.slash)
+		}
+	}
+}
+
+func TestArgumentsDigest(t *testing.T) {
+	a, okA := argumentsDigest(json.RawMessage(`{"b":1,"a":{"y":2.50,"x":"<"}}`))
+	b, okB := argumentsDigest(json.RawMessage(` { "a" : {"x":"\u003c","y":2.50}, "b":1 } `))
+	c, _ := argumentsDigest(json.RawMessage(`{"b":1,"a":{"y":2.5,"x":"<"}}`))
+	if !okA || !okB || a != b || len(a) != 64 {
+		t.Errorf("digests of one object differ: %q %q", a, b)
+	}
+	if c == a {
+		t.Errorf("2.50 and 2.5 hash alike; numbers must be kept as written")
+	}
+	// The decision log and the reference provider's audit log hash alike,
+	// so their lines correlate.
+	for _, raw := range []string{`{"b":1,"a":{"y":2.50,"x":"<"}}`, `{"file_path":"/tmp/a","content":"\u00e9\n"}`} {
+		v, err := decodeProviderArguments(json.RawMessage(raw))
+		canon, _ := json.Marshal(v)
+		sum := sha256.Sum256(canon)
+		if got, _ := argumentsDigest(json.RawMessage(raw)); err != nil || got != hex.EncodeToString(sum[:]) {
+			t.Errorf("digest of %s differs from the provider audit's", raw)
+		}
+	}
+	for _, bad := range []string{``, `null`, `[]`, `"x"`, `1`, `{"a":1} {}`, `{`} {
+		if _, ok := argumentsDigest(json.RawMessage(bad)); ok {
+			t.Errorf("argumentsDigest(%q) accepted a non-object", bad)
+		}
+	}
+}
+
+func TestEventLogReplayAndRing(t *testing.T) {
+	l := newStreamLog()
+	for i := range eventRingSize + 10 {
+		l.publish("t", "", map[string]int{"n": i})
+	}
+	replay, sub := l.subscribe(0)
+	defer l.unsubscribe(sub)
+	if len(replay) != eventRingSize || replay[0].id != 11 || replay[len(replay)-1].id != eventRingSize+10 {
+		t.Fatalf("replay from 0: %d events, ids %d..%d", len(replay), replay[0].id, replay[len(replay)-1].id)
+	}
+	replay2, sub2 := l.subscribe(eventRingSize + 5)
+	defer l.unsubscribe(sub2)
+	if len(replay2) != 5 || replay2[0].id != eventRingSize+6 {
+		t.Fatalf("replay after %d: %d events", eventRingSize+5, len(replay2))
+	}
+	l.publish("next", "p1", map[string]string{"k": "v"})
+	ev := <-sub.ch
+	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"}}`, eventRingSize+11)
+	if string(ev.data) != want {
+		t.Errorf("event data = %s, want %s", ev.data, want)
+	}
+}
+
+func TestEventLogDropsSlowSubscriber(t *testing.T) {
+	l := newStreamLog()
+	_, slow := l.subscribe(0)
+	// publish must never block on a subscriber that reads nothing.
+	for range subscriberQueue * 4 {
+		l.publish("t", "", nil)
+	}
+	var last int64
+	n := 0
+	for ev := range slow.ch {
+		n++
+		last = ev.id
+	}
+	if n != subscriberQueue {
+		t.Errorf("slow streamSubscriber got %d events before being dropped, want %d", n, subscriberQueue)
+	}
+	// The dropped host reconnects with Last-Event-ID and loses nothing.
+	replay, again := l.subscribe(last)
+	defer l.unsubscribe(again)
+	if len(replay) != subscriberQueue*3 || replay[0].id != last+1 {
+		t.Errorf("replay after %d: %d events", last, len(replay))
+	}
+}
+
+// readSSE reads events from an event stream until stop returns true.
+type sseEvent struct {
+	id, typ string
+	data    json.RawMessage
+}
+
+func readSSE(t testing.TB, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("read event stream: %v", err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if cur.typ != "" {
+				out = append(out, cur)
+				if stop(cur) {
+					return out
+				}
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.typ = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.data = json.RawMessage(line[6:])
+		}
+	}
+}
+
+// openEvents opens a session's event stream.
+func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *bufio.Reader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET events = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	br := bufio.NewReader(resp.Body)
+	if l, _ := br.ReadString('\n'); l != "retry: 3000\n" {
+		t.Fatalf("stream starts with %q, want retry: 3000", l)
+	}
+	return br
+}
+
+func TestEventStreamHeartbeat(t *testing.T) {
+	l := newStreamLog()
+	l.publish("t", "", nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		streamEvents(w, r, l, 0, time.Millisecond)
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	var lines []string
+	for len(lines) < 8 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended after %q: %v", lines, err)
+		}
+		lines = append(lines, line)
+	}
+	resp.Body.Close()
+	want := []string{"retry: 3000\n", "\n", "id: 1\n", "event: t\n", `data: {"id":1,"v":1,"type":"t","data":null}` + "\n", "\n", ": heartbeat\n", "\n"}
+	if strings.Join(lines, "") != strings.Join(want, "") {
+		t.Errorf("stream = %q, want %q", lines, want)
+	}
+	l.close()
+}
