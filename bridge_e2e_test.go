@@ -448,3 +448,43 @@ func TestServeE2EPermissionBeforeGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestServeE2EMCPGuardedOnce: an MCP tool through serve is one guarded
+// invocation, and a transport error is not retried (seed item 12).
+func TestServeE2EMCPGuardedOnce(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	h := newHelperServer(t, "helper")
+	cmd, args := helperCommand(t)
+	env := map[string]string{}
+	for _, kv := range h.environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	settings, _ := json.Marshal(map[string]any{
+		"tools":      map[string]string{"approvalMode": "yolo"},
+		"mcpServers": map[string]any{"helper": map[string]any{"command": cmd, "args": args, "env": env}},
+	})
+	settingsPath := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(settingsPath, settings, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp := startServe(t, []string{"--workspace", ws, "--settings", settingsPath,
+		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL}, envGuardToken+"="+prov.token)
+	id := sp.newSession(t, "")
+	target := filepath.Join(ws, "m.txt")
+	pid, _ := sp.runTurn(t, id, `call mcp__helper__write {"path":"`+target+`","content":"x"}`)
+	if data, err := os.ReadFile(target); err != nil || string(data) != "x" {
+		t.Errorf("allowed MCP write: %q %v\n%s", data, err, sp.stderr.String())
+	}
+	sp.runTurn(t, id, `call mcp__helper__crash {}`)
+	if _, calls := prov.counts(); calls != 2 {
+		t.Fatalf("provider saw %d prepares, want 2", calls)
+	}
+	if got := string(prov.calls[0]["toolName"]); got != `"mcp__helper__write"` || string(prov.calls[0]["promptId"]) != strconv.Quote(pid) {
+		t.Errorf("MCP prepare = %s %s", got, prov.calls[0]["promptId"])
+	}
+	if calls := h.events("tools/call crash"); len(calls) != 1 {
+		t.Errorf("the crashing MCP call reached the server %d times, want exactly 1", len(calls))
+	}
+}
