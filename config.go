@@ -1058,8 +1058,8 @@ in acpguard_serve_limit_hits_total):
         the session creation fails 503 initialize_timeout; 100 through 600000
         (default 10000).
   --prompt-deadline-ms N
-        a prompt still running after N ms is cancelled as if the host had
-        cancelled it; 0 through 86400000 (default 0: no deadline).
+        a prompt still running N ms after it started is cancelled as if the
+        host had cancelled it; 0 through 86400000 (default 0: no deadline).
   --permission-response-timeout-ms N
         a permission request the host has not answered after N ms is answered
         cancelled, so the call does not run; 0 through 86400000 (default 0:

@@ -200,3 +200,52 @@ func TestServeLogFlags(t *testing.T) {
 		t.Errorf("--log-level warn logged %q, want only the limit warning", lines)
 	}
 }
+
+// FuzzServeToolUpdate: whatever a child puts in a session update, counting
+// it never panics and the metrics still parse.
+func FuzzServeToolUpdate(f *testing.F) {
+	for _, seed := range []string{
+		`{"sessionUpdate":"tool_call_update","toolCallId":"c","status":"completed","_meta":{"toolName":"write_file"}}`,
+		`{"sessionUpdate":"tool_call_update","status":"failed","_meta":{"toolName":"a\"b\\c\nd"}}`,
+		`{"sessionUpdate":"tool_call_update","status":"failed","_meta":{"toolName":"\u0000"}}`,
+		`{"sessionUpdate":"tool_call_update","status":"completed","_meta":null}`,
+		`{"sessionUpdate":"tool_call_update"}`, `"tool_call_update"`, `[]`, `null`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, update []byte) {
+		o := newServeObserver(slog.New(slog.DiscardHandler))
+		o.toolUpdate(update)
+		out := o.render(0, 0)
+		if _, err := promParseStrict(string(out)); err != nil {
+			t.Fatalf("update %q: metrics do not parse: %v\n%s", update, err, out)
+		}
+	})
+}
+
+func BenchmarkServeToolUpdate(b *testing.B) {
+	o := newServeObserver(slog.New(slog.DiscardHandler))
+	for _, u := range []struct{ name, update string }{
+		{"message", `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello"}}`},
+		{"tool_end", `{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed","content":[{"type":"content","content":{"type":"text","text":"ok"}}],"rawOutput":{"output":"ok"},"_meta":{"toolName":"write_file"}}`},
+	} {
+		b.Run(u.name, func(b *testing.B) {
+			raw := json.RawMessage(u.update)
+			b.ReportAllocs()
+			for range b.N {
+				o.toolUpdate(raw)
+			}
+		})
+	}
+}
+
+func BenchmarkServeMetricsRender(b *testing.B) {
+	o := newServeObserver(slog.New(slog.DiscardHandler))
+	for i := range 20 {
+		o.toolUpdate(json.RawMessage(fmt.Sprintf(`{"sessionUpdate":"tool_call_update","status":"completed","_meta":{"toolName":"tool%d"}}`, i)))
+	}
+	b.ReportAllocs()
+	for range b.N {
+		o.render(32, 2)
+	}
+}
