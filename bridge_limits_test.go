@@ -226,7 +226,7 @@ func TestServeInitializeTimeout(t *testing.T) {
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: 300 * time.Millisecond}},
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: time.Second}},
 		envSilentChild+"=1")
 	wantError(t, td.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeInitializeTimeout)
 	wantLimitHits(t, td, codeInitializeTimeout, 1)
@@ -288,7 +288,7 @@ func TestServePermissionResponseTimeout(t *testing.T) {
 }
 
 func TestServeIdleSessionsReaped(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{SessionIdleTimeout: 400 * time.Millisecond}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{SessionIdleTimeout: time.Second}}, fakeChildEnv(""))
 	idle := td.newSession(t, "")
 	busy := td.newSession(t, "")
 	busyStream := td.openEvents(t, busy, "")

@@ -56,7 +56,7 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatalf("POST /session = %d %s", r.status, r.body)
 	}
 	id := created.SessionID
-	turn := func(script string) []sseEvent {
+	turn := func(script string, until ...func(sseEvent) bool) []sseEvent {
 		t.Helper()
 		req, _ := http.NewRequest("GET", td.url+"/session/"+id+"/events", nil)
 		req.Header.Set(auth[0], auth[1])
@@ -71,7 +71,11 @@ func TestServeMetrics(t *testing.T) {
 		if r.status != http.StatusAccepted || decodeStrict(r.body, &acc) != nil {
 			t.Fatalf("prompt = %d %s", r.status, r.body)
 		}
-		return readSSE(t, bufio.NewReader(resp.Body), untilTurnEnd(acc.PromptID))
+		stop := untilTurnEnd(acc.PromptID)
+		if len(until) > 0 {
+			stop = until[0]
+		}
+		return readSSE(t, bufio.NewReader(resp.Body), stop)
 	}
 	turn(strings.Join([]string{
 		`prepare write_file {"file_path":"a.txt","content":"SECRET-ARGUMENT"}`,
@@ -110,7 +114,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 
 	// A child that dies is counted, and its session is no longer live.
-	turn("die")
+	turn("die", func(ev sseEvent) bool { return ev.typ == eventSessionDied })
 	m = td.scrape(t, auth...)
 	if m["acpguard_serve_children_died_total"] != 1 || m["acpguard_serve_children"] != 0 || m["acpguard_serve_sessions"] != 0 {
 		t.Errorf("after a child died: died %v, live children %v, live sessions %v; want 1, 0, 0",
