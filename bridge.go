@@ -585,18 +585,23 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	streamEvents(w, r, s.events, after, heartbeatInterval)
+}
+
+// streamEvents writes the events after id after, then every new one, with a
+// heartbeat comment whenever the stream was idle for a heartbeat interval.
+func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after int64, heartbeatEvery time.Duration) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeHostError(w, http.StatusInternalServerError, codeInternal, "streaming unsupported")
 		return
 	}
-	replay, sub := s.events.subscribe(after)
+	replay, sub := log.subscribe(after)
 	if sub == nil {
-		d.obs.limitHit(codeSubscriberLimit, "sessionId", s.id)
-		writeHostError(w, http.StatusTooManyRequests, codeSubscriberLimit, fmt.Sprintf("Session %q already has %d event streams", s.id, d.limits.MaxSubscribers))
+		writeHostError(w, http.StatusTooManyRequests, codeSubscriberLimit, fmt.Sprintf("The session already has %d event streams, its limit", log.maxSubs))
 		return
 	}
-	defer s.events.unsubscribe(sub)
+	defer log.unsubscribe(sub)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -607,7 +612,7 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeEvent(w, ev)
 	}
 	flusher.Flush()
-	heartbeat := time.NewTicker(heartbeatInterval)
+	heartbeat := time.NewTicker(heartbeatEvery)
 	defer heartbeat.Stop()
 	for {
 		select {
@@ -759,8 +764,8 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	if err := decodeStrict(raw, &res); err != nil || !validSessionID(res.SessionID) {
 		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with an invalid result %q", truncateForError(raw))}
 	}
-	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, func() {
-		d.obs.limitHit(limitSubscriberDropped, "sessionId", res.SessionID)
+	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, func(code string) {
+		d.obs.limitHit(code, "sessionId", res.SessionID)
 	})
 	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, perms: map[string]*hostPendingPermission{}, lastUsed: time.Now()}
 	d.mu.Lock()
@@ -1511,9 +1516,9 @@ type streamEnvelope struct {
 // streamLog is a session's bounded ring of events and its subscribers. A
 // subscriber whose queue is full is dropped, never waited for.
 type streamLog struct {
-	size    int // events kept for replay
-	maxSubs int // 0: no bound
-	dropped func()
+	size     int // events kept for replay
+	maxSubs  int // 0: no bound
+	limitHit func(code string)
 
 	mu     sync.Mutex
 	nextID int64
@@ -1528,14 +1533,14 @@ type streamSubscriber struct {
 
 // newStreamLog returns a log with the default ring and no subscriber bound.
 func newStreamLog() *streamLog {
-	return newBoundedStreamLog(eventRingSize, 0, func() {})
+	return newBoundedStreamLog(eventRingSize, 0, func(string) {})
 }
 
-// newBoundedStreamLog keeps ringSize events, accepts at most maxSubs
-// subscribers (0: any number) and calls dropped, with the log locked, for
-// each subscriber it drops.
-func newBoundedStreamLog(ringSize, maxSubs int, dropped func()) *streamLog {
-	return &streamLog{size: ringSize, maxSubs: maxSubs, dropped: dropped, nextID: 1, subs: map[*streamSubscriber]struct{}{}}
+// newBoundedStreamLog keeps ringSize events and accepts at most maxSubs
+// subscribers (0: any number). It calls limitHit, with the log locked,
+// for each subscriber it refuses or drops.
+func newBoundedStreamLog(ringSize, maxSubs int, limitHit func(code string)) *streamLog {
+	return &streamLog{size: ringSize, maxSubs: maxSubs, limitHit: limitHit, nextID: 1, subs: map[*streamSubscriber]struct{}{}}
 }
 
 func (l *streamLog) publish(typ, promptID string, data any) {
@@ -1564,7 +1569,7 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 		default:
 			delete(l.subs, sub)
 			close(sub.ch)
-			l.dropped()
+			l.limitHit(limitSubscriberDropped)
 		}
 	}
 }
@@ -1576,6 +1581,7 @@ func (l *streamLog) subscribe(after int64) ([]streamEvent, *streamSubscriber) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.maxSubs > 0 && len(l.subs) >= l.maxSubs && !l.closed {
+		l.limitHit(codeSubscriberLimit)
 		return nil, nil
 	}
 	oldest := l.nextID - int64(len(l.ring))

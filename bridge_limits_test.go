@@ -203,7 +203,11 @@ func TestServeEventRingSize(t *testing.T) {
 
 func TestStreamLogCountsDroppedSubscriber(t *testing.T) {
 	drops := 0
-	l := newBoundedStreamLog(16, 0, func() { drops++ })
+	l := newBoundedStreamLog(16, 0, func(code string) {
+		if code == limitSubscriberDropped {
+			drops++
+		}
+	})
 	_, slow := l.subscribe(0)
 	_, fast := l.subscribe(0)
 	for range subscriberQueue + 1 {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -438,4 +439,32 @@ func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *b
 		t.Fatalf("stream starts with %q, want retry: 3000", l)
 	}
 	return br
+}
+
+func TestEventStreamHeartbeat(t *testing.T) {
+	l := newStreamLog()
+	l.publish("t", "", nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		streamEvents(w, r, l, 0, time.Millisecond)
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	var lines []string
+	for len(lines) < 8 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended after %q: %v", lines, err)
+		}
+		lines = append(lines, line)
+	}
+	resp.Body.Close()
+	want := []string{"retry: 3000\n", "\n", "id: 1\n", "event: t\n", `data: {"id":1,"v":1,"type":"t","data":null}` + "\n", "\n", ": heartbeat\n", "\n"}
+	if strings.Join(lines, "") != strings.Join(want, "") {
+		t.Errorf("stream = %q, want %q", lines, want)
+	}
+	l.close()
 }
