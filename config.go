@@ -1067,11 +1067,16 @@ in acpguard_serve_limit_hits_total):
   --session-idle-timeout-ms N
         a session without a prompt or a host request for N ms is closed with
         session_closed; 1000 through 604800000 (default 1800000).
+
 Host request bodies are at most 1 MiB (413 payload_too_large) and a prompt at
 most 256 content blocks (413 prompt_too_large).
 
 Metrics: GET /metrics answers in the Prometheus text format 0.0.4 and, like
-every route, requires the host token when one is set.
+every route, requires the host token when one is set. Families, all prefixed
+acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
+provider_request_duration_seconds (histogram), sessions, sessions_created_total,
+prompts_total{result}, tool_executions_total{tool,status}, children,
+children_started_total, children_died_total, limit_hits_total{code}.
 
 Logs never contain a token or a tool call's arguments.
 

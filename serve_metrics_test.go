@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 func TestServeMetrics(t *testing.T) {
@@ -251,5 +252,32 @@ func BenchmarkServeMetricsRender(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		o.render(32, 2)
+	}
+}
+
+// TestServeUsageListsMetricFamilies keeps serve's usage text in step with
+// the families /metrics exposes.
+func TestServeUsageListsMetricFamilies(t *testing.T) {
+	_, list, _ := strings.Cut(serveUsage, "all prefixed")
+	list, _, _ = strings.Cut(list, "\n\n")
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(list, func(r rune) bool { return !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) }) {
+		words[w] = true
+	}
+	o := newServeObserver(slog.New(slog.DiscardHandler))
+	families := 0
+	for _, line := range strings.Split(string(o.render(0, 0)), "\n") {
+		rest, ok := strings.CutPrefix(line, "# TYPE acpguard_serve_")
+		if !ok {
+			continue
+		}
+		families++
+		name, _, _ := strings.Cut(rest, " ")
+		if !words[name] {
+			t.Errorf("serve usage does not list the metric family %s", name)
+		}
+	}
+	if families != 11 {
+		t.Errorf("%d families, want 11", families)
 	}
 }
