@@ -357,3 +357,42 @@ func TestParseServeLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestServeE2ELimitFlags runs "acpguard serve" with limit and log flags:
+// a full daemon refuses with 503 and Retry-After and logs it as JSON; the
+// idle reaper frees the place again.
+func TestServeE2ELimitFlags(t *testing.T) {
+	ws := t.TempDir()
+	sp := startServe(t, []string{"--workspace", ws, "--max-sessions", "1", "--session-idle-timeout-ms", "1000", "--log-format", "json"})
+	id := sp.newSession(t, "")
+	stream := sp.openEvents(t, id, "")
+	r := sp.do(t, "POST", "/session", "")
+	wantError(t, r, http.StatusServiceUnavailable, codeSessionLimit)
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 session_limit_exceeded without Retry-After")
+	}
+	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionClosed })
+	if len(evs) != 1 || evs[0].typ != eventSessionClosed {
+		t.Errorf("events of an idle session = %v, want session_closed", evs)
+	}
+	sp.newSession(t, "")
+	var limitLines int
+	for _, line := range strings.Split(strings.TrimSpace(sp.stderr.String()), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue // the ACP child's own stderr
+		}
+		var rec struct{ Level, Msg, Code string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Msg == "" {
+			t.Fatalf("stderr line %q is not a JSON log record: %v", line, err)
+		}
+		if rec.Level == "WARN" && rec.Msg == "limit reached" {
+			limitLines++
+			if rec.Code != codeSessionLimit && rec.Code != limitSessionIdle {
+				t.Errorf("limit line with code %q", rec.Code)
+			}
+		}
+	}
+	if limitLines != 2 {
+		t.Errorf("%d limit lines, want 2 (the refusal and the reap):\n%s", limitLines, sp.stderr.String())
+	}
+}
