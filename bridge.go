@@ -778,7 +778,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	}
 	d.sessions[s.id] = s
 	d.obs.sessionCreated()
-	d.obs.log.Info("session created", "sessionId", s.id, "workspace", ws)
+	d.obs.logger().Info("session created", "sessionId", s.id, "workspace", ws)
 	return s, nil
 }
 
@@ -1190,7 +1190,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	go ch.run(connCtx)
 	d.mu.Unlock()
 	d.obs.childStarted()
-	d.obs.log.Info("ACP child started", "pid", cmd.Process.Pid, "workspace", ws)
+	d.obs.logger().Info("ACP child started", "pid", cmd.Process.Pid, "workspace", ws)
 
 	initParams := map[string]any{
 		"protocolVersion":    1,
