@@ -21,7 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -39,8 +40,9 @@ import (
 const (
 	// "A serialized request may not exceed 1 MiB": host bodies get the same bound.
 	maxHostBody = 1 << 20
-	// "Honour Last-Event-ID from a bounded ring."
-	eventRingSize = 4096
+	// "Honour Last-Event-ID from a bounded ring": the ring of a log that
+	// newStreamLog builds; sessions get --event-ring-size.
+	eventRingSize = defaultEventRingSize
 	// "a slow subscriber is dropped, never allowed to stall the child"
 	subscriberQueue = 256
 	// "Heartbeat comments keep the stream alive."
@@ -55,7 +57,7 @@ const (
 const (
 	// Every read from another process is bounded; updates carry tool output.
 	maxChildLine = 8 << 20
-	// initialize and session/new of a healthy child take milliseconds.
+	// session/new of a healthy child takes milliseconds.
 	childCallTimeout = 15 * time.Second
 	// "SIGINT/SIGTERM: ... end children and their process groups, exit 0
 	// within 5 s": a child gets this long to end its tools after SIGTERM.
@@ -131,6 +133,8 @@ type daemon struct {
 	decisions    *decisionLog
 	workspaces   []string // absolute, cleaned; the first is the primary
 	maxPending   int
+	limits       serveLimits
+	obs          *serveObserver
 	allowSlash   []string
 	settingsFile string
 	port         string
@@ -145,6 +149,7 @@ type daemon struct {
 	slots    map[string]*workspaceSlot
 	chans    map[*acpChannel]struct{} // every child not yet reaped
 	sessions map[string]*hostSession
+	creating int // session creations past the --max-sessions check
 }
 
 // workspaceSlot serializes the start of the one child of a workspace.
@@ -175,6 +180,8 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		token:        opts.Token,
 		workspaces:   opts.Workspaces,
 		maxPending:   opts.MaxPendingPrompts,
+		limits:       opts.Limits.withDefaults(),
+		obs:          newServeObserver(newServeLogger(opts, sys)),
 		allowSlash:   opts.AllowSlashCommands,
 		settingsFile: opts.SettingsFile,
 		checkHost:    loopback,
@@ -228,10 +235,13 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		Handler:           d.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return runCtx },
-		ErrorLog:          log.New(sys.stderr, "acpguard serve: http: ", 0),
+		ErrorLog:          slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	d.wg.Add(1)
+	go d.reapIdleSessions(runCtx)
+	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions)
 	if ready != nil {
 		ready("http://" + ln.Addr().String())
 	}
@@ -309,6 +319,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("POST /session/{id}/cancel", d.handleCancel)
 	mux.HandleFunc("POST /session/{id}/permission/{requestId}", d.handlePermission)
 	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
+	mux.HandleFunc("GET "+serveMetricsPath, d.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !d.hostAllowed(r.Host) {
 			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
@@ -395,11 +406,12 @@ func writeHostJSON(w http.ResponseWriter, status int, v any) {
 
 // readHostBody decodes a bounded, strict JSON body into v. An empty body is
 // allowed only when emptyOK. It writes the error response itself.
-func readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
+			d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
 			writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
 			return false
 		}
@@ -447,7 +459,7 @@ type newSessionResponse struct {
 
 func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	var req newSessionRequest
-	if !readHostBody(w, r, &req, true) {
+	if !d.readHostBody(w, r, &req, true) {
 		return
 	}
 	ws := d.workspaces[0]
@@ -463,6 +475,9 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s, herr := d.newSession(r.Context(), ws)
 	if herr != nil {
+		if herr.code == codeSessionLimit {
+			w.Header().Set("Retry-After", sessionLimitRetryAfter)
+		}
 		writeHostError(w, herr.status, herr.code, herr.msg)
 		return
 	}
@@ -488,6 +503,7 @@ func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) 
 		writeHostError(w, http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id))
 		return nil
 	}
+	s.touch()
 	return s
 }
 
@@ -506,11 +522,16 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req promptRequest
-	if !readHostBody(w, r, &req, false) {
+	if !d.readHostBody(w, r, &req, false) {
 		return
 	}
 	if len(req.Prompt) == 0 {
 		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt must be a non-empty array of content blocks")
+		return
+	}
+	if len(req.Prompt) > maxPromptBlocks {
+		d.obs.limitHit(codePromptTooLarge, "sessionId", s.id, "blocks", len(req.Prompt))
+		writeHostError(w, http.StatusRequestEntityTooLarge, codePromptTooLarge, fmt.Sprintf("prompt has %d content blocks, more than %d", len(req.Prompt), maxPromptBlocks))
 		return
 	}
 	for i, block := range req.Prompt {
@@ -576,6 +597,10 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 		return
 	}
 	replay, sub := log.subscribe(after)
+	if sub == nil {
+		writeHostError(w, http.StatusTooManyRequests, codeSubscriberLimit, fmt.Sprintf("The session already has %d event streams, its limit", log.maxSubs))
+		return
+	}
 	defer log.unsubscribe(sub)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -635,7 +660,7 @@ func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var vote hostVote
-	if !readHostBody(w, r, &vote, false) {
+	if !d.readHostBody(w, r, &vote, false) {
 		return
 	}
 	if vote.Outcome == nil {
@@ -677,6 +702,9 @@ type hostSession struct {
 	active  *promptJob
 	running bool // a runner goroutine owns the queue
 	perms   map[string]*hostPendingPermission
+	// lastUsed is the time of the last host request or prompt end, for
+	// the idle reaper.
+	lastUsed time.Time
 }
 
 // promptJob is one queued or running prompt.
@@ -701,6 +729,21 @@ func (s *hostSession) isDead() bool {
 }
 
 func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *hostError) {
+	// A creation holds its place against --max-sessions from here on, so
+	// concurrent ones cannot overshoot, nor leave an ACP session behind.
+	d.mu.Lock()
+	if live := d.liveSessionsLocked() + d.creating; live >= d.limits.MaxSessions {
+		d.mu.Unlock()
+		d.obs.limitHit(codeSessionLimit, "sessions", live)
+		return nil, &hostError{http.StatusServiceUnavailable, codeSessionLimit, fmt.Sprintf("The daemon already holds %d sessions, its limit", d.limits.MaxSessions)}
+	}
+	d.creating++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.creating--
+		d.mu.Unlock()
+	}()
 	ch, herr := d.channelFor(ctx, ws)
 	if herr != nil {
 		return nil, herr
@@ -721,7 +764,10 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	if err := decodeStrict(raw, &res); err != nil || !validSessionID(res.SessionID) {
 		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with an invalid result %q", truncateForError(raw))}
 	}
-	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
+	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, func(code string) {
+		d.obs.limitHit(code, "sessionId", res.SessionID)
+	})
+	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, perms: map[string]*hostPendingPermission{}, lastUsed: time.Now()}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
@@ -731,6 +777,8 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child returned an unusable session id %q", s.id)}
 	}
 	d.sessions[s.id] = s
+	d.obs.sessionCreated()
+	d.obs.logger().Info("session created", "sessionId", s.id, "workspace", ws)
 	return s, nil
 }
 
@@ -768,6 +816,7 @@ func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, 
 		return nil, &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", s.id)}
 	case len(s.queue) >= d.maxPending:
 		cancel()
+		d.obs.limitHit(codeQueueFull, "sessionId", s.id, "pending", len(s.queue))
 		return nil, &hostError{http.StatusServiceUnavailable, codeQueueFull, fmt.Sprintf("Session %q already has %d pending prompts", s.id, len(s.queue))}
 	}
 	s.queue = append(s.queue, job)
@@ -794,15 +843,20 @@ func (s *hostSession) run() {
 		s.active = job
 		s.mu.Unlock()
 
+		stopDeadline := s.startDeadline(job)
 		stop, err := s.sendPrompt(job)
+		stopDeadline()
 
 		s.mu.Lock()
 		s.active = nil
+		s.lastUsed = time.Now()
 		job.cancel()
 		s.mu.Unlock()
 		if err != nil {
+			s.d.obs.promptEnded(promptResultError)
 			s.events.publish(eventTurnError, job.id, turnError{PromptID: job.id, Message: err.Error()})
 		} else {
+			s.d.obs.promptEnded(stop)
 			s.events.publish(eventTurnComplete, job.id, turnComplete{PromptID: job.id, StopReason: stop})
 		}
 	}
@@ -848,12 +902,16 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 // cancelActive cancels the running prompt: a prepare for it is denied from
 // now on, a pending permission request is answered cancelled, and the
 // child is told to stop (it answers the prompt with stopReason cancelled).
-func (s *hostSession) cancelActive() {
+func (s *hostSession) cancelActive() { s.cancelPrompt(nil) }
+
+// cancelPrompt cancels the running prompt as cancelActive does, if it is
+// only (any, when only is nil); it reports whether it cancelled one.
+func (s *hostSession) cancelPrompt(only *promptJob) bool {
 	s.mu.Lock()
 	job := s.active
-	if job == nil || job.ctx.Err() != nil || s.ended {
+	if job == nil || job.ctx.Err() != nil || s.ended || (only != nil && job != only) {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	job.cancel()
 	for id, p := range s.perms {
@@ -862,6 +920,7 @@ func (s *hostSession) cancelActive() {
 	}
 	s.mu.Unlock()
 	s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	return true
 }
 
 // end finishes a session for good: closed by the host or died with its child.
@@ -956,6 +1015,12 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 	s.mu.Unlock()
 
 	s.events.publish(eventPermissionRequest, promptID, permissionRequestEvent{RequestID: requestID, SessionID: s.id, ToolCall: p.ToolCall, Options: p.Options})
+	var expired <-chan time.Time
+	if timeout := s.d.limits.PermissionTimeout; timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	var out hostVoteOutcome
 	select {
 	case out = <-pend.resolved:
@@ -964,6 +1029,18 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 		delete(s.perms, requestID)
 		s.mu.Unlock()
 		out = hostVoteOutcome{Outcome: "cancelled"}
+	case <-expired:
+		s.mu.Lock()
+		_, unanswered := s.perms[requestID]
+		delete(s.perms, requestID)
+		s.mu.Unlock()
+		if unanswered {
+			s.d.obs.limitHit(limitPermissionTimeout, "sessionId", s.id, "requestId", requestID, "timeout", s.d.limits.PermissionTimeout)
+			out = hostVoteOutcome{Outcome: "cancelled"}
+		} else {
+			// A vote or a cancel won the race; it is already buffered.
+			out = <-pend.resolved
+		}
 	}
 	s.events.publish(eventPermissionResolved, promptID, permissionResolvedEvent{RequestID: requestID, SessionID: s.id, Outcome: out})
 	return out
@@ -997,6 +1074,9 @@ type acpChannel struct {
 	conn   *rpcConn
 	cancel context.CancelFunc // ends conn.serve
 	done   chan struct{}      // closed once the child is reaped
+	// stopping is set once the daemon ends the child: an exit before
+	// that is a death.
+	stopping atomic.Bool
 }
 
 func (ch *acpChannel) ended() bool {
@@ -1109,6 +1189,8 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	d.wg.Add(1)
 	go ch.run(connCtx)
 	d.mu.Unlock()
+	d.obs.childStarted()
+	d.obs.logger().Info("ACP child started", "pid", cmd.Process.Pid, "workspace", ws)
 
 	initParams := map[string]any{
 		"protocolVersion":    1,
@@ -1118,11 +1200,16 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	if d.guarded {
 		initParams["_meta"] = map[string]string{metaParentCapability: capability}
 	}
-	cctx, cancelCall := context.WithTimeout(ctx, childCallTimeout)
+	cctx, cancelCall := context.WithTimeout(ctx, d.limits.InitializeTimeout)
 	defer cancelCall()
 	raw, err := ch.conn.call(cctx, "initialize", initParams)
 	if err != nil {
 		ch.stop()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			d.obs.limitHit(codeInitializeTimeout, "pid", cmd.Process.Pid, "timeout", d.limits.InitializeTimeout)
+			return nil, &hostError{http.StatusServiceUnavailable, codeInitializeTimeout,
+				fmt.Sprintf("ACP child did not answer initialize within %v; it was killed", d.limits.InitializeTimeout)}
+		}
 		return nil, unavailable("ACP child failed to initialize: %v", err)
 	}
 	var res initializeResult
@@ -1159,7 +1246,11 @@ func (ch *acpChannel) run(ctx context.Context) {
 	ch.conn.serve(ctx)
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
 	ch.stdin.Close()
-	ch.cmd.Wait()
+	err := ch.cmd.Wait()
+	if !ch.stopping.Load() {
+		ch.d.obs.childDied()
+		ch.d.obs.logger().Warn("ACP child exited", "pid", ch.cmd.Process.Pid, "status", fmt.Sprint(err))
+	}
 	close(ch.done)
 	ch.d.channelEnded(ch)
 }
@@ -1167,6 +1258,7 @@ func (ch *acpChannel) run(ctx context.Context) {
 // stop ends the child: EOF and SIGTERM first, so it can end its own tool
 // process groups, then SIGKILL to the group after a grace period.
 func (ch *acpChannel) stop() {
+	ch.stopping.Store(true)
 	ch.stdin.Close()
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
 	t := time.NewTimer(childStopGrace)
@@ -1231,6 +1323,7 @@ func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
 	if s == nil {
 		return
 	}
+	ch.d.obs.toolUpdate(p.Update)
 	s.events.publish(eventSessionUpdate, s.activePromptID(), sessionUpdateEvent{SessionID: p.SessionID, Update: p.Update})
 }
 
@@ -1280,6 +1373,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		rec.Outcome = outcome
 		rec.LatencyUs = time.Since(start).Microseconds()
 		d.decisions.write(rec)
+		d.obs.decided(outcome)
 		return guardDecision{Allowed: false, Reason: reason}
 	}
 	if err := decodeStrict(params, &p); err != nil {
@@ -1307,7 +1401,9 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	defer cancel()
 	stopAfter := context.AfterFunc(job.ctx, cancel)
 	defer stopAfter()
+	called := time.Now()
 	res := d.provider.prepare(pctx, prepareCall{SessionID: p.SessionID, PromptID: p.PromptID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Arguments: p.Arguments})
+	d.obs.providerLatency(time.Since(called))
 	rec.RequestID = res.RequestID
 
 	if s.activeJob(p.PromptID) != job {
@@ -1327,8 +1423,11 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	rec.LatencyUs = time.Since(start).Microseconds()
 	if err := d.decisions.write(rec); err != nil {
 		// Never an unaudited allow.
+		d.obs.decided(outcomeDecisionLog)
+		d.obs.logger().Error("decision log failed: allow turned into a denial", "requestId", rec.RequestID, "err", err)
 		return guardDecision{Allowed: false, Reason: guardFailedReason}
 	}
+	d.obs.decided(outcomeAllowed)
 	return guardDecision{Allowed: true}
 }
 
@@ -1417,6 +1516,10 @@ type streamEnvelope struct {
 // streamLog is a session's bounded ring of events and its subscribers. A
 // subscriber whose queue is full is dropped, never waited for.
 type streamLog struct {
+	size     int // events kept for replay
+	maxSubs  int // 0: no bound
+	limitHit func(code string)
+
 	mu     sync.Mutex
 	nextID int64
 	ring   []streamEvent
@@ -1428,8 +1531,16 @@ type streamSubscriber struct {
 	ch chan streamEvent // closed when the log closes or the subscriber is dropped
 }
 
+// newStreamLog returns a log with the default ring and no subscriber bound.
 func newStreamLog() *streamLog {
-	return &streamLog{nextID: 1, subs: map[*streamSubscriber]struct{}{}}
+	return newBoundedStreamLog(eventRingSize, 0, func(string) {})
+}
+
+// newBoundedStreamLog keeps ringSize events and accepts at most maxSubs
+// subscribers (0: any number). It calls limitHit, with the log locked,
+// for each subscriber it refuses or drops.
+func newBoundedStreamLog(ringSize, maxSubs int, limitHit func(code string)) *streamLog {
+	return &streamLog{size: ringSize, maxSubs: maxSubs, limitHit: limitHit, nextID: 1, subs: map[*streamSubscriber]struct{}{}}
 }
 
 func (l *streamLog) publish(typ, promptID string, data any) {
@@ -1446,11 +1557,11 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 	}
 	ev := streamEvent{id: l.nextID, typ: typ, data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}
 	l.nextID++
-	// Event id N lives in slot (N-1) mod eventRingSize.
-	if len(l.ring) < eventRingSize {
+	// Event id N lives in slot (N-1) mod size.
+	if len(l.ring) < l.size {
 		l.ring = append(l.ring, ev)
 	} else {
-		l.ring[(ev.id-1)%eventRingSize] = ev
+		l.ring[(ev.id-1)%int64(l.size)] = ev
 	}
 	for sub := range l.subs {
 		select {
@@ -1458,19 +1569,25 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 		default:
 			delete(l.subs, sub)
 			close(sub.ch)
+			l.limitHit(limitSubscriberDropped)
 		}
 	}
 }
 
 // subscribe returns the retained events after id after and a subscriber
-// for every later one, with no gap and no duplicate between the two.
+// for every later one, with no gap and no duplicate between the two; the
+// subscriber is nil when the log already has its most.
 func (l *streamLog) subscribe(after int64) ([]streamEvent, *streamSubscriber) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.maxSubs > 0 && len(l.subs) >= l.maxSubs && !l.closed {
+		l.limitHit(codeSubscriberLimit)
+		return nil, nil
+	}
 	oldest := l.nextID - int64(len(l.ring))
 	var replay []streamEvent
 	for id := max(after+1, oldest); id < l.nextID; id++ {
-		replay = append(replay, l.ring[(id-1)%eventRingSize])
+		replay = append(replay, l.ring[(id-1)%int64(l.size)])
 	}
 	sub := &streamSubscriber{ch: make(chan streamEvent, subscriberQueue)}
 	if l.closed {

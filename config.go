@@ -58,6 +58,33 @@ const (
 	maxMaxPendingPrompts     = 1000
 )
 
+// Limits of serve, flag defaults and bounds: "a daemon on a shared host must
+// bound what any one caller can make it hold". Durations are milliseconds.
+const (
+	// "--max-sessions 32 live sessions"
+	defaultMaxSessions = 32
+	maxMaxSessions     = 10000
+	// "--max-subscribers-per-session 8 SSE streams"
+	defaultMaxSubscribers = 8
+	maxMaxSubscribers     = 1000
+	// "--event-ring-size 4096 events per session for Last-Event-ID replay"
+	defaultEventRingSize = 4096
+	maxEventRingSize     = 1 << 20
+	// "--initialize-timeout-ms 10000 for a child's initialize"
+	defaultInitializeTimeoutMs = 10000
+	minInitializeTimeoutMs     = 100
+	maxInitializeTimeoutMs     = 600000
+	// "--prompt-deadline-ms (default 0 = none)" and
+	// "--permission-response-timeout-ms (default 0 = wait)"; at most a day.
+	maxPromptDeadlineMs    = 86400000
+	maxPermissionTimeoutMs = 86400000
+	// "Idle sessions reaped after --session-idle-timeout-ms 1800000"; at
+	// least a second, at most a week.
+	defaultSessionIdleTimeoutMs = 1800000
+	minSessionIdleTimeoutMs     = 1000
+	maxSessionIdleTimeoutMs     = 604800000
+)
+
 // "the direct /fork entry point ... [is] rejected before [it] can start":
 // no flag can open it.
 const forkSlashCommand = "fork"
@@ -124,6 +151,42 @@ type serveOptions struct {
 	DecisionLog        string // "" stderr
 	MaxPendingPrompts  int
 	AllowSlashCommands []string // names without the leading "/"
+	Limits             serveLimits
+	LogJSON            bool       // --log-format json; text otherwise
+	LogLevel           slog.Level // the zero Level is info
+}
+
+// serveLimits bound what callers can make the daemon hold. A zero count or
+// a zero InitializeTimeout or SessionIdleTimeout takes its default; a zero
+// PromptDeadline or PermissionTimeout means none.
+type serveLimits struct {
+	MaxSessions        int
+	MaxSubscribers     int // SSE streams per session
+	EventRingSize      int // events per session kept for Last-Event-ID replay
+	InitializeTimeout  time.Duration
+	PromptDeadline     time.Duration
+	PermissionTimeout  time.Duration
+	SessionIdleTimeout time.Duration
+}
+
+// withDefaults fills every zero limit that has a default.
+func (l serveLimits) withDefaults() serveLimits {
+	if l.MaxSessions == 0 {
+		l.MaxSessions = defaultMaxSessions
+	}
+	if l.MaxSubscribers == 0 {
+		l.MaxSubscribers = defaultMaxSubscribers
+	}
+	if l.EventRingSize == 0 {
+		l.EventRingSize = defaultEventRingSize
+	}
+	if l.InitializeTimeout == 0 {
+		l.InitializeTimeout = defaultInitializeTimeoutMs * time.Millisecond
+	}
+	if l.SessionIdleTimeout == 0 {
+		l.SessionIdleTimeout = defaultSessionIdleTimeoutMs * time.Millisecond
+	}
+	return l
 }
 
 // parseEndpoint validates --external-tool-guard-endpoint: "an origin-only
@@ -590,11 +653,28 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	decisionLog := onceFlag(fs, "decision-log", "")
 	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
 	fs.Var(&slash, "allow-slash-command", "")
+	maxSessions := onceFlag(fs, "max-sessions", strconv.Itoa(defaultMaxSessions))
+	maxSubscribers := onceFlag(fs, "max-subscribers-per-session", strconv.Itoa(defaultMaxSubscribers))
+	ringSize := onceFlag(fs, "event-ring-size", strconv.Itoa(defaultEventRingSize))
+	initTimeout := onceFlag(fs, "initialize-timeout-ms", strconv.Itoa(defaultInitializeTimeoutMs))
+	promptDeadline := onceFlag(fs, "prompt-deadline-ms", "0")
+	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
+	idleTimeout := onceFlag(fs, "session-idle-timeout-ms", strconv.Itoa(defaultSessionIdleTimeoutMs))
+	logFormat := onceFlag(fs, "log-format", "text")
+	logLevel := onceFlag(fs, "log-level", "info")
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
 	env := envOf(sys)
 	opts := serveOptions{DecisionLog: decisionLog.value}
+	var err error
+	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
+		return serveOptions{}, err
+	}
+	if opts.Limits, err = parseServeLimits(maxSessions.value, maxSubscribers.value, ringSize.value,
+		initTimeout.value, promptDeadline.value, permTimeout.value, idleTimeout.value); err != nil {
+		return serveOptions{}, err
+	}
 
 	host, loopback, err := parseHostname(hostname.value)
 	if err != nil {
@@ -636,6 +716,30 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 	return opts, nil
+}
+
+// parseServeLimits validates serve's limit flags, each an integer in its range.
+func parseServeLimits(maxSessions, maxSubscribers, ringSize, initTimeout, promptDeadline, permTimeout, idleTimeout string) (serveLimits, error) {
+	var l serveLimits
+	var err error
+	count := func(flag, raw string, lo, hi int) int {
+		n, ok := parseDigits(raw)
+		if err == nil && (!ok || n < lo || n > hi) {
+			err = usagef("--%s %q: must be an integer from %d through %d", flag, raw, lo, hi)
+		}
+		return n
+	}
+	millis := func(flag, raw string, lo, hi int) time.Duration {
+		return time.Duration(count(flag, raw, lo, hi)) * time.Millisecond
+	}
+	l.MaxSessions = count("max-sessions", maxSessions, 1, maxMaxSessions)
+	l.MaxSubscribers = count("max-subscribers-per-session", maxSubscribers, 1, maxMaxSubscribers)
+	l.EventRingSize = count("event-ring-size", ringSize, 1, maxEventRingSize)
+	l.InitializeTimeout = millis("initialize-timeout-ms", initTimeout, minInitializeTimeoutMs, maxInitializeTimeoutMs)
+	l.PromptDeadline = millis("prompt-deadline-ms", promptDeadline, 0, maxPromptDeadlineMs)
+	l.PermissionTimeout = millis("permission-response-timeout-ms", permTimeout, 0, maxPermissionTimeoutMs)
+	l.SessionIdleTimeout = millis("session-idle-timeout-ms", idleTimeout, minSessionIdleTimeoutMs, maxSessionIdleTimeoutMs)
+	return l, err
 }
 
 // parseHostname validates serve's --hostname and says whether it is a
@@ -931,8 +1035,50 @@ Flags:
         prompts one session may queue, 1 through 1000 (default 5).
   --allow-slash-command NAME
         accept prompts starting with /NAME in required mode; repeatable.
+  --log-format text|json
+        format of the log on stderr (default text).
+  --log-level debug|info|warn|error
+        least severe level logged (default info).
   -h, --help
         print this text.
+
+Limits (each hit is answered with a status and a code, logged, and counted
+in acpguard_serve_limit_hits_total):
+  --max-sessions N
+        live sessions, 1 through 10000 (default 32); one more is 503
+        session_limit_exceeded with Retry-After.
+  --max-subscribers-per-session N
+        event streams of one session, 1 through 1000 (default 8); one more is
+        429 subscriber_limit_exceeded.
+  --event-ring-size N
+        events each session keeps for Last-Event-ID replay, 1 through 1048576
+        (default 4096).
+  --initialize-timeout-ms N
+        a new ACP child that has not answered initialize by then is killed and
+        the session creation fails 503 initialize_timeout; 100 through 600000
+        (default 10000).
+  --prompt-deadline-ms N
+        a prompt still running N ms after it started is cancelled as if the
+        host had cancelled it; 0 through 86400000 (default 0: no deadline).
+  --permission-response-timeout-ms N
+        a permission request the host has not answered after N ms is answered
+        cancelled, so the call does not run; 0 through 86400000 (default 0:
+        wait).
+  --session-idle-timeout-ms N
+        a session without a prompt or a host request for N ms is closed with
+        session_closed; 1000 through 604800000 (default 1800000).
+
+Host request bodies are at most 1 MiB (413 payload_too_large) and a prompt at
+most 256 content blocks (413 prompt_too_large).
+
+Metrics: GET /metrics answers in the Prometheus text format 0.0.4 and, like
+every route, requires the host token when one is set. Families, all prefixed
+acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
+provider_request_duration_seconds (histogram), sessions, sessions_created_total,
+prompts_total{result}, tool_executions_total{tool,status}, children,
+children_started_total, children_died_total, limit_hits_total{code}.
+
+Logs never contain a token or a tool call's arguments.
 
 Environment:
   QWEN_SERVER_TOKEN

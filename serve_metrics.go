@@ -1,0 +1,310 @@
+// serve_metrics.go owns what "acpguard serve" tells its operator: the
+// slog log and GET /metrics (decisions, provider latency, sessions,
+// prompts, tool executions, children and limit hits), written by hand in
+// the Prometheus text exposition format 0.0.4.
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// "GET /metrics on serve and provider in the Prometheus text format (written
+// by hand with the standard library)". It sits behind the host token like
+// every route.
+const serveMetricsPath = "/metrics"
+
+// Decisions as the host's tool call sees them.
+const (
+	decisionAllowed = iota
+	decisionDenied  // the provider said no
+	decisionFailed  // no decision: see the failure category
+	decisionKinds
+)
+
+var serveDecisionNames = [decisionKinds]string{"allowed", "denied", "failed"}
+
+// outcomeDecisionLog is an allow turned into a denial because the decision
+// log could not be written: "never an unaudited allow".
+const outcomeDecisionLog = "decision_log_failed"
+
+// serveFailureCategories are the reasons a prepare ended without a
+// decision: the provider client's categories, then the bridge's own.
+var serveFailureCategories = [...]string{
+	failTimeout, failCancelled, failTransport, failHTTPStatus, failContentType,
+	failOversizeRequest, failOversizeResponse, failMalformedJSON, failSchema,
+	failVersion, failIDMismatch, failUnsafeReason,
+	outcomeMalformed, outcomeIdentityMismatch, outcomeStalePrompt, outcomeNotConfigured, outcomeDecisionLog,
+}
+
+// Results of a prompt: the ACP stop reasons, a turn_error, and anything
+// else a child answered.
+const (
+	promptResultError = "error"
+	promptResultOther = "other"
+)
+
+var servePromptResults = [...]string{"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", promptResultError, promptResultOther}
+
+// serveLimitCodes are the limits a caller can hit, by the code it sees (or,
+// for limits that end something rather than refuse it, the code logged).
+var serveLimitCodes = [...]string{
+	codeSessionLimit, codeQueueFull, codeTooLarge, codePromptTooLarge,
+	codeSubscriberLimit, limitSubscriberDropped, codeInitializeTimeout,
+	limitPromptDeadline, limitPermissionTimeout, limitSessionIdle,
+}
+
+// Tool executions are labelled with the child's _meta.toolName, which a
+// model and an MCP server choose: only canonical-looking names become a
+// label, and only so many of them.
+const (
+	maxToolLabelLen  = 128
+	maxToolSeries    = 256
+	toolLabelOther   = "other"
+	toolStatusFailed = "failed"
+)
+
+// serveObserver is the daemon's log and counters. A nil *serveObserver
+// observes nothing, so a daemon assembled by hand (the fuzz tests) works.
+type serveObserver struct {
+	log *slog.Logger
+
+	decisions       [decisionKinds]atomic.Int64
+	failures        [len(serveFailureCategories)]atomic.Int64
+	latency         providerLatencyHistogram
+	sessionsCreated atomic.Int64
+	prompts         [len(servePromptResults)]atomic.Int64
+	childrenStarted atomic.Int64
+	childrenDied    atomic.Int64
+	limits          [len(serveLimitCodes)]atomic.Int64
+
+	toolMu sync.Mutex
+	tools  map[toolSeries]int64
+}
+
+type toolSeries struct{ tool, status string }
+
+func newServeObserver(log *slog.Logger) *serveObserver {
+	return &serveObserver{log: log, tools: map[toolSeries]int64{}}
+}
+
+// newServeLogger is serve's slog logger on stderr.
+func newServeLogger(opts serveOptions, sys *system) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: opts.LogLevel}
+	if opts.LogJSON {
+		return slog.New(slog.NewJSONHandler(sys.stderr, hopts))
+	}
+	return slog.New(slog.NewTextHandler(sys.stderr, hopts))
+}
+
+func (o *serveObserver) logger() *slog.Logger {
+	if o == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.log
+}
+
+// limitHit counts and logs one hit of the limit named by code.
+func (o *serveObserver) limitHit(code string, attrs ...any) {
+	if o == nil {
+		return
+	}
+	if i := slices.Index(serveLimitCodes[:], code); i >= 0 {
+		o.limits[i].Add(1)
+	}
+	o.log.Warn("limit reached", append([]any{"code", code}, attrs...)...)
+}
+
+// decided counts one prepare by its decision log outcome.
+func (o *serveObserver) decided(outcome string) {
+	if o == nil {
+		return
+	}
+	switch outcome {
+	case outcomeAllowed:
+		o.decisions[decisionAllowed].Add(1)
+		return
+	case outcomeDenied:
+		o.decisions[decisionDenied].Add(1)
+		return
+	}
+	o.decisions[decisionFailed].Add(1)
+	if i := slices.Index(serveFailureCategories[:], outcome); i >= 0 {
+		o.failures[i].Add(1)
+	}
+}
+
+func (o *serveObserver) providerLatency(d time.Duration) {
+	if o != nil {
+		o.latency.observe(d)
+	}
+}
+
+func (o *serveObserver) promptEnded(result string) {
+	if o == nil {
+		return
+	}
+	i := slices.Index(servePromptResults[:], result)
+	if i < 0 {
+		i = slices.Index(servePromptResults[:], promptResultOther)
+	}
+	o.prompts[i].Add(1)
+}
+
+// toolUpdate counts a tool execution when a child reports its end: a
+// tool_call_update whose status is completed or failed.
+func (o *serveObserver) toolUpdate(update json.RawMessage) {
+	if o == nil || !bytes.Contains(update, []byte(`"tool_call_update"`)) {
+		return
+	}
+	var u struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Status        string `json:"status"`
+		Meta          struct {
+			ToolName string `json:"toolName"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(update, &u) != nil || u.SessionUpdate != "tool_call_update" || (u.Status != "completed" && u.Status != toolStatusFailed) {
+		return
+	}
+	tool := u.Meta.ToolName
+	if !toolLabelOK(tool) {
+		tool = toolLabelOther
+	}
+	o.toolMu.Lock()
+	defer o.toolMu.Unlock()
+	key := toolSeries{tool, u.Status}
+	if _, ok := o.tools[key]; !ok && len(o.tools) >= maxToolSeries {
+		key.tool = toolLabelOther
+	}
+	o.tools[key]++
+}
+
+// toolLabelOK accepts the characters of canonical and MCP tool names, which
+// need no escaping in a label value.
+func toolLabelOK(name string) bool {
+	if name == "" || len(name) > maxToolLabelLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (o *serveObserver) sessionCreated() {
+	if o != nil {
+		o.sessionsCreated.Add(1)
+	}
+}
+
+func (o *serveObserver) childStarted() {
+	if o != nil {
+		o.childrenStarted.Add(1)
+	}
+}
+
+func (o *serveObserver) childDied() {
+	if o != nil {
+		o.childrenDied.Add(1)
+	}
+}
+
+func (d *daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	live := 0
+	for _, s := range d.sessions {
+		if !s.isEnded() {
+			live++
+		}
+	}
+	children := len(d.chans)
+	d.mu.Unlock()
+	body := d.obs.render(live, children)
+	h := w.Header()
+	h.Set("Content-Type", prometheusTextContentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
+
+// render writes every metric with its HELP and TYPE lines, and every fixed
+// label value from the start, so a series never appears out of nowhere.
+func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
+	var b bytes.Buffer
+	family := func(name, typ, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	family("acpguard_serve_decisions_total", "counter", "Guard decisions sent to ACP children, by outcome.")
+	for i, name := range serveDecisionNames {
+		fmt.Fprintf(&b, "acpguard_serve_decisions_total{outcome=%q} %d\n", name, o.decisions[i].Load())
+	}
+	family("acpguard_serve_decision_failures_total", "counter", "Guard decisions that failed closed, by failure category.")
+	for i, c := range serveFailureCategories {
+		fmt.Fprintf(&b, "acpguard_serve_decision_failures_total{category=%q} %d\n", c, o.failures[i].Load())
+	}
+	writePromHistogram(&b, "acpguard_serve_provider_request_duration_seconds", "Time of one provider prepare call, from request to answer or failure.", &o.latency)
+	family("acpguard_serve_sessions", "gauge", "Live sessions.")
+	fmt.Fprintf(&b, "acpguard_serve_sessions %d\n", liveSessions)
+	family("acpguard_serve_sessions_created_total", "counter", "Sessions created.")
+	fmt.Fprintf(&b, "acpguard_serve_sessions_created_total %d\n", o.sessionsCreated.Load())
+	family("acpguard_serve_prompts_total", "counter", "Prompts that ended, by stop reason, or error.")
+	for i, r := range servePromptResults {
+		fmt.Fprintf(&b, "acpguard_serve_prompts_total{result=%q} %d\n", r, o.prompts[i].Load())
+	}
+	family("acpguard_serve_tool_executions_total", "counter", "Tool calls the ACP children reported ended, by tool and status.")
+	o.toolMu.Lock()
+	keys := make([]toolSeries, 0, len(o.tools))
+	for k := range o.tools {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b toolSeries) int {
+		return cmp.Or(cmp.Compare(a.tool, b.tool), cmp.Compare(a.status, b.status))
+	})
+	for _, k := range keys {
+		fmt.Fprintf(&b, "acpguard_serve_tool_executions_total{tool=%q,status=%q} %d\n", k.tool, k.status, o.tools[k])
+	}
+	o.toolMu.Unlock()
+	family("acpguard_serve_children", "gauge", "Live ACP children.")
+	fmt.Fprintf(&b, "acpguard_serve_children %d\n", liveChildren)
+	family("acpguard_serve_children_started_total", "counter", "ACP children started.")
+	fmt.Fprintf(&b, "acpguard_serve_children_started_total %d\n", o.childrenStarted.Load())
+	family("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.")
+	fmt.Fprintf(&b, "acpguard_serve_children_died_total %d\n", o.childrenDied.Load())
+	family("acpguard_serve_limit_hits_total", "counter", "Times a limit refused or ended something, by code.")
+	for i, c := range serveLimitCodes {
+		fmt.Fprintf(&b, "acpguard_serve_limit_hits_total{code=%q} %d\n", c, o.limits[i].Load())
+	}
+	return b.Bytes()
+}
+
+// writePromHistogram writes a latency histogram with the provider's bucket
+// bounds; its buckets are stored per bucket and summed here, so _count
+// always equals the +Inf bucket.
+func writePromHistogram(b *bytes.Buffer, name, help string, h *providerLatencyHistogram) {
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	var cumulative int64
+	for i := range h.buckets {
+		cumulative += h.buckets[i].Load()
+		le := "+Inf"
+		if i < len(providerLatencyBounds) {
+			le = strconv.FormatFloat(providerLatencyBounds[i].Seconds(), 'f', -1, 64)
+		}
+		fmt.Fprintf(b, "%s_bucket{le=%q} %d\n", name, le, cumulative)
+	}
+	sum := strconv.FormatFloat(time.Duration(h.sumNano.Load()).Seconds(), 'f', -1, 64)
+	fmt.Fprintf(b, "%s_sum %s\n%s_count %d\n", name, sum, name, cumulative)
+}
