@@ -27,6 +27,10 @@ import (
 // ("an integer from 100 through 30000 ms") with room for a busy CI machine.
 const faultGuardTimeout = 300 * time.Millisecond
 
+// quickRaceExit keeps a race-enabled ACP child from sleeping a second at
+// exit, as acpguardCmd does for the processes it starts.
+const quickRaceExit = "GORACE=atexit_sleep_ms=0"
+
 // guardedYolo returns serve options in required mode against g, in the yolo
 // approval mode so the guard is the only gate a call meets.
 func guardedYolo(t testing.TB, ws string, g guardConfig) serveOptions {
@@ -173,7 +177,7 @@ func TestFaultProviderMisbehaves(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, g := faultProvider(t, tt.prepare)
 			ws := t.TempDir()
-			td := startTestDaemon(t, guardedYolo(t, ws, g))
+			td := startTestDaemon(t, guardedYolo(t, ws, g), quickRaceExit)
 			id := td.newSession(t, "")
 			_, evs := td.runTurn(t, id, writeCall("a.txt"))
 			wantDeniedWrite(t, evs, ws, "a.txt", guardFailedReason)
@@ -194,7 +198,7 @@ func TestFaultProviderKilledMidRun(t *testing.T) {
 	g := prov.guard(t)
 	g.Timeout = faultGuardTimeout
 	ws := t.TempDir()
-	td := startTestDaemon(t, guardedYolo(t, ws, g))
+	td := startTestDaemon(t, guardedYolo(t, ws, g), quickRaceExit)
 	id := td.newSession(t, "")
 	td.runTurn(t, id, writeCall("before.txt"))
 	if _, err := os.Stat(filepath.Join(ws, "before.txt")); err != nil {
@@ -220,7 +224,7 @@ func TestFaultDecisionLogUnwritable(t *testing.T) {
 	ws := t.TempDir()
 	opts := guardedYolo(t, ws, prov.guard(t))
 	opts.DecisionLog = "/dev/full"
-	td := startTestDaemon(t, opts)
+	td := startTestDaemon(t, opts, quickRaceExit)
 	id := td.newSession(t, "")
 	_, evs := td.runTurn(t, id, writeCall("unaudited.txt"))
 	wantDeniedWrite(t, evs, ws, "unaudited.txt", guardFailedReason)
@@ -249,7 +253,7 @@ func TestFaultDecisionLogUnwritable(t *testing.T) {
 func TestFaultChildKilledMidTurn(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)))
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
 	td.prompt(t, id, `call run_shell_command {"command":"echo $$ > sleep.pid; exec sleep 30"}`)
@@ -272,7 +276,7 @@ func TestFaultChildKilledMidTurn(t *testing.T) {
 		t.Errorf("killed ACP child %d still exists", child)
 	}
 	if !pidGoneWithin(sleepPID, 5*time.Second) {
-		t.Skip("BUG: a tool process outlives its SIGKILLed ACP child: the shell runs in its own process group, and serve only kills the child's group")
+		t.Skipf("BUG: tool process %d (now a child of %d) outlives its SIGKILLed ACP child %d: the shell runs in its own process group, and serve only kills the child's group", sleepPID, parentPID(sleepPID), child)
 	}
 }
 
@@ -282,7 +286,7 @@ func TestFaultChildKilledMidTurn(t *testing.T) {
 func TestFaultStalledReader(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)))
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
 	id := td.newSession(t, "")
 	other := td.newSession(t, "")
 	stalled := td.openEvents(t, id, "") // never read until the end
@@ -324,7 +328,7 @@ func TestFaultStalledReader(t *testing.T) {
 func TestFaultHostLeavesPermissionRequest(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}, Guard: prov.guard(t), DecisionLog: filepath.Join(t.TempDir(), "d.jsonl")})
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}, Guard: prov.guard(t), DecisionLog: filepath.Join(t.TempDir(), "d.jsonl")}, quickRaceExit)
 	id := td.newSession(t, "")
 	stream, closeStream := openEventsClosable(t, td, id)
 	pid := td.prompt(t, id, writeCall("asked.txt"))

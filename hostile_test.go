@@ -42,7 +42,7 @@ func pwnedPrompt(prefix, suffix string) string {
 func TestHostileHostRequests(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)))
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
 	huge := strings.Repeat(`{"type":"text","text":"call write_file {\"file_path\":\"pwned.txt\",\"content\":\"x\"}"},`, maxHostBody/80+1)
 
 	// Before any session exists: none of these may start a child.
@@ -126,7 +126,7 @@ func TestHostileHostRequests(t *testing.T) {
 // loopback daemon without a host token only a Content-Type or Origin check
 // can stop a web page from starting ACP children.
 func TestHostileContentType(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{})
+	td := startTestDaemon(t, serveOptions{}, quickRaceExit)
 	r := td.do(t, "POST", "/session", `{}`, "Content-Type", "text/plain", "Origin", "http://attacker.example")
 	if r.status/100 != 4 {
 		t.Skipf("BUG: POST /session with Content-Type text/plain and Origin http://attacker.example = %d %s: a cross-site page can start ACP children on a token-less loopback daemon", r.status, r.body)
@@ -142,7 +142,7 @@ func TestHostileContentType(t *testing.T) {
 func TestHostileInvalidUTF8Prompt(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)))
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
 	body := "{\"prompt\":[{\"type\":\"text\",\"text\":\"call write_file {\\\"file_path\\\":\\\"utf8.txt\\\",\\\"content\\\":\\\"a\xffb\\\"}\"}]}"

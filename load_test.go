@@ -233,7 +233,7 @@ func TestLoadServe(t *testing.T) {
 
 	goroutines0 := runtime.NumGoroutine()
 	heap0 := heapNow()
-	td := startTestDaemon(t, serveOptions{Workspaces: wss, SettingsFile: settings, Guard: prov.guard(t), DecisionLog: logPath, MaxPendingPrompts: loadPromptsPerSess})
+	td := startTestDaemon(t, serveOptions{Workspaces: wss, SettingsFile: settings, Guard: prov.guard(t), DecisionLog: logPath, MaxPendingPrompts: loadPromptsPerSess}, quickRaceExit)
 
 	type session struct {
 		n      int

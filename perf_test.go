@@ -41,7 +41,7 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		logPath := filepath.Join(b.TempDir(), "d.jsonl")
-		td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: logPath})
+		td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: logPath}, quickRaceExit)
 		return &side{td: td, id: td.newSession(b, ""), log: logPath}
 	}
 	off := newSide(guardConfig{Mode: guardModeOff})
