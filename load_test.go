@@ -520,3 +520,31 @@ func vmRSS(t *testing.T, pid int) int {
 	t.Fatalf("no VmRSS for %d", pid)
 	return 0
 }
+
+// TestLoadEventRingMemory measures what a session's event ring keeps: the
+// ring is bounded in events, not bytes, so tool output stays in memory
+// until the session is deleted.
+func TestLoadEventRingMemory(t *testing.T) {
+	skipUnlessLoad(t)
+	ws := t.TempDir()
+	td := startTestDaemon(t, guardedYolo(t, ws, guardConfig{Mode: guardModeOff}), quickRaceExit)
+	id := td.newSession(t, "")
+	before := heapNow()
+	const calls, size = 40, 1000000
+	var lines []string
+	for range calls {
+		lines = append(lines, `call run_shell_command {"command":"head -c `+strconv.Itoa(size)+` /dev/zero | tr '\\0' a"}`)
+	}
+	td.runTurn(t, id, strings.Join(lines, "\n"))
+	held := heapNow()
+	if r := td.do(t, "DELETE", "/session/"+id, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d %s", r.status, r.body)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	deleted := heapNow()
+	t.Logf("one session, %d calls of %d bytes of output: heap %v before; %v after the turn; %v after DELETE",
+		calls, size, before, held, deleted)
+	if deleted.alloc > before.alloc+(calls*size)/4 {
+		t.Errorf("DELETE did not free the session's events: %v before, %v after", before, deleted)
+	}
+}
