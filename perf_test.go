@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,7 +25,25 @@ const overheadCalls = 20
 // required mode, and reports the added time per call at p50 and p99 of the
 // per-turn time divided by the number of calls.
 func BenchmarkServeGuardOverhead(b *testing.B) {
-	prov := newTestProvider(b)
+	b.Run("provider=counting", func(b *testing.B) {
+		prov := newTestProvider(b)
+		benchGuardOverhead(b, prov.guard(b), func() int { _, n := prov.counts(); return n })
+	})
+	b.Run("provider=reference", func(b *testing.B) {
+		// The reference provider with the example policy, which allows read_file.
+		ref := startRefProvider(b, providerOptions{PolicyFile: "examples/policy.json"})
+		u, err := url.Parse(ref.url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
+		benchGuardOverhead(b, g, nil)
+	})
+}
+
+// benchGuardOverhead runs the measurement against the provider g; prepares,
+// when set, counts the provider's prepare requests.
+func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 	settings := filepath.Join(b.TempDir(), "settings.json")
 	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
 		b.Fatal(err)
@@ -45,7 +64,7 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		return &side{td: td, id: td.newSession(b, ""), log: logPath}
 	}
 	off := newSide(guardConfig{Mode: guardModeOff})
-	on := newSide(prov.guard(b))
+	on := newSide(g)
 	text := strings.Repeat(`call read_file {"file_path":"small.txt"}`+"\n", overheadCalls)
 	streams := map[*side]*bufio.Reader{off: off.td.openEvents(b, off.id, ""), on: on.td.openEvents(b, on.id, "")}
 	turn := func(s *side) {
@@ -68,8 +87,8 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		turn(on)
 	}
 	b.StopTimer()
-	if _, calls := prov.counts(); calls != (b.N+1)*overheadCalls {
-		b.Fatalf("provider saw %d prepares for %d guarded calls", calls, (b.N+1)*overheadCalls)
+	if prepares != nil && prepares() != (b.N+1)*overheadCalls {
+		b.Fatalf("provider saw %d prepares for %d guarded calls", prepares(), (b.N+1)*overheadCalls)
 	}
 	pct := func(d []time.Duration, p float64) float64 {
 		d = slices.Clone(d)
@@ -92,7 +111,13 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			b.Fatalf("decision log line %q: %v", line, err)
 		}
+		if rec.Outcome != outcomeAllowed {
+			b.Fatalf("decision %q, want every call allowed", rec.Outcome)
+		}
 		provider = append(provider, time.Duration(rec.LatencyUs)*time.Microsecond)
+	}
+	if len(provider) != (b.N+1)*overheadCalls {
+		b.Fatalf("decision log holds %d decisions for %d guarded calls", len(provider), (b.N+1)*overheadCalls)
 	}
 	b.ReportMetric(pct(provider, 0.5), "p50-provider-us/call")
 }
