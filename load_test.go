@@ -1,7 +1,7 @@
 // load_test.go holds the load run and the footprint measurement of
 // "acpguard serve". Both are off by default; run them with
 //
-//	ACPGUARD_LOAD=1 go test -run 'TestLoad|TestFootprint' -v -count=1 .
+//	ACPGUARD_LOAD=1 go test -run 'TestLoadServe|TestLoadEventRingMemory|TestFootprint' -v -count=1 .
 package main
 
 import (
