@@ -1,0 +1,123 @@
+// perf_test.go measures what the guard adds to a tool call end to end
+// through "acpguard serve": the same scripted turn with the guard off and
+// with a local provider that always allows.
+//
+//	go test -run '^$' -bench BenchmarkServeGuardOverhead -benchmem -benchtime 200x .
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// overheadCalls is the number of trivial calls in one measured turn.
+const overheadCalls = 20
+
+// BenchmarkServeGuardOverhead alternates one turn of overheadCalls read_file
+// calls on a daemon with the guard off and the same turn on a daemon in
+// required mode, and reports the added time per call at p50 and p99 of the
+// per-turn time divided by the number of calls.
+func BenchmarkServeGuardOverhead(b *testing.B) {
+	b.Run("provider=counting", func(b *testing.B) {
+		prov := newTestProvider(b)
+		benchGuardOverhead(b, prov.guard(b), func() int { _, n := prov.counts(); return n })
+	})
+	b.Run("provider=reference", func(b *testing.B) {
+		// The reference provider with the example policy, which allows read_file.
+		ref := startRefProvider(b, providerOptions{PolicyFile: "examples/policy.json"})
+		u, err := url.Parse(ref.url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
+		benchGuardOverhead(b, g, nil)
+	})
+}
+
+// benchGuardOverhead runs the measurement against the provider g; prepares,
+// when set, counts the provider's prepare requests.
+func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
+	settings := filepath.Join(b.TempDir(), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	type side struct {
+		td      *testDaemon
+		id      string
+		perCall []time.Duration
+		log     string
+	}
+	newSide := func(g guardConfig) *side {
+		ws := b.TempDir()
+		if err := os.WriteFile(filepath.Join(ws, "small.txt"), []byte("hello\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		logPath := filepath.Join(b.TempDir(), "d.jsonl")
+		td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: logPath}, quickRaceExit)
+		return &side{td: td, id: td.newSession(b, ""), log: logPath}
+	}
+	off := newSide(guardConfig{Mode: guardModeOff})
+	on := newSide(g)
+	text := strings.Repeat(`call read_file {"file_path":"small.txt"}`+"\n", overheadCalls)
+	streams := map[*side]*bufio.Reader{off: off.td.openEvents(b, off.id, ""), on: on.td.openEvents(b, on.id, "")}
+	turn := func(s *side) {
+		start := time.Now()
+		pid := s.td.prompt(b, s.id, text)
+		evs := readSSE(b, streams[s], untilTurnEnd(pid))
+		s.perCall = append(s.perCall, time.Since(start)/overheadCalls)
+		if evs[len(evs)-1].typ != eventTurnComplete {
+			b.Fatalf("turn ended with %s", evs[len(evs)-1].typ)
+		}
+	}
+	// One turn each to start the children and warm the connections.
+	turn(off)
+	turn(on)
+	off.perCall, on.perCall = nil, nil
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		turn(off)
+		turn(on)
+	}
+	b.StopTimer()
+	if prepares != nil && prepares() != (b.N+1)*overheadCalls {
+		b.Fatalf("provider saw %d prepares for %d guarded calls", prepares(), (b.N+1)*overheadCalls)
+	}
+	pct := func(d []time.Duration, p float64) float64 {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(off.perCall, 0.5), "p50-off-us/call")
+	b.ReportMetric(pct(on.perCall, 0.5), "p50-guarded-us/call")
+	b.ReportMetric(pct(on.perCall, 0.5)-pct(off.perCall, 0.5), "p50-added-us/call")
+	b.ReportMetric(pct(on.perCall, 0.99)-pct(off.perCall, 0.99), "p99-added-us/call")
+	// The decision log's latencyUs is the provider round trip alone; the
+	// rest of the added time is the child-to-daemon prepare request.
+	data, err := os.ReadFile(on.log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var provider []time.Duration
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var rec decisionRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			b.Fatalf("decision log line %q: %v", line, err)
+		}
+		if rec.Outcome != outcomeAllowed {
+			b.Fatalf("decision %q, want every call allowed", rec.Outcome)
+		}
+		provider = append(provider, time.Duration(rec.LatencyUs)*time.Microsecond)
+	}
+	if len(provider) != (b.N+1)*overheadCalls {
+		b.Fatalf("decision log holds %d decisions for %d guarded calls", len(provider), (b.N+1)*overheadCalls)
+	}
+	b.ReportMetric(pct(provider, 0.5), "p50-provider-us/call")
+}
