@@ -75,6 +75,7 @@ Usage:
   acpguard serve     [flags]   the managed daemon (host HTTP API, private ACP children)
   acpguard acp       [flags]   the guarded ACP agent on stdin/stdout
   acpguard provider  [flags]   the reference policy provider
+  acpguard demo      [--keep]  the guarded path end to end, on loopback, in a temporary workspace
   acpguard version             print the version
   acpguard help                print this text
 
@@ -94,6 +95,8 @@ func run(ctx context.Context, args []string, sys *system) error {
 		return runACP(ctx, sys, rest)
 	case "provider":
 		return runProvider(ctx, sys, rest)
+	case "demo":
+		return runDemo(ctx, sys, rest)
 	case "version", "--version":
 		return runVersion(sys, rest)
 	case "help", "--help", "-h", "-help":

@@ -1,0 +1,420 @@
+// demo.go owns "acpguard demo": the whole guarded path on one machine, with
+// no model key and no extra service. It starts the reference provider and
+// serve in required mode on free loopback ports, drives them over the host
+// API as any host would, and prints what happened and what is on disk.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+const demoUsage = `Usage: acpguard demo [--keep]
+
+Runs the guarded path end to end in a temporary workspace: the reference
+provider with a built-in sample policy, serve in required mode, one session,
+and three scripted prompts: an allowed write, a shell command the policy
+denies, and a call made after the provider was stopped. Prints a transcript
+and cleans everything up.
+
+Flags:
+  --keep
+        leave the provider and serve running and print curl commands to
+        drive them by hand; stop with Ctrl-C.
+  -h, --help
+        print this text.
+`
+
+// The demo's limits: every step is bounded, so a broken stack fails the
+// demo instead of hanging it.
+const (
+	demoStepTimeout = 30 * time.Second
+	demoMaxEvent    = 1 << 20
+)
+
+// demoPolicy is the built-in sample policy; %s is the workspace, quoted for a
+// regular expression.
+const demoPolicy = `{
+  "rules": [
+    {"tool": "read_file", "decision": "allow"},
+    {"tool": "list_directory", "decision": "allow"},
+    {"tool": "write_file", "match": {"/file_path": "^%s/[^/]+$"}, "decision": "allow"},
+    {"tool": "run_shell_command", "match": {"/command": "\\b(curl|wget|rm|sudo)\\b"}, "decision": "deny",
+     "reason": "Network downloads and destructive shell commands are not allowed by policy"}
+  ],
+  "default": "deny",
+  "defaultReason": "No policy rule allows this tool call"
+}
+`
+
+// demoSettings runs tools without permission prompts, so that the provider's
+// decision is the only gate the demo shows.
+const demoSettings = `{"tools": {"approvalMode": "yolo"}}`
+
+type demoStep struct {
+	title  string
+	prompt string
+	file   string // the file the call would create
+}
+
+var demoSteps = []demoStep{
+	{"The model writes hello.txt; the policy allows writes in the workspace.",
+		`call write_file {"file_path":"hello.txt","content":"hello from a guarded agent\n"}`, "hello.txt"},
+	{"The model runs a download; the policy denies it.",
+		`call run_shell_command {"command":"curl -s -o installer.sh http://127.0.0.1:9/installer.sh"}`, "installer.sh"},
+	{"The provider is stopped; the model writes again.",
+		`call write_file {"file_path":"after-stop.txt","content":"should never exist\n"}`, "after-stop.txt"},
+}
+
+func runDemo(ctx context.Context, sys *system, args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	keep := fs.Bool("keep", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(sys.stdout, demoUsage)
+			return errHelp
+		}
+		return usagef("demo: %v; run \"acpguard demo --help\"", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("demo: unexpected argument %q; run \"acpguard demo --help\"", fs.Arg(0))
+	}
+
+	tmp, err := os.MkdirTemp("", "acpguard-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: create workspace: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	// Resolve symlinks (a /tmp link): the policy matches the path the tools see.
+	if tmp, err = filepath.EvalSymlinks(tmp); err != nil {
+		return fmt.Errorf("demo: resolve workspace: %w", err)
+	}
+	work := filepath.Join(tmp, "workspace")
+	files := map[string]string{
+		"policy.json":   fmt.Sprintf(demoPolicy, strings.ReplaceAll(regexp.QuoteMeta(work), `\`, `\\`)),
+		"settings.json": demoSettings,
+	}
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return fmt.Errorf("demo: create workspace: %w", err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(body), 0o600); err != nil {
+			return fmt.Errorf("demo: write %s: %w", name, err)
+		}
+	}
+	token, err := randomHex(24)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	quiet := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: io.Discard}
+
+	// The provider, in this process, stoppable on its own for step 3.
+	provCtx, stopProvider := context.WithCancel(ctx)
+	defer stopProvider()
+	provAddr := make(chan string, 1)
+	provDone := make(chan error, 1)
+	go func() {
+		provDone <- serveProvider(provCtx, quiet, providerOptions{
+			Listen: "127.0.0.1:0", PolicyFile: filepath.Join(tmp, "policy.json"), Token: token,
+		}, func(addr string) { provAddr <- addr })
+	}()
+	var providerURL string
+	select {
+	case addr := <-provAddr:
+		providerURL = "http://" + addr
+	case err := <-provDone:
+		return fmt.Errorf("demo: start provider: %w", err)
+	}
+	endpoint, err := url.Parse(providerURL)
+	if err != nil {
+		return fmt.Errorf("demo: provider url %q: %w", providerURL, err)
+	}
+
+	// serve, in this process, in required mode.
+	decisionLog := filepath.Join(tmp, "decisions.jsonl")
+	settingsFile := filepath.Join(tmp, "settings.json")
+	st, err := loadSettings(settingsFile)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	serveAddr := make(chan string, 1)
+	serveDone := make(chan error, 1)
+	go func() {
+		serveDone <- serveDaemon(ctx, quiet, serveOptions{
+			Hostname:          "127.0.0.1",
+			Port:              0,
+			Workspaces:        []string{work},
+			Guard:             guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: 3 * time.Second, Token: token},
+			DecisionLog:       decisionLog,
+			MaxPendingPrompts: defaultMaxPendingPrompts,
+			SettingsFile:      settingsFile,
+			Settings:          st,
+		}, func(u string) { serveAddr <- u })
+	}()
+	var serveURL string
+	select {
+	case serveURL = <-serveAddr:
+	case err := <-serveDone:
+		return fmt.Errorf("demo: start serve: %w", err)
+	}
+	defer func() {
+		cancel()
+		<-serveDone
+	}()
+
+	out := sys.stdout
+	fmt.Fprintf(out, "acpguard demo: the guarded path, end to end, on loopback only\n\n")
+	fmt.Fprintf(out, "  provider   %s  (built-in sample policy)\n", providerURL)
+	fmt.Fprintf(out, "  serve      %s  (--external-tool-guard-mode=required)\n", serveURL)
+	fmt.Fprintf(out, "  workspace  %s\n\n", work)
+
+	h := &demoHost{base: serveURL, client: &http.Client{Transport: &http.Transport{Proxy: nil}}}
+	sid, err := h.newSession(ctx, work)
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintf(out, "The stack is running. Drive it by hand (the scripted model reads `call <tool> <json>` lines):\n\n")
+		fmt.Fprintf(out, "  curl -N %s/session/%s/events &\n", serveURL, sid)
+		fmt.Fprintf(out, "  curl -s -X POST %s/session/%s/prompt -H 'Content-Type: application/json' \\\n", serveURL, sid)
+		fmt.Fprintf(out, "    -d '{\"prompt\":[{\"type\":\"text\",\"text\":\"call write_file {\\\"file_path\\\":\\\"a.txt\\\",\\\"content\\\":\\\"x\\\"}\"}]}'\n")
+		fmt.Fprintf(out, "  tail -f %s\n\nPress Ctrl-C to stop and clean up.\n", decisionLog)
+		<-ctx.Done()
+		return nil
+	}
+
+	events, err := h.subscribe(ctx, sid)
+	if err != nil {
+		return err
+	}
+	logOffset := int64(0)
+	for i, step := range demoSteps {
+		if i == 2 {
+			stopProvider()
+			if err := <-provDone; err != nil {
+				return fmt.Errorf("demo: stop provider: %w", err)
+			}
+		}
+		fmt.Fprintf(out, "%d. %s\n", i+1, step.title)
+		fmt.Fprintf(out, "   prompt     %s\n", step.prompt)
+		turn, err := h.prompt(ctx, sid, step.prompt, events)
+		if err != nil {
+			return err
+		}
+		var d demoDecision
+		d, logOffset, err = readDemoDecision(decisionLog, logOffset)
+		if err != nil {
+			return err
+		}
+		switch d.Outcome {
+		case "allowed", "denied":
+			fmt.Fprintf(out, "   decision   %s by the provider in %d µs\n", d.Outcome, d.LatencyUs)
+		default:
+			fmt.Fprintf(out, "   decision   none: the provider call failed (%s) after %d µs, so the call is denied\n", d.Outcome, d.LatencyUs)
+		}
+		fmt.Fprintf(out, "   result     %s: %s\n", turn.status, turn.text)
+		if fi, err := os.Stat(filepath.Join(work, step.file)); err == nil {
+			fmt.Fprintf(out, "   on disk    %s exists (%d bytes)\n\n", step.file, fi.Size())
+		} else {
+			fmt.Fprintf(out, "   on disk    %s does not exist\n\n", step.file)
+		}
+	}
+	fmt.Fprintf(out, "Every call was decided once by the provider, or denied when no decision could be had.\n")
+	return nil
+}
+
+// eofReader is the stdin of the in-process servers: they read none.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// demoHost is the demo's side of the host API.
+type demoHost struct {
+	base   string
+	client *http.Client
+}
+
+func (h *demoHost) post(ctx context.Context, path string, body any, want int, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, demoStepTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("demo: POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, demoMaxEvent))
+	if resp.StatusCode != want {
+		return fmt.Errorf("demo: POST %s: status %d: %s", path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("demo: POST %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func (h *demoHost) newSession(ctx context.Context, cwd string) (string, error) {
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := h.post(ctx, "/session", map[string]string{"cwd": cwd}, http.StatusOK, &res); err != nil {
+		return "", err
+	}
+	return res.SessionID, nil
+}
+
+// demoEvent is one host event as serve streams it.
+type demoEvent struct {
+	Type     string          `json:"type"`
+	PromptID string          `json:"promptId"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// subscribe streams the session's events until ctx ends.
+func (h *demoHost) subscribe(ctx context.Context, sid string) (<-chan demoEvent, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+"/session/"+sid+"/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("demo: subscribe: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("demo: subscribe: status %d", resp.StatusCode)
+	}
+	ch := make(chan demoEvent, 64)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), demoMaxEvent)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev demoEvent
+			if json.Unmarshal([]byte(data), &ev) != nil {
+				continue
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// demoTurn is how one scripted prompt's tool call ended.
+type demoTurn struct {
+	status string // the final tool_call_update status
+	text   string // its content text
+}
+
+func (h *demoHost) prompt(ctx context.Context, sid, text string, events <-chan demoEvent) (demoTurn, error) {
+	var res struct {
+		PromptID string `json:"promptId"`
+	}
+	body := map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}}
+	if err := h.post(ctx, "/session/"+sid+"/prompt", body, http.StatusAccepted, &res); err != nil {
+		return demoTurn{}, err
+	}
+	var turn demoTurn
+	timeout := time.After(demoStepTimeout)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return turn, errors.New("demo: the event stream ended")
+			}
+			switch ev.Type {
+			case "session_update":
+				var u struct {
+					Update struct {
+						SessionUpdate string `json:"sessionUpdate"`
+						Status        string `json:"status"`
+						Content       []struct {
+							Content struct {
+								Text string `json:"text"`
+							} `json:"content"`
+						} `json:"content"`
+					} `json:"update"`
+				}
+				if json.Unmarshal(ev.Data, &u) == nil && u.Update.SessionUpdate == "tool_call_update" &&
+					(u.Update.Status == "completed" || u.Update.Status == "failed") {
+					turn.status = u.Update.Status
+					for _, c := range u.Update.Content {
+						turn.text += c.Content.Text
+					}
+				}
+			case "turn_complete":
+				if ev.PromptID == res.PromptID {
+					return turn, nil
+				}
+			case "turn_error", "session_died":
+				return turn, fmt.Errorf("demo: %s: %s", ev.Type, ev.Data)
+			}
+		case <-timeout:
+			return turn, fmt.Errorf("demo: no turn_complete for prompt %s within %s", res.PromptID, demoStepTimeout)
+		case <-ctx.Done():
+			return turn, ctx.Err()
+		}
+	}
+}
+
+// demoDecision is the part of a decision log line the demo prints.
+type demoDecision struct {
+	Outcome   string `json:"outcome"`
+	LatencyUs int64  `json:"latencyUs"`
+}
+
+// readDemoDecision reads the first decision after offset in the decision log.
+func readDemoDecision(path string, offset int64) (demoDecision, int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return demoDecision{}, offset, fmt.Errorf("demo: read decision log: %w", err)
+	}
+	if offset > int64(len(b)) {
+		offset = int64(len(b))
+	}
+	line, _, found := bytes.Cut(b[offset:], []byte("\n"))
+	if !found {
+		return demoDecision{}, offset, fmt.Errorf("demo: no decision was logged")
+	}
+	var d demoDecision
+	if err := json.Unmarshal(line, &d); err != nil {
+		return d, offset, fmt.Errorf("demo: decision log line %q: %w", line, err)
+	}
+	return d, offset + int64(len(line)) + 1, nil
+}

@@ -1,0 +1,73 @@
+// demo_test.go runs "acpguard demo" as a user would and reads its transcript.
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestDemoTranscript(t *testing.T) {
+	code, stdout, stderr := runAcpguard(t, []string{"demo"})
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	want := []string{
+		`(?m)^1\. The model writes hello\.txt`,
+		`(?m)^   decision   allowed by the provider in \d+ µs$`,
+		`(?m)^   on disk    hello\.txt exists \(27 bytes\)$`,
+		`(?m)^   decision   denied by the provider in \d+ µs$`,
+		`(?m)^   result     failed: Network downloads and destructive shell commands are not allowed by policy$`,
+		`(?m)^   on disk    installer\.sh does not exist$`,
+		`(?m)^   decision   none: the provider call failed \(transport\) after \d+ µs, so the call is denied$`,
+		`(?m)^   result     failed: Tool invocation guard failed$`,
+		`(?m)^   on disk    after-stop\.txt does not exist$`,
+	}
+	for _, re := range want {
+		if !regexp.MustCompile(re).MatchString(stdout) {
+			t.Errorf("transcript lacks %s\n%s", re, stdout)
+		}
+	}
+	ws := regexp.MustCompile(`(?m)^  workspace  (\S+)$`).FindStringSubmatch(stdout)
+	if ws == nil {
+		t.Fatalf("no workspace line:\n%s", stdout)
+	}
+	if _, err := os.Stat(ws[1]); !os.IsNotExist(err) {
+		t.Errorf("the demo left its workspace %s behind (%v)", ws[1], err)
+	}
+}
+
+func TestDemoKeep(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := acpguardCmd(t, ctx, []string{"demo", "--keep"})
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var transcript strings.Builder
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		transcript.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "Press Ctrl-C") {
+			break
+		}
+	}
+	for _, s := range []string{"curl -N http://127.0.0.1:", "/events &", "/prompt -H 'Content-Type: application/json'"} {
+		if !strings.Contains(transcript.String(), s) {
+			t.Errorf("--keep output lacks %q:\n%s", s, transcript.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("demo --keep after SIGINT: %v", err)
+	}
+}
