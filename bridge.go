@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits of the host API.
@@ -76,6 +78,7 @@ const featureExternalToolGuard = "external_tool_guard"
 const (
 	codeUnauthorized      = "unauthorized"
 	codeHostNotAllowed    = "host_not_allowed"
+	codeOriginNotAllowed  = "origin_not_allowed"
 	codeNotFound          = "not_found"
 	codeMethodNotAllowed  = "method_not_allowed"
 	codeBadRequest        = "invalid_request"
@@ -296,6 +299,9 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 	}
 	stops.Wait()
 	d.wg.Wait()
+	if d.provider != nil {
+		d.provider.close()
+	}
 }
 
 // isLoopbackBind reports whether a --hostname binds loopback only.
@@ -323,6 +329,12 @@ func (d *daemon) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !d.hostAllowed(r.Host) {
 			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
+			return
+		}
+		// A web page can POST to a loopback daemon without a preflight; its
+		// browser names the page in Origin, which hosts and curl never send.
+		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !loopbackOrigin(o) {
+			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("Origin %q is not a loopback origin", o))
 			return
 		}
 		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {
@@ -377,6 +389,20 @@ func (d *daemon) hostAllowed(hostHeader string) bool {
 	return false
 }
 
+// loopbackOrigin reports whether a browser Origin names a page served from
+// this machine's loopback names.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
 // bearerMatches compares in constant time, also in the token's length.
 func bearerMatches(header, token string) bool {
 	scheme, got, _ := strings.Cut(header, " ")
@@ -420,6 +446,12 @@ func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emp
 	}
 	if len(bytes.TrimSpace(data)) == 0 && emptyOK {
 		return true
+	}
+	// encoding/json would quietly turn invalid bytes into U+FFFD, and a
+	// prompt is forwarded raw: refuse it whole instead.
+	if !utf8.Valid(data) {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "Request body is not valid UTF-8")
+		return false
 	}
 	if err := decodeStrict(data, v); err != nil {
 		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Invalid JSON body: %v", err))
@@ -1070,6 +1102,7 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 type acpChannel struct {
 	d      *daemon
 	cmd    *exec.Cmd
+	mark   string // envChannelMark of every process below the child
 	stdin  io.Closer
 	conn   *rpcConn
 	cancel context.CancelFunc // ends conn.serve
@@ -1120,7 +1153,7 @@ func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostE
 // childCommand is "acpguard acp" with the operator's settings and opened
 // slash commands, and the scrubbed environment; in required mode that
 // environment also carries the private markers and a fresh capability.
-func (d *daemon) childCommand(exe string) (*exec.Cmd, string) {
+func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability, mark string) {
 	args := []string{"acp"}
 	if d.settingsFile != "" {
 		args = append(args, "--settings", d.settingsFile)
@@ -1128,13 +1161,14 @@ func (d *daemon) childCommand(exe string) (*exec.Cmd, string) {
 	for _, name := range d.allowSlash {
 		args = append(args, "--allow-slash-command", name)
 	}
-	capability := ""
 	if d.guarded {
 		capability = rand.Text() + rand.Text()
 	}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = d.sys.env.acpChildEnv(capability)
-	return cmd, capability
+	// The mark labels every process below this child (reaper.go).
+	mark = rand.Text()
+	cmd = exec.Command(exe, args...)
+	cmd.Env = d.sys.env.acpChildEnv(capability, envChannelMark+"="+mark)
+	return cmd, capability, mark
 }
 
 type initializeResult struct {
@@ -1156,7 +1190,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	if err != nil {
 		return nil, unavailable("Cannot locate the acpguard executable: %v", err)
 	}
-	cmd, capability := d.childCommand(exe)
+	cmd, capability, mark := d.childCommand(exe)
 	cmd.Dir = ws
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = d.sys.stderr
@@ -1183,7 +1217,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &acpChannel{d: d, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
+	ch := &acpChannel{d: d, cmd: cmd, mark: mark, stdin: stdin, cancel: cancel, done: make(chan struct{})}
 	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
@@ -1247,6 +1281,11 @@ func (ch *acpChannel) run(ctx context.Context) {
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
 	ch.stdin.Close()
 	err := ch.cmd.Wait()
+	// A child that died without ending its tool, hook and MCP process
+	// groups (SIGKILL) leaves them running: end them by their mark.
+	if n := killMarked(ch.mark); n > 0 {
+		ch.d.obs.logger().Warn("ended processes the ACP child left behind", "pid", ch.cmd.Process.Pid, "processes", n)
+	}
 	if !ch.stopping.Load() {
 		ch.d.obs.childDied()
 		ch.d.obs.logger().Warn("ACP child exited", "pid", ch.cmd.Process.Pid, "status", fmt.Sprint(err))

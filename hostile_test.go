@@ -5,6 +5,7 @@ package main
 
 import (
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,7 +54,7 @@ func TestHostileHostRequests(t *testing.T) {
 		{"cwd traversal out of workspace", "POST", "/session", `{"cwd":` + strconv.Quote(ws+"/../../etc") + `}`, nil, 400, codeWorkspaceMismatch},
 		{"cwd parent of workspace", "POST", "/session", `{"cwd":` + strconv.Quote(ws+"/..") + `}`, nil, 400, codeWorkspaceMismatch},
 		{"cwd below workspace", "POST", "/session", `{"cwd":` + strconv.Quote(filepath.Join(ws, "sub")) + `}`, nil, 400, codeWorkspaceMismatch},
-		{"cwd invalid UTF-8", "POST", "/session", "{\"cwd\":\"" + ws + "\xff\"}", nil, 400, codeWorkspaceMismatch},
+		{"cwd invalid UTF-8", "POST", "/session", "{\"cwd\":\"" + ws + "\xff\"}", nil, 400, codeBadRequest},
 		{"cwd NUL", "POST", "/session", `{"cwd":"` + ws + `\u0000"}`, nil, 400, codeWorkspaceMismatch},
 		{"unknown field", "POST", "/session", `{"cwd":` + strconv.Quote(ws) + `,"model":"x"}`, nil, 400, codeBadRequest},
 		{"two values", "POST", "/session", `{}{}`, nil, 400, codeBadRequest},
@@ -128,9 +129,7 @@ func TestHostileHostRequests(t *testing.T) {
 func TestHostileContentType(t *testing.T) {
 	td := startTestDaemon(t, serveOptions{}, quickRaceExit)
 	r := td.do(t, "POST", "/session", `{}`, "Content-Type", "text/plain", "Origin", "http://attacker.example")
-	if r.status/100 != 4 {
-		t.Skipf("BUG: POST /session with Content-Type text/plain and Origin http://attacker.example = %d %s: a cross-site page can start ACP children on a token-less loopback daemon", r.status, r.body)
-	}
+	wantError(t, r, http.StatusForbidden, codeOriginNotAllowed)
 	if kids := acpChildren(t); len(kids) != 0 {
 		t.Errorf("refused request started ACP children %v", kids)
 	}
@@ -160,5 +159,5 @@ func TestHostileInvalidUTF8Prompt(t *testing.T) {
 	readSSE(t, stream, untilTurnEnd(acc.PromptID))
 	written, _ := os.ReadFile(filepath.Join(ws, "utf8.txt"))
 	_, calls := prov.counts()
-	t.Skipf("BUG: a prompt with invalid UTF-8 is accepted (%d) and forwarded raw to the ACP child; the child replaced the byte and ran the call (%d provider calls, file holds %q)", r.status, calls, written)
+	t.Errorf("a prompt with invalid UTF-8 was accepted (%d) and ran (%d provider calls, file holds %q)", r.status, calls, written)
 }

@@ -305,6 +305,10 @@ type providerClient struct {
 	invalid  error // a configuration the client refuses to use; every call fails
 }
 
+// close drops the client's idle keep-alive connections to the provider; a
+// caller that is done with the client calls it so no connection outlives it.
+func (c *providerClient) close() { c.http.CloseIdleConnections() }
+
 // newProviderClient builds the pinned client for a validated required-mode
 // configuration. An endpoint that is not loopback HTTP(S) still yields a
 // client, one whose every call fails: config.go validates first, this is the
