@@ -47,6 +47,10 @@ const (
 	eventRingSize = defaultEventRingSize
 	// "a slow subscriber is dropped, never allowed to stall the child"
 	subscriberQueue = 256
+	// The ring is also bounded in bytes: a tool update may be large, and
+	// --event-ring-size events of it must not hold gigabytes per session.
+	// The oldest events leave the ring first; the newest always stays.
+	eventRingBytes = 64 << 20
 	// "Heartbeat comments keep the stream alive."
 	heartbeatInterval = 15 * time.Second
 	// "Qwen Code starts the stream with retry: 3000"
@@ -104,6 +108,9 @@ const (
 	eventTurnError          = "turn_error"
 	eventSessionDied        = "session_died"
 	eventSessionClosed      = "session_closed"
+	// The last event a dropped slow subscriber gets. It carries no id, so
+	// the host's Last-Event-ID still names the last event it received.
+	eventStreamDropped = "stream_dropped"
 )
 
 // Decision log outcomes that the bridge decides before or after the
@@ -656,6 +663,11 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 			if !ok {
 				// The session ended, or this subscriber fell behind: the
 				// host reconnects with Last-Event-ID and replays the ring.
+				if log.wasDropped(sub) {
+					fmt.Fprintf(w, "event: %s\ndata: {\"v\":1,\"type\":%q,\"data\":{\"reason\":\"this stream fell %d events behind; reconnect with Last-Event-ID\"}}\n\n",
+						eventStreamDropped, eventStreamDropped, subscriberQueue)
+					flusher.Flush()
+				}
 				return
 			}
 			writeEvent(w, ev)
@@ -1561,13 +1573,16 @@ type streamLog struct {
 
 	mu     sync.Mutex
 	nextID int64
+	first  int64 // id of the oldest event kept; kept ids are [first, nextID)
+	bytes  int   // data bytes kept
 	ring   []streamEvent
 	subs   map[*streamSubscriber]struct{}
 	closed bool
 }
 
 type streamSubscriber struct {
-	ch chan streamEvent // closed when the log closes or the subscriber is dropped
+	ch      chan streamEvent // closed when the log closes or the subscriber is dropped
+	dropped bool             // set, under the log's lock, before ch is closed for falling behind
 }
 
 // newStreamLog returns a log with the default ring and no subscriber bound.
@@ -1579,7 +1594,7 @@ func newStreamLog() *streamLog {
 // subscribers (0: any number). It calls limitHit, with the log locked,
 // for each subscriber it refuses or drops.
 func newBoundedStreamLog(ringSize, maxSubs int, limitHit func(code string)) *streamLog {
-	return &streamLog{size: ringSize, maxSubs: maxSubs, limitHit: limitHit, nextID: 1, subs: map[*streamSubscriber]struct{}{}}
+	return &streamLog{size: ringSize, maxSubs: maxSubs, limitHit: limitHit, nextID: 1, first: 1, subs: map[*streamSubscriber]struct{}{}}
 }
 
 func (l *streamLog) publish(typ, promptID string, data any) {
@@ -1600,17 +1615,33 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 	if len(l.ring) < l.size {
 		l.ring = append(l.ring, ev)
 	} else {
+		if ev.id-l.first >= int64(l.size) {
+			l.evictOldest() // the slot holds the oldest kept event
+		}
 		l.ring[(ev.id-1)%int64(l.size)] = ev
+	}
+	l.bytes += len(ev.data)
+	for l.bytes > eventRingBytes && l.first < ev.id {
+		l.evictOldest()
 	}
 	for sub := range l.subs {
 		select {
 		case sub.ch <- ev:
 		default:
 			delete(l.subs, sub)
+			sub.dropped = true
 			close(sub.ch)
 			l.limitHit(limitSubscriberDropped)
 		}
 	}
+}
+
+// evictOldest forgets the oldest kept event.
+func (l *streamLog) evictOldest() {
+	slot := (l.first - 1) % int64(l.size)
+	l.bytes -= len(l.ring[slot].data)
+	l.ring[slot] = streamEvent{}
+	l.first++
 }
 
 // subscribe returns the retained events after id after and a subscriber
@@ -1623,9 +1654,8 @@ func (l *streamLog) subscribe(after int64) ([]streamEvent, *streamSubscriber) {
 		l.limitHit(codeSubscriberLimit)
 		return nil, nil
 	}
-	oldest := l.nextID - int64(len(l.ring))
 	var replay []streamEvent
-	for id := max(after+1, oldest); id < l.nextID; id++ {
+	for id := max(after+1, l.first); id < l.nextID; id++ {
 		replay = append(replay, l.ring[(id-1)%int64(l.size)])
 	}
 	sub := &streamSubscriber{ch: make(chan streamEvent, subscriberQueue)}
@@ -1635,6 +1665,13 @@ func (l *streamLog) subscribe(after int64) ([]streamEvent, *streamSubscriber) {
 		l.subs[sub] = struct{}{}
 	}
 	return replay, sub
+}
+
+// wasDropped reports whether sub was cut for falling behind.
+func (l *streamLog) wasDropped(sub *streamSubscriber) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return sub.dropped
 }
 
 func (l *streamLog) unsubscribe(sub *streamSubscriber) {

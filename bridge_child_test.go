@@ -413,6 +413,10 @@ func TestServeSlowSubscriberDropped(t *testing.T) {
 	}
 	// The child was not stalled by the slow reader; the slow stream was cut.
 	dropped := readSSE(t, slow, func(sseEvent) bool { return false })
+	if len(dropped) == 0 || dropped[len(dropped)-1].typ != eventStreamDropped || dropped[len(dropped)-1].id != "" {
+		t.Fatalf("the slow stream did not end with an id-less %s event: %v", eventStreamDropped, dropped)
+	}
+	dropped = dropped[:len(dropped)-1]
 	if len(dropped) == 0 || len(dropped) >= n+1 {
 		t.Fatalf("slow subscriber got %d events before its stream ended, want some but not all", len(dropped))
 	}

@@ -468,3 +468,36 @@ func TestEventStreamHeartbeat(t *testing.T) {
 	}
 	l.close()
 }
+
+func TestStreamLogBoundedInBytes(t *testing.T) {
+	l := newBoundedStreamLog(4096, 0, func(string) {})
+	big := strings.Repeat("x", 1<<20)
+	const n = 80 // 80 MiB published, more than eventRingBytes
+	for range n {
+		l.publish(eventSessionUpdate, "", big)
+	}
+	replay, sub := l.subscribe(0)
+	defer l.unsubscribe(sub)
+	kept := 0
+	for _, ev := range replay {
+		kept += len(ev.data)
+	}
+	if kept > eventRingBytes || kept < eventRingBytes-2<<20 {
+		t.Errorf("ring keeps %d bytes, want at most %d and close to it", kept, eventRingBytes)
+	}
+	if last := replay[len(replay)-1].id; last != n {
+		t.Errorf("newest kept event = %d, want %d", last, n)
+	}
+	for i := 1; i < len(replay); i++ {
+		if replay[i].id != replay[i-1].id+1 {
+			t.Fatalf("replay has a gap at %d", replay[i].id)
+		}
+	}
+	// One event larger than the whole bound is still kept: the newest stays.
+	l.publish(eventSessionUpdate, "", strings.Repeat("y", eventRingBytes+1))
+	if replay, sub := l.subscribe(n); len(replay) != 1 || replay[0].id != n+1 {
+		t.Errorf("after an oversized event the ring replays %d events", len(replay))
+	} else {
+		l.unsubscribe(sub)
+	}
+}
