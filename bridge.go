@@ -1022,7 +1022,7 @@ type hostPermissionOption struct {
 	OptionID string          `json:"optionId"`
 	Name     string          `json:"name"`
 	Kind     string          `json:"kind"`
-	Meta     json.RawMessage `json:"_meta"`
+	Meta     json.RawMessage `json:"_meta,omitempty"`
 }
 
 type permissionRequestEvent struct {
