@@ -792,7 +792,7 @@ func TestServeHandshakeFailure(t *testing.T) {
 	prov := newTestProvider(t)
 	g := prov.guard(t)
 	g.Token = "wrong-token"
-	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: &serveLogBuffer{}, stderr: &serveLogBuffer{}}
+	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "127.0.0.1", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: g}, func(string) {
 		t.Error("listener opened after a failed handshake")
 	})

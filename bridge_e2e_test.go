@@ -36,7 +36,7 @@ func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := acpguardCmd(t, ctx, append([]string{"serve", "--port", "0"}, args...), env...)
-	stderr := &serveLogBuffer{}
+	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -5,7 +5,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,28 +21,10 @@ import (
 	"time"
 )
 
-// serveLogBuffer is an io.Writer that tests may read while the daemon writes.
-type serveLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *serveLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *serveLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testDaemon is one in-process serveDaemon on a loopback port.
 type testDaemon struct {
 	url    string
-	stderr *serveLogBuffer
+	stderr *syncBuffer
 	stop   func() error
 }
 
@@ -63,7 +44,7 @@ func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testD
 	if len(opts.Workspaces) == 0 {
 		opts.Workspaces = []string{t.TempDir()}
 	}
-	stderr := &serveLogBuffer{}
+	stderr := &syncBuffer{}
 	env := append(append(os.Environ(), envRunAsMain+"=1"), extraEnv...)
 	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -38,6 +39,24 @@ func acpguardCmd(t testing.TB, ctx context.Context, args []string, extraEnv ...s
 	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"), extraEnv...)
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
+}
+
+// syncBuffer is an io.Writer that tests may read while a server writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // runAcpguard runs acpguard to completion and returns its exit code and output.

@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -573,29 +572,12 @@ func TestMCPRefusedAndFailedServersAreReported(t *testing.T) {
 type mcpTestSession struct {
 	set  *mcpSet
 	env  *toolEnv
-	logs *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs *syncBuffer
 }
 
 func startTestMCP(t *testing.T, opts mcpOptions, configs ...mcpServerConfig) *mcpTestSession {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	opts.Cwd = t.TempDir()
 	opts.Env = newProcEnv(os.Environ())
 	opts.Log = slog.New(slog.NewTextHandler(logs, nil))
@@ -1047,7 +1029,7 @@ func FuzzMCPDecoders(f *testing.F) {
 // runTool: one tools/call round trip to a real server process.
 func BenchmarkMCPCall(b *testing.B) {
 	h := &helperServer{name: "h", log: filepath.Join(b.TempDir(), "wire.log"), env: map[string]string{}}
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	set := startMCPServers(context.Background(), []mcpServerConfig{h.config(b)}, mcpOptions{
 		Cwd: b.TempDir(), Env: newProcEnv(os.Environ()), Log: slog.New(slog.NewTextHandler(logs, nil)),
 	}, nil)
@@ -1064,7 +1046,7 @@ func BenchmarkMCPCall(b *testing.B) {
 
 func TestACPSessionMergesSettingsServers(t *testing.T) {
 	settingsOnly, replaced, fromSession := newHelperServer(t, "keep"), newHelperServer(t, "shared"), newHelperServer(t, "shared")
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	a := &agent{
 		env:         newProcEnv(os.Environ()),
 		log:         slog.New(slog.NewTextHandler(logs, nil)),

@@ -24,28 +24,10 @@ import (
 	"time"
 )
 
-// providerLogBuffer is an io.Writer tests can read while the provider writes.
-type providerLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *providerLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *providerLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // refProvider is a reference provider serving in the test process.
 type refProvider struct {
 	url            string
-	stdout, stderr *providerLogBuffer
+	stdout, stderr *syncBuffer
 }
 
 // startRefProvider runs serveProvider until the test ends.
@@ -57,7 +39,7 @@ func startRefProvider(t testing.TB, opts providerOptions) *refProvider {
 	if opts.Token == "" {
 		opts.Token = providerTestToken
 	}
-	p := &refProvider{stdout: &providerLogBuffer{}, stderr: &providerLogBuffer{}}
+	p := &refProvider{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
@@ -329,7 +311,7 @@ func TestProviderStartupRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stderr := &providerLogBuffer{}
+			stderr := &syncBuffer{}
 			err := serveProvider(context.Background(), &system{stdout: io.Discard, stderr: stderr}, tt.opts, func(string) { t.Error("provider listened") })
 			if code := exitCode(err); code != tt.code || err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("error %v (exit %d), want exit %d containing %q", err, code, tt.code, tt.err)
