@@ -28,6 +28,7 @@ const (
 	methodSessionPrompt  = "session/prompt"
 	methodSessionCancel  = "session/cancel"
 	methodSessionSetMode = "session/set_mode"
+	methodSessionClose   = "session/close"
 	methodSessionUpdate  = "session/update"
 )
 
@@ -199,6 +200,8 @@ func (a *agent) handleRequest(ctx context.Context, method string, params json.Ra
 		return a.prompt(ctx, params)
 	case methodSessionSetMode:
 		return a.setMode(params)
+	case methodSessionClose:
+		return a.closeSession(params)
 	default:
 		return nil, &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
 	}
@@ -313,6 +316,33 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 		"sessionId": id,
 		"modes":     map[string]any{"currentModeId": s.mode, "availableModes": modes},
 	}, nil
+}
+
+// closeSession ends a session: its running prompt, its background
+// processes and its MCP servers. serve sends it when a host deletes a session.
+func (a *agent) closeSession(params json.RawMessage) (any, error) {
+	var p struct {
+		SessionID string          `json:"sessionId"`
+		Meta      json.RawMessage `json:"_meta,omitempty"`
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		return nil, invalidParams("session/close: %v", err)
+	}
+	a.mu.Lock()
+	s := a.sessions[p.SessionID]
+	delete(a.sessions, p.SessionID)
+	a.mu.Unlock()
+	if s == nil {
+		return nil, &rpcError{Code: rpcNotFound, Message: fmt.Sprintf("session/close: unknown session %q", p.SessionID)}
+	}
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Unlock()
+	s.background.killAll()
+	s.mcp.close()
+	return map[string]any{}, nil
 }
 
 func (a *agent) setMode(params json.RawMessage) (any, error) {

@@ -1060,3 +1060,27 @@ func TestOfficialACPSDK(t *testing.T) {
 		t.Fatalf("output:\n%s", out)
 	}
 }
+
+func TestACPSessionCloseEndsItsProcesses(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newYoloSession(dir)
+	c.prompt(sid, `call run_shell_command {"command":"echo $$ > bg.pid; exec sleep 30","is_background":true}`, "")
+	b, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	if err != nil || pid == 0 {
+		t.Fatalf("bg.pid: %q %v", b, err)
+	}
+	c.mustCall(methodSessionClose, map[string]any{"sessionId": sid}, nil)
+	if !pidGone(pid, 5*time.Second) {
+		t.Errorf("background process %d outlived session/close", pid)
+	}
+	if r := c.call(methodSessionClose, map[string]any{"sessionId": sid}); r.Error == nil || r.Error.Code != rpcNotFound {
+		t.Errorf("second session/close = %+v, want -32002", r)
+	}
+	if r := c.call(methodSessionPrompt, promptParams(sid, "hi", "")); r.Error == nil {
+		t.Errorf("prompt on a closed session succeeded")
+	}
+}

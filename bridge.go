@@ -992,6 +992,19 @@ func (s *hostSession) end(typ, message string) {
 			s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
 		}
 	}
+	if !s.dead {
+		// The child ends the session's background processes and MCP
+		// servers; the session is gone for the host whatever it answers.
+		s.d.wg.Add(1)
+		go func() {
+			defer s.d.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), childStopGrace)
+			defer cancel()
+			if _, err := s.ch.conn.call(ctx, methodSessionClose, map[string]string{"sessionId": s.id}); err != nil && !s.ch.ended() {
+				s.d.obs.logger().Warn("session/close on the ACP child failed", "session", s.id, "err", err)
+			}
+		}()
+	}
 	data := map[string]string{"sessionId": s.id}
 	if message != "" {
 		data["message"] = message

@@ -39,6 +39,7 @@ const (
 	rpcInvalidParams  = -32602
 	rpcInternalError  = -32603
 	rpcCancelled      = -32800
+	rpcNotFound       = -32002
 )
 
 // "JSON-RPC 2.0 over the agent's stdin/stdout, UTF-8, one message per line
