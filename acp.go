@@ -122,7 +122,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	}
 	a := &agent{
 		env:        sys.env,
-		log:        slog.New(slog.NewTextHandler(sys.stderr, nil)),
+		log:        newLogger(sys.stderr, opts.LogJSON, opts.LogLevel),
 		model:      scriptedModel{},
 		sessions:   make(map[string]*session),
 		settings:   opts.Settings,

@@ -1022,6 +1022,13 @@ func TestACPSlashCommands(t *testing.T) {
 	}
 }
 
+func TestACPBadLogFormatExit2(t *testing.T) {
+	code, _, stderr := runAcpguard(t, []string{"acp", "--log-format", "xml"})
+	if code != exitUsage || !strings.Contains(stderr, `--log-format "xml": must be text or json`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestACPBadSettingsExit2(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "s.json")
 	os.WriteFile(f, []byte(`{"tools":{"aprovalMode":"yolo"}}`), 0o600)
@@ -1067,11 +1074,13 @@ func TestACPSessionCloseEndsItsProcesses(t *testing.T) {
 	dir := t.TempDir()
 	sid := c.newYoloSession(dir)
 	c.prompt(sid, `call run_shell_command {"command":"echo $$ > bg.pid; exec sleep 30","is_background":true}`, "")
-	b, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
 	var pid int
-	fmt.Sscan(string(b), &pid)
-	if err != nil || pid == 0 {
-		t.Fatalf("bg.pid: %q %v", b, err)
+	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(dir, "bg.pid"))
+		fmt.Sscan(string(b), &pid)
+	}
+	if pid == 0 {
+		t.Fatal("the background process did not write bg.pid")
 	}
 	c.mustCall(methodSessionClose, map[string]any{"sessionId": sid}, nil)
 	if !pidGone(pid, 5*time.Second) {

@@ -146,6 +146,7 @@ type daemon struct {
 	limits       serveLimits
 	obs          *serveObserver
 	allowSlash   []string
+	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
 	port         string
 	bindHost     string // the bound address as a Host header spells it
@@ -191,8 +192,9 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		workspaces:   opts.Workspaces,
 		maxPending:   opts.MaxPendingPrompts,
 		limits:       opts.Limits.withDefaults(),
-		obs:          newServeObserver(newServeLogger(opts, sys)),
+		obs:          newServeObserver(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)),
 		allowSlash:   opts.AllowSlashCommands,
+		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
 		settingsFile: opts.SettingsFile,
 		checkHost:    loopback,
 		slots:        map[string]*workspaceSlot{},
@@ -1175,6 +1177,16 @@ func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostE
 	return ch, nil
 }
 
+// childLogArgs makes the children log as the daemon does: their stderr is
+// the daemon's.
+func childLogArgs(logJSON bool, level slog.Level) []string {
+	format := "text"
+	if logJSON {
+		format = "json"
+	}
+	return []string{"--log-format", format, "--log-level", strings.ToLower(level.String())}
+}
+
 // childCommand is "acpguard acp" with the operator's settings and opened
 // slash commands, and the scrubbed environment; in required mode that
 // environment also carries the private markers and a fresh capability.
@@ -1186,6 +1198,7 @@ func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability, mark strin
 	for _, name := range d.allowSlash {
 		args = append(args, "--allow-slash-command", name)
 	}
+	args = append(args, d.childLog...)
 	if d.guarded {
 		capability = rand.Text() + rand.Text()
 	}

@@ -129,6 +129,8 @@ type acpOptions struct {
 	OpenAI             openAIConfig
 	Settings           *settings // from --settings, or the defaults
 	AllowSlashCommands []string  // for a managed child: the slash commands serve opened
+	LogJSON            bool       // --log-format json; text otherwise
+	LogLevel           slog.Level // --log-level
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -515,6 +517,15 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 	}, nil
 }
 
+// newLogger is the slog logger every subcommand writes to stderr.
+func newLogger(w io.Writer, logJSON bool, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if logJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 // parseLogFlags validates --log-format text|json and --log-level
 // debug|info|warn|error.
 func parseLogFlags(format, level string) (logJSON bool, l slog.Level, err error) {
@@ -601,6 +612,8 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	settingsFile := onceFlag(fs, "settings", "")
 	var slash listValue
 	fs.Var(&slash, "allow-slash-command", "")
+	logFormat := onceFlag(fs, "log-format", "text")
+	logLevel := onceFlag(fs, "log-level", "info")
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
@@ -609,6 +622,9 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 		return acpOptions{}, err
 	}
 	opts := acpOptions{Guard: cfg, Model: modelName.value}
+	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
+		return acpOptions{}, err
+	}
 	if _, opts.Settings, err = parseSettingsFile(settingsFile.value); err != nil {
 		return acpOptions{}, err
 	}
@@ -990,6 +1006,10 @@ Flags:
         model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs.
   --allow-slash-command NAME
         (repeatable) a slash command a managed child may run; set by serve.
+  --log-format text|json
+        the format of the log on stderr (default text).
+  --log-level debug|info|warn|error
+        the least severe log level written (default info).
   -h, --help
         print this text.
 

@@ -74,16 +74,12 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	if err != nil {
 		return &usageError{err}
 	}
-	logOpts := &slog.HandlerOptions{Level: opts.LogLevel}
-	var handler slog.Handler = slog.NewTextHandler(sys.stderr, logOpts)
-	if opts.LogJSON {
-		handler = slog.NewJSONHandler(sys.stderr, logOpts)
-	}
+	logger := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
 	p := &providerServer{
 		token:    sha256.Sum256([]byte(opts.Token)),
 		withArgs: opts.AuditArguments,
 		shadow:   opts.Shadow,
-		log:      slog.New(handler),
+		log:      logger,
 		metrics:  newProviderMetrics(opts.Shadow),
 	}
 	p.current.Store(pol)
@@ -133,7 +129,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		WriteTimeout:      providerWriteTimeout,
 		IdleTimeout:       providerIdleConnTimeout,
 		MaxHeaderBytes:    maxWireResponse,
-		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	unused := &providerUnusedConns{conns: map[net.Conn]struct{}{}}

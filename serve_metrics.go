@@ -97,14 +97,6 @@ func newServeObserver(log *slog.Logger) *serveObserver {
 	return &serveObserver{log: log, tools: map[toolSeries]int64{}}
 }
 
-// newServeLogger is serve's slog logger on stderr.
-func newServeLogger(opts serveOptions, sys *system) *slog.Logger {
-	hopts := &slog.HandlerOptions{Level: opts.LogLevel}
-	if opts.LogJSON {
-		return slog.New(slog.NewJSONHandler(sys.stderr, hopts))
-	}
-	return slog.New(slog.NewTextHandler(sys.stderr, hopts))
-}
 
 func (o *serveObserver) logger() *slog.Logger {
 	if o == nil {
