@@ -127,8 +127,8 @@ type acpOptions struct {
 	Guard              guardConfig
 	Model              string // modelScripted or modelOpenAI
 	OpenAI             openAIConfig
-	Settings           *settings // from --settings, or the defaults
-	AllowSlashCommands []string  // for a managed child: the slash commands serve opened
+	Settings           *settings  // from --settings, or the defaults
+	AllowSlashCommands []string   // for a managed child: the slash commands serve opened
 	LogJSON            bool       // --log-format json; text otherwise
 	LogLevel           slog.Level // --log-level
 }

@@ -97,7 +97,6 @@ func newServeObserver(log *slog.Logger) *serveObserver {
 	return &serveObserver{log: log, tools: map[toolSeries]int64{}}
 }
 
-
 func (o *serveObserver) logger() *slog.Logger {
 	if o == nil {
 		return slog.New(slog.DiscardHandler)
