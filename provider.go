@@ -116,28 +116,29 @@ func reasonUnsafe(s string) string {
 // spelled exactly as one of allowed and appear at most once; encoding/json
 // alone would accept "Allowed" for "allowed" and let a duplicate key win.
 func decodeWireObject(data []byte, allowed ...string) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := decodeStrict(data, &m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, errors.New("null instead of an object")
-	}
+	// One pass: the keys as written (for duplicates and letter case, which
+	// encoding/json would fold) and each value as raw bytes.
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil { // the opening brace, checked above
+	tok, err := dec.Token()
+	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]bool, len(m))
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		if tok == nil {
+			return nil, errors.New("null instead of an object")
+		}
+		return nil, fmt.Errorf("%v instead of an object", tok)
+	}
+	m := make(map[string]json.RawMessage, len(allowed))
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return nil, err
 		}
 		key, _ := tok.(string)
-		if seen[key] {
+		if _, dup := m[key]; dup {
 			return nil, fmt.Errorf("duplicate field %q", key)
 		}
-		seen[key] = true
 		known := false
 		for _, a := range allowed {
 			known = known || key == a
@@ -145,10 +146,17 @@ func decodeWireObject(data []byte, allowed ...string) (map[string]json.RawMessag
 		if !known {
 			return nil, fmt.Errorf("unknown field %q", key)
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
 			return nil, err
 		}
+		m[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("trailing data after the object")
 	}
 	return m, nil
 }
