@@ -315,7 +315,11 @@ type providerClient struct {
 
 // close drops the client's idle keep-alive connections to the provider; a
 // caller that is done with the client calls it so no connection outlives it.
-func (c *providerClient) close() { c.http.CloseIdleConnections() }
+func (c *providerClient) close() {
+	if c.http != nil { // a refused configuration never dialled
+		c.http.CloseIdleConnections()
+	}
+}
 
 // newProviderClient builds the pinned client for a validated required-mode
 // configuration. An endpoint that is not loopback HTTP(S) still yields a

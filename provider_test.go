@@ -138,7 +138,11 @@ func testProviderClient(t testing.TB, endpoint string, timeout time.Duration) *p
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: timeout, Token: providerTestToken})
+	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: timeout, Token: providerTestToken})
+	// Cleanups run last-registered first: the client's idle connections
+	// close before a server started earlier in the test shuts down.
+	t.Cleanup(c.close)
+	return c
 }
 
 var providerTestCall = prepareCall{
