@@ -517,6 +517,35 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 	}, nil
 }
 
+type demoOptions struct {
+	Keep bool // leave the stack running until interrupted
+}
+
+func parseDemoArgs(args []string, sys *system) (demoOptions, error) {
+	fs := newFlagSet("demo")
+	keep := fs.Bool("keep", false, "")
+	if err := parseFlags(fs, "demo", demoUsage, args, sys); err != nil {
+		return demoOptions{}, err
+	}
+	return demoOptions{Keep: *keep}, nil
+}
+
+const demoUsage = `Usage: acpguard demo [--keep]
+
+Runs the guarded path end to end in a temporary workspace: the reference
+provider with a built-in sample policy, serve in required mode, one session,
+and three scripted prompts: an allowed write, a shell command the policy
+denies, and a call made after the provider was stopped. Prints a transcript
+and cleans everything up.
+
+Flags:
+  --keep
+        leave the provider and serve running and print curl commands to
+        drive them by hand; stop with Ctrl-C.
+  -h, --help
+        print this text.
+`
+
 // newLogger is the slog logger every subcommand writes to stderr.
 func newLogger(w io.Writer, logJSON bool, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,22 +20,6 @@ import (
 	"strings"
 	"time"
 )
-
-const demoUsage = `Usage: acpguard demo [--keep]
-
-Runs the guarded path end to end in a temporary workspace: the reference
-provider with a built-in sample policy, serve in required mode, one session,
-and three scripted prompts: an allowed write, a shell command the policy
-denies, and a call made after the provider was stopped. Prints a transcript
-and cleans everything up.
-
-Flags:
-  --keep
-        leave the provider and serve running and print curl commands to
-        drive them by hand; stop with Ctrl-C.
-  -h, --help
-        print this text.
-`
 
 // The demo's limits: every step is bounded, so a broken stack fails the
 // demo instead of hanging it.
@@ -80,20 +63,10 @@ var demoSteps = []demoStep{
 }
 
 func runDemo(ctx context.Context, sys *system, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	keep := fs.Bool("keep", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(sys.stdout, demoUsage)
-			return errHelp
-		}
-		return usagef("demo: %v; run \"acpguard demo --help\"", err)
+	opts, err := parseDemoArgs(args, sys)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("demo: unexpected argument %q; run \"acpguard demo --help\"", fs.Arg(0))
-	}
-
 	tmp, err := os.MkdirTemp("", "acpguard-demo-")
 	if err != nil {
 		return fmt.Errorf("demo: create workspace: %w", err)
@@ -190,7 +163,7 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *keep {
+	if opts.Keep {
 		fmt.Fprintf(out, "The stack is running. Drive it by hand (the scripted model reads `call <tool> <json>` lines):\n\n")
 		fmt.Fprintf(out, "  curl -N %s/session/%s/events &\n", serveURL, sid)
 		fmt.Fprintf(out, "  curl -s -X POST %s/session/%s/prompt -H 'Content-Type: application/json' \\\n", serveURL, sid)
