@@ -1,11 +1,16 @@
 // provider_fuzz_test.go fuzzes every decoder of a provider's or an
-// operator's bytes: the two response decoders and the policy loader.
+// operator's bytes: the two response decoders, the object walk beneath
+// them and the policy loader.
 package main
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"slices"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -145,6 +150,64 @@ func FuzzProviderRequest(f *testing.F) {
 			}
 		default:
 			t.Fatalf("status %d for %q", w.Code, body)
+		}
+	})
+}
+
+// tokenWireObject is the json.Decoder token walk decodeWireObject replaced,
+// kept as the oracle it must agree with on every valid JSON input.
+func tokenWireObject(data []byte, allowed ...string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not an object")
+	}
+	m := make(map[string]json.RawMessage)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		if _, dup := m[key]; dup || !slices.Contains(allowed, key) {
+			return nil, errors.New("duplicate or unknown field")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		m[key] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("trailing data")
+	}
+	return m, nil
+}
+
+func FuzzWireObject(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"b":[1,{"c":"}"}],"\u0063":null}`, `{ "a" : "x\"y" , "b" : {} }`, `{"a":1,"a":2}`,
+		`{"A":1}`, `{}`, ` {"b":true} `, `[1]`, `"a"`, `null`, `{"a":"\\"}`, "{\"b\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodeWireObject(data, "a", "b", "c")
+		if !json.Valid(data) {
+			return // callers check validity first; reaching here without a panic is the test
+		}
+		want, werr := tokenWireObject(data, "a", "b", "c")
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: walk says %v, token walk says %v", data, err, werr)
+		}
+		if err == nil && !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("%q: walk found %q, token walk %q", data, got, want)
 		}
 	})
 }
