@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -1091,5 +1093,51 @@ func TestACPSessionCloseEndsItsProcesses(t *testing.T) {
 	}
 	if r := c.call(methodSessionPrompt, promptParams(sid, "hi", "")); r.Error == nil {
 		t.Errorf("prompt on a closed session succeeded")
+	}
+}
+
+// TestPollableStdin: a pipe or socket on stdin is read through the poller
+// (a read deadline works on it and interrupts a read with nothing to read),
+// a regular file is left alone, and a file already polled is kept as is.
+func TestPollableStdin(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// os.Pipe is already polled: kept as is.
+	if got := pollable(r); got != io.Reader(r) {
+		t.Fatalf("an already polled pipe was replaced by %v", got)
+	}
+	// A blocking pipe, as a child inherits it.
+	fds := make([]int, 2)
+	if err := syscall.Pipe(fds); err != nil {
+		t.Fatal(err)
+	}
+	br, bw := os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "peer")
+	defer bw.Close()
+	if br.SetReadDeadline(time.Time{}) == nil {
+		t.Fatal("the test pipe is already polled")
+	}
+	f, ok := pollable(br).(*os.File)
+	if !ok || f.SetReadDeadline(time.Now().Add(20*time.Millisecond)) != nil {
+		t.Fatalf("a blocking pipe is not read through the poller: %v", f)
+	}
+	if _, err := f.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on an empty polled pipe: %v, want a deadline error", err)
+	}
+	bw.Write([]byte("x\n"))
+	f.SetReadDeadline(time.Time{})
+	if b, err := bufio.NewReader(f).ReadString('\n'); b != "x\n" || err != nil {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	// A regular file: its flags may be shared, so it is left blocking.
+	reg, err := os.Create(filepath.Join(t.TempDir(), "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if got := pollable(reg); got != io.Reader(reg) {
+		t.Fatalf("a regular file was replaced by %v", got)
 	}
 }
