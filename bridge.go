@@ -1377,12 +1377,6 @@ func (ch *acpChannel) session(id string) *hostSession {
 	return s
 }
 
-type sessionUpdateParams struct {
-	SessionID string          `json:"sessionId"`
-	Update    json.RawMessage `json:"update"`
-	Meta      json.RawMessage `json:"_meta"`
-}
-
 type sessionUpdateEvent struct {
 	SessionID string          `json:"sessionId"`
 	Update    json.RawMessage `json:"update"`
@@ -1392,16 +1386,23 @@ func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
 	if method != "session/update" {
 		return
 	}
-	var p sessionUpdateParams
-	if decodeStrict(params, &p) != nil || len(p.Update) == 0 {
+	// The hottest decoder of the daemon: three updates per tool call. params
+	// is a member of a line rpcConn checked with json.Valid.
+	m, err := decodeWireObject(params, "sessionId", "update", "_meta")
+	if err != nil {
 		return
 	}
-	s := ch.session(p.SessionID)
+	sessionID, err := wireString(m, "sessionId")
+	update := m["update"]
+	if err != nil || len(update) == 0 || string(update) == "null" {
+		return
+	}
+	s := ch.session(sessionID)
 	if s == nil {
 		return
 	}
-	ch.d.obs.toolUpdate(p.Update)
-	s.events.publish(eventSessionUpdate, s.activePromptID(), sessionUpdateEvent{SessionID: p.SessionID, Update: p.Update})
+	ch.d.obs.toolUpdate(update)
+	s.events.publish(eventSessionUpdate, s.activePromptID(), sessionUpdateEvent{SessionID: sessionID, Update: update})
 }
 
 func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {

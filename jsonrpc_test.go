@@ -200,6 +200,10 @@ func TestRPCMalformedLines(t *testing.T) {
 		{"missing version", `{"id":"x","method":"m"}`, rpcInvalidRequest, `"x"`},
 		{"unknown field", `{"jsonrpc":"2.0","id":3,"method":"m","extra":1}`, rpcInvalidRequest, "3"},
 		{"unknown field bad id", `{"jsonrpc":"2.0","id":[1],"method":"m","extra":1}`, rpcInvalidRequest, "null"},
+		// encoding/json would match "Method" to method and let the last of two methods win.
+		{"member name in another case", `{"jsonrpc":"2.0","id":3,"Method":"m"}`, rpcInvalidRequest, "3"},
+		{"duplicate method", `{"jsonrpc":"2.0","id":8,"method":"session/cancel","method":"m"}`, rpcInvalidRequest, "8"},
+		{"escaped member name", `{"jsonrpc":"2.0","\u0069d":9,"method":"m","id":9}`, rpcInvalidRequest, "9"},
 		{"neither method nor result", `{"jsonrpc":"2.0","id":4}`, rpcInvalidRequest, "4"},
 		{"nothing at all", `{"jsonrpc":"2.0"}`, rpcInvalidRequest, "null"},
 		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"m"}`, rpcInvalidRequest, "null"},
