@@ -673,6 +673,13 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 				return
 			}
 			writeEvent(w, ev)
+			// What queued meanwhile goes out in the same flush: one write
+			// for a burst (a tool call is three updates) instead of one each.
+			// Only this goroutine receives, and a closed channel still
+			// yields what it buffered.
+			for range len(sub.ch) {
+				writeEvent(w, <-sub.ch)
+			}
 		}
 		flusher.Flush()
 	}
