@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -798,5 +799,33 @@ func TestServeHandshakeFailure(t *testing.T) {
 	})
 	if err == nil || exitCode(err) != exitRuntime || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), g.Token) {
 		t.Errorf("serveDaemon = %v, want a one-line runtime error without the token", err)
+	}
+}
+
+// TestChildSchedulerSlots: the ACP runtime serve starts runs on one
+// scheduler slot unless the operator set GOMAXPROCS (runACP says why).
+func TestChildSchedulerSlots(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set for the whole test run")
+	}
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"default", nil, "gomaxprocs=1"},
+		{"operator's choice", []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			td := startTestDaemon(t, serveOptions{Workspaces: []string{t.TempDir()}, LogLevel: slog.LevelDebug}, append(tt.env, quickRaceExit)...)
+			td.newSession(t, "")
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+"\n") {
+				if time.Now().After(deadline) {
+					t.Fatalf("no %q in the child's log:\n%s", tt.want, td.stderr.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -39,6 +39,17 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
 		benchGuardOverhead(b, g, nil)
 	})
+	// As operators run it: the reference provider in its own process, so
+	// each decision also wakes a third process.
+	b.Run("provider=reference-process", func(b *testing.B) {
+		pp := startProviderProcess(b)
+		u, err := url.Parse(pp.url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
+		benchGuardOverhead(b, g, nil)
+	})
 }
 
 // benchGuardOverhead runs the measurement against the provider g; prepares,

@@ -41,7 +41,7 @@ func (pp *providerProcess) stderrText() string {
 
 // startProviderProcess runs the provider on examples/policy.json with args
 // (listening on 127.0.0.1:0 unless args name --listen) until the test ends.
-func startProviderProcess(t *testing.T, args ...string) *providerProcess {
+func startProviderProcess(t testing.TB, args ...string) *providerProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	full := []string{"provider", "--policy", "examples/policy.json"}
