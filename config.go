@@ -1055,6 +1055,9 @@ Environment:
   QWEN_CODE_PRIVATE_ACP_CAPABILITY, QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
         set only by "acpguard serve" for the ACP children it manages; read and
         removed at start.
+  GOMAXPROCS
+        unset, the runtime runs on one scheduler slot: its work is short steps
+        between waits, and one slot answers a guard decision sooner.
 
 ` + scrubUsage
 
