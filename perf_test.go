@@ -7,12 +7,19 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -131,4 +138,101 @@ func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 		b.Fatalf("decision log holds %d decisions for %d guarded calls", len(provider), (b.N+1)*overheadCalls)
 	}
 	b.ReportMetric(pct(provider, 0.5), "p50-provider-us/call")
+}
+
+// envHopRelay turns the test binary into the relay of BenchmarkGuardHopFloor.
+const envHopRelay = "ACPGUARD_TEST_HOP_RELAY"
+
+func init() {
+	if os.Getenv(envHopRelay) == "1" {
+		os.Exit(runHopRelay())
+	}
+}
+
+// runHopRelay is serve's part of a guarded call with nothing else: for each
+// line on stdin, in a goroutine of its own, one POST to an in-process
+// provider that always allows, then one line back.
+func runHopRelay() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 1
+	}
+	allow := []byte(`{"protocolVersion":1,"requestId":"r","allowed":true}`)
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", wireContentType)
+		w.Write(allow)
+	}))
+	client := &http.Client{Transport: &http.Transport{}}
+	endpoint := "http://" + ln.Addr().String() + wirePathPrepare
+	var out sync.Mutex
+	in := bufio.NewReader(pollable(os.Stdin))
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return 0
+		}
+		go func() {
+			resp, err := client.Post(endpoint, wireContentType, bytes.NewReader(line))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			out.Lock()
+			defer out.Unlock()
+			os.Stdout.Write([]byte(`{"allowed":true}` + "\n"))
+		}()
+	}
+}
+
+// BenchmarkGuardHopFloor times what a guarded call costs with no work at
+// all: one line over a pipe to a second process, one loopback HTTP round
+// trip there, one line back, with the requester on one scheduler slot as
+// the ACP runtime is. No change to acpguard's own code can make the guard
+// add less than this on the same machine.
+//
+//	go test -run '^$' -bench BenchmarkGuardHopFloor -benchtime 20000x .
+func BenchmarkGuardHopFloor(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envHopRelay+"=1")
+	to, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	from, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer to.Close()
+	answers := bufio.NewReader(from)
+	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"` + methodGuardPrepare + `","params":{"toolName":"read_file","arguments":{"file_path":"small.txt"}}}` + "\n")
+	hop := func() time.Duration {
+		start := time.Now()
+		if _, err := to.Write(line); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := answers.ReadBytes('\n'); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	hop() // the first dial
+	took := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		took = append(took, hop())
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "p50-us/call")
+	b.ReportMetric(float64(took[min(len(took)-1, len(took)*99/100)].Nanoseconds())/1e3, "p99-us/call")
 }
