@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -116,7 +117,19 @@ type session struct {
 	cancel  context.CancelFunc // of the running prompt, nil when idle
 	history []message
 	always  map[string]bool // calls the user allowed for the whole session
+	// Prompts are numbered as they are read; a session/cancel cancels the
+	// running prompt and every prompt read before it, even one whose
+	// handler has not started yet.
+	promptsRead   int64
+	cancelledUpTo int64
 }
+
+// promptSeqKey carries a prompt's number (session.promptsRead) in its context.
+type promptSeqKey struct{}
+
+// cancelledLocked reports whether a session/cancel read after the prompt
+// numbered seq has cancelled it. s.mu is held.
+func (s *session) cancelledLocked(seq int64) bool { return seq != 0 && seq <= s.cancelledUpTo }
 
 func runACP(ctx context.Context, sys *system, args []string) error {
 	opts, err := parseACPArgs(args, sys)
@@ -178,6 +191,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		MaxLine:   acpMaxLine,
 		OnRequest: a.handleRequest,
 		OnNotify:  a.handleNotify,
+		OnAdmit:   a.admit,
 	})
 	a.log.Debug("acp runtime ready", "managed", a.managedCapability != "", "gomaxprocs", runtime.GOMAXPROCS(0))
 	err = a.conn.serve(ctx)
@@ -260,11 +274,34 @@ func (a *agent) handleNotify(method string, params json.RawMessage) {
 	}
 	if s := a.session(p.SessionID); s != nil {
 		s.mu.Lock()
+		s.cancelledUpTo = s.promptsRead
 		if s.cancel != nil {
 			s.cancel()
 		}
 		s.mu.Unlock()
 	}
+}
+
+// admit numbers each session/prompt as it is read (see session.promptsRead).
+func (a *agent) admit(ctx context.Context, method string, params json.RawMessage) context.Context {
+	if method != methodSessionPrompt {
+		return ctx
+	}
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	// Loose on purpose: the handler decodes strictly and refuses bad params.
+	if json.Unmarshal(params, &p) != nil {
+		return ctx
+	}
+	s := a.session(p.SessionID)
+	if s == nil {
+		return ctx
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.promptsRead++
+	return context.WithValue(ctx, promptSeqKey{}, s.promptsRead)
 }
 
 func (a *agent) session(id string) *session {
@@ -459,8 +496,22 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 			text.WriteString("\n")
 		}
 	}
+	// MCP failures are shown on the session's first prompt, whatever it is.
+	for _, n := range s.mcp.takeNotices() {
+		a.update(s.id, map[string]any{
+			"sessionUpdate": "agent_message_chunk",
+			"content":       map[string]string{"type": "text", "text": n + "\n"},
+		})
+	}
+	seq, _ := ctx.Value(promptSeqKey{}).(int64)
 	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
 	if strings.HasPrefix(text.String(), "/") {
+		s.mu.Lock()
+		cancelled := s.cancelledLocked(seq)
+		s.mu.Unlock()
+		if cancelled {
+			return map[string]string{"stopReason": stopCancelled}, nil
+		}
 		a.slashCommand(s, text.String())
 		return map[string]string{"stopReason": stopEndTurn}, nil
 	}
@@ -471,6 +522,11 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if s.cancel != nil {
 		s.mu.Unlock()
 		return nil, &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf("session/prompt: session %q already has a prompt running", s.id)}
+	}
+	if s.cancelledLocked(seq) {
+		// The cancel was read before this handler got here.
+		s.mu.Unlock()
+		return map[string]string{"stopReason": stopCancelled}, nil
 	}
 	s.cancel = cancel
 	s.history = append(s.history, message{Role: roleUser, Text: text.String()})
@@ -492,12 +548,6 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Observer:   nil, // set per call
 		Policy:     nil, // set per call: the mode may change between calls
 		Extra:      s.mcp.extra(),
-	}
-	for _, n := range s.mcp.takeNotices() {
-		a.update(s.id, map[string]any{
-			"sessionUpdate": "agent_message_chunk",
-			"content":       map[string]string{"type": "text", "text": n + "\n"},
-		})
 	}
 	stop, err := a.runTurn(ctx, s, env)
 	if err != nil {
@@ -632,7 +682,8 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			obs := &callObserver{a: a, sessionID: s.id}
 			if ctx.Err() != nil {
 				// The prompt was cancelled: the rest of the turn's calls are
-				// reported, never run.
+				// reported, never run, under their canonical names.
+				call.Name = canonicalToolName(call.Name)
 				obs.toolPending(call, call.Name, "other", nil)
 				res = toolResult{Status: statusCancelled, Output: "Tool call cancelled"}
 			} else {
@@ -718,9 +769,9 @@ func (o *callObserver) finish(call toolCall, res toolResult) {
 			raw = map[string]string{"output": res.Output}
 		}
 	case statusCancelled:
-		raw = map[string]string{"status": statusCancelled, "message": res.Output}
+		raw = withOutcome(raw, "status", statusCancelled, res.Output)
 	default:
-		raw = map[string]string{"errorType": res.ErrorType, "message": res.Output}
+		raw = withOutcome(raw, "errorType", res.ErrorType, res.Output)
 	}
 	o.a.update(o.sessionID, map[string]any{
 		"sessionUpdate": "tool_call_update",
@@ -733,6 +784,18 @@ func (o *callObserver) finish(call toolCall, res toolResult) {
 		"rawOutput": raw,
 		"_meta":     map[string]string{"toolName": o.name(call)},
 	})
+}
+
+// withOutcome is the rawOutput of a call that did not complete: key and
+// message, beside what the executor reported (a shell's exit code, an MCP
+// server's content).
+func withOutcome(raw any, key, value, message string) map[string]any {
+	out := map[string]any{}
+	if m, ok := raw.(map[string]any); ok {
+		maps.Copy(out, m)
+	}
+	out[key], out["message"] = value, message
+	return out
 }
 
 // rawInputOf shows arguments that could not be normalized: the object if
@@ -848,8 +911,20 @@ const (
 	slashTools = "tools"
 )
 
+// slashCommands are the commands and what /help says of each, in its order.
+var slashCommands = []struct{ name, what string }{
+	{slashHelp, "this text"},
+	{slashTools, "the tools the model may call"},
+}
+
+// slashOpen reports whether the command name may run here: a managed child
+// runs only the commands serve opened, and settings may disable any.
+func (a *agent) slashOpen(name string) bool {
+	return (a.managedCapability == "" || slices.Contains(a.allowSlash, name)) && !a.settings.slashCommandDisabled(name)
+}
+
 // slashCommand answers a slash command with one agent message. A managed
-// child runs only the commands serve opened, and never /fork.
+// child never runs /fork.
 func (a *agent) slashCommand(s *session, text string) {
 	name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(text), "/"), " ")
 	var reply string
@@ -859,11 +934,17 @@ func (a *agent) slashCommand(s *session, text string) {
 	case a.settings.slashCommandDisabled(name):
 		reply = fmt.Sprintf("The slash command /%s is disabled by settings (slashCommands.disabled).", name)
 	case name == slashHelp:
-		reply = "Slash commands: /help (this text), /tools (the tools the model may call).\n" +
+		var open []string
+		for _, c := range slashCommands {
+			if a.slashOpen(c.name) {
+				open = append(open, fmt.Sprintf("/%s (%s)", c.name, c.what))
+			}
+		}
+		reply = "Slash commands: " + strings.Join(open, ", ") + ".\n" +
 			"Scripted model: each line `call <tool_name> <json-object>` proposes one tool call."
 	case name == slashTools:
 		var names []string
-		for _, t := range a.offeredTools(&toolEnv{}) {
+		for _, t := range a.offeredTools(&toolEnv{Extra: s.mcp.extra()}) {
 			names = append(names, t.Name)
 		}
 		reply = "Tools: " + strings.Join(names, ", ")

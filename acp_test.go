@@ -1008,8 +1008,8 @@ func TestACPSlashCommands(t *testing.T) {
 	c.prompt(sid, "/help", "")
 	c.prompt(sid, "/tools", "")
 	text := agentText(c.sessionUpdates(sid))
-	if !strings.Contains(text, "Slash commands: /help") || !strings.Contains(text, "/tools is disabled by settings") {
-		t.Errorf("agent text = %q", text)
+	if !strings.Contains(text, "Slash commands: /help (this text).\n") || !strings.Contains(text, "/tools is disabled by settings") {
+		t.Errorf("agent text = %q (/help must not offer the disabled /tools)", text)
 	}
 
 	m := startManagedWith(t, nil, "--allow-slash-command", "help")
@@ -1139,5 +1139,89 @@ func TestPollableStdin(t *testing.T) {
 	defer reg.Close()
 	if got := pollable(reg); got != io.Reader(reg) {
 		t.Fatalf("a regular file was replaced by %v", got)
+	}
+}
+
+// TestACPCancelReadWithPrompt: a session/cancel written together with its
+// session/prompt, before the prompt's handler can have started, still
+// cancels it: no guard request, no tool.
+func TestACPCancelReadWithPrompt(t *testing.T) {
+	var log prepareLog
+	c := startManaged(t, &log, allow)
+	dir := t.TempDir()
+	sid := c.newYoloSession(dir)
+	for i := range 10 {
+		c.mu.Lock()
+		c.nextID++
+		id := c.nextID
+		ch := make(chan acpResponse, 1)
+		c.pending[fmt.Sprint(id)] = ch
+		c.mu.Unlock()
+		prompt, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": methodSessionPrompt,
+			"params": promptParams(sid, fmt.Sprintf(`call write_file {"file_path":"ran%d.txt","content":"x"}`, i), fmt.Sprintf("p%d", i))})
+		cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+		c.writeLine(string(prompt) + "\n" + string(cancel))
+		select {
+		case r := <-ch:
+			if r.Error != nil || !strings.Contains(string(r.Result), stopCancelled) {
+				t.Fatalf("prompt %d answered %s %+v, want cancelled", i, r.Result, r.Error)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no answer to prompt %d", i)
+		}
+		if fileExists(filepath.Join(dir, fmt.Sprintf("ran%d.txt", i))) {
+			t.Fatalf("prompt %d wrote its file after the cancel", i)
+		}
+	}
+	if n := len(log.all()); n != 0 {
+		t.Errorf("guard requests = %d, want 0", n)
+	}
+	// A cancel applies to prompts read before it, never to a later one.
+	if got := c.prompt(sid, `call write_file {"file_path":"later.txt","content":"x"}`, "p-later"); got != stopEndTurn {
+		t.Errorf("a prompt after the cancels ended %q", got)
+	}
+	if !fileExists(filepath.Join(dir, "later.txt")) {
+		t.Error("the prompt after the cancels did not run its call")
+	}
+}
+
+// TestACPToolOutcomeDetails: a failed shell command keeps its exit code in
+// rawOutput beside the error type, and a call skipped by a cancel is
+// reported under its canonical name, never the model's alias.
+func TestACPToolOutcomeDetails(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newYoloSession(dir)
+	c.prompt(sid, `call run_shell_command {"command":"echo out; exit 3"}`, "")
+	var failed *toolUpdate
+	for _, u := range c.sessionUpdates(sid) {
+		if u.SessionUpdate == "tool_call_update" && u.Status == "failed" {
+			failed = &u
+		}
+	}
+	if failed == nil || failed.RawOutput["exitCode"] != float64(3) || failed.RawOutput["errorType"] != errTypeExecutionFailed ||
+		!strings.Contains(fmt.Sprint(failed.RawOutput["message"]), "[exit code 3]") {
+		t.Fatalf("failed shell call rawOutput = %+v", failed)
+	}
+
+	sid = c.newYoloSession(dir)
+	resp := c.start(methodSessionPrompt, promptParams(sid, "call run_shell_command {\"command\":\"touch started; sleep 30\"}\ncall replace {\"file_path\":\"a.txt\",\"old_string\":\"a\",\"new_string\":\"b\"}", ""))
+	deadline := time.Now().Add(20 * time.Second)
+	for !fileExists(filepath.Join(dir, "started")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	if r := <-resp; !strings.Contains(string(r.Result), stopCancelled) {
+		t.Fatalf("prompt answer = %s %+v", r.Result, r.Error)
+	}
+	var names []any
+	for _, u := range c.sessionUpdates(sid) {
+		if u.Meta != nil {
+			names = append(names, u.Meta["toolName"])
+		}
+	}
+	if want := []any{"run_shell_command", "run_shell_command", "run_shell_command", "edit", "edit"}; fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Errorf("toolName of every update = %v, want %v", names, want)
 	}
 }

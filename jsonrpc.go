@@ -13,13 +13,14 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
 
 // decodeStrict decodes exactly one JSON value from data into v, rejecting
-// unknown fields and trailing data. Every decoder of another process's bytes
-// goes through it.
+// unknown fields, a member name given twice in one object, and trailing
+// data. Every decoder of another process's bytes goes through it.
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -28,6 +29,89 @@ func decodeStrict(data []byte, v any) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("trailing data after JSON value")
+	}
+	return duplicateMember(data)
+}
+
+// duplicateMember reports the first member name given twice in one object,
+// at any depth of data, which must be valid JSON. encoding/json lets the
+// last one win: a policy rule could say deny, then allow.
+func duplicateMember(data []byte) error {
+	w := wireWalk{data: data}
+	return w.noDuplicates()
+}
+
+// duplicateError names a member given twice and where: "rules[0]".
+type duplicateError struct {
+	key string
+	at  string // built on the way out, so a clean walk builds nothing
+}
+
+func (e *duplicateError) Error() string {
+	if e.at == "" {
+		return fmt.Sprintf("duplicate field %q", e.key)
+	}
+	return fmt.Sprintf("duplicate field %q in %s", e.key, strings.TrimPrefix(e.at, "."))
+}
+
+// within prefixes the path of a duplicate found inside the value at seg.
+func within(err error, seg string) error {
+	if d, ok := err.(*duplicateError); ok {
+		d.at = seg + d.at
+	}
+	return err
+}
+
+// noDuplicates walks one value. Any input ends the walk: each step either
+// moves forward or returns.
+func (w *wireWalk) noDuplicates() error {
+	w.space()
+	if w.i >= len(w.data) {
+		return errors.New("unexpected end of JSON")
+	}
+	switch w.data[w.i] {
+	case '{':
+		w.i++
+		seen := map[string]bool{}
+		for w.space(); !w.eat('}'); w.space() {
+			if len(seen) > 0 && !w.eat(',') {
+				return errors.New("malformed object")
+			}
+			w.space()
+			key, err := w.key()
+			if err != nil {
+				return err
+			}
+			if seen[key] {
+				return &duplicateError{key: key}
+			}
+			seen[key] = true
+			w.space()
+			if !w.eat(':') {
+				return errors.New("malformed object")
+			}
+			if err := w.noDuplicates(); err != nil {
+				return within(err, "."+key)
+			}
+		}
+	case '[':
+		w.i++
+		for n := 0; ; n++ {
+			w.space()
+			if w.eat(']') {
+				break
+			}
+			if n > 0 && !w.eat(',') {
+				return errors.New("malformed array")
+			}
+			if err := w.noDuplicates(); err != nil {
+				return within(err, "["+strconv.Itoa(n)+"]")
+			}
+		}
+	default:
+		if len(w.value()) == 0 {
+			return errors.New("malformed value")
+		}
 	}
 	return nil
 }
@@ -232,6 +316,11 @@ type rpcConfig struct {
 	OnRequest func(ctx context.Context, method string, params json.RawMessage) (any, error)
 	// OnNotify handles one notification, in read order, on the read goroutine.
 	OnNotify func(method string, params json.RawMessage)
+	// OnAdmit, when set, sees each request in read order on the read
+	// goroutine before its handler starts, and returns the handler's
+	// context: a notification read after the request then finds what
+	// OnAdmit recorded, however late the handler's goroutine runs.
+	OnAdmit func(ctx context.Context, method string, params json.RawMessage) context.Context
 }
 
 // rpcConn is one line-delimited JSON-RPC 2.0 peer. serve runs at most once;
@@ -589,6 +678,9 @@ func (c *rpcConn) request(ctx context.Context, id json.RawMessage, method string
 	hctx, cancel := context.WithCancel(ctx)
 	c.inflight[key] = cancel
 	c.mu.Unlock()
+	if c.cfg.OnAdmit != nil {
+		hctx = c.cfg.OnAdmit(hctx, method, params)
+	}
 
 	c.handlers.Go(func() {
 		defer cancel()

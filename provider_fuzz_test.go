@@ -211,3 +211,61 @@ func FuzzWireObject(f *testing.F) {
 		}
 	})
 }
+
+// tokenDuplicate is a json.Decoder token walk that finds a member name given
+// twice in one object: the oracle of FuzzDuplicateMember.
+func tokenDuplicate(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			key, _ := k.(string)
+			if seen[key] {
+				return true, nil
+			}
+			seen[key] = true
+			if dup, err := tokenDuplicate(dec); dup || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token()
+	case json.Delim('['):
+		for dec.More() {
+			if dup, err := tokenDuplicate(dec); dup || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token()
+	}
+	return false, err
+}
+
+func FuzzDuplicateMember(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"x":1},{"x":1}]`, `{"a":[{"c":1,"\u0063":2}]}`,
+		`{"rules":[{"decision":"deny","decision":"allow"}]}`, `{"a":"}","b":"{\"a\":1,\"a\":2}"}`, `"s"`, `[]`, `1`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := duplicateMember(data)
+		if !json.Valid(data) {
+			return // decodeStrict calls it after a successful decode only; no panic or hang is the test
+		}
+		want, werr := tokenDuplicate(json.NewDecoder(bytes.NewReader(data)))
+		if werr != nil {
+			t.Fatalf("%q: oracle failed on valid JSON: %v", data, werr)
+		}
+		if (err != nil) != want {
+			t.Fatalf("%q: walk says %v, token walk says duplicate=%v", data, err, want)
+		}
+	})
+}

@@ -617,9 +617,10 @@ func (p *providerServer) reload(file string) {
 // (non-blank, at most 500 UTF-16 code units, no control characters). A
 // denial without a reason shows the client's generic text.
 type providerPolicyFile struct {
-	Rules         []providerPolicyFileRule `json:"rules"`
-	Default       string                   `json:"default"`
-	DefaultReason string                   `json:"defaultReason"`
+	// Each rule is decoded on its own, so that an error names its index.
+	Rules         []json.RawMessage `json:"rules"`
+	Default       string            `json:"default"`
+	DefaultReason string            `json:"defaultReason"`
 }
 
 type providerPolicyFileRule struct {
@@ -698,7 +699,11 @@ func parseProviderPolicy(data []byte) (*providerPolicy, error) {
 	if err := checkProviderReason(pf.DefaultReason, pol.defaultAllow); err != nil {
 		return nil, fmt.Errorf("defaultReason: %w", err)
 	}
-	for i, fr := range pf.Rules {
+	for i, raw := range pf.Rules {
+		var fr providerPolicyFileRule
+		if err := decodeStrict(raw, &fr); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i, err)
+		}
 		r, err := compileProviderRule(fr)
 		if err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i, err)

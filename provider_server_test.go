@@ -392,7 +392,12 @@ func TestParsePolicy(t *testing.T) {
 		{"minimal", `{}`, ""},
 		{"full", `{"rules":[{"tool":"mcp__*","match":{"/a/0":"^x$","/b~1c":"y"},"decision":"deny","reason":"No"}],"default":"allow"}`, ""},
 		{"unknown top field", `{"rule":[]}`, `json: unknown field "rule"`},
-		{"unknown rule field", `{"rules":[{"tool":"x","decision":"allow","why":"x"}]}`, `json: unknown field "why"`},
+		{"unknown rule field", `{"rules":[{"tool":"x","decision":"allow"},{"tool":"x","decision":"allow","why":"x"}]}`, `rule 1: json: unknown field "why"`},
+		{"rule field of another type", `{"rules":[{"tool":5,"decision":"allow"}]}`, `rule 0: json: cannot unmarshal number`},
+		// encoding/json alone lets the last of two members win.
+		{"decision given twice", `{"rules":[{"tool":"read_file","decision":"deny"},{"tool":"read_file","decision":"deny","decision":"allow"}]}`, `duplicate field "decision" in rules[1]`},
+		{"rules given twice", `{"rules":[{"tool":"x","decision":"deny"}],"rules":[]}`, `duplicate field "rules"`},
+		{"rule not an object", `{"rules":["read_file"]}`, `rule 0: json: cannot unmarshal string`},
 		{"trailing data", `{} {}`, "trailing data"},
 		{"not json", `rules:`, "invalid character"},
 		{"bad default", `{"default":"maybe"}`, `default "maybe": want "allow" or "deny"`},
