@@ -1200,9 +1200,14 @@ type hookOutputJSON struct {
 }
 
 type hookPreToolUse struct {
+	// Optional, as Qwen Code reads it; another event's name is refused.
 	HookEventName            string `json:"hookEventName"`
 	PermissionDecision       string `json:"permissionDecision"`
 	PermissionDecisionReason string `json:"permissionDecisionReason"`
+	// Context for the model, which Qwen Code's PreToolUse also accepts;
+	// it is read and not used. Any other key (updatedInput, say) asks for
+	// something this runtime does not do, and blocks.
+	AdditionalContext string `json:"additionalContext"`
 }
 
 // parseHookOutput reads the stdout of a hook that exited 0. Empty output is
@@ -1231,7 +1236,7 @@ func parseHookOutput(stdout []byte) (hookDecision, string, error) {
 		return "", "", fmt.Errorf("unknown decision %q", o.Decision)
 	}
 	if s := o.HookSpecificOutput; s != nil {
-		if s.HookEventName != hookEventPreToolUse {
+		if s.HookEventName != "" && s.HookEventName != hookEventPreToolUse {
 			return "", "", fmt.Errorf("hookEventName %q is not %q", s.HookEventName, hookEventPreToolUse)
 		}
 		switch s.PermissionDecision {
