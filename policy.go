@@ -102,7 +102,32 @@ func ruleToolNames(name string) ([]string, bool) {
 	case "ListFiles", "ListFilesTool", "ReadFolder", "list_directory":
 		return []string{"list_directory"}, true
 	}
+	if canonical, ok := qwenOnlyTools[name]; ok {
+		return []string{canonical}, true
+	}
 	return nil, false
+}
+
+// qwenOnlyTools are Qwen Code's tools that this runtime does not have, by
+// rule name and tool name (packages/core/src/tools/tool-names.ts, with its
+// legacy names). A copied rule or tools.disabled entry that names one is
+// accepted and can match nothing; any other unknown name is still refused,
+// so that a typo in a deny rule cannot go unnoticed.
+var qwenOnlyTools = map[string]string{
+	"TaskCreate": "task_create", "task_create": "task_create",
+	"TaskGet": "task_get", "task_get": "task_get",
+	"TaskList": "task_list", "task_list": "task_list", "TodoWrite": "task_list", "todo_write": "task_list",
+	"TaskUpdate": "task_update", "task_update": "task_update",
+	"TaskStop": "task_stop", "task_stop": "task_stop",
+	"TaskOutput": "task_output", "task_output": "task_output",
+	"SaveMemory": "save_memory", "save_memory": "save_memory",
+	"Agent": "agent", "agent": "agent", "Task": "agent", "task": "agent",
+	"Skill": "skill", "skill": "skill",
+	"ExitPlanMode": "exit_plan_mode", "exit_plan_mode": "exit_plan_mode",
+	"WebFetch": "web_fetch", "web_fetch": "web_fetch",
+	"WebSearch": "web_search", "web_search": "web_search",
+	"Lsp": "lsp", "lsp": "lsp",
+	"AskUserQuestion": "ask_user_question", "ask_user_question": "ask_user_question",
 }
 
 // permRule is one parsed rule.
@@ -179,7 +204,9 @@ func parsePermRule(raw string) (permRule, error) {
 		return permRule{}, fmt.Errorf("rule %q: unknown tool %q", s, name)
 	}
 	rule.tools = tools
-	if !hasSpec {
+	if _, foreign := qwenOnlyTools[name]; !hasSpec || foreign {
+		// A foreign tool's specifier (WebFetch(domain:...)) is Qwen Code's
+		// to read; the rule matches nothing here either way.
 		return rule, nil
 	}
 	var err error

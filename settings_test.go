@@ -114,7 +114,7 @@ func TestLoadSettingsErrors(t *testing.T) {
 		{"{\"model\":{\"name\":\"\xff\"}}", `not valid UTF-8`},
 		{`{"tools":{"approvalMode":"fast"}}`, `key "tools.approvalMode": unknown approval mode "fast" (want plan, default, auto-edit or yolo)`},
 		{`{"tools":{"approvalMode":""}}`, `key "tools.approvalMode": unknown approval mode "" (want plan, default, auto-edit or yolo)`},
-		{`{"tools":{"disabled":["Bsh"]}}`, `key "tools.disabled[0]": unknown tool "Bsh"`},
+		{`{"tools":{"disabled":["web_fetch","Bsh"]}}`, `key "tools.disabled[1]": unknown tool "Bsh"`},
 		{`{"permissions":{"ask":["Bash(git push"]}}`, `key "permissions.ask[0]": rule "Bash(git push": missing ")" at the end`},
 		{`{"permissions":{"allow":["Bash","Reed(./x)"]}}`, `key "permissions.allow[1]": rule "Reed(./x)": unknown tool "Reed"`},
 		{`{"hooks":{"PreToolUse":[{"matcher":"(","hooks":[{"type":"command","command":"x"}]}]}}`, `key "hooks.PreToolUse[0].matcher": matcher "(": error parsing regexp: missing closing ): ` + "`(`"},
