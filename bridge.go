@@ -364,6 +364,16 @@ func (d *daemon) routes() http.Handler {
 			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("No route for %q", r.URL.Path))
 			return
 		}
+		if r.Body != http.NoBody {
+			// "Host request bodies at most 1 MiB (413)", on every route and
+			// before any lookup: a cancel or an unknown session included.
+			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
+			if err != nil {
+				d.bodyReadFailed(w, r, err)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(data))
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -441,16 +451,20 @@ func writeHostJSON(w http.ResponseWriter, status int, v any) {
 
 // readHostBody decodes a bounded, strict JSON body into v. An empty body is
 // allowed only when emptyOK. It writes the error response itself.
+// bodyReadFailed answers a request whose body could not be read whole.
+func (d *daemon) bodyReadFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+		d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
+		writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+		return
+	}
+	writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+}
+
 func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
-			writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
-			return false
-		}
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+		d.bodyReadFailed(w, r, err)
 		return false
 	}
 	if len(bytes.TrimSpace(data)) == 0 && emptyOK {

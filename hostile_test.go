@@ -61,6 +61,8 @@ func TestHostileHostRequests(t *testing.T) {
 		{"array body", "POST", "/session", `[{"cwd":"/"}]`, nil, 400, codeBadRequest},
 		{"truncated body", "POST", "/session", `{"cwd":"`, nil, 400, codeBadRequest},
 		{"oversized body", "POST", "/session", `{"cwd":"` + strings.Repeat("a", maxHostBody) + `"}`, nil, 413, codeTooLarge},
+		// The size is checked before the session is looked up.
+		{"oversized body, unknown session", "POST", "/session/nope/prompt", `{"prompt":"` + strings.Repeat("a", maxHostBody) + `"}`, nil, 413, codeTooLarge},
 		{"unknown route", "POST", "/sessions", `{}`, nil, 404, codeNotFound},
 		{"provider route on the daemon", "POST", "/v1/prepare", `{}`, nil, 404, codeNotFound},
 		{"deep unknown route", "POST", "/session/x/prompt/y", pwnedPrompt(`{"prompt":[`, `]}`), nil, 404, codeNotFound},
@@ -91,6 +93,7 @@ func TestHostileHostRequests(t *testing.T) {
 		{"block type number", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":7},`, `]}`), nil, 400, codeBadRequest},
 		{"unknown top-level field", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"promptId":"mine","prompt":[`, `]}`), nil, 400, codeBadRequest},
 		{"huge prompt array", "POST", "/session/" + id + "/prompt", `{"prompt":[` + huge + `{"type":"text","text":"x"}]}`, nil, 413, codeTooLarge},
+		{"oversized cancel body", "POST", "/session/" + id + "/cancel", strings.Repeat(" ", maxHostBody+1), nil, 413, codeTooLarge},
 		{"trailing garbage", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[`, `]}x`), nil, 400, codeBadRequest},
 		{"slash command", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text","text":"/fork"}]}`, nil, 400, codeSlashRejected},
 		{"wrong method on prompt", "GET", "/session/" + id + "/prompt", "", nil, 405, codeMethodNotAllowed},
