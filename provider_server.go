@@ -59,6 +59,17 @@ const auditFailedReason = "Denied: the policy provider could not record this dec
 // log level: "Loud at startup and in every audit line."
 const providerShadowWarning = "acpguard provider: WARNING: shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged\n"
 
+// providerAnnounce writes a startup line whatever the log level: the text
+// line, or with --log-format json one JSON record, so that every line of a
+// JSON log parses.
+func providerAnnounce(w io.Writer, logJSON bool, level slog.Level, text, msg string, args ...any) {
+	if !logJSON {
+		io.WriteString(w, text)
+		return
+	}
+	slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).Log(context.Background(), level, msg, args...)
+}
+
 // serveProvider runs the reference provider until ctx ends. It validates
 // everything before it listens, prints the URL it listens on to stderr, then
 // calls ready (when not nil) with the bound address.
@@ -115,9 +126,11 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	}
 	addr := ln.Addr().String()
 	if opts.Shadow {
-		fmt.Fprint(sys.stderr, providerShadowWarning)
+		providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelWarn, providerShadowWarning,
+			"shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged", "shadow", true)
 	}
-	fmt.Fprintf(sys.stderr, "acpguard provider: listening on %s://%s\n", scheme, addr)
+	url := scheme + "://" + addr
+	providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelInfo, "acpguard provider: listening on "+url+"\n", "listening", "url", url)
 	if ready != nil {
 		ready(addr)
 	}

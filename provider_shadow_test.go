@@ -103,11 +103,8 @@ func TestProviderLogFormatAndLevel(t *testing.T) {
 			wrong := testProviderClient(t, p.url, 5*time.Second)
 			wrong.token = "wrong-token"
 			wrong.prepare(context.Background(), providerShadowDeniedCall)
-			var sawDecision, sawHandshake bool
+			var sawDecision, sawHandshake, sawListening bool
 			for line := range strings.Lines(p.stderr.String()) {
-				if strings.HasPrefix(line, "acpguard provider: listening on ") {
-					continue
-				}
 				var rec map[string]any
 				if err := json.Unmarshal([]byte(line), &rec); err != nil {
 					t.Errorf("log line %q is not JSON: %v", line, err)
@@ -118,6 +115,10 @@ func TestProviderLogFormatAndLevel(t *testing.T) {
 				}
 				sawDecision = sawDecision || (rec["msg"] == "decision" && rec["decision"] == "deny" && rec["rule"] == 8.0 && rec["toolCallId"] == "call-1")
 				sawHandshake = sawHandshake || rec["msg"] == "handshake"
+				sawListening = sawListening || (rec["msg"] == "listening" && rec["url"] == p.url)
+			}
+			if !sawListening {
+				t.Errorf("no listening record, whatever the level: %q", p.stderr.String())
 			}
 			log := p.stderr.String()
 			if sawDecision != tt.decision {
