@@ -540,8 +540,9 @@ and cleans everything up.
 
 Flags:
   --keep
-        leave the provider and serve running and print curl commands to
-        drive them by hand; stop with Ctrl-C.
+        after the transcript, start the provider again, leave it and serve
+        running and print curl commands to drive them by hand; stop with
+        Ctrl-C.
   -h, --help
         print this text.
 `

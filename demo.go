@@ -98,23 +98,40 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	defer cancel()
 	quiet := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: io.Discard}
 
-	// The provider, in this process, stoppable on its own for step 3.
-	provCtx, stopProvider := context.WithCancel(ctx)
-	defer stopProvider()
-	provAddr := make(chan string, 1)
-	provDone := make(chan error, 1)
-	go func() {
-		provDone <- serveProvider(provCtx, quiet, providerOptions{
-			Listen: "127.0.0.1:0", PolicyFile: filepath.Join(tmp, "policy.json"), Token: token,
-		}, func(addr string) { provAddr <- addr })
-	}()
-	var providerURL string
-	select {
-	case addr := <-provAddr:
-		providerURL = "http://" + addr
-	case err := <-provDone:
-		return fmt.Errorf("demo: start provider: %w", err)
+	// The provider, in this process, stoppable on its own for step 3 and
+	// started again on the same address for --keep.
+	startProvider := func(listen string) (addr string, stop func() error, err error) {
+		provCtx, cancel := context.WithCancel(ctx)
+		provAddr := make(chan string, 1)
+		provDone := make(chan error, 1)
+		go func() {
+			provDone <- serveProvider(provCtx, quiet, providerOptions{
+				Listen: listen, PolicyFile: filepath.Join(tmp, "policy.json"), Token: token,
+			}, func(addr string) { provAddr <- addr })
+		}()
+		stop = func() error {
+			cancel()
+			return <-provDone
+		}
+		select {
+		case addr := <-provAddr:
+			return addr, stop, nil
+		case err := <-provDone:
+			cancel()
+			return "", nil, fmt.Errorf("demo: start provider: %w", err)
+		}
 	}
+	provAddr, stopProvider, err := startProvider("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			stopProvider()
+		}
+	}()
+	providerURL := "http://" + provAddr
 	endpoint, err := url.Parse(providerURL)
 	if err != nil {
 		return fmt.Errorf("demo: provider url %q: %w", providerURL, err)
@@ -163,16 +180,6 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
-	if opts.Keep {
-		fmt.Fprintf(out, "The stack is running. Drive it by hand (the scripted model reads `call <tool> <json>` lines):\n\n")
-		fmt.Fprintf(out, "  curl -N %s/session/%s/events &\n", serveURL, sid)
-		fmt.Fprintf(out, "  curl -s -X POST %s/session/%s/prompt -H 'Content-Type: application/json' \\\n", serveURL, sid)
-		fmt.Fprintf(out, "    -d '{\"prompt\":[{\"type\":\"text\",\"text\":\"call write_file {\\\"file_path\\\":\\\"a.txt\\\",\\\"content\\\":\\\"x\\\"}\"}]}'\n")
-		fmt.Fprintf(out, "  tail -f %s\n\nPress Ctrl-C to stop and clean up.\n", decisionLog)
-		<-ctx.Done()
-		return nil
-	}
-
 	events, err := h.subscribe(ctx, sid)
 	if err != nil {
 		return err
@@ -180,8 +187,8 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	logOffset := int64(0)
 	for i, step := range demoSteps {
 		if i == 2 {
-			stopProvider()
-			if err := <-provDone; err != nil {
+			stopped = true
+			if err := stopProvider(); err != nil {
 				return fmt.Errorf("demo: stop provider: %w", err)
 			}
 		}
@@ -210,6 +217,22 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 		}
 	}
 	fmt.Fprintf(out, "Every call was decided once by the provider, or denied when no decision could be had.\n")
+	if !opts.Keep {
+		return nil
+	}
+	// --keep: the provider comes back where serve expects it, and the
+	// stack stays up until Ctrl-C.
+	if _, stopProvider, err = startProvider(provAddr); err != nil {
+		return err
+	}
+	stopped = false
+	fmt.Fprintf(out, "\nThe provider is back on %s and the stack is running. Drive it by hand\n", providerURL)
+	fmt.Fprintf(out, "(the scripted model reads `call <tool> <json>` lines):\n\n")
+	fmt.Fprintf(out, "  curl -N %s/session/%s/events &\n", serveURL, sid)
+	fmt.Fprintf(out, "  curl -s -X POST %s/session/%s/prompt -H 'Content-Type: application/json' \\\n", serveURL, sid)
+	fmt.Fprintf(out, "    -d '{\"prompt\":[{\"type\":\"text\",\"text\":\"call write_file {\\\"file_path\\\":\\\"a.txt\\\",\\\"content\\\":\\\"x\\\"}\"}]}'\n")
+	fmt.Fprintf(out, "  tail -f %s\n\nPress Ctrl-C to stop and clean up.\n", decisionLog)
+	<-ctx.Done()
 	return nil
 }
 

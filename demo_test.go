@@ -4,7 +4,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -61,10 +63,30 @@ func TestDemoKeep(t *testing.T) {
 			break
 		}
 	}
-	for _, s := range []string{"curl -N http://127.0.0.1:", "/events &", "/prompt -H 'Content-Type: application/json'"} {
+	for _, s := range []string{"on disk    hello.txt exists", "on disk    after-stop.txt does not exist",
+		"The provider is back on http://127.0.0.1:", "curl -N http://127.0.0.1:", "/events &", "/prompt -H 'Content-Type: application/json'"} {
 		if !strings.Contains(transcript.String(), s) {
 			t.Errorf("--keep output lacks %q:\n%s", s, transcript.String())
 		}
+	}
+	// The kept stack decides again: a call driven by hand is allowed and runs.
+	ws := regexp.MustCompile(`(?m)^  workspace  (\S+)$`).FindStringSubmatch(transcript.String())
+	prompt := regexp.MustCompile(`curl -s -X POST (http://127\.0\.0\.1:\d+/session/[^/]+/prompt)`).FindStringSubmatch(transcript.String())
+	if ws == nil || prompt == nil {
+		t.Fatalf("no workspace or prompt URL in:\n%s", transcript.String())
+	}
+	body := `{"prompt":[{"type":"text","text":"call write_file {\"file_path\":\"kept.txt\",\"content\":\"x\"}"}]}`
+	resp, err := http.Post(prompt[1], "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !fileExists(filepath.Join(ws[1], "kept.txt")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the call driven by hand did not write kept.txt (prompt answered %d)", resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := cmd.Wait(); err != nil {
