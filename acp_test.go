@@ -1032,11 +1032,43 @@ func TestACPBadLogFormatExit2(t *testing.T) {
 }
 
 func TestACPBadSettingsExit2(t *testing.T) {
+	tests := []struct{ settings, stderr string }{
+		{`{"tools":{"aprovalMode":"yolo"}}`, `unknown key "tools.aprovalMode"`},
+		// Qwen Code's http and sse entries, as its settings write them.
+		{`{"mcpServers":{"web":{"httpUrl":"http://127.0.0.1:1/mcp","headers":{"Authorization":"Bearer x"},"timeout":5000}}}`,
+			`key "mcpServers.web.httpUrl": MCP server "web" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
+		{`{"mcpServers":{"events":{"url":"http://127.0.0.1:1/sse"}}}`,
+			`key "mcpServers.events.url": MCP server "events" was refused: transport "sse" is not supported; only stdio MCP servers are supported`},
+	}
+	for _, tt := range tests {
+		f := filepath.Join(t.TempDir(), "s.json")
+		os.WriteFile(f, []byte(tt.settings), 0o600)
+		code, _, stderr := runAcpguard(t, []string{"acp", "--settings", f})
+		if code != exitUsage || !strings.Contains(stderr, tt.stderr) {
+			t.Errorf("%s: exit %d, stderr %q", tt.settings, code, stderr)
+		}
+	}
+}
+
+// A settings server whose name is not a tool-name fragment runs, under the
+// name session/new would give it.
+func TestACPSettingsServerWithAnyName(t *testing.T) {
+	h := newHelperServer(t, "my server")
+	cmd, args := helperCommand(t)
+	env := map[string]string{}
+	for _, kv := range h.environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{h.name: map[string]any{"command": cmd, "args": args, "env": env}}})
 	f := filepath.Join(t.TempDir(), "s.json")
-	os.WriteFile(f, []byte(`{"tools":{"aprovalMode":"yolo"}}`), 0o600)
-	code, _, stderr := runAcpguard(t, []string{"acp", "--settings", f})
-	if code != exitUsage || !strings.Contains(stderr, `unknown key "tools.aprovalMode"`) {
-		t.Fatalf("exit %d, stderr %q", code, stderr)
+	os.WriteFile(f, b, 0o600)
+	c := startACP(t, nil, []string{"--settings", f})
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	sid := newMCPSession(t, c, t.TempDir())
+	c.prompt(sid, `call mcp__my_server__echo {"text":"hi"}`, "")
+	if got := agentText(c.sessionUpdates(sid)); got != "mcp__my_server__echo: completed\n" {
+		t.Errorf("model answer = %q", got)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func parseACPMCPServers(entries []json.RawMessage) (sessionMCPServers, error) {
 		}
 		named[e.Name] = true
 		if e.Type != nil && *e.Type != mcpTransportStdio {
-			notices = append(notices, fmt.Sprintf("MCP server %q was refused: transport %q is not supported (mcpCapabilities http and sse are false); only stdio servers run", e.Name, *e.Type))
+			notices = append(notices, fmt.Sprintf("%v (mcpCapabilities http and sse are false)", mcpTransportRefused(e.Name, *e.Type)))
 			continue
 		}
 		if e.URL != "" || e.Headers != nil {
@@ -200,6 +201,12 @@ func parseACPMCPServers(entries []json.RawMessage) (sessionMCPServers, error) {
 	return sessionMCPServers{configs: configs, named: named, notices: notices}, nil
 }
 
+// mcpTransportRefused is why an http or sse server does not run, whichever
+// source named it.
+func mcpTransportRefused(name, transport string) error {
+	return fmt.Errorf("MCP server %q was refused: transport %q is not supported; only stdio MCP servers are supported", name, transport)
+}
+
 // mergeMCPServers returns the servers of one session: the settings' servers,
 // each replaced by the session/new entry of the same name, then the other
 // session/new entries. "a session/new entry with the same name as a settings
@@ -228,6 +235,22 @@ func mergeMCPServers(settings []mcpServerConfig, session sessionMCPServers) []mc
 // mcpMaxCallTimeout bounds a settings entry's timeout.
 const mcpMaxCallTimeout = 24 * time.Hour
 
+// stdioOnly refuses an entry of another transport, naming the key that
+// makes it one. Qwen Code reads httpUrl as streamable HTTP and url as SSE,
+// both before command, so such an entry is not a stdio server with extras;
+// headers belong to those transports only.
+func (e mcpServerSettings) stdioOnly(name string) (key string, err error) {
+	switch {
+	case e.HTTPURL != "":
+		return "httpUrl", mcpTransportRefused(name, "http")
+	case e.URL != "":
+		return "url", mcpTransportRefused(name, "sse")
+	case e.Headers != nil:
+		return "headers", fmt.Errorf("MCP server %q has headers but no url or httpUrl: headers apply only to http and sse servers", name)
+	}
+	return "", nil
+}
+
 // mcpServersFromSettings turns the settings file's mcpServers object,
 // `{"<name>": {"command", "args", "env": {k: v}, "timeout"?}}`, into server
 // configurations in name order. An entry that cannot run is an error naming
@@ -237,6 +260,9 @@ func mcpServersFromSettings(servers map[string]mcpServerSettings) ([]mcpServerCo
 	configs := make([]mcpServerConfig, 0, len(names))
 	for _, name := range names {
 		e := servers[name]
+		if key, err := e.stdioOnly(name); err != nil {
+			return nil, fmt.Errorf("mcpServers.%s.%s: %w", name, key, err)
+		}
 		c := mcpServerConfig{Name: name, Command: e.Command, Args: e.Args}
 		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -619,11 +645,46 @@ type mcpInitializeResult struct {
 	Meta            json.RawMessage            `json:"_meta,omitempty"`
 }
 
+// decodeMCPResult decodes an MCP result object into v, a pointer to a
+// struct. Only the top level is open: a member v has no field for is dropped,
+// because the schema's Result carries an index signature
+// ([key: string]: unknown). The members v names are decoded with exact names
+// and unknown fields refused at every depth below, and no member name may
+// appear twice anywhere in raw.
+func decodeMCPResult(raw []byte, v any) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return err
+	}
+	if members == nil {
+		return errors.New("the result is null, not an object")
+	}
+	if err := duplicateMember(raw); err != nil {
+		return err
+	}
+	known := []byte{'{'}
+	t := reflect.TypeOf(v).Elem()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if m, ok := members[name]; ok {
+			if len(known) > 1 {
+				known = append(known, ',')
+			}
+			// The names are this file's own tags: plain ASCII, no quoting needed.
+			known = append(append(append(known, '"'), name...), "\":"...)
+			known = append(known, m...)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(append(known, '}')))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 // decodeInitializeResult decodes an initialize result and checks that the
 // server speaks a protocol version this client accepts.
 func decodeInitializeResult(raw []byte) (mcpInitializeResult, error) {
 	var init mcpInitializeResult
-	if err := decodeStrict(raw, &init); err != nil {
+	if err := decodeMCPResult(raw, &init); err != nil {
 		return mcpInitializeResult{}, fmt.Errorf("malformed result: %w", err)
 	}
 	if !slices.Contains(mcpAcceptedVersions, init.ProtocolVersion) {
@@ -660,9 +721,11 @@ func (s *mcpServer) handshake(ctx context.Context, timeout time.Duration) ([]mcp
 	if err := s.conn.notify(mcpMethodInitialized, nil); err != nil {
 		return fail(mcpMethodInitialized, err)
 	}
-	if caps, ok := init.Capabilities["tools"]; !ok || string(caps) == "null" {
-		return nil, nil // a server without tools offers none
-	}
+	// tools/list goes out even without the tools capability: servers that
+	// list tools without declaring it exist, and skipping them would drop
+	// their tools without a word. Such a server refusing the list offers none.
+	caps, declared := init.Capabilities["tools"]
+	declared = declared && string(caps) != "null"
 	var tools []mcpToolDef
 	var cursor *string
 	for page := 0; ; page++ {
@@ -674,6 +737,12 @@ func (s *mcpServer) handshake(ctx context.Context, timeout time.Duration) ([]mcp
 			params["cursor"] = *cursor
 		}
 		raw, err := s.conn.call(ctx, mcpMethodToolsList, params)
+		var rerr *rpcError
+		if page == 0 && !declared && errors.As(err, &rerr) {
+			s.log.Info("MCP server offers no tools: it declares no tools capability and answered tools/list with an error",
+				"server", s.name, "code", rerr.Code, "message", rerr.Message)
+			return nil, nil
+		}
 		if err != nil {
 			return fail(mcpMethodToolsList, err)
 		}
@@ -724,7 +793,7 @@ type mcpToolAnnotations struct {
 // decodeToolsList decodes and checks one tools/list result.
 func decodeToolsList(raw []byte) (mcpToolsListResult, error) {
 	var res mcpToolsListResult
-	if err := decodeStrict(raw, &res); err != nil {
+	if err := decodeMCPResult(raw, &res); err != nil {
 		return mcpToolsListResult{}, fmt.Errorf("malformed result: %w", err)
 	}
 	if res.Tools == nil {
@@ -860,7 +929,7 @@ type mcpResource struct {
 // structured content as given are the raw output.
 func decodeCallResult(raw []byte) (toolResult, error) {
 	var res mcpCallResult
-	if err := decodeStrict(raw, &res); err != nil {
+	if err := decodeMCPResult(raw, &res); err != nil {
 		return toolResult{}, fmt.Errorf("malformed tools/call result: %w", err)
 	}
 	if res.Content == nil {

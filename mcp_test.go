@@ -30,6 +30,9 @@ const (
 	envHelperTools    = "MCP_HELPER_TOOLS"         // JSON array replacing the default tools
 	envHelperChild    = "MCP_HELPER_CHILD"         // "1": start a sleeping child in the group
 	envHelperNoInit   = "MCP_HELPER_NO_INIT"       // "1": never answer initialize
+	envHelperNoCap    = "MCP_HELPER_NO_TOOLS_CAP"  // "1": initialize declares no tools capability
+	envHelperListErr  = "MCP_HELPER_LIST_ERROR"    // "1": tools/list answers a JSON-RPC error
+	envHelperExtra    = "MCP_HELPER_RESULT_EXTRA"  // "1": every result carries a member the schema does not name
 	helperMCPPageSize = 3
 )
 
@@ -81,6 +84,9 @@ func serveHelperMCP(in io.Reader, out io.Writer) int {
 	}
 	send := func(msg map[string]any) {
 		msg["jsonrpc"] = "2.0"
+		if res, ok := msg["result"].(map[string]any); ok && os.Getenv(envHelperExtra) == "1" {
+			res["vendorExtra"] = map[string]any{"build": 7}
+		}
 		b, _ := json.Marshal(msg)
 		out.Write(append(b, '\n'))
 	}
@@ -116,9 +122,12 @@ func serveHelperMCP(in io.Reader, out io.Writer) int {
 			if os.Getenv(envHelperNoInit) == "1" {
 				continue
 			}
+			caps := map[string]any{"tools": map[string]any{}, "x-custom": map[string]any{}}
+			if os.Getenv(envHelperNoCap) == "1" {
+				delete(caps, "tools")
+			}
 			send(map[string]any{"id": m.ID, "result": map[string]any{"protocolVersion": p.ProtocolVersion,
-				"capabilities": map[string]any{"tools": map[string]any{}, "x-custom": map[string]any{}},
-				"serverInfo":   map[string]any{"name": "helper", "version": "1"}}})
+				"capabilities": caps, "serverInfo": map[string]any{"name": "helper", "version": "1"}}})
 		case mcpMethodInitialized:
 			logf("initialized")
 			send(map[string]any{"id": "roots-1", "method": mcpMethodRootsList})
@@ -128,6 +137,10 @@ func serveHelperMCP(in io.Reader, out io.Writer) int {
 			}
 			json.Unmarshal(m.Params, &p)
 			logf("tools/list %q", p.Cursor)
+			if os.Getenv(envHelperListErr) == "1" {
+				send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
+				continue
+			}
 			start, _ := strconv.Atoi(p.Cursor)
 			end := min(start+helperMCPPageSize, len(tools))
 			res := map[string]any{"tools": tools[start:end]}
@@ -689,6 +702,102 @@ func TestMCPStartupFailures(t *testing.T) {
 	}
 }
 
+// A server that declares no tools capability is still asked for its tools;
+// refusing the list then means it has none, not that it failed.
+func TestMCPServerWithoutToolsCapability(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		tools       int
+		notice, log string
+	}{
+		{"undeclared, lists tools", map[string]string{envHelperNoCap: "1"}, len(helperTools), "", ""},
+		{"undeclared, refuses the list", map[string]string{envHelperNoCap: "1", envHelperListErr: "1"}, 0, "",
+			`msg="MCP server offers no tools: it declares no tools capability and answered tools/list with an error" server=h code=-32601 message="Method not found"`},
+		{"declared, refuses the list", map[string]string{envHelperListErr: "1"}, 0,
+			`MCP server "h" failed to start and its tools are not available: tools/list: json-rpc error -32601: Method not found`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHelperServer(t, "h")
+			maps.Copy(h.env, tt.env)
+			s := startTestMCP(t, mcpOptions{}, h.config(t))
+			if got := len(s.set.tools); got != tt.tools {
+				t.Errorf("tools = %d, want %d", got, tt.tools)
+			}
+			if got := len(h.events("tools/list")); got == 0 {
+				t.Error("tools/list was never sent")
+			}
+			notices := s.set.takeNotices()
+			if tt.notice == "" && len(notices) != 0 || tt.notice != "" && (len(notices) != 1 || notices[0] != tt.notice) {
+				t.Errorf("notices = %q, want %q", notices, tt.notice)
+			}
+			if tt.log != "" && !strings.Contains(s.logs.String(), tt.log) {
+				t.Errorf("log lacks %s:\n%s", tt.log, s.logs.String())
+			}
+		})
+	}
+}
+
+// A server whose results carry members the schema does not name (its Result
+// has an index signature) starts, lists its tools and answers calls.
+func TestMCPResultsWithExtraMembers(t *testing.T) {
+	h := newHelperServer(t, "h")
+	h.env[envHelperExtra] = "1"
+	s := startTestMCP(t, mcpOptions{}, h.config(t))
+	if notices := s.set.takeNotices(); len(notices) != 0 || len(s.set.tools) != len(helperTools) {
+		t.Fatalf("tools = %d, notices %q", len(s.set.tools), notices)
+	}
+	for _, tt := range []struct{ tool, status, output string }{
+		{"echo", statusCompleted, "echo: x"},
+		{"fail", statusFailed, "it went wrong"},
+		{"echo", statusCompleted, "echo: x"}, // the server is not broken
+	} {
+		if res := s.run("mcp__h__"+tt.tool, `{"text":"x"}`); res.Status != tt.status || res.Output != tt.output {
+			t.Errorf("%s = %s %q, want %s %q", tt.tool, res.Status, res.Output, tt.status, tt.output)
+		}
+	}
+}
+
+// Only the top level of a result is open: what the client reads, and
+// everything nested in it, stays strict.
+func TestDecodeMCPResultMembers(t *testing.T) {
+	decoders := map[string]func([]byte) error{
+		"initialize": func(b []byte) error { _, err := decodeInitializeResult(b); return err },
+		"tools/list": func(b []byte) error { _, err := decodeToolsList(b); return err },
+		"tools/call": func(b []byte) error { _, err := decodeCallResult(b); return err },
+	}
+	const initOK = `"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}`
+	tests := []struct {
+		decoder, raw, err string
+	}{
+		{"initialize", `{` + initOK + `,"vendorExtra":1}`, ""},
+		{"initialize", `{` + initOK + `,"ProtocolVersion":"1999-01-01"}`, ""}, // names are exact: this one is extra
+		{"initialize", `{` + initOK + `,"protocolVersion":"2025-06-18"}`, `duplicate field "protocolVersion"`},
+		{"initialize", `{"protocolVersion":2025,"capabilities":{}}`, "cannot unmarshal number"},
+		{"initialize", `null`, "the result is null, not an object"},
+		{"tools/list", `{"tools":[{"name":"a","inputSchema":{}}],"vendorExtra":{"x":[1]}}`, ""},
+		{"tools/list", `{"tools":[{"name":"a","inputSchema":{},"handler":"x"}],"vendorExtra":1}`, `unknown field "handler"`},
+		{"tools/list", `{"tools":[{"name":"a","inputSchema":{},"annotations":{"safe":true}}],"vendorExtra":1}`, `unknown field "safe"`},
+		{"tools/list", `{"tools":[],"vendorExtra":{"a":1,"a":2}}`, `duplicate field "a" in vendorExtra`},
+		{"tools/list", `{"tools":{},"vendorExtra":1}`, "cannot unmarshal object"},
+		{"tools/list", `{"Tools":[{"name":"a","inputSchema":{}}]}`, "no tools array"},
+		{"tools/call", `{"content":[{"type":"text","text":"x"}],"vendorExtra":1}`, ""},
+		{"tools/call", `{"content":[{"type":"text","text":"x","color":"red"}],"vendorExtra":1}`, `content 0: json: unknown field "color"`},
+		{"tools/call", `{"content":[],"isError":"yes","vendorExtra":1}`, "cannot unmarshal string"},
+		{"tools/call", `{"content":[],"content":[{"type":"text","text":"x"}]}`, `duplicate field "content"`},
+		{"tools/call", `{"content":[]} {}`, "invalid character"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.decoder+" "+tt.raw, func(t *testing.T) {
+			err := decoders[tt.decoder]([]byte(tt.raw))
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("err = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
 func TestMCPToolName(t *testing.T) {
 	long := strings.Repeat("a", 40)
 	tests := []struct{ server, tool, want string }{
@@ -834,7 +943,11 @@ func TestParseSettingsMCPServers(t *testing.T) {
 		{"qwen format", `{"zeta":{"command":"z"},"alpha":{"command":"/bin/a","args":["-v"],"env":{"B":"2","A":"1"},"timeout":1500}}`,
 			"[{alpha /bin/a [-v] [A=1 B=2] 1.5s} {zeta z [] [] 0s}]", ""},
 		{"empty", `{}`, "[]", ""},
-		{"unknown key", `{"a":{"command":"x","httpUrl":"http://127.0.0.1"}}`, "", `mcpServers: json: unknown field "httpUrl"`},
+		{"any name", `{"my server":{"command":"x"}}`, "[{my server x [] [] 0s}]", ""},
+		{"unknown key", `{"a":{"command":"x","cwd":"/"}}`, "", `mcpServers: json: unknown field "cwd"`},
+		{"http", `{"a":{"headers":{"K":"v"},"httpUrl":"http://127.0.0.1"}}`, "", `mcpServers.a.httpUrl: MCP server "a" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
+		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "", `mcpServers.a.url: MCP server "a" was refused: transport "sse" is not supported`},
+		{"stdio with headers", `{"a":{"command":"x","headers":{}}}`, "", `mcpServers.a.headers: MCP server "a" has headers but no url or httpUrl`},
 		{"no command", `{"a":{"args":[]}}`, "", `mcpServers.a: MCP server "a" has no command`},
 		{"negative timeout", `{"a":{"command":"x","timeout":-5}}`, "", "mcpServers.a.timeout: -5 ms is not between 1 and 86400000"},
 		{"bad env name", `{"a":{"command":"x","env":{"A=B":"v"}}}`, "", `mcpServers.a.env: variable name "A=B" is invalid`},
@@ -968,6 +1081,9 @@ func FuzzMCPDecoders(f *testing.F) {
 		`{"name":"a","command":"/bin/a","args":["x"],"env":[{"name":"K","value":"v"}]}`,
 		`{"type":"sse","name":"w","url":"http://127.0.0.1:1","headers":[{"name":"h","value":"v"}]}`,
 		`{"a":{"command":"x","args":[],"env":{"K":"v"},"timeout":60000}}`,
+		`{"content":[{"type":"text","text":"x"}],"vendorExtra":{"a":[1]}}`,
+		`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"},"vendorExtra":1}`,
+		`{"w":{"httpUrl":"http://127.0.0.1:1/mcp","headers":{"A":"b"}},"my server":{"command":"x"}}`,
 	} {
 		f.Add([]byte(s))
 	}

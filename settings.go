@@ -69,12 +69,16 @@ type slashCommandsSettings struct {
 }
 
 // mcpServerSettings is one stdio MCP server. Timeout is in milliseconds, 0
-// when absent.
+// when absent. URL, HTTPURL and Headers are Qwen Code's keys of an sse or
+// http server: read so that such an entry is refused by name (stdioOnly).
 type mcpServerSettings struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env"`
 	Timeout int               `json:"timeout"`
+	URL     string            `json:"url"`
+	HTTPURL string            `json:"httpUrl"`
+	Headers map[string]string `json:"headers"`
 }
 
 type mcpSettings struct {
@@ -272,11 +276,6 @@ func jsonTokenKind(tok json.Token) string {
 	return "null"
 }
 
-// mcpServerName is what a server name may be: the characters Qwen Code
-// keeps in `mcp__<server>__<tool>`, and never "__", which would make a
-// rule like mcp__a match the tools of a server named a__b.
-var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-
 // envName is a portable environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -330,9 +329,19 @@ func (s *settings) validate() error {
 	}
 	for name, srv := range s.MCPServers {
 		at := "mcpServers." + name
-		switch {
-		case !mcpServerName.MatchString(name) || strings.Contains(name, "__"):
-			return fmt.Errorf("key %q: invalid MCP server name %q (letters, digits, _ . - and no \"__\")", at, name)
+		if key, err := srv.stdioOnly(name); err != nil {
+			return fmt.Errorf("key %q: %w", at+"."+key, err)
+		}
+		// Any name runs under its sanitized form, as session/new's do. A rule
+		// reads the server name up to the first "__" (matchMCPRule), so that
+		// form must not contain "__": mcp__a would match a__b's tools, and no
+		// rule could name a__b. A trailing "_" is the same: a_'s tools are
+		// mcp__a___<tool>, which mcp__a matches.
+		switch sanitized := mcpSanitize(name); {
+		case strings.TrimSpace(name) == "":
+			return fmt.Errorf("key %q: empty MCP server name", at)
+		case strings.Contains(sanitized, mcpToolNameSeparator) || strings.HasSuffix(sanitized, "_"):
+			return fmt.Errorf("key %q: MCP server name %q cannot be told apart by permission rules: its tools would be named \"mcp__%s__<tool>\" and a rule reads the server name up to the first \"__\" (with characters outside [A-Za-z0-9_-] as \"_\", the name must not contain \"__\" or end in \"_\")", at, name, sanitized)
 		case strings.TrimSpace(srv.Command) == "":
 			return fmt.Errorf("key %q: empty command", at+".command")
 		case srv.Timeout != 0 && (srv.Timeout < mcpMinTimeoutMS || srv.Timeout > mcpMaxTimeoutMS):

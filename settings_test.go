@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -59,6 +60,29 @@ func TestSettingsDefaults(t *testing.T) {
 	s := mustParse(t, `{"model":{"name":"m"}}`)
 	if s.Model.MaxTurns != defaultMaxTurns {
 		t.Errorf("maxTurns with model.name only: %d", s.Model.MaxTurns)
+	}
+}
+
+// A server name runs under its tool-name form, as in session/new: any
+// characters, as long as permission rules can still tell servers apart.
+func TestSettingsMCPServerNames(t *testing.T) {
+	tests := []struct{ name, tool string }{
+		{"my server", "mcp__my_server__echo"},
+		{"files.v2", "mcp__files_v2__echo"},
+		{"dépôt", "mcp__d_p_t__echo"},
+		{"_private", "mcp___private__echo"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, `{"mcpServers":{`+strconv.Quote(tt.name)+`:{"command":"x"}}}`)
+			configs, err := mcpServersFromSettings(s.MCPServers)
+			if err != nil || len(configs) != 1 || configs[0].Name != tt.name {
+				t.Fatalf("configs = %+v, %v", configs, err)
+			}
+			if got := mcpToolName(configs[0].Name, "echo"); got != tt.tool {
+				t.Errorf("tool name = %q, want %q", got, tt.tool)
+			}
+		})
 	}
 }
 
@@ -130,8 +154,16 @@ func TestLoadSettingsErrors(t *testing.T) {
 		{`{"model":{"maxTurns":1001}}`, `key "model.maxTurns": 1001 is not between 1 and 1000`},
 		{`{"slashCommands":{"disabled":["/"]}}`, `key "slashCommands.disabled[0]": invalid slash command "/"`},
 		{`{"slashCommands":{"disabled":["a b"]}}`, `key "slashCommands.disabled[0]": invalid slash command "a b"`},
-		{`{"mcpServers":{"a__b":{"command":"x"}}}`, `key "mcpServers.a__b": invalid MCP server name "a__b" (letters, digits, _ . - and no "__")`},
-		{`{"mcpServers":{"a b":{"command":"x"}}}`, `key "mcpServers.a b": invalid MCP server name "a b" (letters, digits, _ . - and no "__")`},
+		{`{"mcpServers":{"a__b":{"command":"x"}}}`, `key "mcpServers.a__b": MCP server name "a__b" cannot be told apart by permission rules: its tools would be named "mcp__a__b__<tool>" and a rule reads the server name up to the first "__" (with characters outside [A-Za-z0-9_-] as "_", the name must not contain "__" or end in "_")`},
+		{`{"mcpServers":{"a._b":{"command":"x"}}}`, `key "mcpServers.a._b": MCP server name "a._b" cannot be told apart by permission rules: its tools would be named "mcp__a__b__<tool>" and a rule reads the server name up to the first "__" (with characters outside [A-Za-z0-9_-] as "_", the name must not contain "__" or end in "_")`},
+		{`{"mcpServers":{"my server ":{"command":"x"}}}`, `key "mcpServers.my server ": MCP server name "my server " cannot be told apart by permission rules: its tools would be named "mcp__my_server___<tool>" and a rule reads the server name up to the first "__" (with characters outside [A-Za-z0-9_-] as "_", the name must not contain "__" or end in "_")`},
+		{`{"mcpServers":{"":{"command":"x"}}}`, `key "mcpServers.": empty MCP server name`},
+		{`{"mcpServers":{" ":{"command":"x"}}}`, `key "mcpServers. ": empty MCP server name`},
+		{`{"mcpServers":{"w":{"url":"http://127.0.0.1:1/sse"}}}`, `key "mcpServers.w.url": MCP server "w" was refused: transport "sse" is not supported; only stdio MCP servers are supported`},
+		{`{"mcpServers":{"w":{"headers":{"Authorization":"Bearer x"},"httpUrl":"http://127.0.0.1:1/mcp"}}}`, `key "mcpServers.w.httpUrl": MCP server "w" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
+		{`{"mcpServers":{"w":{"command":"x","url":"http://127.0.0.1:1/sse"}}}`, `key "mcpServers.w.url": MCP server "w" was refused: transport "sse" is not supported; only stdio MCP servers are supported`},
+		{`{"mcpServers":{"w":{"command":"x","headers":{}}}}`, `key "mcpServers.w.headers": MCP server "w" has headers but no url or httpUrl: headers apply only to http and sse servers`},
+		{`{"mcpServers":{"w":{"httpUrl":1}}}`, `key "mcpServers.w.httpUrl": want a string, got number`},
 		{`{"mcpServers":{"a":{"args":[]}}}`, `key "mcpServers.a.command": empty command`},
 		{`{"mcpServers":{"a":{"command":"x","timeout":1}}}`, `key "mcpServers.a.timeout": timeout 1 ms is not between 100 and 600000`},
 		{`{"mcpServers":{"a":{"command":"x","env":{"A=B":"c"}}}}`, `key "mcpServers.a.env": invalid environment variable name "A=B"`},
@@ -205,7 +237,8 @@ func FuzzParseSettings(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, s := range []string{string(full), `{}`, `{"tools":{"approvalMode":"plan"}}`, `{"permissions":{"deny":["Read(**/*.{a,b})"]}}`, `{"a":1}`, `[`, `{"model":{"maxTurns":5}}`} {
+	for _, s := range []string{string(full), `{}`, `{"tools":{"approvalMode":"plan"}}`, `{"permissions":{"deny":["Read(**/*.{a,b})"]}}`, `{"a":1}`, `[`, `{"model":{"maxTurns":5}}`,
+		`{"mcpServers":{"my server":{"command":"x"},"w":{"url":"http://127.0.0.1:1/sse","headers":{"A":"b"}}}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -223,6 +256,13 @@ func FuzzParseSettings(f *testing.F) {
 		}
 		if s.Rules == nil || s.Model.MaxTurns < 1 || s.Model.MaxTurns > maxMaxTurns {
 			t.Fatalf("accepted %+v", s)
+		}
+		// Only stdio servers load, each under a name rules can tell apart.
+		for name, srv := range s.MCPServers {
+			if sanitized := mcpSanitize(name); srv.URL != "" || srv.HTTPURL != "" || srv.Headers != nil ||
+				strings.Contains(sanitized, "__") || strings.HasSuffix(sanitized, "_") {
+				t.Fatalf("accepted MCP server %q: %+v", name, srv)
+			}
 		}
 		for _, m := range s.Hooks.PreToolUse {
 			if _, err := m.matchesTool("edit"); err != nil {
