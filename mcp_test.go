@@ -556,11 +556,18 @@ func TestMCPRefusedAndFailedServersAreReported(t *testing.T) {
 		map[string]any{"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []any{}},
 		map[string]any{"type": "stdio", "name": "missing", "command": filepath.Join(dir, "no-such-server"), "args": []any{}},
 		h.acpEntry(t))
+	// The first prompt shows the notices even when it is a slash command,
+	// and /tools lists the MCP tools the session has.
+	c.prompt(sid, "/tools", "")
+	if text := agentText(c.sessionUpdates(sid)); !strings.Contains(text, `MCP server "missing" failed to start`) {
+		t.Errorf("the notices did not come with the first prompt, /tools: %q", text)
+	}
 	c.prompt(sid, `call mcp__helper__echo {"text":"hi"}`, "")
 	text := agentText(c.sessionUpdates(sid))
 	for _, want := range []string{
 		`MCP server "web" was refused: transport "http" is not supported`,
 		`MCP server "missing" failed to start and its tools are not available`,
+		"run_shell_command, mcp__helper__",
 		"mcp__helper__echo: completed\n",
 	} {
 		if !strings.Contains(text, want) {
