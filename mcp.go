@@ -100,6 +100,8 @@ func (c mcpServerConfig) validate() error {
 	switch {
 	case strings.TrimSpace(c.Name) == "":
 		return errors.New("MCP server has no name")
+	case mcpNameAmbiguous(c.Name) != nil:
+		return mcpNameAmbiguous(c.Name)
 	case c.Command == "":
 		return fmt.Errorf("MCP server %q has no command", c.Name)
 	case strings.ContainsRune(c.Command, 0):
@@ -199,6 +201,20 @@ func parseACPMCPServers(entries []json.RawMessage) (sessionMCPServers, error) {
 		}
 	}
 	return sessionMCPServers{configs: configs, named: named, notices: notices}, nil
+}
+
+// mcpNameAmbiguous refuses a server name whose tools permission rules could
+// not tell apart, whichever source named it. A rule reads the server name
+// up to the first "__" (matchMCPRule), so the sanitized name must not
+// contain "__": mcp__a would match a__b's tools, and no rule could name
+// a__b. A trailing "_" is the same: a_'s tools are mcp__a___<tool>, which
+// mcp__a matches.
+func mcpNameAmbiguous(name string) error {
+	sanitized := mcpSanitize(name)
+	if !strings.Contains(sanitized, mcpToolNameSeparator) && !strings.HasSuffix(sanitized, "_") {
+		return nil
+	}
+	return fmt.Errorf("MCP server name %q cannot be told apart by permission rules: its tools would be named \"mcp__%s__<tool>\" and a rule reads the server name up to the first \"__\" (with characters outside [A-Za-z0-9_-] as \"_\", the name must not contain \"__\" or end in \"_\")", name, sanitized)
 }
 
 // mcpTransportRefused is why an http or sse server does not run, whichever

@@ -555,6 +555,9 @@ func TestMCPRefusedAndFailedServersAreReported(t *testing.T) {
 	sid := newMCPSession(t, c, dir,
 		map[string]any{"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []any{}},
 		map[string]any{"type": "stdio", "name": "missing", "command": filepath.Join(dir, "no-such-server"), "args": []any{}},
+		// Its tools would be mcp__helper__evil__<tool>, which a rule for the
+		// server "helper" would match.
+		map[string]any{"type": "stdio", "name": "helper__evil", "command": filepath.Join(dir, "no-such-server"), "args": []any{}},
 		h.acpEntry(t))
 	// The first prompt shows the notices even when it is a slash command,
 	// and /tools lists the MCP tools the session has.
@@ -567,6 +570,7 @@ func TestMCPRefusedAndFailedServersAreReported(t *testing.T) {
 	for _, want := range []string{
 		`MCP server "web" was refused: transport "http" is not supported`,
 		`MCP server "missing" failed to start and its tools are not available`,
+		`MCP server "helper__evil" was refused: MCP server name "helper__evil" cannot be told apart by permission rules`,
 		"run_shell_command, mcp__helper__",
 		"mcp__helper__echo: completed\n",
 	} {

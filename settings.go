@@ -332,16 +332,12 @@ func (s *settings) validate() error {
 		if key, err := srv.stdioOnly(name); err != nil {
 			return fmt.Errorf("key %q: %w", at+"."+key, err)
 		}
-		// Any name runs under its sanitized form, as session/new's do. A rule
-		// reads the server name up to the first "__" (matchMCPRule), so that
-		// form must not contain "__": mcp__a would match a__b's tools, and no
-		// rule could name a__b. A trailing "_" is the same: a_'s tools are
-		// mcp__a___<tool>, which mcp__a matches.
-		switch sanitized := mcpSanitize(name); {
+		// Any name runs under its sanitized form, as session/new's do.
+		switch {
 		case strings.TrimSpace(name) == "":
 			return fmt.Errorf("key %q: empty MCP server name", at)
-		case strings.Contains(sanitized, mcpToolNameSeparator) || strings.HasSuffix(sanitized, "_"):
-			return fmt.Errorf("key %q: MCP server name %q cannot be told apart by permission rules: its tools would be named \"mcp__%s__<tool>\" and a rule reads the server name up to the first \"__\" (with characters outside [A-Za-z0-9_-] as \"_\", the name must not contain \"__\" or end in \"_\")", at, name, sanitized)
+		case mcpNameAmbiguous(name) != nil:
+			return fmt.Errorf("key %q: %w", at, mcpNameAmbiguous(name))
 		case strings.TrimSpace(srv.Command) == "":
 			return fmt.Errorf("key %q: empty command", at+".command")
 		case srv.Timeout != 0 && (srv.Timeout < mcpMinTimeoutMS || srv.Timeout > mcpMaxTimeoutMS):
