@@ -462,6 +462,21 @@ type contentBlock struct {
 	Meta        json.RawMessage `json:"_meta,omitempty"`
 }
 
+// check refuses a block the agent cannot read; serve applies it before it
+// accepts a prompt, so a host learns of a bad block from its 400.
+func (b contentBlock) check() error {
+	switch {
+	case b.Type != "text" && b.Type != "resource_link":
+		return fmt.Errorf("unsupported content type %q (text and resource_link are)", b.Type)
+	case b.Type == "resource_link" && b.URI == "":
+		return errors.New("a resource_link without a uri")
+	}
+	return nil
+}
+
+// empty reports whether the block says nothing.
+func (b contentBlock) empty() bool { return strings.TrimSpace(b.Text) == "" && b.URI == "" }
+
 // invocation is the runtime-owned identity a managed parent binds to a prompt.
 type invocation struct {
 	Version   int    `json:"version"`
@@ -484,13 +499,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	var text strings.Builder
 	for i, b := range p.Prompt {
-		switch b.Type {
-		case "text":
+		if err := b.check(); err != nil {
+			return nil, invalidParams("session/prompt: block %d: %v", i, err)
+		}
+		if b.Type == "text" {
 			text.WriteString(b.Text)
-		case "resource_link":
+		} else {
 			fmt.Fprintf(&text, "@%s", b.URI)
-		default:
-			return nil, invalidParams("session/prompt: block %d: unsupported content type %q", i, b.Type)
 		}
 		if i < len(p.Prompt)-1 {
 			text.WriteString("\n")

@@ -589,21 +589,30 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		writeHostError(w, http.StatusRequestEntityTooLarge, codePromptTooLarge, fmt.Sprintf("prompt has %d content blocks, more than %d", len(req.Prompt), maxPromptBlocks))
 		return
 	}
-	for i, block := range req.Prompt {
-		var head struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(block, &head) != nil || head.Type == "" {
-			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d] is not a content block with a type", i))
+	empty := true
+	for i, raw := range req.Prompt {
+		// The child's own rules, so that a bad block is a 400 here rather
+		// than a turn_error after a 202.
+		var block contentBlock
+		if err := decodeStrict(raw, &block); err != nil {
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d] is not a content block: %v", i, err))
 			return
 		}
-		if d.guarded && head.Type == "text" {
-			if name, ok := slashCommand(head.Text); ok && !slices.Contains(d.allowSlash, name) {
+		if err := block.check(); err != nil {
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d]: %v", i, err))
+			return
+		}
+		empty = empty && block.empty()
+		if d.guarded && block.Type == "text" {
+			if name, ok := slashCommand(block.Text); ok && !slices.Contains(d.allowSlash, name) {
 				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
 				return
 			}
 		}
+	}
+	if empty {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt is empty: no text and no resource link")
+		return
 	}
 	job, herr := d.enqueue(s, req.Prompt)
 	if herr != nil {

@@ -91,6 +91,13 @@ func TestHostileHostRequests(t *testing.T) {
 		{"block number", "POST", "/session/" + id + "/prompt", `{"prompt":[1]}`, nil, 400, codeBadRequest},
 		{"block without type", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"text":"a"},`, `]}`), nil, 400, codeBadRequest},
 		{"block type number", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":7},`, `]}`), nil, 400, codeBadRequest},
+		// Blocks the child could not read: refused here, not after a 202.
+		{"text block without text", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text"}]}`, nil, 400, codeBadRequest},
+		{"blank text", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text","text":"  "}]}`, nil, 400, codeBadRequest},
+		{"image block", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"image","data":"AA==","mimeType":"image/png"},`, `]}`), nil, 400, codeBadRequest},
+		{"embedded resource", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"resource","resource":{"uri":"file:///x","text":"y"}},`, `]}`), nil, 400, codeBadRequest},
+		{"resource_link without uri", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"resource_link","name":"x"},`, `]}`), nil, 400, codeBadRequest},
+		{"unknown block field", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"text","text":"a","colour":"red"},`, `]}`), nil, 400, codeBadRequest},
 		{"unknown top-level field", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"promptId":"mine","prompt":[`, `]}`), nil, 400, codeBadRequest},
 		{"huge prompt array", "POST", "/session/" + id + "/prompt", `{"prompt":[` + huge + `{"type":"text","text":"x"}]}`, nil, 413, codeTooLarge},
 		{"oversized cancel body", "POST", "/session/" + id + "/cancel", strings.Repeat(" ", maxHostBody+1), nil, 413, codeTooLarge},
