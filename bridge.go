@@ -636,7 +636,9 @@ func slashCommand(text string) (string, bool) {
 }
 
 func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
-	s := d.lookup(w, r, true)
+	// "its sessions get session_died, later calls on them 410": a stream
+	// open when the child died got the event; a new one gets the 410.
+	s := d.lookup(w, r, false)
 	if s == nil {
 		return
 	}
@@ -758,6 +760,11 @@ func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	delete(d.sessions, s.id)
 	d.mu.Unlock()
+	if s.isDead() {
+		// Forgotten all the same; the answer says the session had died.
+		writeHostError(w, http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", s.id))
+		return
+	}
 	s.end(eventSessionClosed, "")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -761,6 +761,10 @@ func TestServeChildDeath(t *testing.T) {
 	}
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 410, codeSessionDied)
 	wantError(t, td.do(t, "POST", "/session/"+id+"/cancel", ""), 410, codeSessionDied)
+	wantError(t, td.do(t, "GET", "/session/"+id+"/events", ""), 410, codeSessionDied)
+	// DELETE says the session had died, and forgets it.
+	wantError(t, td.do(t, "DELETE", "/session/"+id, ""), 410, codeSessionDied)
+	wantError(t, td.do(t, "DELETE", "/session/"+id, ""), 404, codeSessionNotFound)
 	if err := syscall.Kill(pid1, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("dead child %d still exists (kill 0: %v)", pid1, err)
 	}
