@@ -1257,3 +1257,25 @@ func TestACPToolOutcomeDetails(t *testing.T) {
 		t.Errorf("toolName of every update = %v, want %v", names, want)
 	}
 }
+
+// TestACPSessionIDFromMeta: session/new takes the id its _meta names (serve
+// generates the ids), refusing a malformed or taken one.
+func TestACPSessionIDFromMeta(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	newWith := func(id any) acpResponse {
+		return c.call(methodSessionNew, map[string]any{"cwd": dir, "mcpServers": []any{}, "_meta": map[string]any{metaSessionID: id}})
+	}
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	if r := newWith("0123abcd"); r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.SessionID != "0123abcd" {
+		t.Fatalf("session/new with a named id: %s %+v", r.Result, r.Error)
+	}
+	for _, id := range []any{"0123abcd", "a b", "", 7, strings.Repeat("a", maxSessionIDLen+1)} {
+		if r := newWith(id); r.Error == nil || r.Error.Code != rpcInvalidParams {
+			t.Errorf("session/new with id %v: %s %+v, want -32602", id, r.Result, r.Error)
+		}
+	}
+}
