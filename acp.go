@@ -196,6 +196,9 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		OnRequest: a.handleRequest,
 		OnNotify:  a.handleNotify,
 		OnAdmit:   a.admit,
+		// A prepare or permission request abandoned by a cancel is
+		// cancelled at the peer too: serve stops its provider call.
+		CancelNotice: acpCancelNotice,
 	})
 	a.log.Debug("acp runtime ready", "managed", a.managedCapability != "", "gomaxprocs", runtime.GOMAXPROCS(0))
 	err = a.conn.serve(ctx)

@@ -37,6 +37,7 @@ type acpClient struct {
 	pending    map[string]chan acpResponse
 	updates    []json.RawMessage // session/update params, in arrival order
 	requests   []acpRequest      // requests the agent sent us
+	notices    []acpRequest      // its other notifications
 	nullErrors []int             // codes of error responses with id null
 	changed    chan struct{}
 	stderr     strings.Builder
@@ -127,6 +128,7 @@ func (c *acpClient) read(r io.Reader) {
 		case m.Method == methodSessionUpdate:
 			c.updates = append(c.updates, m.Params)
 		case m.Method != "":
+			c.notices = append(c.notices, acpRequest{m.Method, m.Params})
 		default:
 			if ch, ok := c.pending[string(m.ID)]; ok {
 				delete(c.pending, string(m.ID))
@@ -664,6 +666,16 @@ func TestACPCancelDuringGuard(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if fileExists(filepath.Join(dir, "out.txt")) {
 		t.Fatal("the call ran after a cancel during its guard")
+	}
+	// The parent was told to stop deciding: serve then ends its provider call.
+	c.mu.Lock()
+	var notices string
+	for _, n := range c.notices {
+		notices += n.Method + " " + string(n.Params) + "\n"
+	}
+	c.mu.Unlock()
+	if !strings.Contains(notices, rpcCancelRequest+` {"requestId":`) {
+		t.Errorf("agent notifications %s, want a %s for the abandoned prepare", notices, rpcCancelRequest)
 	}
 }
 

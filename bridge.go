@@ -1298,7 +1298,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
 	ch := &acpChannel{d: d, cmd: cmd, mark: mark, stdin: stdin, cancel: cancel, done: make(chan struct{})}
-	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify})
+	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
 	go ch.run(connCtx)

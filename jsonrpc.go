@@ -321,6 +321,16 @@ type rpcConfig struct {
 	// context: a notification read after the request then finds what
 	// OnAdmit recorded, however late the handler's goroutine runs.
 	OnAdmit func(ctx context.Context, method string, params json.RawMessage) context.Context
+	// CancelNotice, when set, is the notification that tells the peer a
+	// call's caller stopped waiting (its context ended before the answer),
+	// so the peer can stop the work: ACP's $/cancel_request, MCP's
+	// notifications/cancelled. ok false sends nothing for that call.
+	CancelNotice func(call string, id json.RawMessage) (method string, params any, ok bool)
+}
+
+// acpCancelNotice is "`$/cancel_request` {requestId}".
+func acpCancelNotice(_ string, id json.RawMessage) (string, any, bool) {
+	return rpcCancelRequest, map[string]json.RawMessage{"requestId": id}, true
 }
 
 // rpcConn is one line-delimited JSON-RPC 2.0 peer. serve runs at most once;
@@ -762,6 +772,12 @@ func (c *rpcConn) call(ctx context.Context, method string, params any) (json.Raw
 		}
 		return r.result, nil
 	case <-ctx.Done():
+		if c.cfg.CancelNotice != nil {
+			if notice, params, ok := c.cfg.CancelNotice(method, id); ok {
+				// The peer may be gone; the caller learns nothing more from it.
+				_ = c.notify(notice, params)
+			}
+		}
 		return nil, ctx.Err()
 	}
 }

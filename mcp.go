@@ -39,6 +39,9 @@ const (
 	mcpMethodToolsCall   = "tools/call"
 	mcpMethodRootsList   = "roots/list"
 	mcpMethodPing        = "ping"
+	// "the sender SHOULD issue a cancellation notification for that
+	// request" when it stops waiting: a user cancel or a timeout.
+	mcpMethodCancelled   = "notifications/cancelled"
 	mcpClientName        = "acpguard"
 	mcpToolPrefix        = "mcp__"
 	mcpToolNameSeparator = "__"
@@ -215,6 +218,15 @@ func mcpNameAmbiguous(name string) error {
 		return nil
 	}
 	return fmt.Errorf("MCP server name %q cannot be told apart by permission rules: its tools would be named \"mcp__%s__<tool>\" and a rule reads the server name up to the first \"__\" (with characters outside [A-Za-z0-9_-] as \"_\", the name must not contain \"__\" or end in \"_\")", name, sanitized)
+}
+
+// mcpCancelNotice tells a server the client stopped waiting for a request,
+// except initialize: "The initialize request MUST NOT be cancelled".
+func mcpCancelNotice(call string, id json.RawMessage) (string, any, bool) {
+	if call == mcpMethodInitialize {
+		return "", nil, false
+	}
+	return mcpMethodCancelled, map[string]any{"requestId": id, "reason": "the client stopped waiting: the call was cancelled or timed out"}, true
 }
 
 // mcpTransportRefused is why an http or sse server does not run, whichever
@@ -542,7 +554,7 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 	s.life, s.brake = context.WithCancelCause(context.Background())
 	s.conn = newRPCConn(outR, &mcpWire{w: inW, onUnreadable: func() {
 		s.breakDown(errors.New("it sent a message that is not JSON-RPC"))
-	}}, rpcConfig{MaxLine: mcpMaxMessage, OnRequest: s.answer})
+	}}, rpcConfig{MaxLine: mcpMaxMessage, OnRequest: s.answer, CancelNotice: mcpCancelNotice})
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

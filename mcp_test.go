@@ -131,6 +131,13 @@ func serveHelperMCP(in io.Reader, out io.Writer) int {
 		case mcpMethodInitialized:
 			logf("initialized")
 			send(map[string]any{"id": "roots-1", "method": mcpMethodRootsList})
+		case mcpMethodCancelled:
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+				Reason    string          `json:"reason"`
+			}
+			json.Unmarshal(m.Params, &p)
+			logf("cancelled %s %t", p.RequestID, p.Reason != "")
 		case mcpMethodToolsList:
 			var p struct {
 				Cursor string `json:"cursor"`
@@ -544,6 +551,10 @@ func TestMCPCancelDuringCall(t *testing.T) {
 	}
 	if got := len(h.events("tools/call hang")); got != 1 {
 		t.Errorf("hang sent %d times", got)
+	}
+	// The server was told the client stopped waiting, once.
+	if got := h.events("cancelled"); len(got) != 1 || !strings.HasSuffix(got[0], " true") {
+		t.Errorf("notifications/cancelled seen %q, want one with a reason", got)
 	}
 }
 
