@@ -276,8 +276,13 @@ func (a *agent) handleNotify(method string, params json.RawMessage) {
 		Meta      json.RawMessage `json:"_meta,omitempty"`
 	}
 	if err := decodeStrict(params, &p); err != nil {
-		a.log.Warn("session/cancel: bad params", "err", err)
-		return
+		// Stopping is the safe direction: a cancel that names its session
+		// cancels it, whatever else it carries.
+		if json.Unmarshal(params, &p) != nil || p.SessionID == "" {
+			a.log.Warn("session/cancel: no session id: nothing cancelled", "err", err)
+			return
+		}
+		a.log.Warn("session/cancel: unexpected params, cancelling all the same", "session", p.SessionID, "err", err)
 	}
 	if s := a.session(p.SessionID); s != nil {
 		s.mu.Lock()
@@ -328,9 +333,10 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 		return nil, invalidParams("initialize: %v", err)
 	}
 	caps := map[string]any{
-		"loadSession":        false,
-		"promptCapabilities": map[string]bool{"image": false, "audio": false, "embeddedContext": false},
-		"mcpCapabilities":    map[string]bool{"http": false, "sse": false},
+		"loadSession":         false,
+		"promptCapabilities":  map[string]bool{"image": false, "audio": false, "embeddedContext": false},
+		"mcpCapabilities":     map[string]bool{"http": false, "sse": false},
+		"sessionCapabilities": map[string]any{"close": map[string]any{}},
 	}
 	if a.managedCapability != "" {
 		got, _ := p.Meta[metaParentCapability].(string)
@@ -371,12 +377,18 @@ func (a *agent) sessionIDFor(meta json.RawMessage) (string, error) {
 
 func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, error) {
 	var p struct {
-		Cwd        string            `json:"cwd"`
-		McpServers []json.RawMessage `json:"mcpServers"`
-		Meta       json.RawMessage   `json:"_meta,omitempty"`
+		Cwd                   string            `json:"cwd"`
+		AdditionalDirectories []string          `json:"additionalDirectories,omitempty"`
+		McpServers            []json.RawMessage `json:"mcpServers"`
+		Meta                  json.RawMessage   `json:"_meta,omitempty"`
 	}
 	if err := decodeStrict(params, &p); err != nil {
 		return nil, invalidParams("session/new: %v", err)
+	}
+	if len(p.AdditionalDirectories) > 0 {
+		// Every path a tool takes is confined to cwd; a second root would
+		// widen that without the operator's say.
+		return nil, invalidParams("session/new: additionalDirectories %q: not supported, tools work under cwd only", p.AdditionalDirectories)
 	}
 	if !filepath.IsAbs(p.Cwd) {
 		return nil, invalidParams("session/new: cwd %q is not an absolute path", p.Cwd)
@@ -396,10 +408,7 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 		return nil, err
 	}
 	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: a.settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{}}
-	requested, err := parseACPMCPServers(p.McpServers)
-	if err != nil {
-		return nil, invalidParams("session/new: %v", err)
-	}
+	requested := parseACPMCPServers(p.McpServers)
 	// The failures are shown as agent text at the start of the session's
 	// first prompt: updates for a session id the client has not yet
 	// received may be dropped.
@@ -462,7 +471,7 @@ func (a *agent) setMode(params json.RawMessage) (any, error) {
 	}
 	s := a.session(p.SessionID)
 	if s == nil {
-		return nil, invalidParams("session/set_mode: unknown session %q", p.SessionID)
+		return nil, &rpcError{Code: rpcNotFound, Message: fmt.Sprintf("session/set_mode: unknown session %q", p.SessionID)}
 	}
 	known := false
 	for _, m := range approvalModes {
@@ -490,6 +499,10 @@ type contentBlock struct {
 	Size        *int64          `json:"size,omitempty"`
 	Annotations json.RawMessage `json:"annotations,omitempty"`
 	Meta        json.RawMessage `json:"_meta,omitempty"`
+	// Members of the block types this agent does not take (image, audio,
+	// resource), read only so that check can name the type.
+	Data     json.RawMessage `json:"data,omitempty"`
+	Resource json.RawMessage `json:"resource,omitempty"`
 }
 
 // check refuses a block the agent cannot read; serve applies it before it
@@ -525,7 +538,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	s := a.session(p.SessionID)
 	if s == nil {
-		return nil, invalidParams("session/prompt: unknown session %q", p.SessionID)
+		return nil, &rpcError{Code: rpcNotFound, Message: fmt.Sprintf("session/prompt: unknown session %q", p.SessionID)}
 	}
 	var text strings.Builder
 	for i, b := range p.Prompt {
@@ -566,7 +579,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	s.mu.Lock()
 	if s.cancel != nil {
 		s.mu.Unlock()
-		return nil, &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf("session/prompt: session %q already has a prompt running", s.id)}
+		return nil, invalidParams("session/prompt: session %q already has a prompt running", s.id)
 	}
 	if s.cancelledLocked(seq) {
 		// The cancel was read before this handler got here.
@@ -923,8 +936,9 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	}
 	var ans struct {
 		Outcome struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId,omitempty"`
+			Outcome  string          `json:"outcome"`
+			OptionID string          `json:"optionId,omitempty"`
+			Meta     json.RawMessage `json:"_meta,omitempty"` // "_meta is allowed on every object"
 		} `json:"outcome"`
 		Meta json.RawMessage `json:"_meta,omitempty"`
 	}

@@ -918,6 +918,9 @@ func TestACPPermissionRoundTrips(t *testing.T) {
 		modelSay string
 	}{
 		{"allow once", selected(optionAllowOnce), true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
+		// "_meta is allowed on every object": the SDK's answers may carry it.
+		{"allow once with _meta", map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": optionAllowOnce, "_meta": map[string]any{"x": 1}}, "_meta": map[string]any{}},
+			true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
 		{"allow always", selected(optionAllowAlways), true, 1, 2, "write_file: completed\nwrite_file: completed\n"},
 		{"reject", selected(optionRejectOnce), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
 		{"unknown option", selected("allow_forever"), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
@@ -1289,5 +1292,51 @@ func TestACPSessionIDFromMeta(t *testing.T) {
 		if r := newWith(id); r.Error == nil || r.Error.Code != rpcInvalidParams {
 			t.Errorf("session/new with id %v: %s %+v, want -32602", id, r.Result, r.Error)
 		}
+	}
+}
+
+// TestACPSchemaConformance: what the ACP v1 schema allows a client to send
+// is taken, and what the agent advertises is what it serves.
+func TestACPSchemaConformance(t *testing.T) {
+	c := startACP(t, nil, nil)
+	var init struct {
+		AgentCapabilities map[string]json.RawMessage `json:"agentCapabilities"`
+	}
+	c.mustCall(methodInitialize, initializeParams(""), &init)
+	if got := string(init.AgentCapabilities["sessionCapabilities"]); got != `{"close":{}}` {
+		t.Errorf("sessionCapabilities = %s, want close advertised (session/close is served)", got)
+	}
+	dir := t.TempDir()
+	if r := c.call(methodSessionNew, map[string]any{"cwd": dir, "mcpServers": []any{}, "additionalDirectories": []any{}}); r.Error != nil {
+		t.Errorf("session/new with empty additionalDirectories: %+v", r.Error)
+	}
+	if r := c.call(methodSessionNew, map[string]any{"cwd": dir, "mcpServers": []any{}, "additionalDirectories": []any{"/"}}); r.Error == nil || r.Error.Code != rpcInvalidParams {
+		t.Errorf("session/new with a second root: %+v, want -32602 (tools work under cwd only)", r)
+	}
+	for m, params := range map[string]any{
+		methodSessionPrompt:  promptParams("nope", "hi", ""),
+		methodSessionSetMode: map[string]any{"sessionId": "nope", "modeId": modeYolo},
+		methodSessionClose:   map[string]any{"sessionId": "nope"},
+	} {
+		if r := c.call(m, params); r.Error == nil || r.Error.Code != rpcNotFound {
+			t.Errorf("%s on an unknown session: %+v, want %d", m, r.Error, rpcNotFound)
+		}
+	}
+	// A cancel with a member the agent does not know still cancels:
+	// stopping is the safe direction.
+	sid := c.newYoloSession(dir)
+	resp := c.start(methodSessionPrompt, promptParams(sid, `call run_shell_command {"command":"touch started; sleep 30"}`, ""))
+	deadline := time.Now().Add(20 * time.Second)
+	for !fileExists(filepath.Join(dir, "started")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid, "reason": "user"}})
+	select {
+	case r := <-resp:
+		if !strings.Contains(string(r.Result), stopCancelled) {
+			t.Errorf("prompt answer = %s %+v, want cancelled", r.Result, r.Error)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a session/cancel with an extra member did not cancel")
 	}
 }

@@ -543,6 +543,9 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	if env.Result != nil || env.Error != nil {
 		return c.reject(env, id, fmt.Sprintf("invalid request: %q carries a result or an error", method))
 	}
+	if string(env.Params) == "null" {
+		env.Params = nil // "params: ... | null"
+	}
 	if env.Params != nil && env.Params[0] != '{' && env.Params[0] != '[' {
 		return c.reject(env, id, fmt.Sprintf("invalid request: params of %q must be an object or an array, got %s", method, env.Params))
 	}

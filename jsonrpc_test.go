@@ -216,7 +216,6 @@ func TestRPCMalformedLines(t *testing.T) {
 		{"method null", `{"jsonrpc":"2.0","id":5,"method":null}`, rpcInvalidRequest, "5"},
 		{"method empty", `{"jsonrpc":"2.0","id":5,"method":""}`, rpcInvalidRequest, "5"},
 		{"scalar params", `{"jsonrpc":"2.0","id":6,"method":"m","params":3}`, rpcInvalidRequest, "6"},
-		{"null params", `{"jsonrpc":"2.0","id":6,"method":"m","params":null}`, rpcInvalidRequest, "6"},
 		{"method with result", `{"jsonrpc":"2.0","id":8,"method":"m","result":1}`, rpcInvalidRequest, "8"},
 	}
 	for _, tt := range tests {
@@ -232,6 +231,14 @@ func TestRPCMalformedLines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRPCNullParams: ACP's schema allows "params": null, read as absent.
+func TestRPCNullParams(t *testing.T) {
+	var calls atomic.Int32
+	p := startRawPeer(t, rpcConfig{OnRequest: echoHandler(&calls)})
+	p.send(`{"jsonrpc":"2.0","id":6,"method":"m","params":null}` + "\n")
+	p.expectResult("6", `"m"`)
 }
 
 // TestRPCUnanswered sends lines that must get no answer at all; the next

@@ -157,14 +157,22 @@ type sessionMCPServers struct {
 // JSON of an ACP McpServer shape is an error (the request is invalid); a
 // well-formed entry the runtime does not run (http, sse, a duplicate name, a
 // missing command) is refused with a notice and the session goes on without it.
-func parseACPMCPServers(entries []json.RawMessage) (sessionMCPServers, error) {
+func parseACPMCPServers(entries []json.RawMessage) sessionMCPServers {
 	var parsed []mcpServerConfig
 	var notices []string
 	named := map[string]bool{}
 	for i, raw := range entries {
 		var e acpMCPServer
 		if err := decodeStrict(raw, &e); err != nil {
-			return sessionMCPServers{}, fmt.Errorf("mcpServers[%d]: %w", i, err)
+			// The schema marks these items x-deserialize-skip-invalid-items:
+			// one bad entry is refused, the session still starts. Its name,
+			// if it has one, still replaces a settings entry of that name.
+			json.Unmarshal(raw, &e)
+			if e.Name != "" {
+				named[e.Name] = true
+			}
+			notices = append(notices, fmt.Sprintf("MCP server entry %d (%q) was refused: %v", i, e.Name, err))
+			continue
 		}
 		named[e.Name] = true
 		if e.Type != nil && *e.Type != mcpTransportStdio {
@@ -172,16 +180,18 @@ func parseACPMCPServers(entries []json.RawMessage) (sessionMCPServers, error) {
 			continue
 		}
 		if e.URL != "" || e.Headers != nil {
-			return sessionMCPServers{}, fmt.Errorf("mcpServers[%d] %q: a stdio entry carries url or headers", i, e.Name)
+			notices = append(notices, fmt.Sprintf("MCP server %q was refused: a stdio entry carries url or headers", e.Name))
+			continue
 		}
 		c := mcpServerConfig{Name: e.Name, Command: e.Command, Args: e.Args}
+		var badEnv error
 		for _, v := range e.Env {
 			if v.Name == "" || strings.ContainsAny(v.Name, "=\x00") {
-				return sessionMCPServers{}, fmt.Errorf("mcpServers[%d] %q: environment variable name %q is invalid", i, e.Name, v.Name)
+				badEnv = fmt.Errorf("environment variable name %q is invalid", v.Name)
 			}
 			c.Env = append(c.Env, v.Name+"="+v.Value)
 		}
-		if err := c.validate(); err != nil {
+		if err := errors.Join(badEnv, c.validate()); err != nil {
 			notices = append(notices, fmt.Sprintf("MCP server %q was refused: %v", e.Name, err))
 			continue
 		}
@@ -203,7 +213,7 @@ func parseACPMCPServers(entries []json.RawMessage) (sessionMCPServers, error) {
 			count[c.Name] = 0 // one notice per name
 		}
 	}
-	return sessionMCPServers{configs: configs, named: named, notices: notices}, nil
+	return sessionMCPServers{configs: configs, named: named, notices: notices}
 }
 
 // mcpNameAmbiguous refuses a server name whose tools permission rules could
