@@ -652,8 +652,8 @@ func (a *agent) promptGuard(s *session, rawInv json.RawMessage) (string, Guard) 
 
 // guardAnswer is the managed parent's answer to a prepare request.
 type guardAnswer struct {
-	Allowed *bool   `json:"allowed"`
-	Reason  *string `json:"reason,omitempty"`
+	Allowed *bool           `json:"allowed"`
+	Reason  json.RawMessage `json:"reason,omitempty"` // raw: present as null is malformed too
 }
 
 // parentGuard asks the managed parent, which holds the provider token.
@@ -675,14 +675,24 @@ func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, er
 	if ans.Allowed == nil {
 		return Decision{}, errors.New("prepare answer from parent: no allowed field")
 	}
-	if *ans.Allowed && ans.Reason != nil {
+	if ans.Reason == nil {
+		return Decision{Allowed: *ans.Allowed}, nil
+	}
+	if *ans.Allowed {
 		return Decision{}, errors.New("prepare answer from parent: a reason on an allow")
 	}
-	d := Decision{Allowed: *ans.Allowed}
-	if ans.Reason != nil {
-		d.Reason = *ans.Reason
+	// The same rules as a provider's reason: it is shown to the model and
+	// the client, whoever the parent is.
+	var reason string
+	if ans.Reason[0] != '"' || json.Unmarshal(ans.Reason, &reason) != nil {
+		return Decision{}, fmt.Errorf("prepare answer from parent: reason %s is not a string", ans.Reason)
 	}
-	return d, nil
+	if strings.TrimSpace(reason) != "" {
+		if why := reasonUnsafe(reason); why != "" {
+			return Decision{}, fmt.Errorf("prepare answer from parent: reason: %s", why)
+		}
+	}
+	return Decision{Reason: strings.TrimSpace(reason)}, nil
 }
 
 // providerGuard asks the provider directly (standalone required mode).

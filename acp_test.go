@@ -550,6 +550,15 @@ func TestACPManagedGuardDecisions(t *testing.T) {
 		{"reason on an allow", func(map[string]any) (any, *rpcError) {
 			return map[string]any{"allowed": true, "reason": "ok"}, nil
 		}, false, guardFailedReason, "write_file: denied\n"},
+		{"null reason on an allow", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": true, "reason": nil}, nil
+		}, false, guardFailedReason, "write_file: denied\n"},
+		{"reason with control characters", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": false, "reason": "line1\nline2\u0007"}, nil
+		}, false, guardFailedReason, "write_file: denied\n"},
+		{"reason of 501 units", func(map[string]any) (any, *rpcError) {
+			return map[string]any{"allowed": false, "reason": strings.Repeat("a", 501)}, nil
+		}, false, guardFailedReason, "write_file: denied\n"},
 		{"error response", func(map[string]any) (any, *rpcError) {
 			return nil, &rpcError{Code: rpcInternalError, Message: "provider down"}
 		}, false, guardFailedReason, "write_file: denied\n"},

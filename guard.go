@@ -185,7 +185,9 @@ func checkGuard(ctx context.Context, env *toolEnv, call toolCall, name string, a
 		return cancelledResult(), false
 	}
 	switch {
-	case err != nil:
+	case err != nil, d.Allowed && d.Reason != "":
+		// "The decision is either { allowed: true } or { allowed: false,
+		// reason? }": anything else is malformed.
 		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
 	case !d.Allowed && strings.TrimSpace(d.Reason) == "":
 		// "A missing or blank denial reason uses a stable generic message."

@@ -144,6 +144,11 @@ func TestBoundaryDecisions(t *testing.T) {
 		{"guard panic", func(context.Context, GuardRequest) (Decision, error) {
 			panic("guard bug")
 		}, guardFailedReason},
+		// "either { allowed: true } or { allowed: false, reason? }": an
+		// allow with a reason is neither, so malformed.
+		{"allow with a reason", func(context.Context, GuardRequest) (Decision, error) {
+			return Decision{Allowed: true, Reason: "fine, but"}, nil
+		}, guardFailedReason},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -220,6 +220,10 @@ func decodePrepareResponse(body []byte, requestID string) (allowed bool, reason 
 		if err != nil {
 			return false, "", &wireError{Category: failSchema, Err: err}
 		}
+		// "A missing or blank denial reason uses a stable generic message."
+		if strings.TrimSpace(reason) == "" {
+			return false, "", nil
+		}
 		if why := reasonUnsafe(reason); why != "" {
 			return false, "", wireFail(failUnsafeReason, "reason: %s", why)
 		}
