@@ -173,6 +173,10 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		}
 		a.managedCapability = sys.env.privateCapability
 	case opts.Guard.required():
+		// This process holds the token and runs tools: they must not read it.
+		if err := hideEnviron(a.log); err != nil {
+			return err
+		}
 		a.provider = newProviderClient(opts.Guard)
 		if err := a.provider.handshake(ctx); err != nil {
 			return err // names the endpoint and the failure category

@@ -1036,6 +1036,16 @@ func TestACPSlashCommands(t *testing.T) {
 		t.Errorf("agent text = %q (/help must not offer the disabled /tools)", text)
 	}
 
+	// The flag adds to the settings' list.
+	f := startACP(t, nil, []string{"--settings", settings, "--disabled-slash-commands", "/help"})
+	f.mustCall(methodInitialize, initializeParams(""), nil)
+	fsid := f.newSession(t.TempDir())
+	f.prompt(fsid, "/help", "")
+	f.prompt(fsid, "/tools", "")
+	if text := agentText(f.sessionUpdates(fsid)); !strings.Contains(text, "/help is disabled by settings") || !strings.Contains(text, "/tools is disabled by settings") {
+		t.Errorf("with --disabled-slash-commands: agent text = %q", text)
+	}
+
 	m := startManagedWith(t, nil, "--allow-slash-command", "help")
 	msid := m.newSession(t.TempDir())
 	m.prompt(msid, "/help", "p1")

@@ -129,6 +129,9 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := hideEnviron(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)); err != nil {
+		return err
+	}
 	return serveDaemon(ctx, sys, opts, func(url string) {
 		fmt.Fprintf(sys.stdout, "acpguard serve: listening on %s\n", url)
 	})
@@ -146,6 +149,7 @@ type daemon struct {
 	limits       serveLimits
 	obs          *serveObserver
 	allowSlash   []string
+	disabled     []string // --disabled-slash-commands
 	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
 	port         string
@@ -194,6 +198,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		limits:       opts.Limits.withDefaults(),
 		obs:          newServeObserver(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)),
 		allowSlash:   opts.AllowSlashCommands,
+		disabled:     opts.DisabledSlashCommands,
 		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
 		settingsFile: opts.SettingsFile,
 		checkHost:    loopback,
@@ -603,8 +608,12 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		empty = empty && block.empty()
-		if d.guarded && block.Type == "text" {
-			if name, ok := slashCommand(block.Text); ok && !slices.Contains(d.allowSlash, name) {
+		if name, ok := slashCommand(block.Text); ok && block.Type == "text" {
+			switch {
+			case slices.Contains(d.disabled, name):
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is disabled (--disabled-slash-commands)", "/"+name))
+				return
+			case d.guarded && !slices.Contains(d.allowSlash, name):
 				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
 				return
 			}
@@ -1239,6 +1248,9 @@ func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability, mark strin
 	}
 	for _, name := range d.allowSlash {
 		args = append(args, "--allow-slash-command", name)
+	}
+	if len(d.disabled) > 0 {
+		args = append(args, "--disabled-slash-commands", strings.Join(d.disabled, ","))
 	}
 	args = append(args, d.childLog...)
 	if d.guarded {

@@ -853,3 +853,14 @@ func TestChildSchedulerSlots(t *testing.T) {
 		})
 	}
 }
+
+// TestServeDisabledSlashCommands: a command disabled on serve's command line
+// is a 400 in every mode, before anything reaches a child.
+func TestServeDisabledSlashCommands(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{DisabledSlashCommands: []string{"tools"}}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"/tools"}]}`), http.StatusBadRequest, codeSlashRejected)
+	if pid := td.prompt(t, id, "/help"); pid == "" {
+		t.Error("an open slash command was refused in off mode")
+	}
+}

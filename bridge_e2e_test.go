@@ -488,3 +488,15 @@ func TestServeE2EMCPGuardedOnce(t *testing.T) {
 		t.Errorf("the crashing MCP call reached the server %d times, want exactly 1", len(calls))
 	}
 }
+
+// TestServeE2EStartEnvironmentHidden: serve holds the provider token, which
+// os.Unsetenv leaves in /proc/<pid>/environ; it makes itself not dumpable so
+// that its tools (same user) cannot read that file.
+func TestServeE2EStartEnvironmentHidden(t *testing.T) {
+	prov := newTestProvider(t)
+	args, env := guardArgs(t, prov, t.TempDir(), filepath.Join(t.TempDir(), "d.jsonl"))
+	sp := startServe(t, append(args, "--log-level", "debug"), env)
+	if log := sp.stderr.String(); !strings.Contains(log, `msg="start environment hidden from other processes" dumpable=0`) {
+		t.Errorf("serve's log does not show it made itself not dumpable:\n%s", log)
+	}
+}

@@ -153,9 +153,11 @@ type serveOptions struct {
 	DecisionLog        string // "" stderr
 	MaxPendingPrompts  int
 	AllowSlashCommands []string // names without the leading "/"
-	Limits             serveLimits
-	LogJSON            bool       // --log-format json; text otherwise
-	LogLevel           slog.Level // the zero Level is info
+	// DisabledSlashCommands are refused with 400 and passed to every child.
+	DisabledSlashCommands []string
+	Limits                serveLimits
+	LogJSON               bool       // --log-format json; text otherwise
+	LogLevel              slog.Level // the zero Level is info
 }
 
 // serveLimits bound what callers can make the daemon hold. A zero count or
@@ -640,8 +642,9 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	guard := addGuardFlags(fs)
 	modelName := onceFlag(fs, "model", "")
 	settingsFile := onceFlag(fs, "settings", "")
-	var slash listValue
+	var slash, disabledSlash listValue
 	fs.Var(&slash, "allow-slash-command", "")
+	fs.Var(&disabledSlash, "disabled-slash-commands", "")
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
@@ -661,6 +664,12 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
 		return acpOptions{}, err
 	}
+	disabled, err := parseDisabledSlashCommands(disabledSlash)
+	if err != nil {
+		return acpOptions{}, err
+	}
+	// The flag adds to the settings' list, as Qwen Code's does.
+	opts.Settings.SlashCommands.Disabled = append(opts.Settings.SlashCommands.Disabled, disabled...)
 	env := envOf(sys)
 	if opts.Model == "" {
 		opts.Model = modelScripted
@@ -699,6 +708,8 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	decisionLog := onceFlag(fs, "decision-log", "")
 	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
 	fs.Var(&slash, "allow-slash-command", "")
+	var disabledSlash listValue
+	fs.Var(&disabledSlash, "disabled-slash-commands", "")
 	maxSessions := onceFlag(fs, "max-sessions", strconv.Itoa(defaultMaxSessions))
 	maxSubscribers := onceFlag(fs, "max-subscribers-per-session", strconv.Itoa(defaultMaxSubscribers))
 	ringSize := onceFlag(fs, "event-ring-size", strconv.Itoa(defaultEventRingSize))
@@ -759,6 +770,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	}
 	opts.MaxPendingPrompts = n
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
+		return serveOptions{}, err
+	}
+	if opts.DisabledSlashCommands, err = parseDisabledSlashCommands(disabledSlash); err != nil {
 		return serveOptions{}, err
 	}
 	return opts, nil
@@ -911,6 +925,25 @@ func parseSlashCommands(raw []string) ([]string, error) {
 	return out, nil
 }
 
+// parseDisabledSlashCommands reads --disabled-slash-commands: "disable
+// non-approved commands with slashCommands.disabled / --disabled-slash-commands".
+// Each value is one name or a comma-separated list, with or without "/".
+func parseDisabledSlashCommands(raw []string) ([]string, error) {
+	var out []string
+	for _, r := range raw {
+		for _, n := range strings.Split(r, ",") {
+			name := strings.TrimPrefix(strings.TrimSpace(n), "/")
+			if !validCommandName(name) {
+				return nil, usagef("--disabled-slash-commands %q: %q is not a command name of letters, digits, '-', '_', '.' or ':'", r, n)
+			}
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out, nil
+}
+
 func validCommandName(s string) bool {
 	if s == "" {
 		return false
@@ -1036,6 +1069,8 @@ Flags:
         model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs.
   --allow-slash-command NAME
         (repeatable) a slash command a managed child may run; set by serve.
+  --disabled-slash-commands NAME[,NAME...]
+        (repeatable) slash commands refused, added to slashCommands.disabled.
   --log-format text|json
         the format of the log on stderr (default text).
   --log-level debug|info|warn|error
@@ -1088,6 +1123,9 @@ Flags:
         prompts one session may queue, 1 through 1000 (default 5).
   --allow-slash-command NAME
         accept prompts starting with /NAME in required mode; repeatable.
+  --disabled-slash-commands NAME[,NAME...]
+        refuse prompts starting with these commands (400) in every mode and
+        disable them in the children; repeatable.
   --log-format text|json
         format of the log on stderr (default text).
   --log-level debug|info|warn|error

@@ -3,8 +3,11 @@
 package main
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // "The very first thing main does, for every subcommand, is read
@@ -33,6 +36,21 @@ const envModelKey = "OPENAI_API_KEY"
 var removedEnvNames = [...]string{
 	envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard, envModelKey,
 	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+}
+
+// hideEnviron makes this process not dumpable. Unsetenv leaves the start
+// environment, the token in it, readable in /proc/<pid>/environ by any
+// process of the same user, a tool this process started included; a process
+// that is not dumpable keeps its /proc files to root and refuses ptrace.
+// "Provider credentials remain in the qwen serve process." The state read
+// back is logged, so an operator can see it took.
+func hideEnviron(log *slog.Logger) error {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); e != 0 {
+		return fmt.Errorf("hide the start environment: prctl PR_SET_DUMPABLE: %w", e)
+	}
+	dumpable, _, _ := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_GET_DUMPABLE, 0, 0)
+	log.Debug("start environment hidden from other processes", "dumpable", dumpable)
+	return nil
 }
 
 // removedEnvPrefix names exported bash functions, which bash imports as code.

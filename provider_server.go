@@ -38,6 +38,9 @@ func runProvider(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := hideEnviron(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)); err != nil {
+		return err
+	}
 	return serveProvider(ctx, sys, opts, nil)
 }
 
