@@ -1,5 +1,6 @@
 // envscrub.go owns the secrets in the environment: it captures and unsets
-// them at start, and is the one builder of every child process environment.
+// them at start, hides the start environment from other processes, and is
+// the one builder of every child process environment.
 package main
 
 import (
