@@ -751,3 +751,38 @@ func FuzzPrepareTool(f *testing.F) {
 		}
 	})
 }
+
+// TestGuardSeesResolvedPaths: the guard decides over the file that will be
+// opened. A symlink inside the workspace (docs -> secrets) and a session cwd
+// reached through a symlink both arrive resolved, so a rule for secrets/
+// cannot be dodged by spelling.
+func TestGuardSeesResolvedPaths(t *testing.T) {
+	g := &countingGuard{decide: func(_ context.Context, req GuardRequest) (Decision, error) {
+		if strings.Contains(fmt.Sprint(req.Arguments["file_path"]), "/secrets/") {
+			return Decision{Reason: "no secrets"}, nil
+		}
+		return Decision{Allowed: true}, nil
+	}}
+	env, _ := newTestEnv(t, g)
+	mustWrite(t, filepath.Join(env.Cwd, "secrets", "key"), "API-KEY")
+	mustSymlink(t, filepath.Join(env.Cwd, "secrets"), filepath.Join(env.Cwd, "docs"))
+	link := filepath.Join(t.TempDir(), "ws-link")
+	mustSymlink(t, env.Cwd, link)
+	for _, tc := range []struct{ cwd, path string }{
+		{env.Cwd, "docs/key"},
+		{link, "secrets/key"},
+		{link, filepath.Join(env.Cwd, "secrets", "key")},
+	} {
+		e := *env
+		e.Cwd = tc.cwd
+		res := runArgs(t, &e, "read_file", map[string]any{"file_path": tc.path})
+		if res.Status != statusFailed || res.Output != "no secrets" {
+			t.Errorf("cwd %s, read %s: %+v, want the secrets rule to deny", tc.cwd, tc.path, res)
+		}
+	}
+	for _, req := range g.reqs {
+		if got, want := req.Arguments["file_path"], filepath.Join(env.Cwd, "secrets", "key"); got != want {
+			t.Errorf("guard saw file_path %v, want the resolved %s", got, want)
+		}
+	}
+}

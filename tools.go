@@ -414,7 +414,7 @@ func argBool(args map[string]any, name string) bool {
 // it when it leaves cwd: "a path that leaves the session cwd (also through a
 // symlink) is an error before any permission or guard step." The deepest
 // existing ancestor is resolved through symlinks and compared with the
-// resolved cwd; the cleaned, unresolved path is what the tool then uses.
+// resolved cwd; that resolved path is what the guard sees and the tool uses.
 func resolveWorkspacePath(cwd, p string) (string, error) {
 	if p == "" {
 		return "", errors.New("path is empty")
@@ -441,7 +441,10 @@ func resolveWorkspacePath(cwd, p string) (string, error) {
 	if !withinDir(realCwd, real) {
 		return "", fmt.Errorf("path %q is outside the workspace %q", p, cwd)
 	}
-	return abs, nil
+	// The resolved path, not the spelling: the provider decides over the
+	// file that will be opened, so a symlink inside the workspace
+	// (docs -> secrets) cannot dodge a rule written for secrets/.
+	return real, nil
 }
 
 // resolveExisting resolves the deepest existing ancestor of abs through
@@ -591,7 +594,8 @@ func execReadFile(ctx context.Context, env *toolEnv, args map[string]any) toolRe
 	if offset > int64(len(lines)) {
 		return failed(errTypeExecutionFailed, "read file: offset %d is past the end of %q (%d lines)", offset, p, len(lines))
 	}
-	end := min(int64(len(lines)), offset+limit)
+	// offset <= len(lines) here, so this cannot overflow as offset+limit can.
+	end := offset + min(limit, int64(len(lines))-offset)
 	var out limitedBuffer
 	out.max = maxToolOutput
 	for _, l := range lines[offset:end] {

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -86,6 +87,9 @@ func TestReadFile(t *testing.T) {
 		{name: "binary", tool: "read_file", args: map[string]any{"file_path": "bin"}, status: statusFailed, want: []string{"is binary"}},
 		{name: "directory", tool: "read_file", args: map[string]any{"file_path": "dir"}, status: statusFailed, want: []string{"is a directory"}},
 		{name: "offset past end", tool: "read_file", args: map[string]any{"file_path": "a.txt", "offset": 9}, status: statusFailed, want: []string{"past the end"}},
+		// offset+limit would overflow int64 and slice past the end.
+		{name: "largest limit", tool: "read_file", args: map[string]any{"file_path": "a.txt", "offset": 1, "limit": int64(math.MaxInt64)}, status: statusCompleted,
+			want: []string{"two\nthree\n"}, notWant: []string{"one", "showing lines"}},
 	})
 }
 
