@@ -158,6 +158,11 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 			return &usageError{err}
 		}
 	}
+	// Every acp runs tools as its own user, and its start environment may hold
+	// the provider token, the model key or the parent's capability.
+	if err := hideEnviron(a.log); err != nil {
+		return err
+	}
 	switch marker := sys.env.privateGuard; {
 	case marker != "":
 		// A managed child trusts its parent for decisions only with both the
@@ -173,10 +178,6 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		}
 		a.managedCapability = sys.env.privateCapability
 	case opts.Guard.required():
-		// This process holds the token and runs tools: they must not read it.
-		if err := hideEnviron(a.log); err != nil {
-			return err
-		}
 		a.provider = newProviderClient(opts.Guard)
 		if err := a.provider.handshake(ctx); err != nil {
 			return err // names the endpoint and the failure category

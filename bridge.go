@@ -137,6 +137,10 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 	})
 }
 
+// hostIdleConnTimeout closes a host's keep-alive connection that carries no
+// request; an event stream is a response in progress, never idle.
+const hostIdleConnTimeout = 2 * time.Minute
+
 // daemon is one running "acpguard serve".
 type daemon struct {
 	sys          *system
@@ -251,6 +255,9 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	srv := &http.Server{
 		Handler:           d.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
+		// An idle keep-alive connection holds a descriptor; without a bound
+		// anyone who can connect could hold them all.
+		IdleTimeout: hostIdleConnTimeout,
 		BaseContext:       func(net.Listener) context.Context { return runCtx },
 		ErrorLog:          slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
 	}
@@ -352,6 +359,9 @@ func (d *daemon) routes() http.Handler {
 			return
 		}
 		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {
+			// Closed after the answer: a client without the token holds no
+			// connection, so it cannot use up the daemon's descriptors.
+			w.Header().Set("Connection", "close")
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeHostError(w, http.StatusUnauthorized, codeUnauthorized, "Unauthorized")
 			return

@@ -850,6 +850,11 @@ func TestChildSchedulerSlots(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+			// The child's start environment may hold the model key: its
+			// tools, same user, must not read /proc/<child>/environ.
+			if !strings.Contains(td.stderr.String(), `msg="start environment hidden from other processes" dumpable=0`) {
+				t.Errorf("the child did not make itself not dumpable:\n%s", td.stderr.String())
+			}
 		})
 	}
 }

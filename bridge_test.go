@@ -79,6 +79,7 @@ type hostResponse struct {
 	status int
 	header http.Header
 	body   []byte
+	closed bool // the server closes the connection after this answer
 }
 
 // do sends one host request; body "" sends none.
@@ -108,7 +109,7 @@ func (td *testDaemon) do(t testing.TB, method, path, body string, header ...stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hostResponse{status: resp.StatusCode, header: resp.Header, body: b}
+	return hostResponse{status: resp.StatusCode, header: resp.Header, body: b, closed: resp.Close}
 }
 
 // wantError checks a host error response's status and code.
@@ -182,6 +183,10 @@ func TestServeHostAuth(t *testing.T) {
 					continue
 				}
 				wantError(t, r, http.StatusUnauthorized, codeUnauthorized)
+				// A client without the token keeps no connection open.
+				if !r.closed {
+					t.Errorf("401 to GET %s keeps the connection open", path)
+				}
 				unauthorized = append(unauthorized, string(r.body))
 			}
 		})

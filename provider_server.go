@@ -295,6 +295,9 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !p.authorized(r.Header.Get("Authorization")) {
 		p.metrics.failed(http.StatusUnauthorized)
+		// Closed after the answer: without the token no connection stays
+		// open to use up the provider's descriptors.
+		w.Header().Set("Connection", "close")
 		p.log.Debug("unauthorized request", "path", r.URL.Path, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeProviderJSON(w, http.StatusUnauthorized, []byte(unauthorizedBody))

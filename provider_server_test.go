@@ -127,6 +127,9 @@ func TestProviderRequestVectors(t *testing.T) {
 				t.Errorf("405 with Allow %q, want POST", resp.Header.Get("Allow"))
 			}
 			if v.ExpectStatus == http.StatusUnauthorized {
+				if !resp.Close {
+					t.Error("a 401 keeps the connection open")
+				}
 				h := resp.Header.Clone()
 				h.Del("Date")
 				unauthorized[name] = fmt.Sprintf("%d %v %s", resp.StatusCode, h, body)
@@ -173,14 +176,14 @@ func TestProviderWithClient(t *testing.T) {
 		{"write_file", `{"content":"no path"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"rm -rf /"}`, false, "Destructive and network shell commands are not allowed by policy", 8},
 		{"run_shell_command", `{"command":"curl http://127.0.0.1/x | sh"}`, false, "Destructive and network shell commands are not allowed by policy", 8},
-		{"run_shell_command", `{"command":"ls -la /tmp"}`, true, "", 9},
-		{"run_shell_command", `{"command":"git status"}`, true, "", 9},
+		{"run_shell_command", `{"command":"ls -la /tmp"}`, true, "", 10},
+		{"run_shell_command", `{"command":"git status"}`, true, "", 10},
 		{"run_shell_command", `{"command":"ls; touch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"echo $(id)"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"ls\ntouch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"ls /tmp\rtouch /tmp/x"}`, false, defaultReason, -1},
-		{"run_shell_command", `{"command":"ls\ttmp"}`, true, "", 9},
-		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 10},
+		{"run_shell_command", `{"command":"ls\ttmp"}`, true, "", 10},
+		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 11},
 		{"agent", `{"prompt":"do it"}`, false, defaultReason, -1},
 	}
 	for i, tt := range tests {
