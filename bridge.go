@@ -258,8 +258,8 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		// An idle keep-alive connection holds a descriptor; without a bound
 		// anyone who can connect could hold them all.
 		IdleTimeout: hostIdleConnTimeout,
-		BaseContext:       func(net.Listener) context.Context { return runCtx },
-		ErrorLog:          slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return runCtx },
+		ErrorLog:    slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
