@@ -831,6 +831,10 @@ func selectJSONPointer(v any, tokens []string) (any, bool) {
 	return v, true
 }
 
+// matches reports whether the rule applies to the call. A pointer that
+// selects a value other than a string cannot be tested by a regular
+// expression: a deny rule then applies, an allow rule does not, so that
+// {"command":["curl"]} cannot slip past a deny written for strings.
 func (r *providerPolicyRule) matches(toolName string, args any) bool {
 	if r.glob {
 		if ok, _ := path.Match(r.tool, toolName); !ok {
@@ -841,8 +845,17 @@ func (r *providerPolicyRule) matches(toolName string, args any) bool {
 	}
 	for _, m := range r.args {
 		v, ok := selectJSONPointer(args, m.pointer)
+		if !ok {
+			return false
+		}
 		s, isString := v.(string)
-		if !ok || !isString || !m.re.MatchString(s) {
+		if !isString {
+			if r.allow {
+				return false
+			}
+			continue
+		}
+		if !m.re.MatchString(s) {
 			return false
 		}
 	}
