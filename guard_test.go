@@ -786,3 +786,50 @@ func TestGuardSeesResolvedPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestSymlinkSwappedDuringTheGuard: a process swaps a checked directory for
+// a symlink to outside the workspace while the guard decides. The executor
+// opens through the workspace root, so the call fails and nothing outside
+// is read or written.
+func TestSymlinkSwappedDuringTheGuard(t *testing.T) {
+	outside := t.TempDir()
+	mustWrite(t, filepath.Join(outside, "secret.txt"), "TOP-SECRET")
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"write_file", map[string]any{"file_path": "d/pwned.txt", "content": "x"}},
+		{"read_file", map[string]any{"file_path": "d/secret.txt"}},
+		{"edit", map[string]any{"file_path": "d/secret.txt", "old_string": "TOP", "new_string": "OWNED"}},
+		{"list_directory", map[string]any{"path": "d"}},
+		{"grep_search", map[string]any{"pattern": "SECRET", "path": "d"}},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			var env *toolEnv
+			g := &countingGuard{decide: func(context.Context, GuardRequest) (Decision, error) {
+				d := filepath.Join(env.Cwd, "d")
+				if err := os.Rename(d, d+".real"); err != nil {
+					t.Fatal(err)
+				}
+				mustSymlink(t, outside, d)
+				return Decision{Allowed: true}, nil
+			}}
+			env, _ = newTestEnv(t, g)
+			mustWrite(t, filepath.Join(env.Cwd, "d", "inside.txt"), "inside")
+			res := runArgs(t, env, tc.tool, tc.args)
+			if g.calls() != 1 {
+				t.Fatalf("guard called %d times", g.calls())
+			}
+			listed := tc.tool == "list_directory" && strings.Contains(res.Output, "secret.txt")
+			if res.Status != statusFailed || strings.Contains(res.Output, "TOP-SECRET") || listed {
+				t.Errorf("result = %+v, want a failure that shows nothing from outside", res)
+			}
+			if b, _ := os.ReadFile(filepath.Join(outside, "secret.txt")); string(b) != "TOP-SECRET" {
+				t.Errorf("outside file is now %q", b)
+			}
+			if fileExists(filepath.Join(outside, "pwned.txt")) {
+				t.Error("a file was written outside the workspace")
+			}
+		})
+	}
+}

@@ -548,9 +548,33 @@ func completed(output string, raw any) toolResult {
 	return toolResult{Status: statusCompleted, Output: output, RawOutput: raw}
 }
 
-// readTextFile loads a file of at most maxReadFileBytes that is not binary.
-func readTextFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
+// workspaceRoot opens the session cwd as an os.Root and gives p, a path
+// resolveWorkspacePath returned ("" for the cwd itself), relative to it.
+// Executors open files only through the root: a directory that a running
+// process swapped for a symlink after the guard decided cannot lead outside
+// the workspace. The caller closes the root.
+func workspaceRoot(env *toolEnv, p string) (*os.Root, string, error) {
+	realCwd, err := filepath.EvalSymlinks(env.Cwd)
+	if err != nil {
+		return nil, "", fmt.Errorf("resolve session cwd %q: %w", env.Cwd, err)
+	}
+	rel := "."
+	if p != "" {
+		if rel, err = filepath.Rel(realCwd, p); err != nil || !withinDir(realCwd, p) {
+			return nil, "", fmt.Errorf("path %q is outside the workspace %q", p, env.Cwd)
+		}
+	}
+	root, err := os.OpenRoot(realCwd)
+	if err != nil {
+		return nil, "", fmt.Errorf("open the workspace: %w", err)
+	}
+	return root, rel, nil
+}
+
+// readTextFile loads the file rel of root, shown as p, of at most
+// maxReadFileBytes that is not binary.
+func readTextFile(root *os.Root, rel, p string) ([]byte, error) {
+	f, err := root.Open(rel)
 	if err != nil {
 		return nil, err
 	}
@@ -581,7 +605,12 @@ func isBinary(data []byte) bool {
 
 func execReadFile(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p := argStr(args, "file_path")
-	data, err := readTextFile(p)
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "read file: %v", err)
+	}
+	defer root.Close()
+	data, err := readTextFile(root, rel, p)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "read file: %v", err)
 	}
@@ -610,31 +639,41 @@ func execReadFile(ctx context.Context, env *toolEnv, args map[string]any) toolRe
 
 func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p, content := argStr(args, "file_path"), argStr(args, "content")
-	if err := writeFile(p, content); err != nil {
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "write file: %v", err)
+	}
+	defer root.Close()
+	if err := writeFile(root, rel, p, content); err != nil {
 		return failed(errTypeExecutionFailed, "write file: %v", err)
 	}
 	return completed(fmt.Sprintf("Wrote %d bytes to %s", len(content), p), map[string]any{"path": p, "bytes": len(content)})
 }
 
-// writeFile creates the parent directories and writes content; an existing
-// file keeps its mode.
-func writeFile(p, content string) error {
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+// writeFile writes content to the file rel of root, shown as p, creating
+// the parent directories; an existing file keeps its mode.
+func writeFile(root *os.Root, rel, p, content string) error {
+	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
 		return fmt.Errorf("%q is a directory", p)
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(p, []byte(content), 0o644)
+	return root.WriteFile(rel, []byte(content), 0o644)
 }
 
 func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p := argStr(args, "file_path")
 	oldS, newS := argStr(args, "old_string"), argStr(args, "new_string")
-	data, err := readTextFile(p)
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "edit: %v", err)
+	}
+	defer root.Close()
+	data, err := readTextFile(root, rel, p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && oldS == "":
-		if err := writeFile(p, newS); err != nil {
+		if err := writeFile(root, rel, p, newS); err != nil {
 			return failed(errTypeExecutionFailed, "edit: %v", err)
 		}
 		return completed("Created "+p, map[string]any{"path": p, "created": true})
@@ -653,7 +692,7 @@ func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	case n > 1 && !argBool(args, "replace_all"):
 		return failed(errTypeExecutionFailed, "edit: old_string occurs %d times in %q; it must occur exactly once unless replace_all is true", n, p)
 	}
-	if err := writeFile(p, strings.ReplaceAll(text, oldS, newS)); err != nil {
+	if err := writeFile(root, rel, p, strings.ReplaceAll(text, oldS, newS)); err != nil {
 		return failed(errTypeExecutionFailed, "edit: %v", err)
 	}
 	return completed(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, p), map[string]any{"path": p, "replacements": n})
@@ -661,7 +700,12 @@ func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 
 func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p := argStr(args, "path")
-	entries, err := os.ReadDir(p)
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "list directory: %v", err)
+	}
+	defer root.Close()
+	entries, err := fs.ReadDir(root.FS(), filepath.ToSlash(rel))
 	if err != nil {
 		return failed(errTypeExecutionFailed, "list directory: %v", err)
 	}
@@ -797,13 +841,21 @@ func matchSegments(pat, name []string) bool {
 	return cur[len(name)]
 }
 
-// walkFiles calls fn for each regular file under root, by path relative to
-// root with slashes, skipping .git; symlinks are not followed. fn returns
+// walkFiles calls fn for each regular file under the search root p (""
+// for the session cwd) with the file's path as shown (under shown), its path
+// relative to the search root with slashes, and the root its contents are
+// read through; .git is skipped and symlinks are not followed. fn returns
 // false to stop.
-func walkFiles(ctx context.Context, root string, fn func(abs, rel string) bool) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, rel string, read func() ([]byte, error)) bool) error {
+	root, start, err := workspaceRoot(env, p)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	start = filepath.ToSlash(start)
+	return fs.WalkDir(root.FS(), start, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == root {
+			if name == start {
 				return err
 			}
 			return nil // an unreadable entry is skipped, not fatal
@@ -812,23 +864,28 @@ func walkFiles(ctx context.Context, root string, fn func(abs, rel string) bool) 
 			return ctx.Err()
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" && p != root {
-				return filepath.SkipDir
+			if d.Name() == ".git" && name != start {
+				return fs.SkipDir
 			}
 			return nil
 		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return nil
+		rel := name
+		switch {
+		case name == start:
+			rel = d.Name() // the search root is a file: match it by its name
+		case start != ".":
+			rel = strings.TrimPrefix(name, start+"/")
 		}
-		if rel == "." {
-			rel = d.Name() // root is a file: match it by its name
+		abs := shown
+		if name != start {
+			abs = filepath.Join(shown, filepath.FromSlash(rel))
 		}
-		if !fn(p, filepath.ToSlash(rel)) {
-			return filepath.SkipAll
+		read := func() ([]byte, error) { return readTextFile(root, filepath.FromSlash(name), abs) }
+		if !fn(abs, rel, read) {
+			return fs.SkipAll
 		}
 		return nil
 	})
@@ -849,7 +906,7 @@ func execGlob(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	root := searchRoot(env, args)
 	var found []string
 	truncated := false
-	err = walkFiles(ctx, root, func(abs, rel string) bool {
+	err = walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, _ func() ([]byte, error)) bool {
 		if !m.match(rel) {
 			return true
 		}
@@ -893,7 +950,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	var out limitedBuffer
 	out.max = maxToolOutput
 	matches, truncated := 0, false
-	err = walkFiles(ctx, root, func(abs, rel string) bool {
+	err = walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, read func() ([]byte, error)) bool {
 		if filter != nil {
 			subject := rel
 			if !strings.Contains(argStr(args, "glob"), "/") {
@@ -903,7 +960,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 				return true
 			}
 		}
-		data, err := readTextFile(abs)
+		data, err := read()
 		if err != nil {
 			return true // binary, too large or unreadable: not searched
 		}
