@@ -112,6 +112,13 @@ func reasonUnsafe(s string) string {
 	return ""
 }
 
+// replacedEscape reports whether decoding the JSON string raw into s
+// replaced an escape with U+FFFD: s holds more U+FFFD than raw spells.
+func replacedEscape(raw json.RawMessage, s string) bool {
+	spelled := bytes.Count(raw, []byte("\uFFFD")) + bytes.Count(bytes.ToLower(raw), []byte(`\ufffd`))
+	return strings.Count(s, "\uFFFD") > spelled
+}
+
 // wireString decodes a required JSON string field.
 func wireString(m map[string]json.RawMessage, key string) (string, error) {
 	raw, ok := m[key]
@@ -223,6 +230,11 @@ func decodePrepareResponse(body []byte, requestID string) (allowed bool, reason 
 		// "A missing or blank denial reason uses a stable generic message."
 		if strings.TrimSpace(reason) == "" {
 			return false, "", nil
+		}
+		if replacedEscape(m["reason"], reason) {
+			// encoding/json turns a lone surrogate escape into U+FFFD: the
+			// text shown would not be the text sent.
+			return false, "", wireFail(failUnsafeReason, "reason: an invalid \\u escape (a lone surrogate)")
 		}
 		if why := reasonUnsafe(reason); why != "" {
 			return false, "", wireFail(failUnsafeReason, "reason: %s", why)
