@@ -989,6 +989,9 @@ func TestACPLayersBeforeGuardMakeNoProviderRequest(t *testing.T) {
 			`call write_file {"file_path":"made.txt","content":"x"}`, `Tool "write_file" is not allowed in plan mode: only read-only tools run`},
 		{"disabled tool", `{"tools":{"approvalMode":"yolo","disabled":["run_shell_command"]}}`, "",
 			`call run_shell_command {"command":"touch made.txt"}`, `Tool "run_shell_command" is disabled by settings (tools.disabled)`},
+		// Refused as disabled whatever its arguments, not as invalid ones.
+		{"disabled tool, bad arguments", `{"tools":{"approvalMode":"yolo","disabled":["run_shell_command"]}}`, "",
+			`call run_shell_command {"cmd":"touch made.txt"}`, `Tool "run_shell_command" is disabled by settings (tools.disabled)`},
 		{"hook exit 2", `{"tools":{"approvalMode":"yolo"},"hooks":{"PreToolUse":[{"matcher":"run_shell_command","hooks":[{"type":"command","command":"` + hook + `"}]}]}}`, "",
 			`call run_shell_command {"command":"touch made.txt"}`, "hook says no"},
 	}

@@ -132,6 +132,10 @@ func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]a
 	if !found {
 		return pendingFailure(env, *call, failed(errTypeToolNotRegistered, "tool %q is not registered", call.Name))
 	}
+	// "tools.disabled ... rejects them if called", whatever their arguments.
+	if env.Policy != nil && env.Policy.Settings.toolDisabled(call.Name) {
+		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "Tool %q is disabled by settings (tools.disabled)", call.Name))
+	}
 	raw, err := decodeArgs(call.Args)
 	if err != nil {
 		return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))

@@ -1356,9 +1356,6 @@ type callPolicy struct {
 // PreToolUse hooks. ok is true only when every layer let the call through.
 func checkPolicy(ctx context.Context, env *toolEnv, call toolCall, spec *toolSpec, args map[string]any) (res toolResult, ok bool) {
 	p := env.Policy
-	if p.Settings.toolDisabled(spec.Name) {
-		return failed(errTypeExecutionDenied, "Tool %q is disabled by settings (tools.disabled)", spec.Name), false
-	}
 	v, rule := p.Settings.Rules.decide(p.Mode, spec.Name, spec.ReadOnly, args, env.Cwd, p.Home)
 	switch v {
 	case verdictAllow:
