@@ -749,12 +749,30 @@ func (rl permRule) matchPath(c permCall, strict bool) bool {
 	if err != nil {
 		return strict
 	}
-	for _, candidate := range []string{p, real} {
+	// Normalization resolved p, so it may be spelled under the real cwd;
+	// the rules anchored at the cwd as written see it there. A strict rule
+	// also sees it as resolved, so a deny on the real location holds.
+	spellings := []string{underCwd(p, c.cwd), real}
+	if strict {
+		spellings = append(spellings, p)
+	}
+	for _, candidate := range spellings {
 		if rl.matchPathSpecs(c, candidate, tree, strict) == strict {
 			return strict
 		}
 	}
 	return !strict
+}
+
+// underCwd gives p, when it lies inside the resolved cwd, back under cwd as
+// written, so that the rules anchored there apply to it.
+func underCwd(p, cwd string) string {
+	if realCwd, err := filepath.EvalSymlinks(cwd); err == nil {
+		if rel, err := filepath.Rel(realCwd, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return path.Join(cwd, rel)
+		}
+	}
+	return p
 }
 
 // matchPathSpecs reports whether any of the rule's patterns matches p.
@@ -811,13 +829,7 @@ func permRealPath(p, cwd string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	real = path.Join(real, rest)
-	if realCwd, err := filepath.EvalSymlinks(cwd); err == nil {
-		if rel, err := filepath.Rel(realCwd, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return path.Join(cwd, rel), nil
-		}
-	}
-	return real, nil
+	return underCwd(path.Join(real, rest), cwd), nil
 }
 
 func pathSegments(p string) []string {

@@ -906,3 +906,37 @@ func FuzzDecideShell(f *testing.F) {
 		}
 	})
 }
+
+// TestRulesUnderASymlinkedCwd: normalization hands the rules resolved paths.
+// With the session cwd reached through a symlink, a rule anchored at the cwd
+// as written still allows, and a deny written for the real location still
+// denies.
+func TestRulesUnderASymlinkedCwd(t *testing.T) {
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(real, "src", "a.go"), "package a")
+	mustWrite(t, filepath.Join(real, "secrets", "key"), "k")
+	link := filepath.Join(t.TempDir(), "ws-link")
+	mustSymlink(t, real, link)
+	for _, tc := range []struct {
+		allow, deny []string
+		file        string
+		want        verdict
+	}{
+		{[]string{"Edit(./src/**)"}, nil, "src/a.go", verdictAllow},
+		{[]string{"Edit(/src/**)"}, nil, "src/a.go", verdictAllow},
+		{[]string{"Edit"}, []string{"Edit(//" + strings.TrimPrefix(real, "/") + "/secrets/**)"}, "secrets/key", verdictDeny},
+		{[]string{"Edit"}, []string{"Edit(./secrets/**)"}, "secrets/key", verdictDeny},
+	} {
+		p, err := resolveWorkspacePath(link, tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := mustRules(t, tc.allow, nil, tc.deny)
+		if v, _ := r.decide(modeDefault, "edit", false, map[string]any{"file_path": p}, link, testHome); v != tc.want {
+			t.Errorf("allow %q deny %q, edit %s under cwd %s: %s, want %s", tc.allow, tc.deny, p, link, v, tc.want)
+		}
+	}
+}
