@@ -559,41 +559,38 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 			text.WriteString("\n")
 		}
 	}
-	// MCP failures are shown on the session's first prompt, whatever it is.
+	seq, _ := ctx.Value(promptSeqKey{}).(int64)
+	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
+	slash := strings.HasPrefix(text.String(), "/")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	switch {
+	case s.cancelledLocked(seq):
+		// The cancel was read after this prompt, before its handler got here.
+		s.mu.Unlock()
+		return map[string]string{"stopReason": stopCancelled}, nil
+	case !slash && s.cancel != nil:
+		s.mu.Unlock()
+		return nil, invalidParams("session/prompt: session %q already has a prompt running", s.id)
+	}
+	if !slash {
+		s.cancel = cancel
+		s.history = append(s.history, message{Role: roleUser, Text: text.String()})
+	}
+	s.mu.Unlock()
+	// MCP failures are shown on the session's first prompt that runs,
+	// whatever it is.
 	for _, n := range s.mcp.takeNotices() {
 		a.update(s.id, map[string]any{
 			"sessionUpdate": "agent_message_chunk",
 			"content":       map[string]string{"type": "text", "text": n + "\n"},
 		})
 	}
-	seq, _ := ctx.Value(promptSeqKey{}).(int64)
-	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
-	if strings.HasPrefix(text.String(), "/") {
-		s.mu.Lock()
-		cancelled := s.cancelledLocked(seq)
-		s.mu.Unlock()
-		if cancelled {
-			return map[string]string{"stopReason": stopCancelled}, nil
-		}
+	if slash {
 		a.slashCommand(s, text.String())
 		return map[string]string{"stopReason": stopEndTurn}, nil
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s.mu.Lock()
-	if s.cancel != nil {
-		s.mu.Unlock()
-		return nil, invalidParams("session/prompt: session %q already has a prompt running", s.id)
-	}
-	if s.cancelledLocked(seq) {
-		// The cancel was read before this handler got here.
-		s.mu.Unlock()
-		return map[string]string{"stopReason": stopCancelled}, nil
-	}
-	s.cancel = cancel
-	s.history = append(s.history, message{Role: roleUser, Text: text.String()})
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.cancel = nil

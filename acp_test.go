@@ -550,6 +550,9 @@ func TestACPManagedGuardDecisions(t *testing.T) {
 		{"reason on an allow", func(map[string]any) (any, *rpcError) {
 			return map[string]any{"allowed": true, "reason": "ok"}, nil
 		}, false, guardFailedReason, "write_file: denied\n"},
+		{"allowed in two cases", func(map[string]any) (any, *rpcError) {
+			return json.RawMessage(`{"allowed":false,"Allowed":true}`), nil
+		}, false, guardFailedReason, "write_file: denied\n"},
 		{"null reason on an allow", func(map[string]any) (any, *rpcError) {
 			return map[string]any{"allowed": true, "reason": nil}, nil
 		}, false, guardFailedReason, "write_file: denied\n"},
@@ -1360,5 +1363,43 @@ func TestACPSchemaConformance(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a session/cancel with an extra member did not cancel")
+	}
+}
+
+// TestACPCancelCoversAQueuedSecondPrompt: a second prompt written together
+// with a cancel, while the first still runs, is answered cancelled, not
+// refused as "already has a prompt running".
+func TestACPCancelCoversAQueuedSecondPrompt(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newYoloSession(dir)
+	first := c.start(methodSessionPrompt, promptParams(sid, `call run_shell_command {"command":"touch started; sleep 30"}`, ""))
+	deadline := time.Now().Add(20 * time.Second)
+	for !fileExists(filepath.Join(dir, "started")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	second := make(chan acpResponse, 1)
+	c.pending[fmt.Sprint(id)] = second
+	c.mu.Unlock()
+	prompt, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": methodSessionPrompt,
+		"params": promptParams(sid, `call write_file {"file_path":"second.txt","content":"x"}`, "")})
+	cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	c.writeLine(string(prompt) + "\n" + string(cancel))
+	for name, ch := range map[string]chan acpResponse{"first": first, "second": second} {
+		select {
+		case r := <-ch:
+			if r.Error != nil || !strings.Contains(string(r.Result), stopCancelled) {
+				t.Errorf("%s prompt answered %s %+v, want cancelled", name, r.Result, r.Error)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no answer to the %s prompt", name)
+		}
+	}
+	if fileExists(filepath.Join(dir, "second.txt")) {
+		t.Error("the second prompt ran its call after the cancel")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +31,45 @@ func decodeStrict(data []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("trailing data after JSON value")
 	}
-	return duplicateMember(data)
+	if err := duplicateMember(data); err != nil {
+		return err
+	}
+	return exactNames(data, v)
+}
+
+// exactNames refuses a top-level member of a struct's object whose name is
+// not spelled exactly as one of the struct's: encoding/json matches names
+// ignoring case, so {"decision":"deny","Decision":"allow"} would decode as
+// allow. Nested structs that carry decisions are decoded on their own.
+func exactNames(data []byte, v any) error {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil // null: encoding/json leaves the struct alone
+	}
+	_, err := decodeWireObject(data, jsonNames(t.Elem())...)
+	return err
+}
+
+// jsonNames are the member names encoding/json decodes into struct type t.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct:
+			names = append(names, jsonNames(f.Type)...)
+		case name == "":
+			names = append(names, f.Name)
+		default:
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // duplicateMember reports the first member name given twice in one object,

@@ -1235,7 +1235,7 @@ type hookOutputJSON struct {
 	TerminalSequence   string          `json:"terminalSequence"`
 	Decision           string          `json:"decision"`
 	Reason             string          `json:"reason"`
-	HookSpecificOutput *hookPreToolUse `json:"hookSpecificOutput"`
+	HookSpecificOutput json.RawMessage `json:"hookSpecificOutput"` // decoded on its own: exact names
 }
 
 type hookPreToolUse struct {
@@ -1274,7 +1274,11 @@ func parseHookOutput(stdout []byte) (hookDecision, string, error) {
 	default:
 		return "", "", fmt.Errorf("unknown decision %q", o.Decision)
 	}
-	if s := o.HookSpecificOutput; s != nil {
+	if o.HookSpecificOutput != nil && string(o.HookSpecificOutput) != "null" {
+		s := &hookPreToolUse{}
+		if err := decodeStrict(o.HookSpecificOutput, s); err != nil {
+			return "", "", fmt.Errorf("hookSpecificOutput: %w", err)
+		}
 		if s.HookEventName != "" && s.HookEventName != hookEventPreToolUse {
 			return "", "", fmt.Errorf("hookEventName %q is not %q", s.HookEventName, hookEventPreToolUse)
 		}

@@ -565,7 +565,12 @@ func TestPreToolUseHookAnswers(t *testing.T) {
 		{"invalid JSON", "echo 'not json'", false,
 			hookDeny, `PreToolUse hook HOOK printed an invalid answer: invalid character 'o' in literal null (expecting 'u') (the call is blocked: the hook fails closed)`},
 		{"unknown key", `echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{}}}'`, false,
-			hookDeny, `PreToolUse hook HOOK printed an invalid answer: json: unknown field "updatedInput" (the call is blocked: the hook fails closed)`},
+			hookDeny, `PreToolUse hook HOOK printed an invalid answer: hookSpecificOutput: json: unknown field "updatedInput" (the call is blocked: the hook fails closed)`},
+		// encoding/json would match names ignoring case and let the last win.
+		{"decision in another case", `echo '{"decision":"deny","Decision":"allow"}'`, false,
+			hookDeny, `PreToolUse hook HOOK printed an invalid answer: unknown field "Decision" (the call is blocked: the hook fails closed)`},
+		{"permissionDecision in another case", `echo '{"hookSpecificOutput":{"permissionDecision":"deny","PermissionDecision":"allow"}}'`, false,
+			hookDeny, `PreToolUse hook HOOK printed an invalid answer: hookSpecificOutput: unknown field "PermissionDecision" (the call is blocked: the hook fails closed)`},
 		{"wrong event", `echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse"}}'`, false,
 			hookDeny, `PreToolUse hook HOOK printed an invalid answer: hookEventName "PostToolUse" is not "PreToolUse" (the call is blocked: the hook fails closed)`},
 		{"two values", `echo '{} {}'`, false,

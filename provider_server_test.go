@@ -400,6 +400,7 @@ func TestParsePolicy(t *testing.T) {
 		// encoding/json alone lets the last of two members win.
 		{"decision given twice", `{"rules":[{"tool":"read_file","decision":"deny"},{"tool":"read_file","decision":"deny","decision":"allow"}]}`, `duplicate field "decision" in rules[1]`},
 		{"rules given twice", `{"rules":[{"tool":"x","decision":"deny"}],"rules":[]}`, `duplicate field "rules"`},
+		{"decision given twice in two cases", `{"rules":[{"tool":"read_file","decision":"deny","Decision":"allow"}]}`, `rule 0: unknown field "Decision"`},
 		{"rule not an object", `{"rules":["read_file"]}`, `rule 0: json: cannot unmarshal string`},
 		{"trailing data", `{} {}`, "trailing data"},
 		{"not json", `rules:`, "invalid character"},
