@@ -816,8 +816,10 @@ func (c *rpcConn) call(ctx context.Context, method string, params any) (json.Raw
 	case <-ctx.Done():
 		if c.cfg.CancelNotice != nil {
 			if notice, params, ok := c.cfg.CancelNotice(method, id); ok {
-				// The peer may be gone; the caller learns nothing more from it.
-				_ = c.notify(notice, params)
+				// Sent aside: a peer that stopped reading must not keep the
+				// caller, which gave up on it, waiting on a full pipe. The
+				// write ends when the connection does.
+				go c.notify(notice, params)
 			}
 		}
 		return nil, ctx.Err()
