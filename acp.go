@@ -685,16 +685,11 @@ func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, er
 	}
 	// The same rules as a provider's reason: it is shown to the model and
 	// the client, whoever the parent is.
-	var reason string
-	if ans.Reason[0] != '"' || json.Unmarshal(ans.Reason, &reason) != nil {
-		return Decision{}, fmt.Errorf("prepare answer from parent: reason %s is not a string", ans.Reason)
+	reason, err := shownReason(ans.Reason)
+	if err != nil {
+		return Decision{}, fmt.Errorf("prepare answer from parent: %w", err)
 	}
-	if strings.TrimSpace(reason) != "" {
-		if why := reasonUnsafe(reason); why != "" {
-			return Decision{}, fmt.Errorf("prepare answer from parent: reason: %s", why)
-		}
-	}
-	return Decision{Reason: strings.TrimSpace(reason)}, nil
+	return Decision{Reason: reason}, nil
 }
 
 // providerGuard asks the provider directly (standalone required mode).

@@ -186,14 +186,45 @@ func (c *acpClient) call(method string, params any) acpResponse {
 
 // start sends a request and returns where its response will arrive.
 func (c *acpClient) start(method string, params any) chan acpResponse {
+	line, ch := c.request(method, params)
+	c.writeLine(line)
+	return ch
+}
+
+// request numbers a request and registers its answer; the caller writes it.
+func (c *acpClient) request(method string, params any) (string, chan acpResponse) {
 	c.mu.Lock()
 	c.nextID++
 	id := c.nextID
 	ch := make(chan acpResponse, 1)
 	c.pending[fmt.Sprint(id)] = ch
 	c.mu.Unlock()
-	c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return string(b), ch
+}
+
+// startThenCancel writes a session/prompt and a session/cancel for sid in
+// one write, so the agent reads both before the prompt's handler can start.
+func (c *acpClient) startThenCancel(sid string, params any) chan acpResponse {
+	line, ch := c.request(methodSessionPrompt, params)
+	cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	c.writeLine(line + "\n" + string(cancel))
 	return ch
+}
+
+// waitForFile waits until a tool call created path.
+func waitForFile(t testing.TB, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !fileExists(path) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not created", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (c *acpClient) mustCall(method string, params any, result any) {
@@ -699,10 +730,7 @@ func TestACPCancelBeforeGuard(t *testing.T) {
 	marker := filepath.Join(dir, "started")
 	resp := c.start(methodSessionPrompt, promptParams(sid,
 		"call run_shell_command {\"command\":\"touch started; sleep 30\"}\ncall write_file {\"file_path\":\"second.txt\",\"content\":\"x\"}", "p1"))
-	deadline := time.Now().Add(20 * time.Second)
-	for !fileExists(marker) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForFile(t, marker)
 	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
 	select {
 	case r := <-resp:
@@ -1223,16 +1251,7 @@ func TestACPCancelReadWithPrompt(t *testing.T) {
 	dir := t.TempDir()
 	sid := c.newYoloSession(dir)
 	for i := range 10 {
-		c.mu.Lock()
-		c.nextID++
-		id := c.nextID
-		ch := make(chan acpResponse, 1)
-		c.pending[fmt.Sprint(id)] = ch
-		c.mu.Unlock()
-		prompt, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": methodSessionPrompt,
-			"params": promptParams(sid, fmt.Sprintf(`call write_file {"file_path":"ran%d.txt","content":"x"}`, i), fmt.Sprintf("p%d", i))})
-		cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
-		c.writeLine(string(prompt) + "\n" + string(cancel))
+		ch := c.startThenCancel(sid, promptParams(sid, fmt.Sprintf(`call write_file {"file_path":"ran%d.txt","content":"x"}`, i), fmt.Sprintf("p%d", i)))
 		select {
 		case r := <-ch:
 			if r.Error != nil || !strings.Contains(string(r.Result), stopCancelled) {
@@ -1279,10 +1298,7 @@ func TestACPToolOutcomeDetails(t *testing.T) {
 
 	sid = c.newYoloSession(dir)
 	resp := c.start(methodSessionPrompt, promptParams(sid, "call run_shell_command {\"command\":\"touch started; sleep 30\"}\ncall replace {\"file_path\":\"a.txt\",\"old_string\":\"a\",\"new_string\":\"b\"}", ""))
-	deadline := time.Now().Add(20 * time.Second)
-	for !fileExists(filepath.Join(dir, "started")) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForFile(t, filepath.Join(dir, "started"))
 	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
 	if r := <-resp; !strings.Contains(string(r.Result), stopCancelled) {
 		t.Fatalf("prompt answer = %s %+v", r.Result, r.Error)
@@ -1351,10 +1367,7 @@ func TestACPSchemaConformance(t *testing.T) {
 	// stopping is the safe direction.
 	sid := c.newYoloSession(dir)
 	resp := c.start(methodSessionPrompt, promptParams(sid, `call run_shell_command {"command":"touch started; sleep 30"}`, ""))
-	deadline := time.Now().Add(20 * time.Second)
-	for !fileExists(filepath.Join(dir, "started")) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForFile(t, filepath.Join(dir, "started"))
 	c.send(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid, "reason": "user"}})
 	select {
 	case r := <-resp:
@@ -1375,20 +1388,8 @@ func TestACPCancelCoversAQueuedSecondPrompt(t *testing.T) {
 	dir := t.TempDir()
 	sid := c.newYoloSession(dir)
 	first := c.start(methodSessionPrompt, promptParams(sid, `call run_shell_command {"command":"touch started; sleep 30"}`, ""))
-	deadline := time.Now().Add(20 * time.Second)
-	for !fileExists(filepath.Join(dir, "started")) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	c.mu.Lock()
-	c.nextID++
-	id := c.nextID
-	second := make(chan acpResponse, 1)
-	c.pending[fmt.Sprint(id)] = second
-	c.mu.Unlock()
-	prompt, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": methodSessionPrompt,
-		"params": promptParams(sid, `call write_file {"file_path":"second.txt","content":"x"}`, "")})
-	cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
-	c.writeLine(string(prompt) + "\n" + string(cancel))
+	waitForFile(t, filepath.Join(dir, "started"))
+	second := c.startThenCancel(sid, promptParams(sid, `call write_file {"file_path":"second.txt","content":"x"}`, ""))
 	for name, ch := range map[string]chan acpResponse{"first": first, "second": second} {
 		select {
 		case r := <-ch:

@@ -223,25 +223,38 @@ func decodePrepareResponse(body []byte, requestID string) (allowed bool, reason 
 		if allowed {
 			return false, "", wireFail(failSchema, "reason on an allow")
 		}
-		reason, err = wireString(m, "reason")
-		if err != nil {
+		if _, err := wireString(m, "reason"); err != nil {
 			return false, "", &wireError{Category: failSchema, Err: err}
 		}
-		// "A missing or blank denial reason uses a stable generic message."
-		if strings.TrimSpace(reason) == "" {
-			return false, "", nil
+		if reason, err = shownReason(m["reason"]); err != nil {
+			return false, "", &wireError{Category: failUnsafeReason, Err: err}
 		}
-		if replacedEscape(m["reason"], reason) {
-			// encoding/json turns a lone surrogate escape into U+FFFD: the
-			// text shown would not be the text sent.
-			return false, "", wireFail(failUnsafeReason, "reason: an invalid \\u escape (a lone surrogate)")
-		}
-		if why := reasonUnsafe(reason); why != "" {
-			return false, "", wireFail(failUnsafeReason, "reason: %s", why)
-		}
-		reason = strings.TrimSpace(reason)
 	}
 	return allowed, reason, nil
+}
+
+// shownReason checks a denial reason, a JSON string as sent, and returns the
+// text shown for it: "" when it is blank, for "A missing or blank denial
+// reason uses a stable generic message", else the trimmed text. An error
+// says why the reason may not be shown. The provider client and a managed
+// child reading its parent's answer both apply it.
+func shownReason(raw json.RawMessage) (string, error) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", fmt.Errorf("reason %s is not a string", raw)
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", nil
+	}
+	if replacedEscape(raw, s) {
+		// encoding/json turns a lone surrogate escape into U+FFFD: the
+		// text shown would not be the text sent.
+		return "", errors.New("reason: an invalid \\u escape (a lone surrogate)")
+	}
+	if why := reasonUnsafe(s); why != "" {
+		return "", fmt.Errorf("reason: %s", why)
+	}
+	return strings.TrimSpace(s), nil
 }
 
 // handshakeRequest is the body of POST /v1/handshake, in wire order.
