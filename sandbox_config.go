@@ -1,0 +1,45 @@
+// sandbox_config.go owns the operator's sandbox choice as one validated value:
+// which profile confines the processes that tools, hooks and MCP servers
+// start, what they may read and write beyond the profile's defaults, and
+// whether they may use the network and Unix sockets. config.go and
+// settings.go fill it; sandbox.go enforces it.
+package main
+
+// Sandbox profiles: --sandbox off|workspace, and Qwen Code's tools.sandbox
+// (false is off, true is workspace).
+const (
+	sandboxOff       = "off"
+	sandboxWorkspace = "workspace"
+)
+
+// --sandbox-network all|none and --sandbox-unix all|none.
+const (
+	sandboxAll  = "all"
+	sandboxNone = "none"
+)
+
+// sandboxConfig is a validated sandbox configuration. The zero value is off.
+type sandboxConfig struct {
+	Profile string // sandboxOff or sandboxWorkspace
+	// Explicit says the operator asked for this profile (--sandbox or the
+	// operator's settings): on a kernel without Landlock an explicit
+	// workspace profile is exit 1, a default one starts with a warning and
+	// reports the sandbox as off.
+	Explicit bool
+	// Read is nil for "read and execute the whole filesystem"; otherwise the
+	// only absolute paths a confined process may read and execute.
+	Read []string
+	// Write are absolute, existing directories confined processes may also
+	// write beneath, beyond the session cwd and its temp directory.
+	Write []string
+	// Network is sandboxAll or sandboxNone (TCP bind and connect denied);
+	// NetworkExplicit says --sandbox-network or settings named it.
+	Network         string
+	NetworkExplicit bool
+	// Unix is sandboxAll or sandboxNone (AF_UNIX sockets refused by a
+	// seccomp filter).
+	Unix string
+}
+
+// on reports whether processes are confined at all.
+func (c sandboxConfig) on() bool { return c.Profile == sandboxWorkspace }
