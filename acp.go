@@ -97,8 +97,9 @@ type agent struct {
 	provider          *providerClient // standalone required mode
 
 	settings   *settings
-	allowSlash []string // slash commands serve opened for a managed child
-	home       string   // for ~/ in path rules
+	sandbox    sandboxConfig // confines what tools, hooks and MCP servers start
+	allowSlash []string      // slash commands serve opened for a managed child
+	home       string        // for ~/ in path rules
 	// mcpSettings are the settings file's MCP servers, started for every
 	// session; mcpCallTimeout bounds one tools/call (0: the default).
 	mcpSettings    []mcpServerConfig
@@ -146,6 +147,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		model:      scriptedModel{},
 		sessions:   make(map[string]*session),
 		settings:   opts.Settings,
+		sandbox:    opts.Sandbox,
 		allowSlash: opts.AllowSlashCommands,
 		home:       sys.env.lookup("HOME"),
 	}

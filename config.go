@@ -131,6 +131,7 @@ type acpOptions struct {
 	AllowSlashCommands []string   // for a managed child: the slash commands serve opened
 	LogJSON            bool       // --log-format json; text otherwise
 	LogLevel           slog.Level // --log-level
+	Sandbox            sandboxConfig
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -158,6 +159,7 @@ type serveOptions struct {
 	Limits                serveLimits
 	LogJSON               bool       // --log-format json; text otherwise
 	LogLevel              slog.Level // the zero Level is info
+	Sandbox               sandboxConfig
 }
 
 // serveLimits bound what callers can make the daemon hold. A zero count or

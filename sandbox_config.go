@@ -5,6 +5,11 @@
 // settings.go fill it; sandbox.go enforces it.
 package main
 
+import (
+	"fmt"
+	"syscall"
+)
+
 // Sandbox profiles: --sandbox off|workspace, and Qwen Code's tools.sandbox
 // (false is off, true is workspace).
 const (
@@ -43,3 +48,21 @@ type sandboxConfig struct {
 
 // on reports whether processes are confined at all.
 func (c sandboxConfig) on() bool { return c.Profile == sandboxWorkspace }
+
+// Landlock's probe: landlock_create_ruleset(NULL, 0,
+// LANDLOCK_CREATE_RULESET_VERSION) returns the kernel's ABI version.
+const (
+	sysLandlockCreateRuleset     = 444 // x86-64 and arm64 alike
+	landlockCreateRulesetVersion = 1 << 0
+)
+
+// probeLandlock returns the kernel's Landlock ABI version, or the error the
+// kernel answered (ENOSYS: not built in; EOPNOTSUPP: disabled at boot). It is
+// a variable so that tests can play a kernel without Landlock.
+var probeLandlock = func() (int, error) {
+	abi, _, errno := syscall.Syscall(sysLandlockCreateRuleset, 0, 0, landlockCreateRulesetVersion)
+	if errno != 0 {
+		return 0, fmt.Errorf("landlock_create_ruleset version probe: %w", errno)
+	}
+	return int(abi), nil
+}
