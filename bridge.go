@@ -129,11 +129,18 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := hideEnviron(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)); err != nil {
+	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
+	if err := hideEnviron(log); err != nil {
 		return err
 	}
+	tok, err := prepareHostToken(&opts, envOf(sys), log)
+	if err != nil {
+		return err
+	}
+	defer tok.cleanup()
 	return serveDaemon(ctx, sys, opts, func(url string) {
 		fmt.Fprintf(sys.stdout, "acpguard serve: listening on %s\n", url)
+		tok.announce(sys.stdout)
 	})
 }
 
@@ -259,6 +266,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		// anyone who can connect could hold them all.
 		IdleTimeout: hostIdleConnTimeout,
 		BaseContext: func(net.Listener) context.Context { return runCtx },
+		ConnContext: d.peerConnContext,
 		ErrorLog:    slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
@@ -356,6 +364,9 @@ func (d *daemon) routes() http.Handler {
 		// browser names the page in Origin, which hosts and curl never send.
 		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !loopbackOrigin(o) {
 			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("Origin %q is not a loopback origin", o))
+			return
+		}
+		if !d.peerAllowed(w, r) {
 			return
 		}
 		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {

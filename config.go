@@ -144,16 +144,25 @@ const (
 )
 
 type serveOptions struct {
-	Hostname           string // an IP address or host name; localhost pinned to 127.0.0.1
-	Port               int    // 0: pick a free port
-	Workspaces         []string
-	SettingsFile       string    // "" none
-	Settings           *settings // loaded from SettingsFile, or the defaults
-	Token              string    // host API token, "" none
-	Guard              guardConfig
-	DecisionLog        string // "" stderr
-	MaxPendingPrompts  int
-	AllowSlashCommands []string // names without the leading "/"
+	Hostname     string // an IP address or host name; localhost pinned to 127.0.0.1
+	Port         int    // 0: pick a free port
+	Workspaces   []string
+	SettingsFile string    // "" none
+	Settings     *settings // loaded from SettingsFile, or the defaults
+	Token        string    // host API token, "" none
+	// TokenFile is the host token file from --token-file: read when it
+	// existed at start, else created by runServe (GenerateToken).
+	TokenFile string
+	// GenerateToken asks runServe for a new random host token, written to
+	// TokenFile or, when that is "", to a new file in a fresh directory.
+	GenerateToken bool
+	// AllowTokenlessLoopback is --allow-tokenless-loopback: in required mode
+	// a loopback daemon without a host token, as in off mode.
+	AllowTokenlessLoopback bool
+	Guard                  guardConfig
+	DecisionLog            string // "" stderr
+	MaxPendingPrompts      int
+	AllowSlashCommands     []string // names without the leading "/"
 	// DisabledSlashCommands are refused with 400 and passed to every child.
 	DisabledSlashCommands []string
 	Limits                serveLimits
@@ -367,23 +376,30 @@ func (l *listValue) Set(s string) error {
 	return nil
 }
 
-// guardFlags are the three guard flags of a subcommand, not yet validated.
+// guardFlags are the guard flags of a subcommand, not yet validated.
 type guardFlags struct {
 	mode, endpoint, timeout *onceValue
+	tokenFile               *onceValue // --external-tool-guard-token-file
 }
 
-// addGuardFlags registers the three guard flags on fs.
+// addGuardFlags registers the guard flags on fs.
 func addGuardFlags(fs *flag.FlagSet) guardFlags {
 	return guardFlags{
-		mode:     onceFlag(fs, flagGuardMode, guardModeOff),
-		endpoint: onceFlag(fs, flagGuardEndpoint, ""),
-		timeout:  onceFlag(fs, flagGuardTimeout, strconv.Itoa(defaultGuardTimeoutMs)),
+		mode:      onceFlag(fs, flagGuardMode, guardModeOff),
+		endpoint:  onceFlag(fs, flagGuardEndpoint, ""),
+		timeout:   onceFlag(fs, flagGuardTimeout, strconv.Itoa(defaultGuardTimeoutMs)),
+		tokenFile: onceFlag(fs, flagGuardTokenFile, ""),
 	}
 }
 
-// resolve validates the flags and the guard token from env. In off mode the
-// endpoint, the timeout and the token are neither validated nor kept.
+// resolve validates the flags and the guard token from env or from
+// --external-tool-guard-token-file; both at once is refused in every mode.
+// In off mode the endpoint, the timeout and the token (the file is not even
+// read) are neither validated nor kept.
 func (g guardFlags) resolve(env *procEnv) (guardConfig, error) {
+	if g.tokenFile.count > 0 && env.guardTokenSet {
+		return guardConfig{}, usagef("--%s %q and %s: both set; give the provider token one way, the file or the variable", flagGuardTokenFile, g.tokenFile.value, envGuardToken)
+	}
 	switch g.mode.value {
 	case guardModeOff:
 		return guardConfig{Mode: guardModeOff}, nil
@@ -399,10 +415,15 @@ func (g guardFlags) resolve(env *procEnv) (guardConfig, error) {
 	if err != nil {
 		return guardConfig{}, err
 	}
-	if !env.guardTokenSet {
-		return guardConfig{}, usagef("%s: must be set when --%s is %s", envGuardToken, flagGuardMode, guardModeRequired)
+	var token string
+	switch {
+	case g.tokenFile.count > 0:
+		token, err = readSecretFile(flagGuardTokenFile, g.tokenFile.value)
+	case !env.guardTokenSet:
+		return guardConfig{}, usagef("%s: must be set when --%s is %s (or give --%s FILE)", envGuardToken, flagGuardMode, guardModeRequired, flagGuardTokenFile)
+	default:
+		token, err = parseToken(env.guardToken)
 	}
-	token, err := parseToken(env.guardToken)
 	if err != nil {
 		return guardConfig{}, err
 	}
@@ -639,10 +660,24 @@ func parsePort(raw string) (int, error) {
 	return n, nil
 }
 
+// modelKeyFromFile reads --model-key-file when it was given: the same file
+// rules as every secret file, and refused together with OPENAI_API_KEY.
+func modelKeyFromFile(file *onceValue, env *procEnv) (key string, given bool, err error) {
+	if file.count == 0 {
+		return "", false, nil
+	}
+	if env.modelKeySet {
+		return "", false, usagef("--%s %q and %s: both set; give the model key one way, the file or the variable", flagModelKeyFile, file.value, envModelKey)
+	}
+	key, err = readSecretFile(flagModelKeyFile, file.value)
+	return key, err == nil, err
+}
+
 func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs := newFlagSet("acp")
 	guard := addGuardFlags(fs)
 	modelName := onceFlag(fs, "model", "")
+	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
 	settingsFile := onceFlag(fs, "settings", "")
 	var slash, disabledSlash listValue
 	fs.Var(&slash, "allow-slash-command", "")
@@ -673,6 +708,13 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	// The flag adds to the settings' list, as Qwen Code's does.
 	opts.Settings.SlashCommands.Disabled = append(opts.Settings.SlashCommands.Disabled, disabled...)
 	env := envOf(sys)
+	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
+	if err != nil {
+		return acpOptions{}, err
+	}
+	if !modelKeyGiven {
+		modelKey = env.modelKey
+	}
 	if opts.Model == "" {
 		opts.Model = modelScripted
 		if env.lookup(envModelBaseURL) != "" {
@@ -682,7 +724,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	switch opts.Model {
 	case modelScripted:
 	case modelOpenAI:
-		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: env.modelKey, Model: env.lookup(envModelName)}
+		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: modelKey, Model: env.lookup(envModelName)}
 		if opts.OpenAI.Model == "" {
 			opts.OpenAI.Model = opts.Settings.Model.Name
 		}
@@ -706,7 +748,10 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	fs.Var(&workspaces, "workspace", "")
 	settings := onceFlag(fs, "settings", "")
 	token := onceFlag(fs, "token", "")
+	tokenFile := onceFlag(fs, flagHostTokenFile, "")
+	tokenless := fs.Bool(flagAllowTokenlessLoopback, false, "")
 	guard := addGuardFlags(fs)
+	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
 	decisionLog := onceFlag(fs, "decision-log", "")
 	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
 	fs.Var(&slash, "allow-slash-command", "")
@@ -749,22 +794,20 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.SettingsFile, opts.Settings, err = parseSettingsFile(settings.value); err != nil {
 		return serveOptions{}, err
 	}
-	// "Host auth: --token or env QWEN_SERVER_TOKEN"; the flag wins.
-	switch {
-	case token.count > 0:
-		opts.Token, err = parseSecret("--token", token.value)
-	case env.serverTokenSet:
-		opts.Token, err = parseSecret(envServerToken, env.serverToken)
+	if opts.Guard, err = guard.resolve(env); err != nil {
+		return serveOptions{}, err
 	}
+	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, loopback); err != nil {
+		return serveOptions{}, err
+	}
+	// serve reads the model key from the file into the place the variable's
+	// value is kept, so it reaches what the variable reaches.
+	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
 		return serveOptions{}, err
 	}
-	// "Binding a non-loopback address without a token is refused."
-	if !loopback && opts.Token == "" {
-		return serveOptions{}, usagef("--hostname %q: a non-loopback address requires --token or %s", hostname.value, envServerToken)
-	}
-	if opts.Guard, err = guard.resolve(env); err != nil {
-		return serveOptions{}, err
+	if modelKeyGiven {
+		env.modelKey, env.modelKeySet = modelKey, true
 	}
 	n, ok := parseDigits(maxPending.value)
 	if !ok || n < 1 || n > maxMaxPendingPrompts {
@@ -970,6 +1013,12 @@ const guardFlagsUsage = `  --external-tool-guard-mode off|required
   --external-tool-guard-timeout-ms N
         bound on one provider call, in milliseconds: 100 through 30000
         (default 3000).
+  --external-tool-guard-token-file FILE
+        read the provider's bearer token from FILE once at start, instead of
+        QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN (both is an error): a regular file
+        of the current user, mode 0600 or stricter, not a symbolic link; one
+        trailing newline is removed, then the variable's rules apply. Read
+        only in required mode.
 `
 
 const scrubUsage = `Children (tools, hooks, MCP servers, ACP children) never see the variables
@@ -1065,6 +1114,10 @@ Flags:
         the model: the built-in scripted model (default), or an
         OpenAI-compatible chat completions service (default when
         OPENAI_BASE_URL is set).
+  --model-key-file FILE
+        read the model's API key from FILE once at start, instead of
+        OPENAI_API_KEY (both is an error); the same file rules as
+        --external-tool-guard-token-file.
   --settings FILE
         settings in Qwen Code's format: tools.approvalMode, tools.disabled,
         permissions.allow|ask|deny, hooks.PreToolUse, model.name,
@@ -1082,12 +1135,14 @@ Flags:
 
 Environment:
   QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
-        the provider's bearer token, required in required mode; read and removed
-        from the environment at start.
+        the provider's bearer token, required in required mode unless
+        --external-tool-guard-token-file is given; read and removed from the
+        environment at start.
   OPENAI_BASE_URL, OPENAI_MODEL
         the OpenAI-compatible service and model name.
   OPENAI_API_KEY
-        its API key; read and removed at start, sent only to that service.
+        its API key unless --model-key-file is given; read and removed at
+        start, sent only to that service.
   QWEN_SERVER_TOKEN
         read and removed at start; not used.
   QWEN_CODE_PRIVATE_ACP_CAPABILITY, QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
@@ -1108,7 +1163,7 @@ guarded tool call.
 Flags:
   --hostname HOST
         address to listen on (default 127.0.0.1). A non-loopback address
-        requires a token.
+        requires a host token (--token, --token-file or QWEN_SERVER_TOKEN).
   --port N
         port to listen on, 0 picks a free one (default 4170).
   --workspace DIR
@@ -1118,8 +1173,26 @@ Flags:
         settings file for the ACP children (permissions, hooks).
   --token T
         bearer token every host request must send; wins over QWEN_SERVER_TOKEN.
-        Prefer the variable: a flag is visible to other local users.
-` + guardFlagsUsage + `  --decision-log FILE
+        Prefer the variable or --token-file: a flag is visible to other local
+        users.
+  --token-file FILE
+        the host token's file, instead of --token or QWEN_SERVER_TOKEN (with
+        either is an error). An existing FILE is read once at start: a regular
+        file of the current user, mode 0600 or stricter, not a symbolic link,
+        one trailing newline removed. A FILE that does not exist is created
+        at start with a new random token (mode 0600, in a directory no other
+        user can write to) and kept for the next start.
+  --allow-tokenless-loopback
+        required mode only: accept host requests without a token on a
+        loopback address, as in off mode; warned at start. Without it, and
+        without a token, required mode generates a host token into a fresh
+        directory under $XDG_RUNTIME_DIR (or the temporary directory), prints
+        "acpguard serve: host token in FILE" after the listening line, and
+        removes the directory at exit.
+` + guardFlagsUsage + `  --model-key-file FILE
+        read the model's API key from FILE once at start, instead of
+        OPENAI_API_KEY (both is an error); the same file rules as --token-file.
+  --decision-log FILE
         append one JSON line per guard decision to FILE (default: stderr).
   --max-pending-prompts-per-session N
         prompts one session may queue, 1 through 1000 (default 5).
@@ -1178,7 +1251,11 @@ Environment:
         bearer token for host requests when --token is not given; read and
         removed from the environment at start.
   QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
-        the provider's bearer token, required in required mode; read and removed
-        at start, kept in the daemon only.
+        the provider's bearer token, required in required mode unless
+        --external-tool-guard-token-file is given; read and removed at start,
+        kept in the daemon only.
+  OPENAI_API_KEY
+        the model's API key unless --model-key-file is given; read and removed
+        at start.
 
 ` + scrubUsage
