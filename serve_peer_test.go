@@ -1,0 +1,407 @@
+// serve_peer_test.go checks that serve refuses host requests from its own
+// descendants (403 host_is_descendant) and serves everyone else, with real
+// processes and real loopback connections; serve and its tools run as an
+// ordinary user (nobody) when the tests run as root.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary is also a tiny host: with envPeerClient set to serve's URL
+// it sends GET /health (with envPeerToken as bearer token when set) and
+// writes "STATUS CODE" to the file envPeerOut names; with envPeerHide=1 it
+// first makes itself not dumpable, so no other process of its user can read
+// its descriptors. With envPeerHold set to an address it connects there and
+// holds the connection until its stdin closes.
+const (
+	envPeerClient = "ACPGUARD_TEST_PEER_CLIENT"
+	envPeerToken  = "ACPGUARD_TEST_PEER_TOKEN"
+	envPeerOut    = "ACPGUARD_TEST_PEER_OUT"
+	envPeerHide   = "ACPGUARD_TEST_PEER_HIDE"
+	envPeerHold   = "ACPGUARD_TEST_PEER_HOLD"
+)
+
+func init() {
+	if url, ok := os.LookupEnv(envPeerClient); ok {
+		os.Exit(runPeerClient(url))
+	}
+	if addr, ok := os.LookupEnv(envPeerHold); ok {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			os.Exit(1)
+		}
+		io.Copy(io.Discard, os.Stdin)
+		c.Close()
+		os.Exit(0)
+	}
+}
+
+func runPeerClient(url string) int {
+	out := "error"
+	defer func() {
+		if p := os.Getenv(envPeerOut); p != "" {
+			os.WriteFile(p, []byte(out), 0o644)
+		} else {
+			fmt.Println(out)
+		}
+	}()
+	if os.Getenv(envPeerHide) == "1" {
+		if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); e != 0 {
+			out = "prctl: " + e.Error()
+			return 1
+		}
+	}
+	req, err := http.NewRequest("GET", url+"/health", nil)
+	if err != nil {
+		out = err.Error()
+		return 1
+	}
+	if tok := os.Getenv(envPeerToken); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Minute}
+	resp, err := client.Do(req)
+	if err != nil {
+		out = err.Error()
+		return 1
+	}
+	defer resp.Body.Close()
+	var body apiErrorBody
+	data, _ := io.ReadAll(resp.Body)
+	json.Unmarshal(data, &body)
+	out = strconv.Itoa(resp.StatusCode) + " " + body.Code
+	if resp.StatusCode == http.StatusForbidden && !resp.Close {
+		out += " (connection kept open)"
+	}
+	return 0
+}
+
+func TestParseProcNetTCPLine(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	for _, e := range []procTCPEntry{
+		{Local: ap("127.0.0.1:8080"), Remote: ap("0.0.0.0:0"), UID: 0, Inode: 27614},
+		{Local: ap("127.0.0.1:54321"), Remote: ap("127.0.0.1:4170"), UID: 65534, Inode: 1<<40 + 3},
+		{Local: ap("[::1]:4170"), Remote: ap("[::1]:40000"), UID: 4294967295, Inode: 1},
+		{Local: ap("[::ffff:127.0.0.1]:40000"), Remote: ap("[::ffff:127.0.0.1]:4170"), UID: 1000},
+		{Local: ap("[2001:db8::1]:65535"), Remote: ap("[fe80::1:2:3:4]:1"), UID: 7, Inode: 8},
+	} {
+		line := formatProcNetTCPLine(3, e)
+		got, err := parseProcNetTCPLine([]byte(line))
+		if err != nil || got != e {
+			t.Errorf("%q = %+v, %v; want %+v", line, got, err, e)
+		}
+	}
+	for _, bad := range []string{
+		"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode",
+		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0",
+		"   0 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1",
+		"   0: 0100007G:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1",
+		"   0: 0100007F:1F9 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1",
+		"   0: 0100007F:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1",
+		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000    -1        0 1",
+		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 x",
+	} {
+		if e, err := parseProcNetTCPLine([]byte(bad)); err == nil {
+			t.Errorf("%q parsed to %+v, want an error", bad, e)
+		}
+	}
+}
+
+// loopbackPair returns both ends of a new loopback TCP connection made in
+// this process: the client's and the accepted one.
+func loopbackPair(t testing.TB) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+func addrPorts(c net.Conn) (local, remote netip.AddrPort) {
+	return c.LocalAddr().(*net.TCPAddr).AddrPort(), c.RemoteAddr().(*net.TCPAddr).AddrPort()
+}
+
+// TestFindPeerSocket: the entry found for an accepted connection is the
+// client's socket, the one its descriptor links to, owned by this user.
+func TestFindPeerSocket(t *testing.T) {
+	client, server := loopbackPair(t)
+	local, remote := addrPorts(server)
+	e, found, err := findPeerSocket(local, remote)
+	if err != nil || !found {
+		t.Fatalf("findPeerSocket = %v, %v", found, err)
+	}
+	raw, err := client.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	raw.Control(func(fd uintptr) { link, _ = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)) })
+	if want := fmt.Sprintf("socket:[%d]", e.Inode); link != want {
+		t.Errorf("client descriptor links to %q, the entry found names %q", link, want)
+	}
+	if e.UID != uint32(os.Geteuid()) || e.Local != remote || e.Remote != local {
+		t.Errorf("entry %+v, want uid %d, local %v, remote %v", e, os.Geteuid(), remote, local)
+	}
+	// A connection that does not exist has no peer.
+	if _, found, err := findPeerSocket(local, netip.AddrPortFrom(remote.Addr(), remote.Port()^1)); found || err != nil {
+		t.Errorf("a made-up peer was found (%v)", err)
+	}
+	// The daemon's own process may be its host.
+	if v := checkPeer(os.Getpid(), local, remote, func(int) bool { return false }); v.refused {
+		t.Errorf("own process refused: %s", v.why)
+	}
+}
+
+// TestCheckPeerHolder: a connection held by a child of this process is
+// refused with the child's pid when this process is the daemon, and allowed
+// when the child itself is (its own process), or when the connection is
+// held by a process that is not below the daemon.
+func TestCheckPeerHolder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	exe, _ := os.Executable()
+	holder := exec.CommandContext(ctx, exe)
+	holder.Env = append(os.Environ(), envPeerHold+"="+ln.Addr().String())
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); holder.Wait() }()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	local, remote := addrPorts(conn)
+	never := func(int) bool { return false }
+	v := checkPeer(os.Getpid(), local, remote, never)
+	if !v.refused || v.pid != holder.Process.Pid || !strings.Contains(v.why, fmt.Sprintf("process %d, a descendant of this daemon, holds its socket", holder.Process.Pid)) {
+		t.Errorf("descendant holder: %+v, want refused naming pid %d", v, holder.Process.Pid)
+	}
+	if v := checkPeer(holder.Process.Pid, local, remote, never); v.refused {
+		t.Errorf("the holder as the daemon itself: refused: %s", v.why)
+	}
+	// This process's own connection, seen from the holder as the daemon:
+	// not a descendant of it.
+	client, server := loopbackPair(t)
+	_ = client
+	l2, r2 := addrPorts(server)
+	if v := checkPeer(holder.Process.Pid, l2, r2, never); v.refused {
+		t.Errorf("a non-descendant refused: %s", v.why)
+	}
+}
+
+// peerUser is who serve, its tools and the second host run as: nobody when
+// the tests run as root (so that serve cannot read a hidden descendant's
+// descriptors), else the current user.
+type peerUser struct {
+	cred *syscall.Credential // nil: the current user
+	exe  string              // a copy of the test binary this user may run
+	dir  string              // a directory this user owns
+}
+
+func newPeerUser(t *testing.T) peerUser {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		return peerUser{exe: exe, dir: t.TempDir()}
+	}
+	// t.TempDir's parent is mode 0700: make a tree nobody may enter.
+	base, err := os.MkdirTemp("", "acpguard-peer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u := peerUser{cred: &syscall.Credential{Uid: 65534, Gid: 65534}, exe: filepath.Join(base, "acpguard.test"), dir: filepath.Join(base, "home")}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(u.exe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(u.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(u.dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// command runs the test binary as u with env added to the test's own.
+func (u peerUser) command(ctx context.Context, args []string, env ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, u.exe, args...)
+	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0", "HOME="+u.dir), env...)
+	cmd.Dir = u.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// TestServeRefusesDescendantHost runs serve, as an ordinary user when the
+// test runs as root, and asks it from four places: this test process and a
+// second host process of serve's own user (not descendants: 200), and an
+// allowed run_shell_command of one of serve's sessions, once plain and once
+// after making itself not dumpable (descendants: 403 host_is_descendant,
+// with the right host token, and the connection closed).
+func TestServeRefusesDescendantHost(t *testing.T) {
+	u := newPeerUser(t)
+	ws := filepath.Join(u.dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if u.cred != nil {
+		os.Chown(ws, int(u.cred.Uid), int(u.cred.Gid))
+	}
+	settings := filepath.Join(u.dir, "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const token = "host-token-the-tool-knows"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := u.command(ctx, []string{"serve", "--port", "0", "--workspace", ws, "--settings", settings}, envServerToken+"="+token)
+	url, _, stderr, _ := servedLines(t, cmd)
+	td := &testDaemon{url: url, stderr: stderr}
+	auth := []string{"Authorization", "Bearer " + token}
+
+	if r := td.do(t, "GET", "/health", "", auth...); r.status != 200 {
+		t.Fatalf("GET /health from the test (not a descendant) = %d %s", r.status, r.body)
+	}
+	r := td.do(t, "POST", "/session", "", auth...)
+	var created newSessionResponse
+	if r.status != 200 || decodeStrict(r.body, &created) != nil {
+		t.Fatalf("POST /session = %d %s", r.status, r.body)
+	}
+	// A host of serve's own user that serve did not start, asking while
+	// serve's ACP child (not dumpable, serve's user) runs.
+	out := filepath.Join(u.dir, "second-host.out")
+	host := u.command(ctx, nil, envPeerClient+"="+url, envPeerToken+"="+token, envPeerOut+"="+out)
+	if b, err := host.CombinedOutput(); err != nil {
+		t.Fatalf("second host: %v %s", err, b)
+	}
+	if got, _ := os.ReadFile(out); string(got) != "200 " {
+		t.Errorf("second host of serve's user, not a descendant: %q, want 200\nserve stderr:\n%s", got, stderr.String())
+	}
+	for _, hide := range []string{"0", "1"} {
+		out := filepath.Join(ws, "tool-"+hide+".out")
+		command := fmt.Sprintf("%s=%s %s=%s %s=%s %s=%s %s", envPeerClient, url, envPeerToken, token, envPeerOut, out, envPeerHide, hide, shellQuote(u.exe))
+		text, _ := json.Marshal("call run_shell_command " + mustJSON(t, map[string]string{"command": command}))
+		body := `{"prompt":[{"type":"text","text":` + string(text) + `}]}`
+		if r := td.do(t, "POST", "/session/"+created.SessionID+"/prompt", body, auth...); r.status != 202 {
+			t.Fatalf("prompt = %d %s", r.status, r.body)
+		}
+		got := waitForContent(t, out)
+		if got != "403 "+codeHostIsDescendant {
+			t.Errorf("tool (not dumpable: %s) asking serve: %q, want 403 %s and the connection closed\nserve stderr:\n%s", hide, got, codeHostIsDescendant, stderr.String())
+		}
+	}
+	if n := strings.Count(stderr.String(), "code="+codeHostIsDescendant); n != 2 {
+		t.Errorf("%d refusals logged, want 2:\n%s", n, stderr.String())
+	}
+	// And the test, still not a descendant, is still served.
+	if r := td.do(t, "GET", "/health", "", auth...); r.status != 200 {
+		t.Errorf("GET /health from the test after the tools = %d %s", r.status, r.body)
+	}
+}
+
+// waitForContent returns the contents of path once it is there and not empty.
+func waitForContent(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(path); err == nil && len(data) > 0 {
+			return string(data)
+		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s was not written within a minute", path)
+	return ""
+}
+
+// BenchmarkPeerCheck measures the check of one accepted connection whose
+// peer is not a descendant: the socket table lookup, the daemon's own
+// descriptors, the walk of every process's parent link and the descriptors
+// of each descendant's threads. The daemon here is a shell with two
+// children; the peer is this process.
+func BenchmarkPeerCheck(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "sleep 600 & sleep 600 & wait")
+	if err := sh.Start(); err != nil {
+		b.Skip("no bash:", err)
+	}
+	defer sh.Wait()
+	for i := 0; ; i++ {
+		if kids, _ := descendantsOf(sh.Process.Pid); len(kids) == 2 {
+			break
+		}
+		if i > 500 {
+			b.Fatal("the shell did not start its children")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, server := loopbackPair(b)
+	local, remote := addrPorts(server)
+	never := func(int) bool { return false }
+	procs, _ := os.ReadDir("/proc")
+	b.ReportMetric(float64(len(procs)), "proc-entries")
+	b.Run("not-descendant", func(b *testing.B) {
+		for b.Loop() {
+			if v := checkPeer(sh.Process.Pid, local, remote, never); v.refused {
+				b.Fatal(v.why)
+			}
+		}
+	})
+	b.Run("own-process", func(b *testing.B) {
+		for b.Loop() {
+			if v := checkPeer(os.Getpid(), local, remote, never); v.refused {
+				b.Fatal(v.why)
+			}
+		}
+	})
+}
