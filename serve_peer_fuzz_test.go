@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -74,6 +75,48 @@ func FuzzStatPPID(f *testing.F) {
 		// The same text after another comm gives the same parent.
 		if again, ok := parseStatPPID(append([]byte("1 (s) p) q"), stat...)); !ok || again != ppid {
 			t.Fatalf("%q: ppid %d, after a longer comm %d %v", stat, ppid, again, ok)
+		}
+	})
+}
+
+func FuzzSockDiagReply(f *testing.F) {
+	ne := binary.NativeEndian
+	msg := func(typ uint16, seq uint32, body []byte) []byte {
+		b := make([]byte, nlmsgHeaderLen, nlmsgHeaderLen+len(body))
+		ne.PutUint32(b[0:], uint32(nlmsgHeaderLen+len(body)))
+		ne.PutUint16(b[4:], typ)
+		ne.PutUint32(b[8:], seq)
+		return append(b, body...)
+	}
+	diag := make([]byte, inetDiagMsgLen)
+	diag[0], diag[1] = 2, 1 // AF_INET, established
+	putDiagSockID(diag[4:], netip.MustParseAddrPort("127.0.0.1:40000"), netip.MustParseAddrPort("127.0.0.1:4170"))
+	ne.PutUint32(diag[64:], 65534)
+	ne.PutUint32(diag[68:], 12345)
+	enoent := make([]byte, 20)
+	ne.PutUint32(enoent, uint32(0xfffffffe)) // -ENOENT
+	f.Add(msg(sockDiagByFamily, 1, diag))
+	f.Add(msg(2, 1, enoent))
+	f.Add(append(msg(sockDiagByFamily, 7, diag), msg(sockDiagByFamily, 1, diag)...))
+	f.Add(msg(sockDiagByFamily, 1, diag[:40]))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, found, err := parseSockDiagReply(b, 1)
+		if err != nil || !found {
+			if e != (procTCPEntry{}) {
+				t.Fatalf("%x: not found but an entry %+v", b, e)
+			}
+			return
+		}
+		if !e.Local.IsValid() || !e.Remote.IsValid() || e.Local.Addr().Is4In6() || e.Remote.Addr().Is4In6() {
+			t.Fatalf("%x: entry %+v has an invalid or mapped address", b, e)
+		}
+		// What is read is what a request for it would have asked for.
+		req := sockDiagRequest(1, e.Local, e.Remote)
+		var id [36]byte
+		putDiagSockID(id[:], e.Local, e.Remote)
+		if !bytes.Equal(req[nlmsgHeaderLen+8:nlmsgHeaderLen+8+36], id[:]) {
+			t.Fatalf("%x: request id differs", b)
 		}
 	})
 }

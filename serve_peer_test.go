@@ -127,7 +127,12 @@ func TestParseProcNetTCPLine(t *testing.T) {
 // this process: the client's and the accepted one.
 func loopbackPair(t testing.TB) (client, server net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return loopbackPairOn(t, "127.0.0.1:0")
+}
+
+func loopbackPairOn(t testing.TB, addr string) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +156,20 @@ func addrPorts(c net.Conn) (local, remote netip.AddrPort) {
 // TestFindPeerSocket: the entry found for an accepted connection is the
 // client's socket, the one its descriptor links to, owned by this user.
 func TestFindPeerSocket(t *testing.T) {
-	client, server := loopbackPair(t)
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		t.Run(addr, func(t *testing.T) {
+			if ln, err := net.Listen("tcp", addr); err != nil {
+				t.Skipf("no %s here: %v", addr, err)
+			} else {
+				ln.Close()
+			}
+			testFindPeerSocket(t, addr)
+		})
+	}
+}
+
+func testFindPeerSocket(t *testing.T, addr string) {
+	client, server := loopbackPairOn(t, addr)
 	local, remote := addrPorts(server)
 	e, found, err := findPeerSocket(local, remote)
 	if err != nil || !found {
@@ -168,6 +186,15 @@ func TestFindPeerSocket(t *testing.T) {
 	}
 	if e.UID != uint32(os.Geteuid()) || e.Local != remote || e.Remote != local {
 		t.Errorf("entry %+v, want uid %d, local %v, remote %v", e, os.Geteuid(), remote, local)
+	}
+	// sock_diag and the socket tables in /proc agree.
+	for name, find := range map[string]func(l, r netip.AddrPort) (procTCPEntry, bool, error){
+		"sock_diag": func(l, r netip.AddrPort) (procTCPEntry, bool, error) { return sockDiagFind(r, l) },
+		"/proc":     procNetFind,
+	} {
+		if got, found, err := find(local, remote); err != nil || !found || got != e {
+			t.Errorf("%s: %+v %v %v, want %+v", name, got, found, err, e)
+		}
 	}
 	// A connection that does not exist has no peer.
 	if _, found, err := findPeerSocket(local, netip.AddrPortFrom(remote.Addr(), remote.Port()^1)); found || err != nil {
@@ -372,10 +399,14 @@ func BenchmarkPeerCheck(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sh := exec.CommandContext(ctx, "bash", "-c", "sleep 600 & sleep 600 & wait")
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := sh.Start(); err != nil {
 		b.Skip("no bash:", err)
 	}
-	defer sh.Wait()
+	defer func() {
+		syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+		sh.Wait()
+	}()
 	for i := 0; ; i++ {
 		if kids, _ := descendantsOf(sh.Process.Pid); len(kids) == 2 {
 			break
