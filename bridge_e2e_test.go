@@ -31,9 +31,14 @@ type serveProcess struct {
 }
 
 // startServe starts acpguard serve with args (plus --port 0) and waits for
-// its listening line.
+// its listening line. Its hosts send a token only where a test passes one:
+// a required-mode serve given no host token gets --allow-tokenless-loopback
+// instead of a generated one (serve_token_test.go tests that default).
 func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 	t.Helper()
+	if tokenlessRequired(args, env) {
+		args = append(args, "--"+flagAllowTokenlessLoopback)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := acpguardCmd(t, ctx, append([]string{"serve", "--port", "0"}, args...), env...)
 	stderr := &syncBuffer{}

@@ -1116,8 +1116,8 @@ Flags:
         OPENAI_BASE_URL is set).
   --model-key-file FILE
         read the model's API key from FILE once at start, instead of
-        OPENAI_API_KEY (both is an error); the same file rules as
-        --external-tool-guard-token-file.
+        OPENAI_API_KEY (both is an error); the file rules of the token file
+        above.
   --settings FILE
         settings in Qwen Code's format: tools.approvalMode, tools.disabled,
         permissions.allow|ask|deny, hooks.PreToolUse, model.name,

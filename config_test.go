@@ -418,7 +418,7 @@ func TestServeArgs(t *testing.T) {
 					t.Errorf("got %+v", o)
 				}
 			}},
-		{name: "any address without token", args: append([]string{"--hostname", "0.0.0.0"}, ws...), errWhat: "--hostname", errValue: "0.0.0.0", errRule: "a non-loopback address requires --token or QWEN_SERVER_TOKEN"},
+		{name: "any address without token", args: append([]string{"--hostname", "0.0.0.0"}, ws...), errWhat: "--hostname", errValue: "0.0.0.0", errRule: "a non-loopback address requires --token, --token-file or QWEN_SERVER_TOKEN"},
 		{name: "host name without token", args: append([]string{"--hostname", "example.com"}, ws...), errWhat: "--hostname", errValue: "example.com", errRule: "non-loopback"},
 		{name: "bad hostname", args: append([]string{"--hostname", "a b"}, ws...), errWhat: "--hostname", errValue: "a b", errRule: "must be an IP address or a host name"},
 		{name: "empty hostname", args: append([]string{"--hostname", ""}, ws...), errWhat: "--hostname", errValue: "", errRule: "must be an IP address or a host name"},

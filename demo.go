@@ -93,6 +93,16 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
+	// serve's host token, in a file only this user can read, as serve
+	// itself writes one in required mode.
+	hostToken, err := randomHex(hostTokenBytes)
+	if err != nil {
+		return err
+	}
+	hostTokenFile := filepath.Join(tmp, hostTokenFileName)
+	if err := createSecretFile(flagHostTokenFile, hostTokenFile, hostToken); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -152,6 +162,8 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 			Port:              0,
 			Workspaces:        []string{work},
 			Guard:             guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: 3 * time.Second, Token: token},
+			Token:             hostToken,
+			TokenFile:         hostTokenFile,
 			DecisionLog:       decisionLog,
 			MaxPendingPrompts: defaultMaxPendingPrompts,
 			SettingsFile:      settingsFile,
@@ -173,9 +185,10 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	fmt.Fprintf(out, "acpguard demo: the guarded path, end to end, on loopback only\n\n")
 	fmt.Fprintf(out, "  provider   %s  (built-in sample policy)\n", providerURL)
 	fmt.Fprintf(out, "  serve      %s  (--external-tool-guard-mode=required)\n", serveURL)
+	fmt.Fprintf(out, "  host token %s\n", hostTokenFile)
 	fmt.Fprintf(out, "  workspace  %s\n\n", work)
 
-	h := &demoHost{base: serveURL, client: &http.Client{Transport: &http.Transport{Proxy: nil}}}
+	h := &demoHost{base: serveURL, token: hostToken, client: &http.Client{Transport: &http.Transport{Proxy: nil}}}
 	sid, err := h.newSession(ctx, work)
 	if err != nil {
 		return err
@@ -228,8 +241,9 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	stopped = false
 	fmt.Fprintf(out, "\nThe provider is back on %s and the stack is running. Drive it by hand\n", providerURL)
 	fmt.Fprintf(out, "(the scripted model reads `call <tool> <json>` lines):\n\n")
-	fmt.Fprintf(out, "  curl -N %s/session/%s/events &\n", serveURL, sid)
-	fmt.Fprintf(out, "  curl -s -X POST %s/session/%s/prompt -H 'Content-Type: application/json' \\\n", serveURL, sid)
+	fmt.Fprintf(out, "  H=\"Authorization: Bearer $(cat %s)\"\n", shellQuote(hostTokenFile))
+	fmt.Fprintf(out, "  curl -N -H \"$H\" %s/session/%s/events &\n", serveURL, sid)
+	fmt.Fprintf(out, "  curl -s -H \"$H\" -X POST %s/session/%s/prompt -H 'Content-Type: application/json' \\\n", serveURL, sid)
 	fmt.Fprintf(out, "    -d '{\"prompt\":[{\"type\":\"text\",\"text\":\"call write_file {\\\"file_path\\\":\\\"a.txt\\\",\\\"content\\\":\\\"x\\\"}\"}]}'\n")
 	fmt.Fprintf(out, "  tail -f %s\n\nPress Ctrl-C to stop and clean up.\n", decisionLog)
 	<-ctx.Done()
@@ -244,7 +258,14 @@ func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 // demoHost is the demo's side of the host API.
 type demoHost struct {
 	base   string
+	token  string // serve's host token
 	client *http.Client
+}
+
+// do sends req with the host token.
+func (h *demoHost) do(req *http.Request) (*http.Response, error) {
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	return h.client.Do(req)
 }
 
 func (h *demoHost) post(ctx context.Context, path string, body any, want int, out any) error {
@@ -259,7 +280,7 @@ func (h *demoHost) post(ctx context.Context, path string, body any, want int, ou
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.client.Do(req)
+	resp, err := h.do(req)
 	if err != nil {
 		return fmt.Errorf("demo: POST %s: %w", path, err)
 	}
@@ -299,7 +320,7 @@ func (h *demoHost) subscribe(ctx context.Context, sid string) (<-chan demoEvent,
 	if err != nil {
 		return nil, err
 	}
-	resp, err := h.client.Do(req)
+	resp, err := h.do(req)
 	if err != nil {
 		return nil, fmt.Errorf("demo: subscribe: %w", err)
 	}

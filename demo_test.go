@@ -64,19 +64,32 @@ func TestDemoKeep(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"on disk    hello.txt exists", "on disk    after-stop.txt does not exist",
-		"The provider is back on http://127.0.0.1:", "curl -N http://127.0.0.1:", "/events &", "/prompt -H 'Content-Type: application/json'"} {
+		"The provider is back on http://127.0.0.1:", `curl -N -H "$H" http://127.0.0.1:`, "/events &", "/prompt -H 'Content-Type: application/json'"} {
 		if !strings.Contains(transcript.String(), s) {
 			t.Errorf("--keep output lacks %q:\n%s", s, transcript.String())
 		}
 	}
 	// The kept stack decides again: a call driven by hand is allowed and runs.
 	ws := regexp.MustCompile(`(?m)^  workspace  (\S+)$`).FindStringSubmatch(transcript.String())
-	prompt := regexp.MustCompile(`curl -s -X POST (http://127\.0\.0\.1:\d+/session/[^/]+/prompt)`).FindStringSubmatch(transcript.String())
+	prompt := regexp.MustCompile(`curl -s -H "\$H" -X POST (http://127\.0\.0\.1:\d+/session/[^/]+/prompt)`).FindStringSubmatch(transcript.String())
 	if ws == nil || prompt == nil {
 		t.Fatalf("no workspace or prompt URL in:\n%s", transcript.String())
 	}
 	body := `{"prompt":[{"type":"text","text":"call write_file {\"file_path\":\"kept.txt\",\"content\":\"x\"}"}]}`
-	resp, err := http.Post(prompt[1], "application/json", strings.NewReader(body))
+	tokenFile := regexp.MustCompile(`(?m)^  host token (\S+)$`).FindStringSubmatch(transcript.String())
+	if tokenFile == nil || !strings.Contains(transcript.String(), `H="Authorization: Bearer $(cat `+tokenFile[1]+`)"`) {
+		t.Fatalf("no host token file, or curl commands without it, in:\n%s", transcript.String())
+	}
+	hostToken, err := readSecretFile(flagHostTokenFile, tokenFile[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.Post(prompt[1], "application/json", strings.NewReader(body)); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a prompt without the host token: %v %v, want 401", resp, err)
+	}
+	req, _ := http.NewRequest("POST", prompt[1], strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+hostToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

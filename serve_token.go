@@ -133,7 +133,6 @@ func prepareHostToken(opts *serveOptions, env *procEnv, log *slog.Logger) (*host
 			return nil, err
 		}
 		opts.Token, opts.TokenFile, ht.file = tok, path, path
-		log.Info("host token generated", "file", path)
 	}
 	if opts.Guard.required() && opts.Token == "" && opts.AllowTokenlessLoopback {
 		log.Warn("required mode without a host token (--" + flagAllowTokenlessLoopback + "): every local process, the tools of this daemon included, can act as a host")

@@ -243,3 +243,25 @@ func TestServeTokenlessLoopback(t *testing.T) {
 		t.Errorf("a token directory was created: %v", entries)
 	}
 }
+
+// tokenlessRequired reports whether serve args and env ask for required mode
+// and give no host token and no --allow-tokenless-loopback.
+func tokenlessRequired(args, env []string) bool {
+	required := false
+	for i, a := range args {
+		switch {
+		case a == "--"+flagGuardMode+"="+guardModeRequired,
+			a == "--"+flagGuardMode && i+1 < len(args) && args[i+1] == guardModeRequired:
+			required = true
+		case a == "--token", strings.HasPrefix(a, "--token="), a == "--"+flagHostTokenFile,
+			strings.HasPrefix(a, "--"+flagHostTokenFile+"="), a == "--"+flagAllowTokenlessLoopback:
+			return false
+		}
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, envServerToken+"=") {
+			return false
+		}
+	}
+	return required
+}
