@@ -4,20 +4,22 @@
 // its own descendants (a tool, a hook, an MCP server, or anything they
 // started), serve's own process excepted: 403 host_is_descendant.
 //
-// How: the peer's socket is the entry of /proc/net/tcp or /proc/net/tcp6
-// whose local address is the connection's remote address and whose remote
-// address is the connection's local address; it gives the socket's inode
-// and owner uid, whoever holds it. serve then walks its descendants (the
-// ppid links of /proc/<pid>/stat) and looks for that inode among the
-// descriptors of each of their threads (/proc/<pid>/task/<tid>/fd: a thread
-// may have a descriptor table of its own). A process whose descriptors serve
-// may not read (one that made itself not dumpable, or runs as another user)
-// counts as holding the socket when it runs as the socket's owner, and so
-// does one that holds an io_uring instance (which can keep a socket without
-// a descriptor): when serve cannot rule a descendant out, the connection is
-// refused. serve's own ACP children are the exception: they are not dumpable
-// by design, run serve's own binary, open no connection to serve and accept
-// no descriptor from anyone.
+// How: the peer's socket is the TCP socket whose own address is the
+// connection's remote address and whose peer is the connection's local
+// address. One sock_diag lookup (or, where that cannot see it, the socket
+// tables /proc/net/tcp and tcp6) gives its inode and owner uid, whoever
+// holds it, without reading any process's /proc entries. A socket of
+// another user than serve's and root's is a host's (see
+// ownerMayBeDescendant). Otherwise serve walks its descendants (the ppid
+// links of /proc/<pid>/stat) and looks for that inode among the descriptors
+// of each of their threads (/proc/<pid>/task/<tid>/fd: a thread may have a
+// descriptor table of its own). A process whose descriptors serve may not
+// read (one that made itself not dumpable) counts as holding the socket when
+// it runs as the socket's owner, and so does one that holds an io_uring
+// instance (which can keep a socket without a descriptor): when serve cannot
+// rule a descendant out, the connection is refused. serve's own ACP children
+// are the exception: they are not dumpable by design, run serve's own
+// binary, open no connection to serve and accept no descriptor from anyone.
 //
 // The check runs once per accepted connection, at its first request, and
 // its verdict holds for every later request on that connection.
@@ -538,10 +540,21 @@ type peerVerdict struct {
 	why     string // for the error message and the log
 }
 
+// ownerMayBeDescendant reports whether a socket owned by sockUID may have
+// been made by a descendant of a daemon running as selfUID. A daemon that is
+// not root has descendants of its own user, and of another only through a
+// set-user-ID program: root's, or one of a user that is neither the host's
+// nor serve's, whose identity a tool cannot take. So a socket of another
+// user than serve's and root is a host's; the walk is skipped, which makes
+// the check of a host running as its own user one sock_diag lookup.
+func ownerMayBeDescendant(selfUID, sockUID uint32) bool {
+	return selfUID == 0 || sockUID == 0 || sockUID == selfUID
+}
+
 // checkPeer decides whether the peer of the connection local-remote may be
-// a host of the daemon whose process is self; managed are serve's own ACP
-// children.
-func checkPeer(self int, local, remote netip.AddrPort, managed func(pid int) bool) peerVerdict {
+// a host of the daemon whose process is self, running as selfUID (its
+// effective uid); managed are serve's own ACP children.
+func checkPeer(self int, selfUID uint32, local, remote netip.AddrPort, managed func(pid int) bool) peerVerdict {
 	entry, found, err := findPeerSocket(local, remote)
 	switch {
 	case err != nil:
@@ -551,6 +564,9 @@ func checkPeer(self int, local, remote netip.AddrPort, managed func(pid int) boo
 		return peerVerdict{}
 	case !found || entry.Inode == 0:
 		return peerVerdict{refused: true, why: "its socket is not in this machine's socket table or no process holds it"}
+	}
+	if !ownerMayBeDescendant(selfUID, entry.UID) {
+		return peerVerdict{}
 	}
 	// serve's own threads share one descriptor table.
 	want := socketLinkPrefix + strconv.FormatUint(entry.Inode, 10) + "]"
@@ -621,7 +637,7 @@ func (d *daemon) checkConnPeer(c net.Conn) peerVerdict {
 		return peerVerdict{refused: true, why: fmt.Sprintf("not a TCP connection (%s)", c.RemoteAddr().Network())}
 	}
 	managed := d.managedChildPIDs()
-	return checkPeer(os.Getpid(), local, remote, func(pid int) bool { return managed[pid] })
+	return checkPeer(os.Getpid(), uint32(os.Geteuid()), local, remote, func(pid int) bool { return managed[pid] })
 }
 
 func tcpAddrPort(a net.Addr) (netip.AddrPort, bool) {

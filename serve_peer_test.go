@@ -201,7 +201,7 @@ func testFindPeerSocket(t *testing.T, addr string) {
 		t.Errorf("a made-up peer was found (%v)", err)
 	}
 	// The daemon's own process may be its host.
-	if v := checkPeer(os.Getpid(), local, remote, func(int) bool { return false }); v.refused {
+	if v := checkPeer(os.Getpid(), uint32(os.Geteuid()), local, remote, func(int) bool { return false }); v.refused {
 		t.Errorf("own process refused: %s", v.why)
 	}
 }
@@ -236,11 +236,11 @@ func TestCheckPeerHolder(t *testing.T) {
 	defer conn.Close()
 	local, remote := addrPorts(conn)
 	never := func(int) bool { return false }
-	v := checkPeer(os.Getpid(), local, remote, never)
+	v := checkPeer(os.Getpid(), uint32(os.Geteuid()), local, remote, never)
 	if !v.refused || v.pid != holder.Process.Pid || !strings.Contains(v.why, fmt.Sprintf("process %d, a descendant of this daemon, holds its socket", holder.Process.Pid)) {
 		t.Errorf("descendant holder: %+v, want refused naming pid %d", v, holder.Process.Pid)
 	}
-	if v := checkPeer(holder.Process.Pid, local, remote, never); v.refused {
+	if v := checkPeer(holder.Process.Pid, uint32(os.Geteuid()), local, remote, never); v.refused {
 		t.Errorf("the holder as the daemon itself: refused: %s", v.why)
 	}
 	// This process's own connection, seen from the holder as the daemon:
@@ -248,8 +248,24 @@ func TestCheckPeerHolder(t *testing.T) {
 	client, server := loopbackPair(t)
 	_ = client
 	l2, r2 := addrPorts(server)
-	if v := checkPeer(holder.Process.Pid, l2, r2, never); v.refused {
+	if v := checkPeer(holder.Process.Pid, uint32(os.Geteuid()), l2, r2, never); v.refused {
 		t.Errorf("a non-descendant refused: %s", v.why)
+	}
+}
+
+func TestOwnerMayBeDescendant(t *testing.T) {
+	for _, tt := range []struct {
+		self, sock uint32
+		want       bool
+	}{
+		{0, 0, true}, {0, 1000, true}, // root's descendants may be anyone
+		{1000, 1000, true}, // serve's own user
+		{1000, 0, true},    // root, through a set-user-ID program
+		{1000, 1001, false},
+	} {
+		if got := ownerMayBeDescendant(tt.self, tt.sock); got != tt.want {
+			t.Errorf("serve uid %d, socket uid %d: %v, want %v", tt.self, tt.sock, got, tt.want)
+		}
 	}
 }
 
@@ -423,14 +439,21 @@ func BenchmarkPeerCheck(b *testing.B) {
 	b.ReportMetric(float64(len(procs)), "proc-entries")
 	b.Run("not-descendant", func(b *testing.B) {
 		for b.Loop() {
-			if v := checkPeer(sh.Process.Pid, local, remote, never); v.refused {
+			if v := checkPeer(sh.Process.Pid, uint32(os.Geteuid()), local, remote, never); v.refused {
 				b.Fatal(v.why)
+			}
+		}
+	})
+	b.Run("lookup-only", func(b *testing.B) {
+		for b.Loop() {
+			if _, found, err := findPeerSocket(local, remote); !found || err != nil {
+				b.Fatal(found, err)
 			}
 		}
 	})
 	b.Run("own-process", func(b *testing.B) {
 		for b.Loop() {
-			if v := checkPeer(os.Getpid(), local, remote, never); v.refused {
+			if v := checkPeer(os.Getpid(), uint32(os.Geteuid()), local, remote, never); v.refused {
 				b.Fatal(v.why)
 			}
 		}
