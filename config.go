@@ -1235,7 +1235,9 @@ in acpguard_serve_limit_hits_total):
         session_closed; 1000 through 604800000 (default 1800000).
 
 Host request bodies are at most 1 MiB (413 payload_too_large) and a prompt at
-most 256 content blocks (413 prompt_too_large).
+most 256 content blocks (413 prompt_too_large). A host request from one of
+serve's own descendants (a tool, a hook, an MCP server, what they start) is
+403 host_is_descendant, whatever token it carries.
 
 Metrics: GET /metrics answers in the Prometheus text format 0.0.4 and, like
 every route, requires the host token when one is set. Families, all prefixed

@@ -472,7 +472,7 @@ func equalServe(a, b serveOptions) bool {
 // TestHelp runs the binary: each subcommand's --help and -h exit 0 and list
 // every flag and every environment variable the subcommand reads.
 func TestHelp(t *testing.T) {
-	guard := []string{"--external-tool-guard-mode", "--external-tool-guard-endpoint", "--external-tool-guard-timeout-ms"}
+	guard := []string{"--external-tool-guard-mode", "--external-tool-guard-endpoint", "--external-tool-guard-timeout-ms", "--external-tool-guard-token-file", "--model-key-file"}
 	tests := []struct {
 		cmd  string
 		want []string
@@ -480,7 +480,8 @@ func TestHelp(t *testing.T) {
 		{"provider", []string{"--listen", "--policy", "--audit", "--audit-arguments", "--help", envGuardToken, envServerToken}},
 		{"acp", append(guard, "--help", envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard)},
 		{"serve", append(guard, "--hostname", "--port", "--workspace", "--settings", "--token", "--decision-log",
-			"--max-pending-prompts-per-session", "--allow-slash-command", "--help", envServerToken, envGuardToken)},
+			"--max-pending-prompts-per-session", "--allow-slash-command", "--help", envServerToken, envGuardToken,
+			"--token-file", "--allow-tokenless-loopback", envModelKey)},
 	}
 	for _, tt := range tests {
 		for _, flagName := range []string{"--help", "-h"} {
