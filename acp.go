@@ -563,7 +563,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	seq, _ := ctx.Value(promptSeqKey{}).(int64)
 	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
-	slash := strings.HasPrefix(text.String(), "/")
+	_, slash := slashCommand(text.String())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
@@ -972,8 +972,8 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	}
 }
 
-// Slash commands: prompt text starting with "/". The set is small on
-// purpose; none of them runs a tool.
+// Slash commands: prompt text that slashCommand says is one. The set is
+// small on purpose; none of them runs a tool.
 const (
 	slashHelp  = "help"
 	slashTools = "tools"
@@ -994,7 +994,7 @@ func (a *agent) slashOpen(name string) bool {
 // slashCommand answers a slash command with one agent message. A managed
 // child never runs /fork.
 func (a *agent) slashCommand(s *session, text string) {
-	name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(text), "/"), " ")
+	name, _ := slashCommand(text)
 	var reply string
 	switch {
 	case a.managedCapability != "" && !slices.Contains(a.allowSlash, name):

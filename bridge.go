@@ -641,19 +641,6 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
 }
 
-// slashCommand reports the command name of a text that starts with "/".
-// Slash commands run outside the tool scheduler, so in required mode they
-// are refused unless the operator opened one by name.
-func slashCommand(text string) (string, bool) {
-	t := strings.TrimLeft(text, " \t\r\n")
-	if !strings.HasPrefix(t, "/") {
-		return "", false
-	}
-	name, _, _ := strings.Cut(t[1:], " ")
-	name, _, _ = strings.Cut(name, "\n")
-	return strings.TrimSpace(name), true
-}
-
 func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	// "its sessions get session_died, later calls on them 410": a stream
 	// open when the child died got the event; a new one gets the 410.

@@ -745,11 +745,15 @@ func TestServeSlashCommands(t *testing.T) {
 	prov := newTestProvider(t)
 	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), AllowSlashCommands: []string{"help"}}, fakeChildEnv("ack"))
 	id := td.newSession(t, "")
-	for _, text := range []string{"/fork", "  /memory add x", "/"} {
+	for _, text := range []string{"/fork", "  /memory add x", "/tmp", "/tools\n"} {
 		body, _ := json.Marshal(map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}})
 		wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", string(body)), 400, codeSlashRejected)
 	}
 	td.prompt(t, id, "/help")
+	// Text that only starts with "/" is a prompt like any other.
+	for _, text := range []string{"/tmp/notes.txt contains the plan; summarise it", "//127.0.0.1/x", "/ tmp", "/"} {
+		td.prompt(t, id, text)
+	}
 
 	off := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	off.prompt(t, off.newSession(t, ""), "/fork")
