@@ -804,6 +804,11 @@ type promptJob struct {
 	// decided for it must not be answered with an allow after that.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// answered: the child's answer to the prompt was read; cancelled: the
+	// host, a deadline or the end of the session cancelled it before that.
+	// Each is set before ctx ends, under the session's mu; they tell a
+	// prepare for a cancelled prompt from one for a finished prompt.
+	answered, cancelled bool
 }
 
 type hostPendingPermission struct {
@@ -974,7 +979,7 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		"prompt":    job.blocks,
 		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
 	}
-	raw, err := s.ch.conn.call(s.d.runCtx, "session/prompt", params)
+	raw, err := s.ch.conn.callAnswered(s.d.runCtx, "session/prompt", params, func() { s.promptAnswered(job) })
 	if err != nil {
 		var rerr *rpcError
 		if errors.As(err, &rerr) {
@@ -1007,6 +1012,7 @@ func (s *hostSession) cancelPrompt(only *promptJob) bool {
 		s.mu.Unlock()
 		return false
 	}
+	job.cancelled = true
 	job.cancel()
 	for id, p := range s.perms {
 		delete(s.perms, id)
@@ -1027,6 +1033,9 @@ func (s *hostSession) end(typ, message string) {
 	s.ended = true
 	s.dead = typ == eventSessionDied
 	active := s.active
+	if active != nil && active.ctx.Err() == nil {
+		active.cancelled = true
+	}
 	for _, job := range s.queue {
 		job.cancel()
 	}
@@ -1520,7 +1529,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	}
 	job := s.activeJob(p.PromptID)
 	if job == nil {
-		return deny(outcomeStalePrompt, guardFailedReason)
+		return deny(s.inactiveOutcome(p.PromptID, nil), guardFailedReason)
 	}
 	if d.provider == nil {
 		return deny(outcomeNotConfigured, guardFailedReason)
@@ -1536,7 +1545,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	rec.RequestID = res.RequestID
 
 	if s.activeJob(p.PromptID) != job {
-		return deny(outcomeStalePrompt, guardFailedReason)
+		return deny(s.inactiveOutcome(p.PromptID, job), guardFailedReason)
 	}
 	switch {
 	case res.Category != "":
@@ -1570,6 +1579,36 @@ func (s *hostSession) activeJob(promptID string) *promptJob {
 		return nil
 	}
 	return job
+}
+
+// promptAnswered ends job as the child's answer to it is read, on the
+// channel's read goroutine: the child's messages are then applied in the
+// order it sent them, and a prepare it wrote after that answer finds the
+// prompt over and makes no provider request.
+func (s *hostSession) promptAnswered(job *promptJob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job.answered = true
+	job.cancel()
+}
+
+// inactiveOutcome is the decision-log outcome of a prepare for promptID
+// that is not the running prompt (any more): a cancellation when the prompt
+// was cancelled while the prepare waited for the provider (job, the prompt
+// it was admitted for) or, before that, while the child had not answered it
+// yet (job nil); stale_prompt for every other prompt.
+func (s *hostSession) inactiveOutcome(promptID string, job *promptJob) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if job == nil {
+		if job = s.active; job == nil || job.id != promptID || promptID == "" || job.answered {
+			return outcomeStalePrompt
+		}
+	}
+	if job.cancelled {
+		return failCancelled
+	}
+	return outcomeStalePrompt
 }
 
 // argumentsDigest is the SHA-256 of the arguments in canonical form
