@@ -297,3 +297,26 @@ func TestPolicyMatchesFilledInScalars(t *testing.T) {
 		}
 	}
 }
+
+// TestPermissionRulesSeeFilledInPath: a deny rule on a folder meets a
+// pathless search from that folder through the filled-in path.
+func TestPermissionRulesSeeFilledInPath(t *testing.T) {
+	secret, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{toolGrepSearch, toolGlob} {
+		spec, _ := builtinTool(tool)
+		args, err := spec.normalize(&toolEnv{Cwd: secret}, map[string]any{"pattern": "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deny := mustRules(t, nil, nil, []string{"Read(/" + secret + "/**)"}) // "//abs"
+		if v, rule := deny.decide(modeYolo, tool, true, args, secret, "/nonexistent"); v != verdictDeny {
+			t.Errorf("%s %v under a deny on the folder: verdict %v (rule %q), want deny", tool, args, v, rule)
+		}
+		if args["path"] != secret {
+			t.Errorf("%s %v: the path was not filled in", tool, args)
+		}
+	}
+}
