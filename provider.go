@@ -304,7 +304,8 @@ type providerClient struct {
 	dialAddr netip.AddrPort
 	dialer   net.Dialer
 	ident    atomic.Pointer[providerIdentity]
-	selfUID  uint32 // acpguard's own uid: its listeners are pinned by inode too
+	diag     diagSocket // how a connection's sockets are looked up
+	selfUID  uint32     // acpguard's own uid: its listeners are pinned by inode too
 }
 
 // close drops the client's idle keep-alive connections to the provider; a
@@ -313,6 +314,7 @@ func (c *providerClient) close() {
 	if c.http != nil { // a refused configuration never dialled
 		c.http.CloseIdleConnections()
 	}
+	c.diag.close()
 }
 
 // newProviderClient builds the pinned client for a validated required-mode

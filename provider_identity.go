@@ -9,10 +9,11 @@
 // Otherwise the call fails with category identity until a new handshake
 // accepts the new listener.
 //
-// The facts come from the kernel's socket tables of this network namespace,
-// /proc/net/tcp and /proc/net/tcp6, which any process may read and which
-// need nothing of the provider's own /proc entries (a provider of another
-// user, or a non-dumpable one, hides those).
+// The facts come from the kernel's view of the TCP sockets of this network
+// namespace, which any process may read and which needs nothing of the
+// provider's own /proc entries (a provider of another user, or a
+// non-dumpable one, hides those): sock_diag (provider_identity_diag.go),
+// or the socket tables /proc/net/tcp and /proc/net/tcp6 parsed here.
 package main
 
 import (
@@ -275,16 +276,32 @@ func (v *socketView) add(e sockEntry) {
 			v.Listeners = append(v.Listeners, e)
 		}
 	case tcpEstablished, tcpSynRecv:
-		if at == v.provider.Addr() && e.Remote.Addr().Unmap() == v.local.Addr() && e.Remote.Port() == v.local.Port() {
+		if v.local.IsValid() && at == v.provider.Addr() && e.Remote.Addr().Unmap() == v.local.Addr() && e.Remote.Port() == v.local.Port() {
 			v.Peers = append(v.Peers, e)
 		}
 	}
 }
 
-// viewConnection reads the socket tables for the connection from local to
-// provider (both IPv4 or both IPv6, unmapped). An IPv4 connection may have
-// been accepted by a dual-stack IPv6 listener, so it reads both tables.
-func viewConnection(provider, local netip.AddrPort) (socketView, error) {
+// viewConnection finds what the kernel says about the connection from
+// local to provider (both IPv4 or both IPv6, unmapped): through sock_diag,
+// or, when that fails, through the /proc tables. An invalid local asks for
+// the listeners only.
+func viewConnection(diag *diagSocket, provider, local netip.AddrPort) (socketView, error) {
+	v, err := diag.view(provider, local)
+	if err == nil {
+		return v, nil
+	}
+	v, perr := viewConnectionTables(provider, local)
+	if perr != nil {
+		return v, fmt.Errorf("%v; %w", err, perr)
+	}
+	return v, nil
+}
+
+// viewConnectionTables reads the /proc socket tables for the connection.
+// An IPv4 connection may have been accepted by a dual-stack IPv6 listener,
+// so it reads both tables.
+func viewConnectionTables(provider, local netip.AddrPort) (socketView, error) {
 	v := socketView{provider: provider, local: local}
 	tables := []string{procNetTCP6}
 	if provider.Addr().Is4() {
@@ -419,7 +436,7 @@ func (c *providerClient) checkConn(conn net.Conn, seen *atomic.Pointer[providerI
 	if !ok {
 		return identityFail("connection to %q has no TCP local address", c.dialAddr)
 	}
-	v, err := viewConnection(c.dialAddr, local)
+	v, err := viewConnection(&c.diag, c.dialAddr, local)
 	if err != nil {
 		return &identityError{msg: err.Error()}
 	}

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,13 +76,8 @@ func pinTestIdentity(c *providerClient) {
 	if c.invalid != nil {
 		return
 	}
-	v := socketView{provider: c.dialAddr}
-	for _, path := range []string{procNetTCP, procNetTCP6} {
-		if readSocketTable(path, v.add) != nil {
-			return
-		}
-	}
-	if len(v.Listeners) == 0 {
+	v, err := viewConnection(&c.diag, c.dialAddr, netip.AddrPort{})
+	if err != nil || len(v.Listeners) == 0 {
 		return
 	}
 	id := &providerIdentity{UID: v.Listeners[0].UID}
@@ -402,6 +398,165 @@ func TestProviderHandshakeFailureKeepsIdentity(t *testing.T) {
 	}
 }
 
+// diagReplyVector is one answer of testdata/socktable/diag.json.
+type diagReplyVector struct {
+	Hex     string             `json:"hex"`
+	Seq     uint32             `json:"seq"`
+	Entries []socketLineVector `json:"entries"`
+	Done    bool               `json:"done"`
+	Error   string             `json:"error"`
+}
+
+func loadDiagReplyVectors(t testing.TB) map[string]diagReplyVector {
+	t.Helper()
+	data, err := os.ReadFile("testdata/socktable/diag.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]diagReplyVector
+	if err := json.Unmarshal(data, &out); err != nil || len(out) == 0 {
+		t.Fatalf("sock_diag vectors: %v", err)
+	}
+	return out
+}
+
+func TestDiagReplyVectors(t *testing.T) {
+	skipBigEndian(t)
+	for name, v := range loadDiagReplyVectors(t) {
+		t.Run(name, func(t *testing.T) {
+			b, err := hex.DecodeString(v.Hex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []sockEntry
+			done, err := decodeDiagReply(b, v.Seq, func(e sockEntry) { got = append(got, e) })
+			if v.Error != "" {
+				if err == nil || !strings.Contains(err.Error(), v.Error) {
+					t.Fatalf("error = %v, want one saying %q", err, v.Error)
+				}
+				return
+			}
+			if err != nil || done != v.Done {
+				t.Fatalf("done = %v, error = %v; want done %v", done, err, v.Done)
+			}
+			var want []sockEntry
+			for _, e := range v.Entries {
+				want = append(want, sockEntry{Local: netip.MustParseAddrPort(e.Local), Remote: netip.MustParseAddrPort(e.Remote), State: e.State, UID: e.UID, Inode: e.Inode})
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("sockets\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// TestSocketViewsAgree: on live loopback connections sock_diag and the
+// /proc tables name the same listener and the same accepted socket, whose
+// inode is the one the kernel gave the socket the provider accepted.
+func TestSocketViewsAgree(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "[::1]"} {
+		t.Run(host, func(t *testing.T) {
+			ln, err := net.Listen("tcp", host+":0")
+			if err != nil {
+				t.Skipf("no %s loopback: %v", host, err)
+			}
+			defer ln.Close()
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				conn, err := ln.Accept()
+				if err == nil {
+					accepted <- conn
+				}
+			}()
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			peer := <-accepted
+			defer peer.Close()
+			provider, _ := addrPortOf(conn.RemoteAddr())
+			local, _ := addrPortOf(conn.LocalAddr())
+			var diag diagSocket
+			defer diag.close()
+			viaDiag, err := diag.view(provider, local)
+			if err != nil {
+				t.Fatalf("sock_diag: %v", err)
+			}
+			viaProc, err := viewConnectionTables(provider, local)
+			if err != nil {
+				t.Fatalf("/proc tables: %v", err)
+			}
+			for what, pair := range map[string][2][]sockEntry{"listeners": {viaDiag.Listeners, viaProc.Listeners}, "peers": {viaDiag.Peers, viaProc.Peers}} {
+				if len(pair[0]) != 1 || !slices.Equal(pair[0], pair[1]) {
+					t.Errorf("%s: sock_diag %+v, /proc %+v; want the same one", what, pair[0], pair[1])
+				}
+			}
+			f, err := peer.(*net.TCPConn).File()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid := uint32(os.Geteuid())
+			if len(viaDiag.Peers) == 1 && (viaDiag.Peers[0].Inode != st.Sys().(*syscall.Stat_t).Ino || viaDiag.Peers[0].UID != uid) {
+				t.Errorf("accepted socket %+v, want inode %d uid %d", viaDiag.Peers[0], st.Sys().(*syscall.Stat_t).Ino, uid)
+			}
+			if len(viaDiag.Listeners) == 1 && (viaDiag.Listeners[0].Inode != socketInode(t, ln) || viaDiag.Listeners[0].UID != uid) {
+				t.Errorf("listener %+v, want inode %d uid %d", viaDiag.Listeners[0], socketInode(t, ln), uid)
+			}
+		})
+	}
+}
+
+// encodeDiagMsg writes e as the kernel writes one sock_diag answer.
+func encodeDiagMsg(e sockEntry, seq uint32) []byte {
+	family := uint8(syscall.AF_INET6)
+	if e.Local.Addr().Is4() {
+		family = syscall.AF_INET
+	}
+	b := make([]byte, nlmsgHeaderLen+inetDiagMsgLen)
+	binary.NativeEndian.PutUint32(b[0:], uint32(len(b)))
+	binary.NativeEndian.PutUint16(b[4:], sockDiagByFamily)
+	binary.NativeEndian.PutUint32(b[8:], seq)
+	m := b[nlmsgHeaderLen:]
+	m[0], m[1] = family, e.State
+	binary.BigEndian.PutUint16(m[4:], e.Local.Port())
+	binary.BigEndian.PutUint16(m[6:], e.Remote.Port())
+	putDiagAddr(m[8:24], e.Local.Addr())
+	putDiagAddr(m[24:40], e.Remote.Addr())
+	binary.NativeEndian.PutUint32(m[64:], e.UID)
+	binary.NativeEndian.PutUint32(m[68:], uint32(e.Inode))
+	return b
+}
+
+// FuzzSockDiagReply: the netlink answer decoder never panics, and every
+// socket it decodes is exactly the one its kernel encoding decodes to.
+func FuzzSockDiagReply(f *testing.F) {
+	for _, v := range loadDiagReplyVectors(f) {
+		b, err := hex.DecodeString(v.Hex)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, v.Seq)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, seq uint32) {
+		decodeDiagReply(data, seq, func(e sockEntry) {
+			if e.Local.Addr().Is4() != e.Remote.Addr().Is4() || e.Inode > 0xFFFFFFFF {
+				t.Fatalf("decoded %+v from %x", e, data)
+			}
+			var again []sockEntry
+			done, err := decodeDiagReply(encodeDiagMsg(e, seq), seq, func(e sockEntry) { again = append(again, e) })
+			if err != nil || done || len(again) != 1 || again[0] != e {
+				t.Fatalf("decoded %+v; its encoding decodes to %+v, %v", e, again, err)
+			}
+		})
+	})
+}
+
 // formatSocketLine writes e as the kernel writes a table line.
 func formatSocketLine(e sockEntry) string {
 	addr := func(ap netip.AddrPort) string {
@@ -451,47 +606,61 @@ func FuzzSocketLine(f *testing.F) {
 
 // BenchmarkProviderIdentityCheck is the cost the check adds to each new
 // connection to the provider (not to each call: the pool keeps
-// connections): reading both socket tables of this machine and deciding.
+// connections): through sock_diag, and through the /proc tables that are
+// its fallback, which walk the kernel's whole connection table.
 func BenchmarkProviderIdentityCheck(b *testing.B) {
 	for _, host := range []string{"127.0.0.1", "[::1]"} {
-		b.Run(host, func(b *testing.B) {
-			ln, err := net.Listen("tcp", host+":0")
-			if err != nil {
-				b.Skipf("no %s loopback: %v", host, err)
-			}
-			defer ln.Close()
-			go func() {
-				for {
-					conn, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					defer conn.Close()
+		ln, err := net.Listen("tcp", host+":0")
+		if err != nil {
+			b.Logf("no %s loopback: %v", host, err)
+			continue
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
 				}
-			}()
-			u, _ := url.Parse("http://" + ln.Addr().String())
-			c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 10 * time.Second, Token: providerTestToken})
-			conn, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				b.Fatal(err)
+				defer conn.Close()
 			}
-			defer conn.Close()
-			var seen atomic.Pointer[providerIdentity]
-			if err := c.checkConn(conn, &seen); err != nil {
-				b.Fatal(err)
-			}
-			c.ident.Store(seen.Load())
-			lines := 0
-			for _, p := range []string{procNetTCP, procNetTCP6} {
-				readSocketTable(p, func(sockEntry) { lines++ })
-			}
-			b.ReportMetric(float64(lines), "sockets")
-			b.ResetTimer()
+		}()
+		u, _ := url.Parse("http://" + ln.Addr().String())
+		c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 10 * time.Second, Token: providerTestToken})
+		defer c.close()
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		var seen atomic.Pointer[providerIdentity]
+		if err := c.checkConn(conn, &seen); err != nil {
+			b.Fatal(err)
+		}
+		c.ident.Store(seen.Load())
+		local, _ := addrPortOf(conn.LocalAddr())
+		b.Run(host+"/sock_diag", func(b *testing.B) {
 			for b.Loop() {
 				if err := c.checkConn(conn, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
+		})
+		b.Run(host+"/proc_tables", func(b *testing.B) {
+			sockets := 0
+			for b.Loop() {
+				v, err := viewConnectionTables(c.dialAddr, local)
+				if err == nil {
+					err = c.ident.Load().admit(v, c.selfUID)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, p := range []string{procNetTCP, procNetTCP6} {
+				readSocketTable(p, func(sockEntry) { sockets++ })
+			}
+			b.ReportMetric(float64(sockets), "sockets")
 		})
 	}
 }
