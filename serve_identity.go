@@ -7,10 +7,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+)
+
+// The log messages of a SIGHUP's handshake; the demo waits for them.
+const (
+	logHUPAccepted = "provider handshake on SIGHUP accepted"
+	logHUPFailed   = "provider handshake on SIGHUP failed: the provider of the last successful handshake stays the only one accepted"
 )
 
 // handshakeOnSIGHUP catches SIGHUP until the returned stop is called and
@@ -38,10 +48,46 @@ func (d *daemon) handshakeOnSIGHUP(ctx context.Context) (stop func()) {
 func (d *daemon) rehandshake(ctx context.Context) {
 	before := d.provider.identity()
 	if err := d.provider.handshake(ctx); err != nil {
-		d.obs.logger().Error("provider handshake on SIGHUP failed: the provider of the last successful handshake stays the only one accepted",
-			"provider", before.String(), "err", err)
+		d.obs.logger().Error(logHUPFailed, "provider", before.String(), "err", err)
 		return
 	}
 	after := d.provider.identity()
-	d.obs.logger().Info("provider handshake on SIGHUP accepted", "provider", after.String(), "changed", !before.same(after))
+	d.obs.logger().Info(logHUPAccepted, "provider", after.String(), "changed", !before.same(after))
+}
+
+// hupWatch is a log writer that reports the result of each SIGHUP's
+// handshake on results (logHUPAccepted or logHUPFailed), dropping it when
+// nobody waits. It lets the demo, which runs serve in its own process,
+// wait for serve to accept the provider it restarted.
+type hupWatch struct{ results chan string }
+
+func (w hupWatch) Write(p []byte) (int, error) {
+	for _, msg := range [...]string{logHUPAccepted, logHUPFailed} {
+		if bytes.Contains(p, []byte(msg)) {
+			select {
+			case w.results <- msg:
+			default:
+			}
+		}
+	}
+	return len(p), nil
+}
+
+// rehandshakeSelf sends SIGHUP to this process, whose serve runs the
+// provider handshake again, and waits for the result w reports.
+func (w hupWatch) rehandshakeSelf(ctx context.Context, within time.Duration) error {
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		return fmt.Errorf("send SIGHUP to serve: %w", err)
+	}
+	select {
+	case msg := <-w.results:
+		if msg != logHUPAccepted {
+			return errors.New("serve's handshake with the restarted provider failed")
+		}
+		return nil
+	case <-time.After(within):
+		return fmt.Errorf("serve did not run its handshake within %v of SIGHUP", within)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
