@@ -848,6 +848,54 @@ func TestServeProviderSquatter(t *testing.T) {
 	}
 }
 
+// TestACPProviderSquatter: standalone acp's provider is killed and a
+// process of the same user binds its port; the write it would allow is not
+// made, it receives no request, and acp logs the identity failure. acp
+// runs the handshake again only when it restarts: a legitimate provider on
+// the port is refused too.
+func TestACPProviderSquatter(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := writeAllowAll(t, t.TempDir())
+	prov := startRefProviderProc(t, exe, nil, "127.0.0.1:0", policy)
+	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=http://" + prov.addr},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	ws := t.TempDir()
+	sid := c.newYoloSession(ws)
+	write := func(name string) bool {
+		t.Helper()
+		c.prompt(sid, writeCall(name), "")
+		return fileExists(filepath.Join(ws, name))
+	}
+	if !write("first.txt") {
+		t.Fatal("the write the provider allowed did not happen")
+	}
+	prov.kill()
+	squatter, squatLog := startSquatter(t, prov.addr)
+	if write("squatted.txt") {
+		t.Fatal("a squatter on the provider's port allowed a write")
+	}
+	if got := squatterRequests(t, squatLog); got != "" {
+		t.Fatalf("the squatter received requests:\n%s", got)
+	}
+	waitForText(t, "acp's log", c.stderrText, "provider identity check failed: call denied")
+	if log := c.stderrText(); !strings.Contains(log, "not one the handshake met") || strings.Contains(log, providerTestToken) {
+		t.Errorf("acp's log:\n%s", log)
+	}
+	squatter.kill()
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	startRefProviderProc(t, exe, nil, prov.addr, policy, "--audit", audit)
+	if write("restarted.txt") {
+		t.Fatal("a provider restarted as acp's own user was accepted without a handshake")
+	}
+	if data, _ := os.ReadFile(audit); len(data) != 0 {
+		t.Fatalf("the restarted provider decided without a handshake:\n%s", data)
+	}
+}
+
 // sharedExecutable copies the test binary where another user can run it,
 // next to files that user may read.
 func sharedExecutable(t *testing.T) (exe, dir string) {
