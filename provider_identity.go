@@ -62,9 +62,10 @@ const (
 const identityHint = "a new handshake accepts a restarted provider: send SIGHUP to serve, or restart acp; " +
 	"a provider running as another user is accepted by uid"
 
-// sockEntry is one line of a socket table.
+// sockEntry is one TCP socket as the kernel shows it: a line of a socket
+// table, or one sock_diag answer.
 type sockEntry struct {
-	Local, Remote netip.AddrPort // exactly as the table spells them (IPv4 in IPv6 stays mapped)
+	Local, Remote netip.AddrPort // exactly as the kernel spells them (IPv4 in IPv6 stays mapped)
 	State         uint8
 	UID           uint32
 	Inode         uint64 // 0 for a socket no process holds yet
@@ -249,13 +250,15 @@ func readSocketTable(path string, visit func(sockEntry)) error {
 	return nil
 }
 
-// socketView is what the tables say about one connection from local to
+// socketView is what the kernel says about one connection from local to
 // the provider's address.
 type socketView struct {
 	provider, local netip.AddrPort
 	// Listeners are the listening sockets that could have accepted it: on
 	// the provider's port, at its address or at a wildcard of a family
-	// that can accept it.
+	// that can accept it (an IPv6 wildcard counts for IPv4 even when it
+	// is IPv6-only, which the kernel does not show: in doubt, it must
+	// pass too).
 	Listeners []sockEntry
 	// Peers are the provider-side sockets of this very connection: local
 	// is the provider's address, remote is ours.
