@@ -711,6 +711,9 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 	a.log.Info("guard decision", "session", req.SessionID, "prompt", req.PromptID, "toolCall", req.ToolCallID,
 		"requestId", res.RequestID, "tool", req.ToolName, "allowed", res.Allowed, "failure", res.Category,
 		"latencyUs", time.Since(start).Microseconds())
+	if res.Category == failIdentity {
+		a.log.Error("provider identity check failed: call denied", "requestId", res.RequestID, "tool", req.ToolName, "err", res.Err)
+	}
 	if res.Category != "" {
 		return Decision{}, fmt.Errorf("provider %s: %w", res.Category, res.Err)
 	}

@@ -252,6 +252,10 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	d.runCtx = runCtx
+	if d.guarded {
+		// SIGHUP re-runs the provider handshake (serve_identity.go).
+		defer d.handshakeOnSIGHUP(runCtx)()
+	}
 	srv := &http.Server{
 		Handler:           d.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -1549,6 +1553,9 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	}
 	switch {
 	case res.Category != "":
+		if res.Category == failIdentity {
+			d.obs.logger().Error("provider identity check failed: call denied", "requestId", res.RequestID, "tool", p.ToolName, "err", res.Err)
+		}
 		return deny(res.Category, guardFailedReason)
 	case !res.Allowed:
 		reason := res.Reason

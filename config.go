@@ -1173,6 +1173,11 @@ children_started_total, children_died_total, limit_hits_total{code}.
 
 Logs never contain a token or a tool call's arguments.
 
+Signals: SIGINT and SIGTERM shut down. In required mode SIGHUP runs the provider
+handshake again: a provider restarted as this user listens on a new socket,
+and calls to it fail (category identity) until a handshake accepts it. A
+handshake that fails keeps the provider of the last successful one.
+
 Environment:
   QWEN_SERVER_TOKEN
         bearer token for host requests when --token is not given; read and

@@ -42,7 +42,7 @@ const outcomeDecisionLog = "decision_log_failed"
 var serveFailureCategories = [...]string{
 	failTimeout, failCancelled, failTransport, failHTTPStatus, failContentType,
 	failOversizeRequest, failOversizeResponse, failMalformedJSON, failSchema,
-	failVersion, failIDMismatch, failUnsafeReason,
+	failVersion, failIDMismatch, failUnsafeReason, failIdentity,
 	outcomeMalformed, outcomeIdentityMismatch, outcomeStalePrompt, outcomeNotConfigured, outcomeDecisionLog,
 }
 
