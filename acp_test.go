@@ -422,11 +422,11 @@ func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (an
 	c := startACP(t, parentAnswering(log, answer), nil, managedEnv...)
 	var res struct {
 		AgentCapabilities struct {
-			Meta map[string]string `json:"_meta"`
+			Meta map[string]any `json:"_meta"`
 		} `json:"agentCapabilities"`
 	}
 	c.mustCall(methodInitialize, initializeParams(testCapability), &res)
-	if got := res.AgentCapabilities.Meta[metaGuardReady]; got != privateGuardMarker {
+	if got, _ := res.AgentCapabilities.Meta[metaGuardReady].(string); got != privateGuardMarker {
 		t.Fatalf("initialize acknowledgement = %q, want %q", got, privateGuardMarker)
 	}
 	return c
