@@ -156,6 +156,7 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 			MaxPendingPrompts: defaultMaxPendingPrompts,
 			SettingsFile:      settingsFile,
 			Settings:          st,
+			Sandbox:           requiredModeSandbox(),
 		}, func(u string) { serveAddr <- u })
 	}()
 	var serveURL string

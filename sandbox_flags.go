@@ -351,6 +351,12 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	return c, nil
 }
 
+// requiredModeSandbox is the sandbox of required mode when the operator
+// chose nothing, for a serve assembled without flags (the demo).
+func requiredModeSandbox() sandboxConfig {
+	return sandboxConfig{Profile: sandboxWorkspace, Network: sandboxAll, Unix: sandboxAll}
+}
+
 // narrowSandbox applies the tools.sandbox* keys of a workspace settings
 // file (a file the workspace's own users may write) to the operator's
 // configuration op. Such a file may only narrow: turn the sandbox on, take
