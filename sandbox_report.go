@@ -95,6 +95,9 @@ func (s sandboxInForce) logAttr() slog.Attr {
 // childArgs are the flags that give an ACP child the sandbox in force in
 // serve, so that the child confines exactly as serve reports. The profile is
 // always given: a managed child's own default is not serve's to assume.
+// The child reads the settings file again: where serve has no read or
+// write list, the child takes the list the file has when the child starts,
+// which only an edit of the operator's own file can change.
 func (s sandboxInForce) childArgs() []string {
 	c := s.Config
 	if !c.on() {
@@ -107,13 +110,10 @@ func (s sandboxInForce) childArgs() []string {
 	for _, p := range c.Write {
 		args = append(args, "--"+flagSandboxWrite, p)
 	}
-	if c.Network == sandboxNone {
-		args = append(args, "--"+flagSandboxNetwork, sandboxNone)
-	}
-	if c.Unix == sandboxNone {
-		args = append(args, "--"+flagSandboxUnix, sandboxNone)
-	}
-	return args
+	// Network and Unix are always given, so a settings file edited after
+	// serve started cannot change them for a later child.
+	r := s.report()
+	return append(args, "--"+flagSandboxNetwork, r.Network, "--"+flagSandboxUnix, r.Unix)
 }
 
 // writeSandboxMetrics writes serve's sandbox gauges.
