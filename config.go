@@ -1142,8 +1142,7 @@ Flags:
   --disabled-slash-commands NAME[,NAME...]
         refuse prompts starting with these commands (400) in every mode and
         disable them in the children; repeatable.
-` + sandboxFlagsUsage + `        serve checks the kernel once and gives its choice to every child.
-  --log-format text|json
+` + sandboxFlagsUsage + `  --log-format text|json
         format of the log on stderr (default text).
   --log-level debug|info|warn|error
         least severe level logged (default info).
@@ -1186,6 +1185,10 @@ provider_request_duration_seconds (histogram), sessions, sessions_created_total,
 prompts_total{result}, tool_executions_total{tool,status}, children,
 children_started_total, children_died_total, limit_hits_total{code},
 sandbox_enabled, sandbox_landlock_abi.
+
+Sandbox: serve checks the kernel once at start, gives its choice to every
+child as flags, and reports it in GET /capabilities ("sandbox") and the
+listening log line.
 
 Logs never contain a token or a tool call's arguments.
 
