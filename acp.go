@@ -188,7 +188,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	}
 	// Before anything can start a tool: the kernel decides what the
 	// sandbox can be.
-	inForce, err := startSandbox(opts.Sandbox, a.log)
+	inForce, err := startSandbox(a.sandbox, a.log)
 	if err != nil {
 		return err
 	}

@@ -12,10 +12,10 @@ import (
 	"strconv"
 )
 
-// landlockABINetwork is the first Landlock ABI that governs TCP bind and
+// sandboxNetworkABI is the first Landlock ABI that governs TCP bind and
 // connect (LANDLOCK_ACCESS_NET_BIND_TCP, LANDLOCK_ACCESS_NET_CONNECT_TCP),
 // which --sandbox-network none needs.
-const landlockABINetwork = 4
+const sandboxNetworkABI = 4
 
 // metaSandbox names the sandbox report in the ACP initialize result's
 // agentCapabilities._meta.
@@ -52,8 +52,8 @@ func startSandbox(cfg sandboxConfig, log *slog.Logger) (sandboxInForce, error) {
 		log.Warn("sandbox off: the kernel has no Landlock, so tools, hooks and MCP servers run unconfined; enable Landlock, or pass --sandbox off to accept this without a warning", "probe", probeErr.Error())
 		return sandboxInForce{Config: sandboxConfig{Profile: sandboxOff}}, nil
 	}
-	if cfg.Network == sandboxNone && abi < landlockABINetwork {
-		return sandboxInForce{}, fmt.Errorf("confine tools with --%s %s: the kernel's Landlock ABI is %d and denying TCP bind and connect needs ABI %d (Linux 6.7); pass --%s %s or run on a newer kernel", flagSandboxNetwork, sandboxNone, abi, landlockABINetwork, flagSandboxNetwork, sandboxAll)
+	if cfg.Network == sandboxNone && abi < sandboxNetworkABI {
+		return sandboxInForce{}, fmt.Errorf("confine tools with --%s %s: the kernel's Landlock ABI is %d and denying TCP bind and connect needs ABI %d (Linux 6.7); pass --%s %s or run on a newer kernel", flagSandboxNetwork, sandboxNone, abi, sandboxNetworkABI, flagSandboxNetwork, sandboxAll)
 	}
 	return sandboxInForce{Config: cfg, ABI: abi}, nil
 }
