@@ -418,8 +418,8 @@ func parentAnswering(log *prepareLog, answer func(req map[string]any) (any, *rpc
 	}
 }
 
-func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
-	c := startACP(t, parentAnswering(log, answer), nil, managedEnv...)
+func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError), args ...string) *acpClient {
+	c := startACP(t, parentAnswering(log, answer), args, managedEnv...)
 	var res struct {
 		AgentCapabilities struct {
 			Meta map[string]any `json:"_meta"`

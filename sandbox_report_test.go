@@ -144,10 +144,14 @@ func TestACPInitializeReportsSandbox(t *testing.T) {
 			if managed := slices.Contains(tt.env, managedEnv[1]); managed && string(meta[metaGuardReady]) != `"`+privateGuardMarker+`"` {
 				t.Errorf("managed child lost its guard acknowledgement: %v", meta)
 			}
+			// The agent logs it before it reads initialize; stderr arrives
+			// through a pipe of its own.
 			ready := ""
-			for _, line := range strings.Split(c.stderrText(), "\n") {
-				if strings.Contains(line, `msg="acp runtime ready"`) {
-					ready = line
+			for deadline := time.Now().Add(10 * time.Second); ready == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				for _, line := range strings.Split(c.stderrText(), "\n") {
+					if strings.Contains(line, `msg="acp runtime ready"`) {
+						ready = line
+					}
 				}
 			}
 			if !strings.Contains(ready, tt.log) {
