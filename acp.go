@@ -98,6 +98,7 @@ type agent struct {
 
 	settings   *settings
 	sandbox    sandboxConfig // confines what tools, hooks and MCP servers start
+	sandboxABI int           // the kernel's Landlock ABI, reported in initialize
 	allowSlash []string      // slash commands serve opened for a managed child
 	home       string        // for ~/ in path rules
 	// mcpSettings are the settings file's MCP servers, started for every
@@ -185,6 +186,13 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 			return err // names the endpoint and the failure category
 		}
 	}
+	// Before anything can start a tool: the kernel decides what the
+	// sandbox can be.
+	inForce, err := startSandbox(a.sandbox, a.log)
+	if err != nil {
+		return err
+	}
+	a.sandbox, a.sandboxABI = inForce.Config, inForce.ABI
 	// The runtime's Go work is short steps between waits on its client, its
 	// parent and its tools. On one scheduler slot the answer to a guard
 	// request wakes the waiting prompt on the thread that read it; with two,
@@ -207,7 +215,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		// cancelled at the peer too: serve stops its provider call.
 		CancelNotice: acpCancelNotice,
 	})
-	a.log.Debug("acp runtime ready", "managed", a.managedCapability != "", "gomaxprocs", runtime.GOMAXPROCS(0))
+	a.log.Debug("acp runtime ready", "managed", a.managedCapability != "", "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
 	err = a.conn.serve(ctx)
 	a.shutdown()
 	if err != nil && ctx.Err() == nil {
@@ -345,12 +353,19 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 		"mcpCapabilities":     map[string]bool{"http": false, "sse": false},
 		"sessionCapabilities": map[string]any{"close": map[string]any{}},
 	}
+	meta := map[string]any{}
 	if a.managedCapability != "" {
 		got, _ := p.Meta[metaParentCapability].(string)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(a.managedCapability)) != 1 {
 			return nil, &rpcError{Code: rpcInvalidRequest, Message: "initialize: the parent did not present this child's private capability"}
 		}
-		caps["_meta"] = map[string]string{metaGuardReady: privateGuardMarker}
+		meta[metaGuardReady] = privateGuardMarker
+	}
+	if s := (sandboxInForce{a.sandbox, a.sandboxABI}); s.reported(a.guarded()) {
+		meta[metaSandbox] = s.report()
+	}
+	if len(meta) > 0 {
+		caps["_meta"] = meta
 	}
 	a.mu.Lock()
 	a.initialized = true

@@ -418,15 +418,15 @@ func parentAnswering(log *prepareLog, answer func(req map[string]any) (any, *rpc
 	}
 }
 
-func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
-	c := startACP(t, parentAnswering(log, answer), nil, managedEnv...)
+func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError), args ...string) *acpClient {
+	c := startACP(t, parentAnswering(log, answer), args, managedEnv...)
 	var res struct {
 		AgentCapabilities struct {
-			Meta map[string]string `json:"_meta"`
+			Meta map[string]any `json:"_meta"`
 		} `json:"agentCapabilities"`
 	}
 	c.mustCall(methodInitialize, initializeParams(testCapability), &res)
-	if got := res.AgentCapabilities.Meta[metaGuardReady]; got != privateGuardMarker {
+	if got, _ := res.AgentCapabilities.Meta[metaGuardReady].(string); got != privateGuardMarker {
 		t.Fatalf("initialize acknowledgement = %q, want %q", got, privateGuardMarker)
 	}
 	return c

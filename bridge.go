@@ -156,6 +156,7 @@ type daemon struct {
 	disabled     []string // --disabled-slash-commands
 	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
+	sandbox      sandboxInForce // checked against the kernel; given to every child
 	port         string
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
@@ -213,6 +214,11 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if d.maxPending < 1 {
 		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
 	}
+	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
+	if err != nil {
+		return err
+	}
+	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	if opts.Guard.required() {
 		// "daemon startup performs an authenticated, versioned handshake"
 		// before the listener opens or any child starts.
@@ -269,7 +275,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	go func() { served <- srv.Serve(ln) }()
 	d.wg.Add(1)
 	go d.reapIdleSessions(runCtx)
-	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions)
+	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions, d.sandbox.logAttr())
 	if ready != nil {
 		ready("http://" + ln.Addr().String())
 	}
@@ -511,6 +517,9 @@ type capabilitiesBody struct {
 	Mode         string   `json:"mode"`
 	Features     []string `json:"features"`
 	WorkspaceCwd string   `json:"workspaceCwd"`
+	// Sandbox is what confines the children's tools; absent in off mode
+	// with the sandbox off.
+	Sandbox *sandboxReport `json:"sandbox,omitempty"`
 }
 
 func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
@@ -518,7 +527,12 @@ func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
 	if d.guarded {
 		features = append(features, featureExternalToolGuard)
 	}
-	writeHostJSON(w, http.StatusOK, capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]})
+	body := capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]}
+	if d.sandbox.reported(d.guarded) {
+		r := d.sandbox.report()
+		body.Sandbox = &r
+	}
+	writeHostJSON(w, http.StatusOK, body)
 }
 
 type newSessionRequest struct {
@@ -1263,6 +1277,7 @@ func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability, mark strin
 		args = append(args, "--disabled-slash-commands", strings.Join(d.disabled, ","))
 	}
 	args = append(args, d.childLog...)
+	args = append(args, d.sandbox.childArgs()...)
 	if d.guarded {
 		capability = rand.Text() + rand.Text()
 	}

@@ -937,7 +937,7 @@ func TestChildSchedulerSlots(t *testing.T) {
 			td := startTestDaemon(t, serveOptions{Workspaces: []string{t.TempDir()}, LogLevel: slog.LevelDebug}, append(tt.env, quickRaceExit)...)
 			td.newSession(t, "")
 			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+"\n") {
+			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+" ") {
 				if time.Now().After(deadline) {
 					t.Fatalf("no %q in the child's log:\n%s", tt.want, td.stderr.String())
 				}

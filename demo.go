@@ -159,6 +159,7 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 			MaxPendingPrompts: defaultMaxPendingPrompts,
 			SettingsFile:      settingsFile,
 			Settings:          st,
+			Sandbox:           requiredModeSandbox(),
 		}, func(u string) { serveAddr <- u })
 	}()
 	var serveURL string
