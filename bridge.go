@@ -163,6 +163,7 @@ type daemon struct {
 	disabled     []string // --disabled-slash-commands
 	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
+	sandbox      sandboxInForce // checked against the kernel; given to every child
 	port         string
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
@@ -220,6 +221,11 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if d.maxPending < 1 {
 		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
 	}
+	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
+	if err != nil {
+		return err
+	}
+	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	if opts.Guard.required() {
 		// "daemon startup performs an authenticated, versioned handshake"
 		// before the listener opens or any child starts.
@@ -259,6 +265,10 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	d.runCtx = runCtx
+	if d.guarded {
+		// SIGHUP re-runs the provider handshake (serve_identity.go).
+		defer d.handshakeOnSIGHUP(runCtx)()
+	}
 	srv := &http.Server{
 		Handler:           d.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -273,7 +283,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	go func() { served <- srv.Serve(ln) }()
 	d.wg.Add(1)
 	go d.reapIdleSessions(runCtx)
-	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions)
+	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions, d.sandbox.logAttr())
 	if ready != nil {
 		ready("http://" + ln.Addr().String())
 	}
@@ -518,6 +528,9 @@ type capabilitiesBody struct {
 	Mode         string   `json:"mode"`
 	Features     []string `json:"features"`
 	WorkspaceCwd string   `json:"workspaceCwd"`
+	// Sandbox is what confines the children's tools; absent in off mode
+	// with the sandbox off.
+	Sandbox *sandboxReport `json:"sandbox,omitempty"`
 }
 
 func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
@@ -525,7 +538,12 @@ func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
 	if d.guarded {
 		features = append(features, featureExternalToolGuard)
 	}
-	writeHostJSON(w, http.StatusOK, capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]})
+	body := capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]}
+	if d.sandbox.reported(d.guarded) {
+		r := d.sandbox.report()
+		body.Sandbox = &r
+	}
+	writeHostJSON(w, http.StatusOK, body)
 }
 
 type newSessionRequest struct {
@@ -650,19 +668,6 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
-}
-
-// slashCommand reports the command name of a text that starts with "/".
-// Slash commands run outside the tool scheduler, so in required mode they
-// are refused unless the operator opened one by name.
-func slashCommand(text string) (string, bool) {
-	t := strings.TrimLeft(text, " \t\r\n")
-	if !strings.HasPrefix(t, "/") {
-		return "", false
-	}
-	name, _, _ := strings.Cut(t[1:], " ")
-	name, _, _ = strings.Cut(name, "\n")
-	return strings.TrimSpace(name), true
 }
 
 func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
@@ -828,6 +833,11 @@ type promptJob struct {
 	// decided for it must not be answered with an allow after that.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// answered: the child's answer to the prompt was read; cancelled: the
+	// host, a deadline or the end of the session cancelled it before that.
+	// Each is set before ctx ends, under the session's mu; they tell a
+	// prepare for a cancelled prompt from one for a finished prompt.
+	answered, cancelled bool
 }
 
 type hostPendingPermission struct {
@@ -998,7 +1008,7 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		"prompt":    job.blocks,
 		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
 	}
-	raw, err := s.ch.conn.call(s.d.runCtx, "session/prompt", params)
+	raw, err := s.ch.conn.callAnswered(s.d.runCtx, "session/prompt", params, func() { s.promptAnswered(job) })
 	if err != nil {
 		var rerr *rpcError
 		if errors.As(err, &rerr) {
@@ -1031,6 +1041,7 @@ func (s *hostSession) cancelPrompt(only *promptJob) bool {
 		s.mu.Unlock()
 		return false
 	}
+	job.cancelled = true
 	job.cancel()
 	for id, p := range s.perms {
 		delete(s.perms, id)
@@ -1051,6 +1062,9 @@ func (s *hostSession) end(typ, message string) {
 	s.ended = true
 	s.dead = typ == eventSessionDied
 	active := s.active
+	if active != nil && active.ctx.Err() == nil {
+		active.cancelled = true
+	}
 	for _, job := range s.queue {
 		job.cancel()
 	}
@@ -1274,6 +1288,7 @@ func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability, mark strin
 		args = append(args, "--disabled-slash-commands", strings.Join(d.disabled, ","))
 	}
 	args = append(args, d.childLog...)
+	args = append(args, d.sandbox.childArgs()...)
 	if d.guarded {
 		capability = rand.Text() + rand.Text()
 	}
@@ -1544,7 +1559,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	}
 	job := s.activeJob(p.PromptID)
 	if job == nil {
-		return deny(outcomeStalePrompt, guardFailedReason)
+		return deny(s.inactiveOutcome(p.PromptID, nil), guardFailedReason)
 	}
 	if d.provider == nil {
 		return deny(outcomeNotConfigured, guardFailedReason)
@@ -1560,10 +1575,13 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	rec.RequestID = res.RequestID
 
 	if s.activeJob(p.PromptID) != job {
-		return deny(outcomeStalePrompt, guardFailedReason)
+		return deny(s.inactiveOutcome(p.PromptID, job), guardFailedReason)
 	}
 	switch {
 	case res.Category != "":
+		if res.Category == failIdentity {
+			d.obs.logger().Error("provider identity check failed: call denied", "requestId", res.RequestID, "tool", p.ToolName, "err", res.Err)
+		}
 		return deny(res.Category, guardFailedReason)
 	case !res.Allowed:
 		reason := res.Reason
@@ -1594,6 +1612,36 @@ func (s *hostSession) activeJob(promptID string) *promptJob {
 		return nil
 	}
 	return job
+}
+
+// promptAnswered ends job as the child's answer to it is read, on the
+// channel's read goroutine: the child's messages are then applied in the
+// order it sent them, and a prepare it wrote after that answer finds the
+// prompt over and makes no provider request.
+func (s *hostSession) promptAnswered(job *promptJob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job.answered = true
+	job.cancel()
+}
+
+// inactiveOutcome is the decision-log outcome of a prepare for promptID
+// that is not the running prompt (any more): a cancellation when the prompt
+// was cancelled while the prepare waited for the provider (job, the prompt
+// it was admitted for) or, before that, while the child had not answered it
+// yet (job nil); stale_prompt for every other prompt.
+func (s *hostSession) inactiveOutcome(promptID string, job *promptJob) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if job == nil {
+		if job = s.active; job == nil || job.id != promptID || promptID == "" || job.answered {
+			return outcomeStalePrompt
+		}
+	}
+	if job.cancelled {
+		return failCancelled
+	}
+	return outcomeStalePrompt
 }
 
 // argumentsDigest is the SHA-256 of the arguments in canonical form

@@ -384,7 +384,7 @@ type rpcConn struct {
 	mu       sync.Mutex
 	closed   bool
 	nextID   int64
-	pending  map[int64]chan rpcReply       // outgoing calls awaiting a response
+	pending  map[int64]pendingCall         // outgoing calls awaiting a response
 	inflight map[string]context.CancelFunc // incoming requests, by idKey
 	handlers sync.WaitGroup
 }
@@ -393,6 +393,22 @@ type rpcConn struct {
 type rpcReply struct {
 	result json.RawMessage
 	err    error
+}
+
+// pendingCall is one outgoing call awaiting its response.
+type pendingCall struct {
+	reply chan rpcReply // capacity 1
+	// answered, when set, runs where the call is settled: on the read
+	// goroutine before the next line is dispatched (callAnswered).
+	answered func()
+}
+
+// settle hands the call its reply, after running answered.
+func (p pendingCall) settle(r rpcReply) {
+	if p.answered != nil {
+		p.answered()
+	}
+	p.reply <- r
 }
 
 // rpcEnvelope is every field a message may carry; each is kept raw so that
@@ -428,7 +444,7 @@ func newRPCConn(r io.Reader, w io.Writer, cfg rpcConfig) *rpcConn {
 		r:        r,
 		w:        w,
 		cfg:      cfg,
-		pending:  make(map[int64]chan rpcReply),
+		pending:  make(map[int64]pendingCall),
 		inflight: make(map[string]context.CancelFunc),
 	}
 }
@@ -466,11 +482,12 @@ func (c *rpcConn) serve(ctx context.Context) error {
 	// call on this connection would otherwise never return.
 	c.mu.Lock()
 	c.closed = true
-	for id, ch := range c.pending {
-		ch <- rpcReply{err: errConnClosed}
-		delete(c.pending, id)
-	}
+	pending := c.pending
+	c.pending = map[int64]pendingCall{}
 	c.mu.Unlock()
+	for _, p := range pending {
+		p.settle(rpcReply{err: errConnClosed}) // answered runs without c.mu
+	}
 	cancel()
 	c.handlers.Wait()
 	return err
@@ -666,28 +683,28 @@ func (c *rpcConn) deliver(env rpcEnvelope) {
 		c.fail(env.ID, &rerr)
 		return
 	}
-	if ch := c.take(env.ID); ch != nil {
-		ch <- rpcReply{result: env.Result}
+	if p, ok := c.take(env.ID); ok {
+		p.settle(rpcReply{result: env.Result})
 	}
 }
 
 func (c *rpcConn) fail(id json.RawMessage, err error) {
-	if ch := c.take(id); ch != nil {
-		ch <- rpcReply{err: err}
+	if p, ok := c.take(id); ok {
+		p.settle(rpcReply{err: err})
 	}
 }
 
 // take removes and returns the pending call answered by id, if any.
-func (c *rpcConn) take(id json.RawMessage) chan rpcReply {
+func (c *rpcConn) take(id json.RawMessage) (pendingCall, bool) {
 	n, err := strconv.ParseInt(string(id), 10, 64)
 	if err != nil {
-		return nil
+		return pendingCall{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := c.pending[n]
+	p, ok := c.pending[n]
 	delete(c.pending, n)
-	return ch
+	return p, ok
 }
 
 // notified runs one notification on the read goroutine.
@@ -783,6 +800,19 @@ func (c *rpcConn) runHandler(ctx context.Context, method string, params json.Raw
 // connection. An error response is returned as *rpcError; when ctx ends
 // first, ctx.Err() is returned and a late response is dropped.
 func (c *rpcConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return c.callAnswered(ctx, method, params, nil)
+}
+
+// callAnswered is call that also runs answered, when not nil, on the read
+// goroutine as the response (a result, an error, or a malformed one) is
+// read, before the next line is dispatched; or as the connection ends with
+// the call pending. Whatever answered records is then in place for every
+// message the peer sent after its answer, however late the caller's
+// goroutine runs: serve ends a prompt there, so that a prepare the child
+// wrote after its prompt result finds the prompt over. answered may also run
+// after ctx ended, if the answer was already being read. It must be quick
+// and must not wait on this connection.
+func (c *rpcConn) callAnswered(ctx context.Context, method string, params any, answered func()) (json.RawMessage, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -791,7 +821,7 @@ func (c *rpcConn) call(ctx context.Context, method string, params any) (json.Raw
 	c.nextID++
 	n := c.nextID
 	ch := make(chan rpcReply, 1)
-	c.pending[n] = ch
+	c.pending[n] = pendingCall{reply: ch, answered: answered}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()

@@ -28,7 +28,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,25 +38,14 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // codeHostIsDescendant is the host API error code of a refused peer.
 const codeHostIsDescendant = "host_is_descendant"
 
-// The kernel's socket tables, one line per socket of this network namespace.
-const (
-	procNetTCP  = "/proc/net/tcp"
-	procNetTCP6 = "/proc/net/tcp6"
-)
-
-// Bounds on what serve reads of /proc for one check: a socket table line is
-// about 150 bytes (tcp6), a stat line a few hundred bytes even with a long
-// comm; a longer line or file is not one the kernel wrote.
-const (
-	maxProcNetLine  = 1 << 10
-	maxProcStatSize = 4 << 10
-)
+// Bounds on what serve reads of /proc for one check: a stat line is a few
+// hundred bytes even with a long comm; a longer one is not the kernel's.
+const maxProcStatSize = 4 << 10
 
 // Link texts of /proc/<pid>/fd entries.
 const (
@@ -65,302 +53,68 @@ const (
 	ioUringLink      = "anon_inode:[io_uring]"
 )
 
-// procTCPEntry is one line of /proc/net/tcp or /proc/net/tcp6.
-type procTCPEntry struct {
-	Local, Remote netip.AddrPort // as the socket's owner sees them
-	UID           uint32
-	Inode         uint64 // 0 for a socket no descriptor holds any more
-}
-
-// parseProcNetTCPLine parses one socket line of /proc/net/tcp or tcp6:
-//
-//	sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-//
-// Addresses are the 4 or 16 bytes of the address printed as 32-bit words in
-// the kernel's byte order, then ':' and the port in hex. The header line
-// and anything else malformed is an error.
-func parseProcNetTCPLine(line []byte) (procTCPEntry, error) {
-	var f [10][]byte
-	rest := line
-	for i := range f {
-		rest = bytes.TrimLeft(rest, " \t")
-		end := bytes.IndexAny(rest, " \t")
-		if end < 0 {
-			end = len(rest)
-		}
-		if end == 0 {
-			return procTCPEntry{}, errors.New("socket line: too few fields")
-		}
-		f[i], rest = rest[:end], rest[end:]
-	}
-	if !bytes.HasSuffix(f[0], []byte(":")) {
-		return procTCPEntry{}, fmt.Errorf("socket line: slot %q does not end in ':'", f[0])
-	}
-	var e procTCPEntry
-	var err error
-	if e.Local, err = parseProcNetAddr(f[1]); err != nil {
-		return procTCPEntry{}, err
-	}
-	if e.Remote, err = parseProcNetAddr(f[2]); err != nil {
-		return procTCPEntry{}, err
-	}
-	if e.Local.Addr().BitLen() != e.Remote.Addr().BitLen() {
-		return procTCPEntry{}, errors.New("socket line: local and remote address families differ")
-	}
-	uid, err := strconv.ParseUint(string(f[7]), 10, 32)
-	if err != nil {
-		return procTCPEntry{}, fmt.Errorf("socket line: uid %q: not a decimal number", f[7])
-	}
-	if e.Inode, err = strconv.ParseUint(string(f[9]), 10, 64); err != nil {
-		return procTCPEntry{}, fmt.Errorf("socket line: inode %q: not a decimal number", f[9])
-	}
-	e.UID = uint32(uid)
-	return e, nil
-}
-
-// parseProcNetAddr parses "0100007F:1F90" (IPv4) or 32 hex digits and a
-// port (IPv6).
-func parseProcNetAddr(b []byte) (netip.AddrPort, error) {
-	ipHex, portHex, ok := bytes.Cut(b, []byte(":"))
-	if !ok || len(portHex) != 4 || (len(ipHex) != 8 && len(ipHex) != 32) {
-		return netip.AddrPort{}, fmt.Errorf("socket line: address %q: want 8 or 32 hex digits, ':' and 4", b)
-	}
-	port, err := parseHexUint(portHex)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("socket line: address %q: %v", b, err)
-	}
-	var ip [16]byte
-	for i := 0; i < len(ipHex)/8; i++ {
-		w, err := parseHexUint(ipHex[8*i : 8*i+8])
-		if err != nil {
-			return netip.AddrPort{}, fmt.Errorf("socket line: address %q: %v", b, err)
-		}
-		// The kernel prints each 32-bit word of the address as a number in
-		// its own byte order.
-		binary.NativeEndian.PutUint32(ip[4*i:], uint32(w))
-	}
-	if len(ipHex) == 8 {
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[:4])), uint16(port)), nil
-	}
-	return netip.AddrPortFrom(netip.AddrFrom16(ip), uint16(port)), nil
-}
-
-// parseHexUint parses upper- or lower-case hex digits, nothing else.
-func parseHexUint(b []byte) (uint64, error) {
-	var n uint64
-	for _, c := range b {
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		default:
-			return 0, fmt.Errorf("%q is not hex", b)
-		}
-		n = n<<4 | uint64(d)
-	}
-	return n, nil
-}
-
-// findPeerSocket returns the socket entry of the other end of the TCP
-// connection between local (serve's end) and remote, and whether there is
-// one in this network namespace. It asks sock_diag for that one socket; when
-// sock_diag does not know it, serve's own end tells whether sock_diag sees
-// this connection's sockets at all, and if it does not (no TCP handler in
-// this kernel, netlink refused), the socket tables in /proc answer instead.
+// findPeerSocket returns the socket of the other end of the TCP connection
+// between local (serve's end) and remote, and whether there is one in this
+// network namespace. It asks sock_diag for that one socket; when sock_diag
+// does not know it, serve's own end tells whether sock_diag sees this
+// connection's sockets at all, and if it does not (no TCP handler in this
+// kernel, netlink refused), the socket tables in /proc answer instead.
 // Reading those costs about a millisecond of kernel time whatever the
 // number of sockets, as the kernel walks its whole hash table.
-func findPeerSocket(local, remote netip.AddrPort) (procTCPEntry, bool, error) {
+func findPeerSocket(local, remote netip.AddrPort) (sockEntry, bool, error) {
 	local, remote = unmapAddrPort(local), unmapAddrPort(remote)
-	e, found, err := sockDiagFind(remote, local)
-	if err == nil && found {
-		return e, true, nil
-	}
-	if err == nil {
-		if _, own, err := sockDiagFind(local, remote); err == nil && own {
-			return procTCPEntry{}, false, nil
+	if d, err := openDiag(); err == nil {
+		defer d.close()
+		e, found, err := diagFindSocket(d, remote, local)
+		if err == nil && found {
+			return e, true, nil
+		}
+		if err == nil {
+			if _, own, err := diagFindSocket(d, local, remote); err == nil && own {
+				return sockEntry{}, false, nil
+			}
 		}
 	}
-	return procNetFind(local, remote)
+	return tableFindSocket(remote, local)
 }
 
-// procNetFind is findPeerSocket through the socket tables of /proc.
-func procNetFind(local, remote netip.AddrPort) (procTCPEntry, bool, error) {
+// diagFindSocket asks sock_diag for the TCP socket whose own address is
+// sockLocal and whose peer is sockRemote (both unmapped). A lookup that
+// misses answers with a listening socket of the port, which is not it.
+func diagFindSocket(d *diagConn, sockLocal, sockRemote netip.AddrPort) (sockEntry, bool, error) {
+	family := uint8(syscall.AF_INET6)
+	if sockLocal.Addr().Is4() {
+		family = syscall.AF_INET
+	}
+	var found sockEntry
+	ok := false
+	err := d.query(family, allTCPStates, false, sockLocal, sockRemote, func(e sockEntry) {
+		if e.State != tcpListen && unmapAddrPort(e.Local) == sockLocal && unmapAddrPort(e.Remote) == sockRemote {
+			found, ok = e, true
+		}
+	})
+	return found, ok, err
+}
+
+// tableFindSocket is diagFindSocket through the socket tables of /proc: an
+// IPv4 socket may be an IPv6 one with mapped addresses, so both are read.
+func tableFindSocket(sockLocal, sockRemote netip.AddrPort) (sockEntry, bool, error) {
+	var found sockEntry
+	ok := false
 	for _, table := range []string{procNetTCP, procNetTCP6} {
-		data, err := os.ReadFile(table)
-		if errors.Is(err, fs.ErrNotExist) && table == procNetTCP6 {
-			continue // a kernel without IPv6
-		}
+		err := readSocketTable(table, func(e sockEntry) {
+			if !ok && e.State != tcpListen && unmapAddrPort(e.Local) == sockLocal && unmapAddrPort(e.Remote) == sockRemote {
+				found, ok = e, true
+			}
+		})
 		if err != nil {
-			return procTCPEntry{}, false, fmt.Errorf("read the socket table: %w", err)
+			return sockEntry{}, false, fmt.Errorf("find the peer's socket: %w", err)
 		}
-		for line := range bytes.Lines(data) {
-			if len(line) > maxProcNetLine {
-				continue
-			}
-			e, err := parseProcNetTCPLine(line)
-			if err != nil {
-				continue // the header line
-			}
-			if unmapAddrPort(e.Local) == remote && unmapAddrPort(e.Remote) == local {
-				return e, true, nil
-			}
+		if ok {
+			return found, true, nil
 		}
 	}
-	return procTCPEntry{}, false, nil
-}
-
-// sock_diag (netlink): the kernel looks up one TCP socket by its four
-// addresses and answers with its state, owner uid and inode, without
-// reading any process's /proc entries.
-const (
-	netlinkSockDiag  = 4  // NETLINK_SOCK_DIAG
-	sockDiagByFamily = 20 // SOCK_DIAG_BY_FAMILY
-	nlmsgHeaderLen   = 16 // struct nlmsghdr
-	inetDiagReqV2Len = 56 // struct inet_diag_req_v2
-	inetDiagMsgLen   = 72 // struct inet_diag_msg
-	tcpStateListen   = 10 // TCP_LISTEN
-	// The lookup answers at once; a kernel that does not within this bound
-	// is not one to wait for.
-	sockDiagTimeout = time.Second
-	// One reply is one message of inet_diag_msg and its attributes.
-	sockDiagReplyBuf = 8 << 10
-)
-
-// sockDiagFind asks sock_diag for the TCP socket whose own address is
-// sockLocal and whose peer is sockRemote.
-func sockDiagFind(sockLocal, sockRemote netip.AddrPort) (procTCPEntry, bool, error) {
-	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
-	if err != nil {
-		return procTCPEntry{}, false, fmt.Errorf("open sock_diag: %w", err)
-	}
-	defer syscall.Close(fd)
-	tv := syscall.NsecToTimeval(sockDiagTimeout.Nanoseconds())
-	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
-		return procTCPEntry{}, false, fmt.Errorf("sock_diag timeout: %w", err)
-	}
-	const seq = 1
-	if err := syscall.Sendto(fd, sockDiagRequest(seq, sockLocal, sockRemote), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
-		return procTCPEntry{}, false, fmt.Errorf("ask sock_diag: %w", err)
-	}
-	buf := make([]byte, sockDiagReplyBuf)
-	for {
-		n, from, err := syscall.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return procTCPEntry{}, false, fmt.Errorf("read sock_diag: %w", err)
-		}
-		if nl, ok := from.(*syscall.SockaddrNetlink); !ok || nl.Pid != 0 {
-			continue // only the kernel answers
-		}
-		e, found, err := parseSockDiagReply(buf[:n], seq)
-		if err != nil || !found {
-			return procTCPEntry{}, false, err
-		}
-		// The lookup falls back to a listening socket of the port: that is
-		// not the socket asked for.
-		if e.Local != sockLocal || e.Remote != sockRemote {
-			return procTCPEntry{}, false, nil
-		}
-		return e, true, nil
-	}
-}
-
-// sockDiagRequest is a SOCK_DIAG_BY_FAMILY request (not a dump) for the
-// TCP socket local-remote, in the family of its addresses.
-func sockDiagRequest(seq uint32, local, remote netip.AddrPort) []byte {
-	b := make([]byte, nlmsgHeaderLen+inetDiagReqV2Len)
-	ne := binary.NativeEndian
-	ne.PutUint32(b[0:], uint32(len(b)))
-	ne.PutUint16(b[4:], sockDiagByFamily)
-	ne.PutUint16(b[6:], syscall.NLM_F_REQUEST)
-	ne.PutUint32(b[8:], seq)
-	r := b[nlmsgHeaderLen:]
-	r[0] = syscall.AF_INET6
-	if local.Addr().Is4() {
-		r[0] = syscall.AF_INET
-	}
-	r[1] = syscall.IPPROTO_TCP
-	ne.PutUint32(r[4:], ^uint32(0)) // every state
-	putDiagSockID(r[8:], local, remote)
-	// No interface; the cookie is INET_DIAG_NOCOOKIE.
-	ne.PutUint32(r[8+40:], ^uint32(0))
-	ne.PutUint32(r[8+44:], ^uint32(0))
-	return b
-}
-
-// putDiagSockID writes the ports and addresses of struct inet_diag_sockid:
-// ports and addresses in network byte order.
-func putDiagSockID(id []byte, local, remote netip.AddrPort) {
-	binary.BigEndian.PutUint16(id[0:], local.Port())
-	binary.BigEndian.PutUint16(id[2:], remote.Port())
-	copy(id[4:20], local.Addr().AsSlice())
-	copy(id[20:36], remote.Addr().AsSlice())
-}
-
-// parseSockDiagReply reads the kernel's answer to request seq: one
-// inet_diag_msg (found), or an error message, where ENOENT means no such
-// socket. A listening socket is not a connection's end.
-func parseSockDiagReply(b []byte, seq uint32) (procTCPEntry, bool, error) {
-	ne := binary.NativeEndian
-	for len(b) >= nlmsgHeaderLen {
-		n := int(ne.Uint32(b[0:]))
-		if n < nlmsgHeaderLen || n > len(b) {
-			return procTCPEntry{}, false, fmt.Errorf("sock_diag reply: message length %d of %d bytes", n, len(b))
-		}
-		typ, mseq, body := ne.Uint16(b[4:]), ne.Uint32(b[8:]), b[nlmsgHeaderLen:n]
-		b = b[min(len(b), (n+3)&^3):] // messages are 4-byte aligned
-		if mseq != seq {
-			continue
-		}
-		switch typ {
-		case syscall.NLMSG_ERROR:
-			if len(body) < 4 {
-				return procTCPEntry{}, false, errors.New("sock_diag reply: short error message")
-			}
-			errno := -int32(ne.Uint32(body))
-			if errno == 0 {
-				continue // an acknowledgement
-			}
-			if syscall.Errno(errno) == syscall.ENOENT {
-				return procTCPEntry{}, false, nil
-			}
-			return procTCPEntry{}, false, fmt.Errorf("sock_diag: %w", syscall.Errno(errno))
-		case sockDiagByFamily:
-			if len(body) < inetDiagMsgLen {
-				return procTCPEntry{}, false, fmt.Errorf("sock_diag reply: %d bytes, want at least %d", len(body), inetDiagMsgLen)
-			}
-			var size int
-			switch body[0] {
-			case syscall.AF_INET:
-				size = 4
-			case syscall.AF_INET6:
-				size = 16
-			default:
-				return procTCPEntry{}, false, fmt.Errorf("sock_diag reply: address family %d", body[0])
-			}
-			if body[1] == tcpStateListen {
-				return procTCPEntry{}, false, nil
-			}
-			id := body[4:52]
-			local := netip.AddrPortFrom(diagAddr(id[4:20], size), binary.BigEndian.Uint16(id[0:]))
-			remote := netip.AddrPortFrom(diagAddr(id[20:36], size), binary.BigEndian.Uint16(id[2:]))
-			return procTCPEntry{
-				Local: unmapAddrPort(local), Remote: unmapAddrPort(remote),
-				UID: ne.Uint32(body[64:]), Inode: uint64(ne.Uint32(body[68:])),
-			}, true, nil
-		}
-	}
-	return procTCPEntry{}, false, errors.New("sock_diag reply: no answer to the request")
-}
-
-func diagAddr(b []byte, size int) netip.Addr {
-	if size == 4 {
-		return netip.AddrFrom4([4]byte(b[:4]))
-	}
-	return netip.AddrFrom16([16]byte(b[:16]))
+	return sockEntry{}, false, nil
 }
 
 func unmapAddrPort(a netip.AddrPort) netip.AddrPort {

@@ -92,37 +92,6 @@ func runPeerClient(url string) int {
 	return 0
 }
 
-func TestParseProcNetTCPLine(t *testing.T) {
-	ap := netip.MustParseAddrPort
-	for _, e := range []procTCPEntry{
-		{Local: ap("127.0.0.1:8080"), Remote: ap("0.0.0.0:0"), UID: 0, Inode: 27614},
-		{Local: ap("127.0.0.1:54321"), Remote: ap("127.0.0.1:4170"), UID: 65534, Inode: 1<<40 + 3},
-		{Local: ap("[::1]:4170"), Remote: ap("[::1]:40000"), UID: 4294967295, Inode: 1},
-		{Local: ap("[::ffff:127.0.0.1]:40000"), Remote: ap("[::ffff:127.0.0.1]:4170"), UID: 1000},
-		{Local: ap("[2001:db8::1]:65535"), Remote: ap("[fe80::1:2:3:4]:1"), UID: 7, Inode: 8},
-	} {
-		line := formatProcNetTCPLine(3, e)
-		got, err := parseProcNetTCPLine([]byte(line))
-		if err != nil || got != e {
-			t.Errorf("%q = %+v, %v; want %+v", line, got, err, e)
-		}
-	}
-	for _, bad := range []string{
-		"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode",
-		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0",
-		"   0 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1",
-		"   0: 0100007G:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1",
-		"   0: 0100007F:1F9 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1",
-		"   0: 0100007F:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1",
-		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000    -1        0 1",
-		"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 x",
-	} {
-		if e, err := parseProcNetTCPLine([]byte(bad)); err == nil {
-			t.Errorf("%q parsed to %+v, want an error", bad, e)
-		}
-	}
-}
-
 // loopbackPair returns both ends of a new loopback TCP connection made in
 // this process: the client's and the accepted one.
 func loopbackPair(t testing.TB) (client, server net.Conn) {
@@ -184,15 +153,21 @@ func testFindPeerSocket(t *testing.T, addr string) {
 	if want := fmt.Sprintf("socket:[%d]", e.Inode); link != want {
 		t.Errorf("client descriptor links to %q, the entry found names %q", link, want)
 	}
-	if e.UID != uint32(os.Geteuid()) || e.Local != remote || e.Remote != local {
+	if e.UID != uint32(os.Geteuid()) || unmapAddrPort(e.Local) != remote || unmapAddrPort(e.Remote) != local {
 		t.Errorf("entry %+v, want uid %d, local %v, remote %v", e, os.Geteuid(), remote, local)
 	}
 	// sock_diag and the socket tables in /proc agree.
-	for name, find := range map[string]func(l, r netip.AddrPort) (procTCPEntry, bool, error){
-		"sock_diag": func(l, r netip.AddrPort) (procTCPEntry, bool, error) { return sockDiagFind(r, l) },
-		"/proc":     procNetFind,
+	d, err := openDiag()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	for name, find := range map[string]func(l, r netip.AddrPort) (sockEntry, bool, error){
+		"sock_diag": func(l, r netip.AddrPort) (sockEntry, bool, error) { return diagFindSocket(d, l, r) },
+		"/proc":     tableFindSocket,
 	} {
-		if got, found, err := find(local, remote); err != nil || !found || got != e {
+		got, found, err := find(remote, local)
+		if err != nil || !found || unmapAddrPort(got.Local) != remote || unmapAddrPort(got.Remote) != local || got.UID != e.UID || got.Inode != e.Inode {
 			t.Errorf("%s: %+v %v %v, want %+v", name, got, found, err, e)
 		}
 	}
