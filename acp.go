@@ -137,6 +137,9 @@ type promptSeqKey struct{}
 func (s *session) cancelledLocked(seq int64) bool { return seq != 0 && seq <= s.cancelledUpTo }
 
 func runACP(ctx context.Context, sys *system, args []string) error {
+	// A parent that dies closes our stdout: the write that finds it closed
+	// ends the connection, and the shutdown runs (lifeline.go).
+	catchBrokenPipe()
 	opts, err := parseACPArgs(args, sys)
 	if err != nil {
 		return err
