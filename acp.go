@@ -213,6 +213,8 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	a.log.Debug("acp runtime ready", "managed", a.managedCapability != "", "gomaxprocs", runtime.GOMAXPROCS(0))
 	err = a.conn.serve(ctx)
 	a.shutdown()
+	// A child of serve leads its session: what its tools left in it goes too.
+	endOwnSession()
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("acp connection: %w", err)
 	}

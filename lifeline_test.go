@@ -43,7 +43,9 @@ func TestServeKilledLeavesNoProcess(t *testing.T) {
 			args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
 			sp := startServe(t, args, tokenEnv)
 			id := sp.newSession(t, "")
-			background := shellCall("echo $$ > bg.pid; sleep 300 & echo $! > bg-sleep.pid; wait", true)
+			// The job started under set -m leaves for a process group of its
+			// own inside the session: killing the background group misses it.
+			background := shellCall("echo $$ > bg.pid; sleep 300 & echo $! > bg-sleep.pid; set -m; sleep 300 & echo $! > job.pid; wait", true)
 			if running {
 				sp.prompt(t, id, background+"\n"+shellCall("echo $$ > fg.pid; sleep 300; echo not-killed", false))
 				readPIDFile(t, filepath.Join(ws, "fg.pid"))
@@ -52,12 +54,17 @@ func TestServeKilledLeavesNoProcess(t *testing.T) {
 			}
 			bg := readPIDFile(t, filepath.Join(ws, "bg.pid"))
 			readPIDFile(t, filepath.Join(ws, "bg-sleep.pid"))
+			job := readPIDFile(t, filepath.Join(ws, "job.pid"))
+			t.Cleanup(func() { syscall.Kill(job, syscall.SIGKILL) })
+			if g := mustProcStat(t, job).pgid; g == bg {
+				t.Fatalf("the set -m job %d stayed in the background group %d", job, g)
+			}
 			child := parentPID(bg)
 			if parentPID(child) != sp.cmd.Process.Pid {
 				t.Fatalf("the background shell's parent %d is not a child of serve %d", child, sp.cmd.Process.Pid)
 			}
 			members := sessionMembers(child)
-			want := 3 // the child, the background shell and its sleep
+			want := 4 // the child, the background shell and its two sleeps
 			if running {
 				want += 2 // the foreground shell and its sleep
 			}

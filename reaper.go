@@ -77,8 +77,8 @@ func parseProcStat(b []byte) (procInfo, error) {
 		return procInfo{}, errProcStat
 	}
 	var p procInfo
-	var err error
-	if p.pid, err = strconv.Atoi(string(bytes.TrimSpace(b[:open]))); err != nil || p.pid <= 0 {
+	var ok bool
+	if p.pid, ok = statNumber(bytes.TrimSuffix(b[:open], []byte(" "))); !ok || p.pid == 0 {
 		return procInfo{}, errProcStat
 	}
 	f := bytes.Fields(b[end+1:])
@@ -87,16 +87,33 @@ func parseProcStat(b []byte) (procInfo, error) {
 		return procInfo{}, errProcStat
 	}
 	p.state = f[0][0]
-	ints := []*int{&p.ppid, &p.pgid, &p.sid}
-	for i, dst := range ints {
-		if *dst, err = strconv.Atoi(string(f[1+i])); err != nil || *dst < 0 {
+	for i, dst := range []*int{&p.ppid, &p.pgid, &p.sid} {
+		if *dst, ok = statNumber(f[1+i]); !ok {
 			return procInfo{}, errProcStat
 		}
 	}
-	if p.start, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
+	start, ok := statNumber(f[19])
+	if !ok {
 		return procInfo{}, errProcStat
 	}
+	p.start = uint64(start)
 	return p, nil
+}
+
+// statNumber reads a decimal number as the kernel writes one: digits only.
+func statNumber(b []byte) (int, bool) {
+	// 18 digits cannot overflow an int64.
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 func readProcStat(pid int) (procInfo, error) {
@@ -445,4 +462,37 @@ func childrenOfSelf() []int {
 func ownSession() int {
 	sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
 	return int(sid)
+}
+
+// endOwnSession kills every other process of this process's session when
+// it leads one, as every child of serve does: they are all its descendants,
+// and once it is gone nobody else could tell. A process that left for a
+// process group of its own inside the session is ended with the rest.
+func endOwnSession() int {
+	self := os.Getpid()
+	if ownSession() != self {
+		return 0
+	}
+	n := 0
+	for range reaperMaxRounds {
+		found := 0
+		for _, p := range scanProcs() {
+			if p.sid != self || p.pid == self || p.dead() {
+				continue
+			}
+			if d := pin(p); d != nil {
+				d.signal(syscall.SIGKILL)
+				if d.fd >= 0 {
+					syscall.Close(d.fd)
+				}
+				found++
+			}
+		}
+		if found == 0 {
+			break
+		}
+		n += found
+		time.Sleep(reaperPoll) // a killed process takes a moment to die
+	}
+	return n
 }
