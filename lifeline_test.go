@@ -47,7 +47,7 @@ func TestServeKilledLeavesNoProcess(t *testing.T) {
 			// own inside the session: killing the background group misses it.
 			background := shellCall("echo $$ > bg.pid; sleep 300 & echo $! > bg-sleep.pid; set -m; sleep 300 & echo $! > job.pid; wait", true)
 			if running {
-				sp.prompt(t, id, background+"\n"+shellCall("echo $$ > fg.pid; sleep 300; echo not-killed", false))
+				sp.prompt(t, id, background+"\n"+shellCall("sleep 300 & echo $! > fg.pid; wait; echo not-killed", false))
 				readPIDFile(t, filepath.Join(ws, "fg.pid"))
 			} else {
 				sp.runTurn(t, id, background)
