@@ -245,9 +245,8 @@ func orphanLocked(p procInfo, self, selfSid int, held map[int]bool) bool {
 // dead one's pid.
 type doomedProc struct {
 	procInfo
-	fd        int // pidfd, or -1
-	wasAlive  bool
-	signalled bool
+	fd       int // pidfd, or -1
+	wasAlive bool
 }
 
 func (d *doomedProc) signal(sig syscall.Signal) {
