@@ -138,6 +138,9 @@ type promptSeqKey struct{}
 func (s *session) cancelledLocked(seq int64) bool { return seq != 0 && seq <= s.cancelledUpTo }
 
 func runACP(ctx context.Context, sys *system, args []string) error {
+	// A parent that dies closes our stdout: the write that finds it closed
+	// ends the connection, and the shutdown runs (lifeline.go).
+	catchBrokenPipe()
 	opts, err := parseACPArgs(args, sys)
 	if err != nil {
 		return err
@@ -218,6 +221,8 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	a.log.Debug("acp runtime ready", "managed", a.managedCapability != "", "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
 	err = a.conn.serve(ctx)
 	a.shutdown()
+	// A child of serve leads its session: what its tools left in it goes too.
+	endOwnSession()
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("acp connection: %w", err)
 	}

@@ -1215,7 +1215,6 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 type acpChannel struct {
 	d      *daemon
 	cmd    *exec.Cmd
-	mark   string // envChannelMark of every process below the child
 	stdin  io.Closer
 	conn   *rpcConn
 	cancel context.CancelFunc // ends conn.serve
@@ -1276,7 +1275,9 @@ func childLogArgs(logJSON bool, level slog.Level) []string {
 // childCommand is "acpguard acp" with the operator's settings and opened
 // slash commands, and the scrubbed environment; in required mode that
 // environment also carries the private markers and a fresh capability.
-func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability, mark string) {
+// Nothing else is added: what the child leaves behind is found by its
+// session (reaper.go).
+func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability string) {
 	args := []string{"acp"}
 	if d.settingsFile != "" {
 		args = append(args, "--settings", d.settingsFile)
@@ -1292,11 +1293,9 @@ func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability, mark strin
 	if d.guarded {
 		capability = rand.Text() + rand.Text()
 	}
-	// The mark labels every process below this child (reaper.go).
-	mark = rand.Text()
 	cmd = exec.Command(exe, args...)
-	cmd.Env = d.sys.env.acpChildEnv(capability, envChannelMark+"="+mark)
-	return cmd, capability, mark
+	cmd.Env = d.sys.env.acpChildEnv(capability)
+	return cmd, capability
 }
 
 type initializeResult struct {
@@ -1318,9 +1317,8 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	if err != nil {
 		return nil, unavailable("Cannot locate the acpguard executable: %v", err)
 	}
-	cmd, capability, mark := d.childCommand(exe)
+	cmd, capability := d.childCommand(exe)
 	cmd.Dir = ws
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = d.sys.stderr
 	// A descendant that kept the child's stderr open cannot hold Wait.
 	cmd.WaitDelay = childStopGrace
@@ -1338,14 +1336,15 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 		d.mu.Unlock()
 		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
 	}
-	if err := cmd.Start(); err != nil {
+	// In a session of its own, with a parent-death signal (lifeline.go).
+	if err := startChild(cmd); err != nil {
 		d.mu.Unlock()
 		return nil, unavailable("Start ACP child: %v", err)
 	}
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &acpChannel{d: d, cmd: cmd, mark: mark, stdin: stdin, cancel: cancel, done: make(chan struct{})}
+	ch := &acpChannel{d: d, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
 	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
@@ -1408,12 +1407,15 @@ func (ch *acpChannel) run(ctx context.Context) {
 	ch.conn.serve(ctx)
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
 	ch.stdin.Close()
-	err := ch.cmd.Wait()
 	// A child that died without ending its tool, hook and MCP process
-	// groups (SIGKILL) leaves them running: end them by their mark.
-	if n := killMarked(ch.mark); n > 0 {
+	// groups (SIGKILL) leaves them running: end them by its session while
+	// the unreaped child still holds its pid (reaper.go).
+	waitExited(ch.cmd.Process.Pid)
+	if n := endLeftBehind(ch.cmd.Process.Pid); n > 0 {
 		ch.d.obs.logger().Warn("ended processes the ACP child left behind", "pid", ch.cmd.Process.Pid, "processes", n)
 	}
+	err := ch.cmd.Wait()
+	forgetChild(ch.cmd.Process.Pid)
 	if !ch.stopping.Load() {
 		ch.d.obs.childDied()
 		ch.d.obs.logger().Warn("ACP child exited", "pid", ch.cmd.Process.Pid, "status", fmt.Sprint(err))

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -387,6 +388,12 @@ type rpcConn struct {
 	pending  map[int64]pendingCall         // outgoing calls awaiting a response
 	inflight map[string]context.CancelFunc // incoming requests, by idKey
 	handlers sync.WaitGroup
+
+	// gone is closed when a write finds the peer's end closed (EPIPE): a
+	// peer that reads nothing more has ended the connection, as if its
+	// input had ended.
+	gone     chan struct{}
+	goneOnce sync.Once
 }
 
 // rpcReply is what a pending call receives.
@@ -446,15 +453,17 @@ func newRPCConn(r io.Reader, w io.Writer, cfg rpcConfig) *rpcConn {
 		cfg:      cfg,
 		pending:  make(map[int64]pendingCall),
 		inflight: make(map[string]context.CancelFunc),
+		gone:     make(chan struct{}),
 	}
 }
 
 // serve reads messages until r ends or ctx is done, then cancels and waits
 // for every request handler before it returns. When ctx ends, serve closes r
 // if it is an io.Closer so that a blocked read returns; a reader that is not
-// a Closer keeps serve waiting until its read returns. serve returns nil at
-// the end of r, ctx.Err() when ctx ended, and the read or write error that
-// stopped it otherwise.
+// a Closer keeps serve waiting until its read returns. A write that finds the
+// peer gone (EPIPE) ends serving as the end of r does. serve returns nil at
+// the end of r or of the peer, ctx.Err() when ctx ended, and the read or
+// write error that stopped it otherwise.
 func (c *rpcConn) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -466,6 +475,8 @@ func (c *rpcConn) serve(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				rc.Close()
+			case <-c.gone:
+				rc.Close()
 			case <-stop:
 			}
 		})
@@ -474,6 +485,8 @@ func (c *rpcConn) serve(ctx context.Context) error {
 	err := c.readLoop(ctx)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		err = ctxErr
+	} else if c.peerGone() {
+		err = nil
 	}
 	close(stop)
 	watcher.Wait()
@@ -893,9 +906,22 @@ func (c *rpcConn) send(m rpcOut) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if _, err := c.w.Write(b.Bytes()); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			c.goneOnce.Do(func() { close(c.gone) })
+		}
 		return fmt.Errorf("write json-rpc message: %w", err)
 	}
 	return nil
+}
+
+// peerGone reports whether a write found the peer's end closed.
+func (c *rpcConn) peerGone() bool {
+	select {
+	case <-c.gone:
+		return true
+	default:
+		return false
+	}
 }
 
 // quoteRaw shows a raw value in an error message, or "nothing" when absent.

@@ -195,7 +195,7 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 			}
 			d := &daemon{sys: &system{env: newProcEnv(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"))},
 				guarded: tt.guarded, sandbox: inForce, settingsFile: settingsFile}
-			cmd, capability, _ := d.childCommand(exe)
+			cmd, capability := d.childCommand(exe)
 			cmd.Dir = dir
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
