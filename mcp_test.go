@@ -707,11 +707,13 @@ func TestMCPStartupFailures(t *testing.T) {
 	badTools := newHelperServer(t, "bad")
 	badTools.env[envHelperTools] = `[{"name":"x","inputSchema":{"type":"object"},"unknownField":1}]`
 	good := newHelperServer(t, "good")
-	s := startTestMCP(t, mcpOptions{StartupTimeout: 500 * time.Millisecond},
+	// The slow server waits out the whole bound, so it is long enough for
+	// the others to start on a busy machine and short enough for the suite.
+	s := startTestMCP(t, mcpOptions{StartupTimeout: 5 * time.Second},
 		noInit.config(t), badTools.config(t), good.config(t), mcpServerConfig{Name: "nameless-command"})
 	notices := strings.Join(s.set.takeNotices(), "\n")
 	for _, want := range []string{
-		`MCP server "slow" failed to start and its tools are not available: initialize: no answer within the startup timeout of 500ms`,
+		`MCP server "slow" failed to start and its tools are not available: initialize: no answer within the startup timeout of 5s`,
 		`MCP server "bad" failed to start and its tools are not available: tools/list: malformed result: json: unknown field "unknownField"`,
 		`MCP server "nameless-command" failed to start and its tools are not available: MCP server "nameless-command" has no command`,
 	} {
