@@ -138,6 +138,7 @@ type daemon struct {
 	workspaces   []string // absolute, cleaned; the first is the primary
 	maxPending   int
 	limits       serveLimits
+	events       *eventBudget // every session's event memory: --max-event-memory
 	obs          *serveObserver
 	allowSlash   []string
 	disabled     []string // --disabled-slash-commands
@@ -200,6 +201,8 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if d.maxPending < 1 {
 		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
 	}
+	d.events = newEventBudget(d.limits.MaxEventMemory)
+	d.obs.events = d.events
 	if opts.Guard.required() {
 		// "daemon startup performs an authenticated, versioned handshake"
 		// before the listener opens or any child starts.
@@ -657,7 +660,7 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	streamEvents(w, r, s.events, after, heartbeatInterval)
+	streamEvents(w, r, s.events, after, heartbeatInterval, streamWriteTimeout)
 }
 
 func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
@@ -798,8 +801,8 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	if err := decodeStrict(raw, &res); err != nil || res.SessionID != id {
 		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with %q, not the session id %q the daemon generated", truncateForError(raw), id)}
 	}
-	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, func(code string) {
-		d.obs.limitHit(code, "sessionId", res.SessionID)
+	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, d.events, func(code string, attrs ...any) {
+		d.obs.limitHit(code, append([]any{"sessionId", res.SessionID}, attrs...)...)
 	})
 	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, perms: map[string]*hostPendingPermission{}, lastUsed: time.Now()}
 	d.mu.Lock()

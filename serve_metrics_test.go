@@ -277,7 +277,7 @@ func TestServeUsageListsMetricFamilies(t *testing.T) {
 			t.Errorf("serve usage does not list the metric family %s", name)
 		}
 	}
-	if families != 11 {
-		t.Errorf("%d families, want 11", families)
+	if families != 13 {
+		t.Errorf("%d families, want 13", families)
 	}
 }
