@@ -100,7 +100,9 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 		return
 	}
 	defer log.unsubscribe(sub)
-	if err := sw.arm(writeTimeout); err != nil {
+	if err := sw.arm(writeTimeout); errors.Is(err, errStreamAborted) {
+		return // dropped already; the connection takes no more writes
+	} else if err != nil {
 		// Fail closed: a stream whose writes cannot be bounded could hold
 		// its queue for good.
 		writeHostError(w, http.StatusInternalServerError, codeInternal, fmt.Sprintf("event stream unsupported: the connection takes no write deadline: %v", err))
@@ -447,8 +449,6 @@ func (l *streamLog) subscribe(after int64, abort func()) *streamSubscriber {
 func (l *streamLog) take(sub *streamSubscriber) (batch []*streamEvent, ended bool, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	batch = sub.spare[:0]
-	sub.spare = nil
 	if sub.next < sub.liveFrom {
 		if sub.next < l.first {
 			// The ring let go of an event this stream had yet to send.
@@ -456,6 +456,7 @@ func (l *streamLog) take(sub *streamSubscriber) (batch []*streamEvent, ended boo
 			l.dropLocked(sub, dropReasonReplay)
 			return nil, true, sub.dropped
 		}
+		batch, sub.spare = sub.spare[:0], nil
 		n := 0
 		for ; sub.next < sub.liveFrom && (len(batch) == 0 || n < replayBatchBytes); sub.next++ {
 			ev := l.ring[(sub.next-1)%int64(l.size)]
@@ -467,7 +468,7 @@ func (l *streamLog) take(sub *streamSubscriber) (batch []*streamEvent, ended boo
 		return batch, false, ""
 	}
 	if len(sub.queue) > 0 {
-		batch, sub.queue = sub.queue, batch
+		batch, sub.queue, sub.spare = sub.queue, sub.spare[:0], nil
 		sub.inFlight, sub.inFlightFirst = sub.queueBytes, batch[0].id
 		sub.queueBytes = 0
 		return batch, false, ""
