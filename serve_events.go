@@ -277,6 +277,7 @@ type streamSubscriber struct {
 	queueBytes     int
 	inFlight       int   // bytes taken and not yet released
 	inFlightFirst  int64 // the oldest id taken and not yet released
+	aborting       int   // bytes of inFlight the budget counts as soon released: the write was cut short
 	spare          []*streamEvent
 	ended          bool   // nothing more enters: the log closed or the subscriber was dropped
 	dropped        string // the notice of a dropped subscriber
@@ -406,6 +407,10 @@ func (l *streamLog) dropLocked(sub *streamSubscriber, reason string) {
 	sub.ended, sub.dropped = true, reason
 	sub.next = sub.liveFrom
 	l.releaseQueue(sub)
+	if sub.inFlight > 0 && sub.abort != nil {
+		sub.aborting = sub.inFlight
+		l.budget.abortingAdd(sub.aborting)
+	}
 	sub.signal()
 }
 
@@ -484,6 +489,8 @@ func (l *streamLog) release(sub *streamSubscriber, batch []*streamEvent) {
 		l.unref(ev)
 	}
 	sub.inFlight = 0
+	l.budget.abortingAdd(-sub.aborting)
+	sub.aborting = 0
 	clear(batch)
 	if sub.spare == nil {
 		sub.spare = batch[:0]
@@ -561,22 +568,20 @@ func (l *streamLog) ringBytes() int {
 }
 
 // evictForBudget evicts the ring's oldest events: at least one, and then
-// more while the ring is larger than floor and the budget, less the bytes
-// of aborted writes, is still over. A stream that still needs an evicted
+// more while the ring is larger than floor and the budget is still over. A stream that still needs an evicted
 // event (queued, being written or yet to replay) is dropped, so that the
 // event's bytes go back. It reports whether it evicted anything.
-func (l *streamLog) evictForBudget(b *eventBudget, floor int, releasing *int64) bool {
+func (l *streamLog) evictForBudget(b *eventBudget, floor int) bool {
 	l.mu.Lock()
 	var dropped []*streamSubscriber
 	n, size := 0, 0
-	for l.first < l.nextID && (n == 0 || l.bytes > floor && b.held.Load()-*releasing > b.limit) {
+	for l.first < l.nextID && (n == 0 || l.bytes > floor && b.over()) {
 		size += len(l.ring[(l.first-1)%int64(l.size)].data)
 		l.budgetEvicted = l.first
 		l.evictOldest()
 		n++
 		for sub := range l.subs {
 			if id := sub.oldestNeeded(); id != 0 && id < l.first {
-				*releasing += int64(sub.inFlight)
 				l.dropLocked(sub, dropReasonEvicted)
 				dropped = append(dropped, sub)
 			}
@@ -597,9 +602,14 @@ func (l *streamLog) evictForBudget(b *eventBudget, floor int, releasing *int64) 
 // streams that still needed them are dropped; when no ring holds anything,
 // the stream holding the most is dropped.
 type eventBudget struct {
-	limit   int64
-	held    atomic.Int64
-	streams atomic.Int64 // event stream handlers running
+	limit int64
+	held  atomic.Int64
+	// aborting is the part of held that writes cut short by a drop still
+	// hold: their handlers release it soon, so it makes no more events or
+	// streams go. (Some of it may still be in a ring; the release looks
+	// again.)
+	aborting atomic.Int64
+	streams  atomic.Int64 // event stream handlers running
 
 	mu   sync.Mutex // serializes enforce; guards logs. Taken before a log's lock.
 	logs map[*streamLog]struct{}
@@ -617,7 +627,17 @@ func (b *eventBudget) add(n int) {
 	}
 }
 
-func (b *eventBudget) over() bool { return b != nil && b.held.Load() > b.limit }
+func (b *eventBudget) abortingAdd(n int) {
+	if b != nil && n != 0 {
+		b.aborting.Add(int64(n))
+	}
+}
+
+// over reports whether the bytes held, less those soon released, exceed
+// the limit.
+func (b *eventBudget) over() bool {
+	return b != nil && b.held.Load()-b.aborting.Load() > b.limit
+}
 
 // heldBytes reports the bytes of events held now.
 func (b *eventBudget) heldBytes() int64 {
@@ -677,11 +697,7 @@ func (b *eventBudget) enforce() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	// Bytes of writes that a drop aborted: their handlers release them
-	// soon, so they do not make more events or streams go now. (Some of
-	// them may still be in a ring; the release looks again.)
-	releasing := int64(0)
-	for b.held.Load()-releasing > b.limit {
+	for b.over() {
 		var largest *streamLog
 		top, next := 0, 0
 		for l := range b.logs {
@@ -692,22 +708,18 @@ func (b *eventBudget) enforce() {
 				next = n
 			}
 		}
-		if largest != nil && largest.evictForBudget(b, next, &releasing) {
+		if largest != nil && largest.evictForBudget(b, next) {
 			continue
 		}
-		n, ok := b.dropLargestStream()
-		if !ok {
+		if !b.dropLargestStream() {
 			return
 		}
-		releasing += int64(n)
 	}
 }
 
 // dropLargestStream drops the subscriber holding the most bytes in its
-// queue and its write in progress. It reports the bytes of that write,
-// which its handler releases once the aborted write returns, and whether
-// there was a stream to drop.
-func (b *eventBudget) dropLargestStream() (inFlight int, ok bool) {
+// queue and its write in progress, and reports whether there was one.
+func (b *eventBudget) dropLargestStream() bool {
 	var (
 		owner *streamLog
 		sub   *streamSubscriber
@@ -723,12 +735,11 @@ func (b *eventBudget) dropLargestStream() (inFlight int, ok bool) {
 		l.mu.Unlock()
 	}
 	if sub == nil {
-		return 0, false
+		return false
 	}
 	owner.mu.Lock()
 	_, still := owner.subs[sub]
 	if still {
-		inFlight = sub.inFlight
 		owner.dropLocked(sub, dropReasonBudget)
 		owner.limitHit(limitEventMemory, "droppedStreamBytes", most, "maxEventMemory", b.limit)
 	}
@@ -736,5 +747,5 @@ func (b *eventBudget) dropLargestStream() (inFlight int, ok bool) {
 	if still {
 		abortAll([]*streamSubscriber{sub})
 	}
-	return inFlight, true
+	return true
 }
