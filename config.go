@@ -1195,9 +1195,9 @@ in acpguard_serve_limit_hits_total):
         bytes of events that every session's replay ring and every event
         stream's queue may hold together; a K, M or G suffix multiplies by
         1024, 1024^2 or 1024^3; 1M through 1024G (default 256M). Over it the
-        oldest events of the largest rings are evicted first (code
-        event_memory); a stream resuming before an evicted event gets
-        stream_dropped.
+        oldest events of the largest rings are evicted first, until a
+        sixteenth of it is free (code event_memory); a stream that still
+        needed them, or that resumes before them, gets stream_dropped.
 
 Host request bodies are at most 1 MiB (413 payload_too_large) and a prompt at
 most 256 content blocks (413 prompt_too_large).

@@ -69,6 +69,10 @@ const (
 	// is no bound on this kind of host.
 	minMaxEventMemory = 1 << 20
 	maxMaxEventMemory = 1 << 40
+	// Over the budget, events are evicted until a sixteenth of it is free:
+	// a full budget then costs one eviction, and one log line, per 16 MiB
+	// published (at the default) rather than one per event.
+	eventMemorySlack = 16
 )
 
 // limitEventMemory is logged and counted each time the daemon's event
@@ -253,6 +257,7 @@ type streamLog struct {
 	maxSubs  int // 0: no bound
 	limitHit func(code string, attrs ...any)
 	budget   *eventBudget // nil: none
+	order    int64        // its place among the budget's logs: older first on a tie
 
 	mu     sync.Mutex
 	nextID int64
@@ -575,7 +580,7 @@ func (l *streamLog) evictForBudget(b *eventBudget, floor int) bool {
 	l.mu.Lock()
 	var dropped []*streamSubscriber
 	n, size := 0, 0
-	for l.first < l.nextID && (n == 0 || l.bytes > floor && b.over()) {
+	for l.first < l.nextID && (n == 0 || l.bytes > floor && b.aboveLowWater()) {
 		size += len(l.ring[(l.first-1)%int64(l.size)].data)
 		l.budgetEvicted = l.first
 		l.evictOldest()
@@ -611,8 +616,9 @@ type eventBudget struct {
 	aborting atomic.Int64
 	streams  atomic.Int64 // event stream handlers running
 
-	mu   sync.Mutex // serializes enforce; guards logs. Taken before a log's lock.
-	logs map[*streamLog]struct{}
+	mu     sync.Mutex // serializes enforce; guards logs. Taken before a log's lock.
+	logs   map[*streamLog]struct{}
+	nextLo int64
 }
 
 func newEventBudget(limit int64) *eventBudget {
@@ -637,6 +643,11 @@ func (b *eventBudget) abortingAdd(n int) {
 // the limit.
 func (b *eventBudget) over() bool {
 	return b != nil && b.held.Load()-b.aborting.Load() > b.limit
+}
+
+// aboveLowWater reports whether enforce has more to evict.
+func (b *eventBudget) aboveLowWater() bool {
+	return b.held.Load()-b.aborting.Load() > b.limit-b.limit/eventMemorySlack
 }
 
 // heldBytes reports the bytes of events held now.
@@ -672,6 +683,8 @@ func (b *eventBudget) register(l *streamLog) {
 		return
 	}
 	b.mu.Lock()
+	b.nextLo++
+	l.order = b.nextLo
 	b.logs[l] = struct{}{}
 	b.mu.Unlock()
 }
@@ -686,24 +699,25 @@ func (b *eventBudget) unregister(l *streamLog) {
 	b.mu.Unlock()
 }
 
-// enforce brings the bytes held back under the limit: the oldest events of
-// the largest rings go first (the largest is cut down to the size of the
-// next, and so on); when no ring holds anything, the streams holding the
-// most are dropped. Writes in progress that a drop aborted release their
-// bytes as their handlers return, and enforce runs again then.
+// enforce brings the bytes held over the limit back to a sixteenth under
+// it: the oldest events of the largest rings go first (the largest is cut
+// down to the size of the next, and so on; of equal ones the older log's);
+// when no ring holds anything, the streams holding the most are dropped.
+// Writes in progress that a drop aborted release their bytes as their
+// handlers return, and enforce runs again then.
 func (b *eventBudget) enforce() {
 	if !b.over() {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.over() {
+	for b.aboveLowWater() {
 		var largest *streamLog
 		top, next := 0, 0
 		for l := range b.logs {
 			switch n := l.ringBytes(); {
-			case n > top:
-				largest, top, next = l, n, top
+			case n > top || n == top && n > 0 && l.order < largest.order:
+				largest, top, next = l, n, max(top, next)
 			case n > next:
 				next = n
 			}

@@ -244,12 +244,14 @@ func ringIDs(l *streamLog) []int64 {
 }
 
 // TestEventBudgetEvictsLargestRingFirst: over the daemon budget, the
-// oldest events of the largest ring go first, one ring at a time; each
-// eviction is counted; a stream that resumes before an evicted event, or
-// that still had to replay one, ends with stream_dropped.
+// oldest events of the largest ring go first (of two equal rings, the
+// older log's), down to a sixteenth under the budget; each eviction is
+// counted; a stream that resumes before an evicted event, or that still
+// had to replay one, ends with stream_dropped.
 func TestEventBudgetEvictsLargestRingFirst(t *testing.T) {
 	payload := strings.Repeat("x", 1<<20)
 	size := len(`{"id":1,"v":1,"type":"session_update","data":""}`) + len(payload)
+	// Ten events fit; over it, eviction goes on down to 9.4 events.
 	budget := newEventBudget(int64(10*size + 100))
 	var la, lb, lc limitCounter
 	a := newBoundedStreamLog(eventRingSize, 0, budget, la.hit)
@@ -260,61 +262,56 @@ func TestEventBudgetEvictsLargestRingFirst(t *testing.T) {
 			l.publish(eventSessionUpdate, "", payload)
 		}
 	}
-	publish(a, 6)
-	publish(b, 3)
-	publish(c, 1)
-	if la.count(limitEventMemory)+lb.count(limitEventMemory)+lc.count(limitEventMemory) != 0 {
-		t.Fatal("evictions within the budget")
-	}
-	publish(c, 1) // over: a is the largest
-	publish(b, 1) // over: a (5) is still larger than b (4)
-	publish(b, 1) // over: b (5) is now the largest
-	for _, tt := range []struct {
-		name string
-		l    *streamLog
-		want []int64
+	type want struct {
+		ids  []int64
 		hits int
-		lc   *limitCounter
-	}{
-		{"a", a, []int64{3, 4, 5, 6}, 2, &la},
-		{"b", b, []int64{2, 3, 4, 5}, 1, &lb},
-		{"c", c, []int64{1, 2}, 0, &lc},
-	} {
-		if got := ringIDs(tt.l); fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("ring %s keeps %v, want %v", tt.name, got, tt.want)
+	}
+	check := func(step string, wa, wb, wc want) {
+		t.Helper()
+		for _, tt := range []struct {
+			name string
+			l    *streamLog
+			lc   *limitCounter
+			want want
+		}{{"a", a, &la, wa}, {"b", b, &lb, wb}, {"c", c, &lc, wc}} {
+			if got := ringIDs(tt.l); fmt.Sprint(got) != fmt.Sprint(tt.want.ids) {
+				t.Errorf("%s: ring %s keeps %v, want %v", step, tt.name, got, tt.want.ids)
+			}
+			if n := tt.lc.count(limitEventMemory); n != tt.want.hits {
+				t.Errorf("%s: ring %s: %d event_memory hits, want %d", step, tt.name, n, tt.want.hits)
+			}
 		}
-		if n := tt.lc.count(limitEventMemory); n != tt.hits {
-			t.Errorf("ring %s: %d event_memory hits, want %d", tt.name, n, tt.hits)
+		if held, rings := budget.heldBytes(), a.ringBytes()+b.ringBytes()+c.ringBytes(); held != int64(rings) || held > budget.limit {
+			t.Errorf("%s: budget counts %d bytes, rings hold %d, limit %d", step, held, rings, budget.limit)
 		}
 	}
-	if held, rings := budget.heldBytes(), a.ringBytes()+b.ringBytes()+c.ringBytes(); held != int64(rings) || held > budget.limit {
-		t.Errorf("budget counts %d bytes, rings hold %d, limit %d", held, rings, budget.limit)
-	}
+	publish(a, 6)
+	publish(b, 4)
+	check("within the budget", want{[]int64{1, 2, 3, 4, 5, 6}, 0}, want{[]int64{1, 2, 3, 4}, 0}, want{nil, 0})
+	publish(c, 1) // 11 events: a (6) goes down to b's size (4)
+	check("a largest", want{[]int64{3, 4, 5, 6}, 1}, want{[]int64{1, 2, 3, 4}, 0}, want{[]int64{1}, 0})
+	publish(c, 2) // 11 events: a and b (4 each) are equal, a is older
+	check("a and b equal", want{[]int64{4, 5, 6}, 2}, want{[]int64{2, 3, 4}, 1}, want{[]int64{1, 2, 3}, 0})
 
-	// Resuming after id 1 of a needs id 2, which the budget evicted.
+	// Resuming after id 1 of a needs ids 2 and 3, which the budget evicted.
 	gap := a.subscribe(1, nil)
-	if evs, ended, reason := takeAll(a, gap); len(evs) != 0 || !ended || !strings.Contains(reason, "--max-event-memory") {
+	if evs, ended, reason := takeAll(a, gap); len(evs) != 0 || !ended || reason != fmt.Sprintf(dropReasonGap, 1) {
 		t.Errorf("resume after an evicted event: %d events, ended %v, notice %q", len(evs), ended, reason)
 	}
 	a.unsubscribe(gap)
-	for _, after := range []int64{0, 2} {
-		if evs := replayOf(a, after); len(evs) != 4 || evs[0].id != 3 {
+	for _, after := range []int64{0, 3} {
+		if evs := replayOf(a, after); len(evs) != 3 || evs[0].id != 4 {
 			t.Errorf("resume after %d replays %d events", after, len(evs))
 		}
 	}
-	// A stream that has yet to replay id 3 when the budget evicts it.
-	pending := a.subscribe(2, nil)
-	publish(a, 1) // a is the largest again: id 3 goes
+	// A stream that has yet to replay id 4 when the budget evicts it.
+	pending := a.subscribe(3, nil)
+	publish(a, 2) // 11 events: a (5) is the largest
 	if evs, ended, reason := takeAll(a, pending); len(evs) != 0 || !ended || reason != dropReasonEvicted {
 		t.Errorf("replay of an evicted event: %d events, ended %v, notice %q", len(evs), ended, reason)
 	}
 	a.unsubscribe(pending)
-	if n := la.count(limitEventMemory); n != 3 {
-		t.Errorf("ring a: %d event_memory hits, want 3", n)
-	}
-	if held, rings := budget.heldBytes(), a.ringBytes()+b.ringBytes()+c.ringBytes(); held != int64(rings) {
-		t.Errorf("budget counts %d bytes, rings hold %d", held, rings)
-	}
+	check("a largest again", want{[]int64{6, 7, 8}, 3}, want{[]int64{2, 3, 4}, 1}, want{[]int64{1, 2, 3}, 0})
 
 	// Closed logs give their bytes back and leave the budget.
 	for _, l := range []*streamLog{a, b, c} {
