@@ -83,7 +83,7 @@ const limitEventMemory = "event_memory"
 const (
 	dropReasonBehind  = "this stream fell behind (%d events, %d bytes waiting); reconnect with Last-Event-ID"
 	dropReasonReplay  = "events this stream still had to replay left the ring (--event-ring-size); reconnect with Last-Event-ID"
-	dropReasonEvicted = "events this stream still had to send were evicted by the daemon's --max-event-memory; reconnect with Last-Event-ID"
+	dropReasonEvicted = "events this stream still had to send were evicted by the daemon's --max-event-memory; reconnect without Last-Event-ID to replay what is kept"
 	dropReasonBudget  = "this stream held more event memory than the daemon's --max-event-memory allows; reconnect with Last-Event-ID"
 	dropReasonGap     = "events after id %d were evicted from the ring by the daemon's --max-event-memory; reconnect without Last-Event-ID to replay what is kept"
 )
