@@ -3,9 +3,9 @@
 // subscribers), the daemon-wide budget of event memory, and the SSE writer
 // of GET /session/:id/events.
 //
-// Memory: an event is stored once, at its exact size, and counted in the
-// daemon's budget (--max-event-memory) from its publication until the last
-// of its holders lets it go: the session's ring, a subscriber's queue, or a
+// Memory: an event is stored once, at its exact size, and counted (with a
+// fixed header) in the daemon's budget (--max-event-memory) from its
+// publication until the last of its holders lets it go: the session's ring, a subscriber's queue, or a
 // write in progress. A subscriber's queue is bounded in events and bytes;
 // every write to a stream has a deadline; a dropped subscriber's queue is
 // released at once and its handler's blocked write is cut short, so a host
@@ -242,6 +242,15 @@ type streamEvent struct {
 	refs int // holders: the ring, queues and writes in progress; under the log's lock
 }
 
+// streamEventOverhead is what an event costs besides its data: its header
+// (a 64-byte allocation) and its ring slot. Counting it keeps a ring of
+// many tiny events honest in the byte bounds.
+const streamEventOverhead = 72
+
+// cost is the bytes an event counts for in the ring's, the queues' and the
+// daemon's byte bounds.
+func (ev *streamEvent) cost() int { return len(ev.data) + streamEventOverhead }
+
 type streamEnvelope struct {
 	ID       int64  `json:"id"`
 	V        int    `json:"v"`
@@ -262,7 +271,7 @@ type streamLog struct {
 	mu     sync.Mutex
 	nextID int64
 	first  int64 // id of the oldest event kept; kept ids are [first, nextID)
-	bytes  int   // data bytes kept in the ring
+	bytes  int   // bytes (cost) kept in the ring
 	ring   []*streamEvent
 	subs   map[*streamSubscriber]struct{}
 	closed bool
@@ -335,7 +344,7 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 	encoded := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	ev := &streamEvent{id: l.nextID, typ: typ, data: make([]byte, len(encoded)), refs: 1}
 	copy(ev.data, encoded)
-	l.budget.add(len(ev.data))
+	l.budget.add(ev.cost())
 	l.nextID++
 	// Event id N lives in slot (N-1) mod size.
 	if len(l.ring) < l.size {
@@ -346,12 +355,12 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 		}
 		l.ring[(ev.id-1)%int64(l.size)] = ev
 	}
-	l.bytes += len(ev.data)
+	l.bytes += ev.cost()
 	for l.bytes > eventRingBytes && l.first < ev.id {
 		l.evictOldest()
 	}
 	for sub := range l.subs {
-		if n, size := len(sub.queue), sub.queueBytes; n >= subscriberQueue || n > 0 && size+len(ev.data) > subscriberQueueBytes {
+		if n, size := len(sub.queue), sub.queueBytes; n >= subscriberQueue || n > 0 && size+ev.cost() > subscriberQueueBytes {
 			l.dropLocked(sub, fmt.Sprintf(dropReasonBehind, n, size))
 			l.limitHit(limitSubscriberDropped, "queued", n, "queuedBytes", size)
 			dropped = append(dropped, sub)
@@ -359,7 +368,7 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 		}
 		ev.refs++
 		sub.queue = append(sub.queue, ev)
-		sub.queueBytes += len(ev.data)
+		sub.queueBytes += ev.cost()
 		sub.signal()
 	}
 	l.mu.Unlock()
@@ -389,7 +398,7 @@ func abortAll(subs []*streamSubscriber) {
 func (l *streamLog) unref(ev *streamEvent) {
 	ev.refs--
 	if ev.refs == 0 {
-		l.budget.add(-len(ev.data))
+		l.budget.add(-ev.cost())
 	}
 }
 
@@ -400,7 +409,7 @@ func (l *streamLog) evictOldest() {
 	l.ring[slot] = nil
 	l.first++
 	if ev != nil {
-		l.bytes -= len(ev.data)
+		l.bytes -= ev.cost()
 		l.unref(ev)
 	}
 }
@@ -471,7 +480,7 @@ func (l *streamLog) take(sub *streamSubscriber) (batch []*streamEvent, ended boo
 		for ; sub.next < sub.liveFrom && (len(batch) == 0 || n < replayBatchBytes); sub.next++ {
 			ev := l.ring[(sub.next-1)%int64(l.size)]
 			ev.refs++
-			n += len(ev.data)
+			n += ev.cost()
 			batch = append(batch, ev)
 		}
 		sub.inFlight, sub.inFlightFirst = n, batch[0].id
@@ -565,7 +574,7 @@ func (l *streamLog) freeRingIfDoneLocked() bool {
 	return len(l.subs) == 0
 }
 
-// ringBytes reports the data bytes in the ring.
+// ringBytes reports the bytes (cost) kept in the ring.
 func (l *streamLog) ringBytes() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -581,7 +590,7 @@ func (l *streamLog) evictForBudget(b *eventBudget, floor int) bool {
 	var dropped []*streamSubscriber
 	n, size := 0, 0
 	for l.first < l.nextID && (n == 0 || l.bytes > floor && b.aboveLowWater()) {
-		size += len(l.ring[(l.first-1)%int64(l.size)].data)
+		size += l.ring[(l.first-1)%int64(l.size)].cost()
 		l.budgetEvicted = l.first
 		l.evictOldest()
 		n++
@@ -602,7 +611,7 @@ func (l *streamLog) evictForBudget(b *eventBudget, floor int) bool {
 
 // eventBudget bounds the bytes of events held by every session's ring,
 // every subscriber's queue and every write in progress ("--max-event-memory").
-// An event counts once, at its exact size, while anything holds it. Over
+// An event counts once, at its cost, while anything holds it. Over
 // the bound the oldest events of the largest ring go first, and the
 // streams that still needed them are dropped; when no ring holds anything,
 // the stream holding the most is dropped.

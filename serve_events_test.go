@@ -250,7 +250,7 @@ func ringIDs(l *streamLog) []int64 {
 // had to replay one, ends with stream_dropped.
 func TestEventBudgetEvictsLargestRingFirst(t *testing.T) {
 	payload := strings.Repeat("x", 1<<20)
-	size := len(`{"id":1,"v":1,"type":"session_update","data":""}`) + len(payload)
+	size := len(`{"id":1,"v":1,"type":"session_update","data":""}`) + len(payload) + streamEventOverhead
 	// Ten events fit; over it, eviction goes on down to 9.4 events.
 	budget := newEventBudget(int64(10*size + 100))
 	var la, lb, lc limitCounter
@@ -381,10 +381,10 @@ func TestStreamEventStoredAtExactSize(t *testing.T) {
 		if want := fmt.Sprintf(`{"id":%d,"v":1,"type":"session_update","promptId":"p1","data":"`, ev.id); !strings.HasPrefix(string(ev.data), want) {
 			t.Errorf("event %d data %.60q", ev.id, ev.data)
 		}
-		total += len(ev.data)
+		total += len(ev.data) + streamEventOverhead
 	}
 	if held := budget.heldBytes(); held != int64(total) {
-		t.Errorf("budget counts %d bytes, the events are %d", held, total)
+		t.Errorf("budget counts %d bytes, the events and their headers are %d", held, total)
 	}
 }
 
