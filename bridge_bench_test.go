@@ -41,9 +41,13 @@ func BenchmarkEventLogPublish(b *testing.B) {
 		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
 			l := newStreamLog()
 			for range subs {
-				_, sub := l.subscribe(0)
+				sub := l.subscribe(0, nil)
 				go func() {
-					for range sub.ch {
+					for {
+						if _, ended, _ := takeAll(l, sub); ended {
+							return
+						}
+						<-sub.wake
 					}
 				}()
 			}

@@ -114,9 +114,7 @@ func FuzzServeSessionUpdate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, params []byte) {
 		_, ch, s := fuzzDaemon(io.Discard)
 		ch.onNotify("session/update", params)
-		replay, sub := s.events.subscribe(0)
-		s.events.unsubscribe(sub)
-		for _, ev := range replay {
+		for _, ev := range replayOf(s.events, 0) {
 			// One event is one data line: no raw line break may split it.
 			if bytes.ContainsAny(ev.data, "\r\n") || !json.Valid(ev.data) {
 				t.Fatalf("update %q became streamEvent data %q", params, ev.data)

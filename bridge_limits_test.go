@@ -203,23 +203,21 @@ func TestServeEventRingSize(t *testing.T) {
 
 func TestStreamLogCountsDroppedSubscriber(t *testing.T) {
 	drops := 0
-	l := newBoundedStreamLog(16, 0, func(code string) {
+	l := newBoundedStreamLog(16, 0, nil, func(code string, _ ...any) {
 		if code == limitSubscriberDropped {
 			drops++
 		}
 	})
-	_, slow := l.subscribe(0)
-	_, fast := l.subscribe(0)
+	slow := l.subscribe(0, nil)
+	fast := l.subscribe(0, nil)
+	got := 0
 	for range subscriberQueue + 1 {
 		l.publish("next", "", nil)
-		<-fast.ch
+		evs, _, _ := takeAll(l, fast)
+		got += len(evs)
 	}
-	got := 0
-	for range slow.ch {
-		got++
-	}
-	if got != subscriberQueue || drops != 1 {
-		t.Errorf("slow subscriber got %d events then was dropped; drops counted %d, want %d and 1", got, drops, subscriberQueue)
+	if _, ended, _ := takeAll(l, slow); !ended || drops != 1 || got != subscriberQueue+1 {
+		t.Errorf("slow subscriber ended %v; drops counted %d; the reading one got %d events; want true, 1, %d", ended, drops, got, subscriberQueue+1)
 	}
 	l.unsubscribe(fast)
 }
@@ -321,7 +319,7 @@ func TestParseServeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: 10 * time.Second, SessionIdleTimeout: 30 * time.Minute}
+	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: 10 * time.Second, SessionIdleTimeout: 30 * time.Minute, MaxEventMemory: 256 << 20}
 	if opts.Limits != want || opts.LogJSON || opts.LogLevel != 0 {
 		t.Errorf("defaults = %+v json=%v level=%v, want %+v", opts.Limits, opts.LogJSON, opts.LogLevel, want)
 	}
@@ -330,13 +328,18 @@ func TestParseServeLimits(t *testing.T) {
 	}
 	opts, err = parseServeArgs([]string{"--max-sessions", "1", "--max-subscribers-per-session=3", "--event-ring-size", "16",
 		"--initialize-timeout-ms", "100", "--prompt-deadline-ms", "60000", "--permission-response-timeout-ms", "5000",
-		"--session-idle-timeout-ms", "1000", "--log-format", "json", "--log-level", "debug"}, sys)
+		"--session-idle-timeout-ms", "1000", "--max-event-memory", "64M", "--log-format", "json", "--log-level", "debug"}, sys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = serveLimits{1, 3, 16, 100 * time.Millisecond, time.Minute, 5 * time.Second, time.Second}
+	want = serveLimits{1, 3, 16, 100 * time.Millisecond, time.Minute, 5 * time.Second, time.Second, 64 << 20}
 	if opts.Limits != want || !opts.LogJSON || opts.LogLevel != -4 {
 		t.Errorf("parsed %+v json=%v level=%v, want %+v", opts.Limits, opts.LogJSON, opts.LogLevel, want)
+	}
+	for raw, want := range map[string]int64{"1048576": 1 << 20, "1024K": 1 << 20, "300M": 300 << 20, "2G": 2 << 30, "1024G": 1 << 40} {
+		if opts, err := parseServeArgs([]string{"--max-event-memory", raw}, sys); err != nil || opts.Limits.MaxEventMemory != want {
+			t.Errorf("--max-event-memory %s = %d, %v; want %d", raw, opts.Limits.MaxEventMemory, err, want)
+		}
 	}
 	for _, tt := range []struct{ flag, value, rule string }{
 		{"max-sessions", "0", "from 1 through 10000"},
@@ -347,6 +350,13 @@ func TestParseServeLimits(t *testing.T) {
 		{"prompt-deadline-ms", "1.5", "from 0 through 86400000"},
 		{"permission-response-timeout-ms", "86400001", "from 0 through 86400000"},
 		{"session-idle-timeout-ms", "999", "from 1000 through 604800000"},
+		{"max-event-memory", "1048575", "byte count from 1048576 (1M) through 1099511627776 (1024G)"},
+		{"max-event-memory", "1023K", "byte count from 1048576"},
+		{"max-event-memory", "1025G", "byte count from 1048576"},
+		{"max-event-memory", "99999999999999999999", "byte count from 1048576"},
+		{"max-event-memory", "64MiB", "optionally with a K, M or G suffix"},
+		{"max-event-memory", "-1M", "byte count from 1048576"},
+		{"max-event-memory", "", "byte count from 1048576"},
 		{"log-format", "xml", "must be text or json"},
 		{"log-level", "trace", "must be debug, info, warn or error"},
 	} {

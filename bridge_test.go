@@ -347,45 +347,40 @@ func TestEventLogReplayAndRing(t *testing.T) {
 	for i := range eventRingSize + 10 {
 		l.publish("t", "", map[string]int{"n": i})
 	}
-	replay, sub := l.subscribe(0)
+	sub := l.subscribe(0, nil)
 	defer l.unsubscribe(sub)
+	replay, _, _ := takeAll(l, sub)
 	if len(replay) != eventRingSize || replay[0].id != 11 || replay[len(replay)-1].id != eventRingSize+10 {
 		t.Fatalf("replay from 0: %d events, ids %d..%d", len(replay), replay[0].id, replay[len(replay)-1].id)
 	}
-	replay2, sub2 := l.subscribe(eventRingSize + 5)
-	defer l.unsubscribe(sub2)
-	if len(replay2) != 5 || replay2[0].id != eventRingSize+6 {
+	if replay2 := replayOf(l, eventRingSize+5); len(replay2) != 5 || replay2[0].id != eventRingSize+6 {
 		t.Fatalf("replay after %d: %d events", eventRingSize+5, len(replay2))
 	}
 	l.publish("next", "p1", map[string]string{"k": "v"})
-	ev := <-sub.ch
+	evs, _, _ := takeAll(l, sub)
 	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"}}`, eventRingSize+11)
-	if string(ev.data) != want {
-		t.Errorf("event data = %s, want %s", ev.data, want)
+	if len(evs) != 1 || string(evs[0].data) != want {
+		t.Errorf("live events = %v, want one with data %s", evs, want)
 	}
 }
 
 func TestEventLogDropsSlowSubscriber(t *testing.T) {
 	l := newStreamLog()
-	_, slow := l.subscribe(0)
+	aborted := 0
+	slow := l.subscribe(0, func() { aborted++ })
 	// publish must never block on a subscriber that reads nothing.
 	for range subscriberQueue * 4 {
 		l.publish("t", "", nil)
 	}
-	var last int64
-	n := 0
-	for ev := range slow.ch {
-		n++
-		last = ev.id
-	}
-	if n != subscriberQueue {
-		t.Errorf("slow streamSubscriber got %d events before being dropped, want %d", n, subscriberQueue)
+	// Dropped: its queue is gone, its write was cut short, and its stream
+	// ends with the notice.
+	evs, ended, reason := takeAll(l, slow)
+	if len(evs) != 0 || !ended || !strings.Contains(reason, "fell behind") || aborted != 1 {
+		t.Errorf("slow subscriber: %d events, ended %v, notice %q, aborted %d times; want 0, true, fell behind, 1", len(evs), ended, reason, aborted)
 	}
 	// The dropped host reconnects with Last-Event-ID and loses nothing.
-	replay, again := l.subscribe(last)
-	defer l.unsubscribe(again)
-	if len(replay) != subscriberQueue*3 || replay[0].id != last+1 {
-		t.Errorf("replay after %d: %d events", last, len(replay))
+	if replay := replayOf(l, 0); len(replay) != subscriberQueue*4 || replay[0].id != 1 {
+		t.Errorf("replay after 0: %d events", len(replay))
 	}
 }
 
@@ -455,7 +450,7 @@ func TestEventStreamHeartbeat(t *testing.T) {
 	l := newStreamLog()
 	l.publish("t", "", nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		streamEvents(w, r, l, 0, time.Millisecond)
+		streamEvents(w, r, l, 0, time.Millisecond, time.Minute)
 	}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
@@ -480,14 +475,13 @@ func TestEventStreamHeartbeat(t *testing.T) {
 }
 
 func TestStreamLogBoundedInBytes(t *testing.T) {
-	l := newBoundedStreamLog(4096, 0, func(string) {})
+	l := newBoundedStreamLog(4096, 0, nil, func(string, ...any) {})
 	big := strings.Repeat("x", 1<<20)
 	const n = 80 // 80 MiB published, more than eventRingBytes
 	for range n {
 		l.publish(eventSessionUpdate, "", big)
 	}
-	replay, sub := l.subscribe(0)
-	defer l.unsubscribe(sub)
+	replay := replayOf(l, 0)
 	kept := 0
 	for _, ev := range replay {
 		kept += len(ev.data)
@@ -505,9 +499,7 @@ func TestStreamLogBoundedInBytes(t *testing.T) {
 	}
 	// One event larger than the whole bound is still kept: the newest stays.
 	l.publish(eventSessionUpdate, "", strings.Repeat("y", eventRingBytes+1))
-	if replay, sub := l.subscribe(n); len(replay) != 1 || replay[0].id != n+1 {
+	if replay := replayOf(l, n); len(replay) != 1 || replay[0].id != n+1 {
 		t.Errorf("after an oversized event the ring replays %d events", len(replay))
-	} else {
-		l.unsubscribe(sub)
 	}
 }

@@ -182,6 +182,7 @@ type serveLimits struct {
 	PromptDeadline     time.Duration
 	PermissionTimeout  time.Duration
 	SessionIdleTimeout time.Duration
+	MaxEventMemory     int64 // bytes of events every ring and queue may hold together
 }
 
 // withDefaults fills every zero limit that has a default.
@@ -200,6 +201,9 @@ func (l serveLimits) withDefaults() serveLimits {
 	}
 	if l.SessionIdleTimeout == 0 {
 		l.SessionIdleTimeout = defaultSessionIdleTimeoutMs * time.Millisecond
+	}
+	if l.MaxEventMemory == 0 {
+		l.MaxEventMemory = defaultMaxEventMemory
 	}
 	return l
 }
@@ -771,6 +775,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	promptDeadline := onceFlag(fs, "prompt-deadline-ms", "0")
 	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
 	idleTimeout := onceFlag(fs, "session-idle-timeout-ms", strconv.Itoa(defaultSessionIdleTimeoutMs))
+	eventMemory := onceFlag(fs, "max-event-memory", strconv.Itoa(defaultMaxEventMemory))
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
 	sandbox := addSandboxFlags(fs)
@@ -785,6 +790,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	}
 	if opts.Limits, err = parseServeLimits(maxSessions.value, maxSubscribers.value, ringSize.value,
 		initTimeout.value, promptDeadline.value, permTimeout.value, idleTimeout.value); err != nil {
+		return serveOptions{}, err
+	}
+	if opts.Limits.MaxEventMemory, err = parseByteCount("max-event-memory", eventMemory.value, minMaxEventMemory, maxMaxEventMemory); err != nil {
 		return serveOptions{}, err
 	}
 
@@ -856,6 +864,29 @@ func parseServeLimits(maxSessions, maxSubscribers, ringSize, initTimeout, prompt
 	l.PermissionTimeout = millis("permission-response-timeout-ms", permTimeout, 0, maxPermissionTimeoutMs)
 	l.SessionIdleTimeout = millis("session-idle-timeout-ms", idleTimeout, minSessionIdleTimeoutMs, maxSessionIdleTimeoutMs)
 	return l, err
+}
+
+// byteSuffixes are the binary multiples a byte count may end with.
+var byteSuffixes = []struct {
+	suffix string
+	shift  uint
+}{{"K", 10}, {"M", 20}, {"G", 30}}
+
+// parseByteCount validates a byte count flag: digits, optionally followed by
+// K, M or G (binary multiples), from lo through hi bytes.
+func parseByteCount(flag, raw string, lo, hi int64) (int64, error) {
+	digits, shift := raw, uint(0)
+	for _, s := range byteSuffixes {
+		if d, ok := strings.CutSuffix(raw, s.suffix); ok {
+			digits, shift = d, s.shift
+			break
+		}
+	}
+	n, ok := parseDigits(digits)
+	if !ok || int64(n) > hi>>shift || int64(n)<<shift < lo {
+		return 0, usagef("--%s %q: must be a byte count from %d (%dM) through %d (%dG), optionally with a K, M or G suffix", flag, raw, lo, lo>>20, hi, hi>>30)
+	}
+	return int64(n) << shift, nil
 }
 
 // parseHostname validates serve's --hostname and says whether it is a
@@ -1247,6 +1278,13 @@ in acpguard_serve_limit_hits_total):
   --session-idle-timeout-ms N
         a session without a prompt or a host request for N ms is closed with
         session_closed; 1000 through 604800000 (default 1800000).
+  --max-event-memory BYTES
+        bytes of events that every session's replay ring and every event
+        stream's queue may hold together; a K, M or G suffix multiplies by
+        1024, 1024^2 or 1024^3; 1M through 1024G (default 256M). Over it the
+        oldest events of the largest rings are evicted first, until a
+        sixteenth of it is free (code event_memory); a stream that still
+        needed them, or that resumes before them, gets stream_dropped.
 
 Host request bodies are at most 1 MiB (413 payload_too_large) and a prompt at
 most 256 content blocks (413 prompt_too_large). A host request from one of
@@ -1259,7 +1297,7 @@ acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
 provider_request_duration_seconds (histogram), sessions, sessions_created_total,
 prompts_total{result}, tool_executions_total{tool,status}, children,
 children_started_total, children_died_total, limit_hits_total{code},
-sandbox_enabled, sandbox_landlock_abi.
+event_memory_bytes, event_streams, sandbox_enabled, sandbox_landlock_abi.
 
 Sandbox: serve checks the kernel once at start, gives its choice to every
 child as flags, and reports it in GET /capabilities ("sandbox") and the

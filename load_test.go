@@ -514,9 +514,9 @@ func vmRSS(t *testing.T, pid int) int {
 	return 0
 }
 
-// TestLoadEventRingMemory measures what a session's event ring keeps: the
-// ring is bounded in events, not bytes, so tool output stays in memory
-// until the session is deleted.
+// TestLoadEventRingMemory measures what a session's event ring keeps: tool
+// output stays in memory, up to the ring's bounds, until the session is
+// deleted.
 func TestLoadEventRingMemory(t *testing.T) {
 	skipUnlessLoad(t)
 	ws := t.TempDir()
@@ -539,5 +539,52 @@ func TestLoadEventRingMemory(t *testing.T) {
 		calls, size, before, held, deleted)
 	if deleted.alloc > before.alloc+(calls*size)/4 {
 		t.Errorf("DELETE did not free the session's events: %v before, %v after", before, deleted)
+	}
+}
+
+// TestLoadStalledStreams is the scenario of a host, or a tool on a
+// tokenless loopback bind, that opens one session stream per prompt and
+// stops reading it: each such stream must be dropped and let go of its
+// events, so serve's heap stays near one session's ring however many
+// prompts run.
+func TestLoadStalledStreams(t *testing.T) {
+	skipUnlessLoad(t)
+	const prompts, perPrompt, size = 15, 40, 1000000
+	// Room for every stream: the streams' memory is measured, not the
+	// subscriber limit.
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{MaxSubscribers: 2 * prompts}}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	before := heapNow()
+	last := ""
+	for i := range prompts {
+		if _, status := openStalledStream(t, td.url, "/session/"+id+"/events"); status != http.StatusOK {
+			t.Fatalf("prompt %d: stalled stream status %d", i, status)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), loadStreamTimeout)
+		req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
+		if last != "" {
+			req.Header.Set("Last-Event-ID", last)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		pid := td.prompt(t, id, fmt.Sprintf("flood %d %d", perPrompt, size))
+		evs, err := collectSSE(bufio.NewReader(resp.Body), untilTurnEnd(pid))
+		cancel()
+		resp.Body.Close()
+		if err != nil || len(evs) != perPrompt+1 {
+			t.Fatalf("prompt %d: the reading host got %d events: %v", i, len(evs), err)
+		}
+		last = evs[len(evs)-1].id
+	}
+	held := heapNow()
+	t.Logf("one session, %d prompts of %d updates of %d bytes, one stalled stream each: heap %v before, %v after",
+		prompts, perPrompt, size, before, held)
+	// One full ring, and the queues and writes of the newest stalled
+	// streams, which may not have been dropped yet.
+	if bound := before.alloc + eventRingBytes + 4*subscriberQueueBytes; held.alloc > bound {
+		t.Errorf("stalled streams keep their events: heap %v, want at most %.1f MiB", held, mib(bound))
 	}
 }

@@ -61,6 +61,7 @@ var serveLimitCodes = [...]string{
 	codeSessionLimit, codeQueueFull, codeTooLarge, codePromptTooLarge,
 	codeSubscriberLimit, limitSubscriberDropped, codeInitializeTimeout,
 	limitPromptDeadline, limitPermissionTimeout, limitSessionIdle,
+	limitEventMemory,
 }
 
 // Tool executions are labelled with the child's _meta.toolName, which a
@@ -91,6 +92,7 @@ type serveObserver struct {
 	tools  map[toolSeries]int64
 
 	sandbox sandboxInForce // set once at start, before the listener opens
+	events *eventBudget // nil until the daemon sets it: nothing held
 }
 
 type toolSeries struct{ tool, status string }
@@ -282,6 +284,10 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 		fmt.Fprintf(&b, "acpguard_serve_limit_hits_total{code=%q} %d\n", c, o.limits[i].Load())
 	}
 	writeSandboxMetrics(&b, o.sandbox)
+	family("acpguard_serve_event_memory_bytes", "gauge", "Bytes of events held by every session's replay ring, stream queues and stream writes in progress.")
+	fmt.Fprintf(&b, "acpguard_serve_event_memory_bytes %d\n", o.events.heldBytes())
+	family("acpguard_serve_event_streams", "gauge", "Event streams being written.")
+	fmt.Fprintf(&b, "acpguard_serve_event_streams %d\n", o.events.runningStreams())
 	return b.Bytes()
 }
 

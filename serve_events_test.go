@@ -1,0 +1,469 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// takeAll takes and releases everything sub has to write now, as a
+// stream's handler would, and reports whether its stream ends after that
+// and with which stream_dropped notice.
+func takeAll(l *streamLog, sub *streamSubscriber) (evs []*streamEvent, ended bool, reason string) {
+	for {
+		batch, end, why := l.take(sub)
+		if len(batch) == 0 {
+			return evs, end, why
+		}
+		for _, ev := range batch {
+			evs = append(evs, &streamEvent{id: ev.id, typ: ev.typ, data: ev.data})
+		}
+		l.release(sub, batch)
+	}
+}
+
+// replayOf returns the events a new stream resuming after id after replays.
+func replayOf(l *streamLog, after int64) []*streamEvent {
+	sub := l.subscribe(after, nil)
+	defer l.unsubscribe(sub)
+	evs, _, _ := takeAll(l, sub)
+	return evs
+}
+
+// limitCounter records the limit hits of a log.
+type limitCounter struct {
+	mu   sync.Mutex
+	hits map[string]int
+}
+
+func (c *limitCounter) hit(code string, _ ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hits == nil {
+		c.hits = map[string]int{}
+	}
+	c.hits[code]++
+}
+
+func (c *limitCounter) count(code string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits[code]
+}
+
+// stalledReadBuffer is the receive buffer of a host that stopped reading:
+// the kernel takes a few KiB for it whatever is asked.
+const stalledReadBuffer = 1024
+
+// openStalledStream opens an event stream as a host that then stops
+// reading: a real loopback TCP connection with a tiny receive buffer that
+// reads the response head and nothing after it. It returns the status.
+func openStalledStream(t testing.TB, base, path string, header ...string) (net.Conn, int) {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, stalledReadBuffer)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	addr := strings.TrimPrefix(base, "http://")
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\n"
+	for i := 0; i+1 < len(header); i += 2 {
+		req += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	if _, err := conn.Write([]byte(req + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Byte by byte, so nothing past the head leaves the socket buffer.
+	var head []byte
+	b := make([]byte, 1)
+	for !strings.HasSuffix(string(head), "\r\n\r\n") {
+		if _, err := conn.Read(b); err != nil {
+			t.Fatalf("read response head %q: %v", head, err)
+		}
+		head = append(head, b[0])
+	}
+	var status int
+	fmt.Sscanf(string(head), "HTTP/1.1 %d", &status)
+	return conn, status
+}
+
+// smallSendBuffers gives every accepted connection a small send buffer, so
+// that a host that stops reading blocks the server's writes after a few KiB.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// streamServer serves one log's event stream on loopback and reports each
+// handler's return on ended.
+func streamServer(t *testing.T, l *streamLog, heartbeat, writeTimeout time.Duration) (url string, ended chan struct{}) {
+	t.Helper()
+	ended = make(chan struct{}, 16)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		streamEvents(w, r, l, 0, heartbeat, writeTimeout)
+		ended <- struct{}{}
+	}))
+	srv.Listener = smallSendBuffers{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL, ended
+}
+
+// waitFor polls cond with a generous bound; it is no timing assertion.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i == 3000 {
+			t.Fatalf("still waiting for %s after a minute", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitHandlerReturn(t *testing.T, ended chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ended:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: the stream's handler has not returned after a minute", what)
+	}
+}
+
+// TestEventStreamStalledReaderDropped: a host that stops reading has its
+// stream dropped once its queue is full in bytes; the handler, blocked in
+// a write that has no near deadline, returns at once, and the bytes its
+// queue and its write held are released: only the ring's remain counted.
+func TestEventStreamStalledReaderDropped(t *testing.T) {
+	budget := newEventBudget(1 << 30)
+	var limits limitCounter
+	l := newBoundedStreamLog(eventRingSize, 0, budget, limits.hit)
+	url, ended := streamServer(t, l, time.Hour, time.Hour)
+	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
+		t.Fatalf("stream status %d", status)
+	}
+	waitFor(t, "the stream to start", func() bool { return budget.runningStreams() == 1 })
+	update := strings.Repeat("x", 256<<10)
+	// More than the queue's byte bound and all socket buffers; far fewer
+	// events than the queue's event bound.
+	for i := 0; limits.count(limitSubscriberDropped) == 0; i++ {
+		if i == 3*subscriberQueueBytes/len(update) {
+			t.Fatalf("%d updates of %d bytes to a stalled stream and it was not dropped", i, len(update))
+		}
+		l.publish(eventSessionUpdate, "", update)
+	}
+	waitHandlerReturn(t, ended, "dropped stalled stream")
+	if n := budget.runningStreams(); n != 0 {
+		t.Errorf("%d stream handlers still running", n)
+	}
+	if held, ring := budget.heldBytes(), l.ringBytes(); held != int64(ring) {
+		t.Errorf("budget counts %d bytes after the drop, want the ring's %d: the queue or the write still holds events", held, ring)
+	}
+	l.mu.Lock()
+	subs := len(l.subs)
+	l.mu.Unlock()
+	if subs != 0 {
+		t.Errorf("%d subscribers left", subs)
+	}
+	if n := limits.count(limitSubscriberDropped); n != 1 {
+		t.Errorf("subscriber_dropped counted %d times, want 1", n)
+	}
+}
+
+// TestEventStreamWriteDeadline: a write that does not end within the write
+// timeout ends the handler, and with it what the stream held, although the
+// stream's queue never filled.
+func TestEventStreamWriteDeadline(t *testing.T) {
+	budget := newEventBudget(1 << 30)
+	var limits limitCounter
+	l := newBoundedStreamLog(eventRingSize, 0, budget, limits.hit)
+	url, ended := streamServer(t, l, time.Hour, 200*time.Millisecond)
+	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
+		t.Fatalf("stream status %d", status)
+	}
+	waitFor(t, "the stream to start", func() bool { return budget.runningStreams() == 1 })
+	for range 3 {
+		l.publish(eventSessionUpdate, "", strings.Repeat("x", 256<<10))
+	}
+	waitHandlerReturn(t, ended, "stalled write")
+	if held, ring := budget.heldBytes(), l.ringBytes(); held != int64(ring) {
+		t.Errorf("budget counts %d bytes after the write timed out, want the ring's %d", held, ring)
+	}
+	if n := limits.count(limitSubscriberDropped); n != 0 {
+		t.Errorf("the stream was dropped (%d) rather than ended by its write deadline", n)
+	}
+	// Its place is free again; the log still publishes to others.
+	sub := l.subscribe(0, nil)
+	if evs, _, _ := takeAll(l, sub); len(evs) != 3 {
+		t.Errorf("a new stream replays %d events, want 3", len(evs))
+	}
+	l.unsubscribe(sub)
+}
+
+// TestEventStreamIdleStalledEndsByHeartbeat: a stalled stream with nothing
+// to send ends at its heartbeat's write deadline.
+func TestEventStreamIdleStalledEndsByHeartbeat(t *testing.T) {
+	budget := newEventBudget(1 << 30)
+	l := newBoundedStreamLog(eventRingSize, 0, budget, func(string, ...any) {})
+	url, ended := streamServer(t, l, time.Millisecond, 200*time.Millisecond)
+	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
+		t.Fatalf("stream status %d", status)
+	}
+	waitHandlerReturn(t, ended, "idle stalled stream")
+}
+
+// ringIDs returns the ids a new stream replays from l.
+func ringIDs(l *streamLog) []int64 {
+	var ids []int64
+	for _, ev := range replayOf(l, 0) {
+		ids = append(ids, ev.id)
+	}
+	return ids
+}
+
+// TestEventBudgetEvictsLargestRingFirst: over the daemon budget, the
+// oldest events of the largest ring go first (of two equal rings, the
+// older log's), down to a sixteenth under the budget; each eviction is
+// counted; a stream that resumes before an evicted event, or that still
+// had to replay one, ends with stream_dropped.
+func TestEventBudgetEvictsLargestRingFirst(t *testing.T) {
+	payload := strings.Repeat("x", 1<<20)
+	size := len(`{"id":1,"v":1,"type":"session_update","data":""}`) + len(payload) + streamEventOverhead
+	// Ten events fit; over it, eviction goes on down to 9.4 events.
+	budget := newEventBudget(int64(10*size + 100))
+	var la, lb, lc limitCounter
+	a := newBoundedStreamLog(eventRingSize, 0, budget, la.hit)
+	b := newBoundedStreamLog(eventRingSize, 0, budget, lb.hit)
+	c := newBoundedStreamLog(eventRingSize, 0, budget, lc.hit)
+	publish := func(l *streamLog, n int) {
+		for range n {
+			l.publish(eventSessionUpdate, "", payload)
+		}
+	}
+	type want struct {
+		ids  []int64
+		hits int
+	}
+	check := func(step string, wa, wb, wc want) {
+		t.Helper()
+		for _, tt := range []struct {
+			name string
+			l    *streamLog
+			lc   *limitCounter
+			want want
+		}{{"a", a, &la, wa}, {"b", b, &lb, wb}, {"c", c, &lc, wc}} {
+			if got := ringIDs(tt.l); fmt.Sprint(got) != fmt.Sprint(tt.want.ids) {
+				t.Errorf("%s: ring %s keeps %v, want %v", step, tt.name, got, tt.want.ids)
+			}
+			if n := tt.lc.count(limitEventMemory); n != tt.want.hits {
+				t.Errorf("%s: ring %s: %d event_memory hits, want %d", step, tt.name, n, tt.want.hits)
+			}
+		}
+		if held, rings := budget.heldBytes(), a.ringBytes()+b.ringBytes()+c.ringBytes(); held != int64(rings) || held > budget.limit {
+			t.Errorf("%s: budget counts %d bytes, rings hold %d, limit %d", step, held, rings, budget.limit)
+		}
+	}
+	publish(a, 6)
+	publish(b, 4)
+	check("within the budget", want{[]int64{1, 2, 3, 4, 5, 6}, 0}, want{[]int64{1, 2, 3, 4}, 0}, want{nil, 0})
+	publish(c, 1) // 11 events: a (6) goes down to b's size (4)
+	check("a largest", want{[]int64{3, 4, 5, 6}, 1}, want{[]int64{1, 2, 3, 4}, 0}, want{[]int64{1}, 0})
+	publish(c, 2) // 11 events: a and b (4 each) are equal, a is older
+	check("a and b equal", want{[]int64{4, 5, 6}, 2}, want{[]int64{2, 3, 4}, 1}, want{[]int64{1, 2, 3}, 0})
+
+	// Resuming after id 1 of a needs ids 2 and 3, which the budget evicted.
+	gap := a.subscribe(1, nil)
+	if evs, ended, reason := takeAll(a, gap); len(evs) != 0 || !ended || reason != fmt.Sprintf(dropReasonGap, 1) {
+		t.Errorf("resume after an evicted event: %d events, ended %v, notice %q", len(evs), ended, reason)
+	}
+	a.unsubscribe(gap)
+	for _, after := range []int64{0, 3} {
+		if evs := replayOf(a, after); len(evs) != 3 || evs[0].id != 4 {
+			t.Errorf("resume after %d replays %d events", after, len(evs))
+		}
+	}
+	// A stream that has yet to replay id 4 when the budget evicts it.
+	pending := a.subscribe(3, nil)
+	publish(a, 2) // 11 events: a (5) is the largest
+	if evs, ended, reason := takeAll(a, pending); len(evs) != 0 || !ended || reason != dropReasonEvicted {
+		t.Errorf("replay of an evicted event: %d events, ended %v, notice %q", len(evs), ended, reason)
+	}
+	a.unsubscribe(pending)
+	check("a largest again", want{[]int64{6, 7, 8}, 3}, want{[]int64{2, 3, 4}, 1}, want{[]int64{1, 2, 3}, 0})
+
+	// Closed logs give their bytes back and leave the budget.
+	for _, l := range []*streamLog{a, b, c} {
+		l.close()
+	}
+	if held := budget.heldBytes(); held != 0 {
+		t.Errorf("budget counts %d bytes after every log closed", held)
+	}
+	budget.mu.Lock()
+	logs := len(budget.logs)
+	budget.mu.Unlock()
+	if logs != 0 {
+		t.Errorf("%d closed logs still in the budget", logs)
+	}
+}
+
+// TestEventBudgetDropsStreamWhenRingsAreEmpty: events that only a queue
+// still holds count too; once no ring holds anything, the stream holding
+// the most is dropped and its bytes go back.
+func TestEventBudgetDropsStreamWhenRingsAreEmpty(t *testing.T) {
+	payload := strings.Repeat("x", 64<<10)
+	budget := newEventBudget(1 << 30)
+	var lq, lr limitCounter
+	queued := newBoundedStreamLog(eventRingSize, 0, budget, lq.hit)
+	aborted := 0
+	sub := queued.subscribe(0, func() { aborted++ })
+	for range 2 {
+		queued.publish(eventSessionUpdate, "", payload)
+	}
+	// Closed: its ring is freed, and the stream still has two events to write.
+	queued.close()
+	budget.limit = 64<<10 + 1000 // one event
+	other := newBoundedStreamLog(eventRingSize, 0, budget, lr.hit)
+	other.publish(eventSessionUpdate, "", payload) // over the budget
+	if held := budget.heldBytes(); held > budget.limit {
+		t.Errorf("budget counts %d bytes, over its %d", held, budget.limit)
+	}
+	evs, ended, reason := takeAll(queued, sub)
+	if len(evs) != 0 || !ended || reason != dropReasonBudget || aborted != 1 {
+		t.Errorf("stream over the budget: %d events, ended %v, notice %q, aborted %d", len(evs), ended, reason, aborted)
+	}
+	if lr.count(limitEventMemory) != 1 || lq.count(limitEventMemory) != 1 {
+		t.Errorf("event_memory hits: the ring %d, the stream %d; want 1 and 1", lr.count(limitEventMemory), lq.count(limitEventMemory))
+	}
+	if ids := ringIDs(other); len(ids) != 0 {
+		t.Errorf("the ring still keeps %v", ids)
+	}
+	queued.unsubscribe(sub)
+	if held := budget.heldBytes(); held != 0 {
+		t.Errorf("budget counts %d bytes at the end", held)
+	}
+}
+
+// TestStreamEventStoredAtExactSize: an event keeps its envelope in a slice
+// of exactly its length, not the encoder's buffer with its spare capacity.
+func TestStreamEventStoredAtExactSize(t *testing.T) {
+	budget := newEventBudget(1 << 30)
+	l := newBoundedStreamLog(eventRingSize, 0, budget, func(string, ...any) {})
+	for _, n := range []int{0, 1, 1000, 5000, 100000} {
+		l.publish(eventSessionUpdate, "p1", strings.Repeat("y", n))
+	}
+	total := 0
+	for _, ev := range replayOf(l, 0) {
+		if cap(ev.data) != len(ev.data) {
+			t.Errorf("event %d: %d bytes in a slice of capacity %d", ev.id, len(ev.data), cap(ev.data))
+		}
+		if want := fmt.Sprintf(`{"id":%d,"v":1,"type":"session_update","promptId":"p1","data":"`, ev.id); !strings.HasPrefix(string(ev.data), want) {
+			t.Errorf("event %d data %.60q", ev.id, ev.data)
+		}
+		total += len(ev.data) + streamEventOverhead
+	}
+	if held := budget.heldBytes(); held != int64(total) {
+		t.Errorf("budget counts %d bytes, the events and their headers are %d", held, total)
+	}
+}
+
+// TestServeStalledStreamsStayWithinEventMemory runs prompts through serve,
+// each with one more host that opens the session's stream and stops
+// reading. Each stalled stream is dropped and its handler returns; the
+// event memory serve reports stays under --max-event-memory; a resume
+// before an evicted event gets stream_dropped; evictions are counted and
+// logged; closing the connections gives every byte back.
+func TestServeStalledStreamsStayWithinEventMemory(t *testing.T) {
+	const (
+		budget  = 4 << 20
+		prompts = 8
+		flood   = "flood 32 32768" // 1 MiB per prompt: a stalled reader blocks after some KiB
+	)
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{MaxEventMemory: budget}}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	metric := func(name string) float64 { return td.scrape(t)[name] }
+	var stalled []net.Conn
+	last := ""
+	start := time.Now()
+	defer func() { t.Logf("%v end", time.Since(start)) }()
+	for i := range prompts {
+		conn, status := openStalledStream(t, td.url, "/session/"+id+"/events")
+		if status != http.StatusOK {
+			t.Fatalf("prompt %d: stalled stream status %d", i, status)
+		}
+		stalled = append(stalled, conn)
+		// A host that reads the turn, then closes its stream.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
+		if last != "" {
+			req.Header.Set("Last-Event-ID", last)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			cancel()
+			t.Fatalf("prompt %d: reading stream: %v %v", i, err, resp)
+		}
+		pid := td.prompt(t, id, flood)
+		evs := readSSE(t, bufio.NewReader(resp.Body), untilTurnEnd(pid))
+		cancel()
+		resp.Body.Close()
+		if n := len(evs); n != 33 {
+			t.Fatalf("prompt %d: the reading host got %d events, want 33: %v", i, n, evs[max(0, n-2):])
+		}
+		last = evs[len(evs)-1].id
+		waitFor(t, "event memory back under the budget", func() bool {
+			return metric("acpguard_serve_event_memory_bytes") <= budget
+		})
+		t.Logf("%v prompt %d: %v bytes held, %v streams", time.Since(start), i, metric("acpguard_serve_event_memory_bytes"), metric("acpguard_serve_event_streams"))
+	}
+	// Every stalled stream but the newest few (whose queues still have
+	// room) was dropped and its handler returned.
+	waitFor(t, "stalled streams to end", func() bool {
+		return metric("acpguard_serve_event_streams") <= 2
+	})
+	// Each eviction is counted and logged, with the session it hit.
+	evictions := strings.Count(td.stderr.String(), `msg="limit reached" code=event_memory sessionId=`+id+" ")
+	if evictions == 0 {
+		t.Errorf("no event_memory log line for the session; log:\n%s", td.stderr.String())
+	}
+	wantLimitHits(t, td, limitEventMemory, evictions)
+
+	// The budget evicted the first events: resuming after id 1 needs them.
+	stream := td.openEvents(t, id, "1")
+	evs := readSSE(t, stream, func(sseEvent) bool { return false })
+	if len(evs) != 1 || evs[0].typ != eventStreamDropped || evs[0].id != "" || !strings.Contains(string(evs[0].data), "--max-event-memory") {
+		t.Errorf("resume after an evicted event got %v, want one id-less %s", evs, eventStreamDropped)
+	}
+
+	for _, c := range stalled {
+		c.Close()
+	}
+	if r := td.do(t, "DELETE", "/session/"+id, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d %s", r.status, r.body)
+	}
+	waitFor(t, "every stream to end and every event byte to go back", func() bool {
+		m := td.scrape(t)
+		return m["acpguard_serve_event_streams"] == 0 && m["acpguard_serve_event_memory_bytes"] == 0
+	})
+}
