@@ -1345,5 +1345,13 @@ func TestSandboxAsOrdinaryUser(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
+		return
 	}
+	var summary []string
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(strings.TrimSpace(line), "--- ") || strings.Contains(line, "sandbox_test.go:") {
+			summary = append(summary, strings.TrimRight(line, "\n"))
+		}
+	}
+	t.Logf("as uid %d:\n%s", nobody, strings.Join(summary, "\n"))
 }
