@@ -1011,9 +1011,9 @@ func TestSandboxACPEndToEnd(t *testing.T) {
 			}
 			h := newHelperServer(t, "h")
 			h.log, h.envFile = filepath.Join(ws, "mcp.log"), filepath.Join(ws, "mcp.environ")
-			var env []string
+			env := []string{envTestSandbox + "="} // off, even where the whole suite runs confined
 			if confined {
-				env = append(env, envTestSandbox+"="+sandboxWorkspace)
+				env = []string{envTestSandbox + "=" + sandboxWorkspace}
 			}
 			c := startACP(t, nil, []string{"--settings", sandboxSettings(t, outside, h)}, env...)
 			c.mustCall(methodInitialize, initializeParams(""), nil)
@@ -1096,9 +1096,9 @@ func TestSandboxServeProcesses(t *testing.T) {
 			continue // not root: serve's environ is closed to every same-user tool anyway
 		}
 		ws := t.TempDir()
-		var env []string
+		env := []string{envTestSandbox + "="} // off, even where the whole suite runs confined
 		if confined {
-			env = append(env, envTestSandbox+"="+sandboxWorkspace)
+			env = []string{envTestSandbox + "=" + sandboxWorkspace}
 		}
 		sp := startServe(t, []string{"--workspace", ws, "--settings", yoloSettings(t)}, env...)
 		serve := strconv.Itoa(sp.cmd.Process.Pid)
