@@ -98,8 +98,13 @@ func landlockHandledFS(abi int) uint64 {
 }
 
 // sandboxDevices are the character devices a shell writes to; they get file
-// rules of their own, never the right to make one.
-var sandboxDevices = []string{"/dev/null", "/dev/tty", "/dev/zero", "/dev/full"}
+// rules of their own, never the right to make one. With ABI 5 they also get
+// ioctl, except the terminal: TIOCSTI on it would type commands into the
+// shell of a user whose terminal is acpguard's controlling one.
+var sandboxDevices = []struct {
+	path  string
+	ioctl bool
+}{{"/dev/null", true}, {"/dev/tty", false}, {"/dev/zero", true}, {"/dev/full", true}}
 
 // sandboxCaches are the build caches a confined tool gets under its
 // session's temp directory, so that go, npm and pip work without a
@@ -419,12 +424,16 @@ func landlockRuleset(abi int, cfg sandboxConfig, writable []string) (int, error)
 			return fail(err)
 		}
 	}
-	for _, p := range sandboxDevices {
+	for _, d := range sandboxDevices {
 		var st syscall.Stat_t
-		if syscall.Stat(p, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
+		if syscall.Stat(d.path, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
 			continue // absent here: nothing to grant
 		}
-		if err := landlockAllow(ruleset, p, (llReadFile|llWriteFile|llTruncate|llIoctlDev)&handled); err != nil {
+		access := uint64(llReadFile | llWriteFile | llTruncate)
+		if d.ioctl {
+			access |= llIoctlDev
+		}
+		if err := landlockAllow(ruleset, d.path, access&handled); err != nil {
 			return fail(err)
 		}
 	}

@@ -244,6 +244,18 @@ func probeOnce(op, arg string) string {
 		}
 		syscall.Close(int(fd))
 		return "ok"
+	case "tiocsti":
+		fd, err := syscall.Open("/dev/tty", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return "open:" + errnoName(err)
+		}
+		defer syscall.Close(fd)
+		c := byte('\n')
+		_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCSTI, uintptr(unsafe.Pointer(&c)))
+		if e != 0 {
+			return errnoName(e)
+		}
+		return "ok"
 	case "status":
 		b, err := os.ReadFile("/proc/self/status")
 		if err != nil {
@@ -507,6 +519,56 @@ func TestSandboxOtherProcesses(t *testing.T) {
 		if confined[op] != want {
 			t.Errorf("confined %s = %s, want %s", op, confined[op], want)
 		}
+	}
+}
+
+// TestSandboxTerminalInjection: a confined process whose session has a
+// controlling terminal can open it but cannot push input into it (TIOCSTI):
+// what it typed would run in the user's shell, unconfined. Unconfined, it
+// can (where the kernel still allows TIOCSTI at all).
+func TestSandboxTerminalInjection(t *testing.T) {
+	ws := t.TempDir()
+	sb := newTestSandbox(t, workspaceConfig(), ws)
+	if sb.abi < 5 {
+		t.Skipf("Landlock ABI %d governs no ioctl (ABI 5 does)", sb.abi)
+	}
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer m.Close()
+	var unlock int32
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatal(e)
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatal(e)
+	}
+	go io.Copy(io.Discard, m)
+	run := func(sb *sandboxSession) string {
+		pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pts.Close()
+		cmd := exec.Command(testExe(t), "-test.run=^TestHelperSandboxProbe$")
+		cmd.Env = sandboxTestEnv.childEnv(sb.env(envProbe+"=tiocsti", envRunAsMain+"=0")...)
+		cmd.Stdin = pts // the session's terminal; the probe opens it by name
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := sb.start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		return parseProbe(t, out.String(), []string{"tiocsti"})["tiocsti"]
+	}
+	if free := run(nil); free != "ok" {
+		t.Skipf("unconfined, TIOCSTI = %s: this kernel refuses it anyway", free)
+	}
+	if got := run(sb); got != "EACCES" {
+		t.Errorf("confined TIOCSTI on the controlling terminal = %s, want EACCES", got)
 	}
 }
 
@@ -1284,7 +1346,7 @@ func TestSandboxRaceNewACP(t *testing.T) {
 // sandboxUserTests are the tests TestSandboxAsOrdinaryUser repeats as uid 65534.
 var sandboxUserTests = []string{
 	"TestSandboxWorkspaceFiles", "TestSandboxToolchains", "TestSandboxOtherProcesses", "TestSandboxNetworkNone",
-	"TestSandboxUnixNone", "TestSandboxDropsCapabilities", "TestSandboxLauncherThreads", "TestSandboxACPEndToEnd",
+	"TestSandboxUnixNone", "TestSandboxTerminalInjection", "TestSandboxDropsCapabilities", "TestSandboxLauncherThreads", "TestSandboxACPEndToEnd",
 	"TestSandboxRaceNewACP",
 }
 
