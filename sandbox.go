@@ -109,8 +109,9 @@ var sandboxDevices = []struct {
 // sandboxCaches are the build caches a confined tool gets under its
 // session's temp directory, so that go, npm and pip work without a
 // writable home. A value already in acpguard's environment is kept when it
-// lies beneath a --sandbox-write directory: that is how an operator shares
-// a cache (and trusts every confined tool with its contents).
+// lies beneath one of the operator's writable paths: that is how an
+// operator shares a cache (and trusts every confined tool with its
+// contents).
 var sandboxCaches = []struct{ name, dir string }{
 	{"GOCACHE", "go-build"},
 	{"npm_config_cache", "npm"},
