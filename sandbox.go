@@ -169,6 +169,13 @@ func newSandboxSession(cfg sandboxConfig, cwd string, e *procEnv) (*sandboxSessi
 	if s.filter, err = socketFilter(runtime.GOARCH, cfg.Unix == sandboxNone, cfg.Network == sandboxNone); err != nil {
 		return nil, err
 	}
+	// os checks once per process whether pidfds work, by signalling this
+	// process and cloning a child. Done here, unrestricted: on a kernel
+	// whose signal scope also covers this process's own threads, a first
+	// check on a restricted thread would turn pidfds off for good.
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
 	if s.tmp, err = os.MkdirTemp("", sandboxTempPattern); err != nil {
 		return nil, fmt.Errorf("sandbox: make the session's temp directory: %w", err)
 	}
