@@ -127,8 +127,7 @@ const sandboxTempPattern = "acpguard-session-"
 // nil *sandboxSession is the sandbox off: the launcher then starts processes
 // as they are, at no added cost.
 type sandboxSession struct {
-	cfg     sandboxConfig
-	abi     int
+	abi     int // the kernel's Landlock ABI the ruleset was built for
 	ruleset int // landlock ruleset fd, close-on-exec; restricts every start
 	filter  []syscall.SockFilter
 	tmp     string
@@ -162,7 +161,7 @@ func newSandboxSession(cfg sandboxConfig, cwd string, e *procEnv) (*sandboxSessi
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: the kernel has no Landlock (%v); start with --sandbox off to run tools unconfined", cfg.Profile, err)
 	}
-	s := &sandboxSession{cfg: cfg, abi: abi, ruleset: -1}
+	s := &sandboxSession{abi: abi, ruleset: -1}
 	if cfg.Network == sandboxNone && abi < landlockABINetwork {
 		return nil, fmt.Errorf("sandbox network %q: needs Landlock ABI %d, this kernel has ABI %d", cfg.Network, landlockABINetwork, abi)
 	}
@@ -325,7 +324,7 @@ const (
 	linuxCapabilityV3     = 0x20080522
 	linuxCapabilityU32s   = 2        // _LINUX_CAPABILITY_U32S_3
 	oPath                 = 0x200000 // O_PATH, the same on x86-64 and arm64
-	landlockRestrictFlags = 0
+	landlockRestrictFlags = 0        // denials are audited as the kernel does by default
 )
 
 type capHeader struct {
