@@ -116,7 +116,8 @@ type session struct {
 	id         string
 	cwd        string
 	background *processSet
-	mcp        *mcpSet // its MCP servers and their tools
+	mcp        *mcpSet         // its MCP servers and their tools
+	sandbox    *sandboxSession // confines its tools, hooks and MCP servers; nil: off
 
 	mu      sync.Mutex
 	mode    string
@@ -154,6 +155,9 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		sandbox:    opts.Sandbox,
 		allowSlash: opts.AllowSlashCommands,
 		home:       sys.env.lookup("HOME"),
+	}
+	if sandboxTestOverride != nil {
+		a.sandbox = *sandboxTestOverride
 	}
 	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
 		return usagef("settings: %v", err)
@@ -262,6 +266,9 @@ func (a *agent) shutdown() {
 		s.background.killAll()
 	}
 	wg.Wait()
+	for _, s := range a.sessions {
+		s.sandbox.close()
+	}
 }
 
 func (a *agent) guarded() bool { return a.managedCapability != "" || a.provider != nil }
@@ -435,17 +442,22 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 		return nil, err
 	}
 	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: a.settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{}}
+	if s.sandbox, err = newSandboxSession(a.sandbox, s.cwd, a.env); err != nil {
+		// No session whose tools would run unconfined.
+		return nil, &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("session/new: %v", err)}
+	}
 	requested := parseACPMCPServers(p.McpServers)
 	// The failures are shown as agent text at the start of the session's
 	// first prompt: updates for a session id the client has not yet
 	// received may be dropped.
 	s.mcp = startMCPServers(ctx, mergeMCPServers(a.mcpSettings, requested), mcpOptions{
-		Cwd: s.cwd, Env: a.env, Log: a.log.With("session", id), CallTimeout: a.mcpCallTimeout,
+		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: a.mcpCallTimeout,
 	}, requested.notices)
 	a.mu.Lock()
 	if _, taken := a.sessions[id]; taken {
 		a.mu.Unlock()
 		s.mcp.close()
+		s.sandbox.close()
 		return nil, invalidParams("session/new: session id %q is taken", id)
 	}
 	a.sessions[id] = s
@@ -484,6 +496,7 @@ func (a *agent) closeSession(params json.RawMessage) (any, error) {
 	s.mu.Unlock()
 	s.background.killAll()
 	s.mcp.close()
+	s.sandbox.close()
 	return map[string]any{}, nil
 }
 
@@ -626,6 +639,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Guard:      guard,
 		Managed:    a.guarded(),
 		Env:        a.env,
+		Sandbox:    s.sandbox,
 		Background: s.background,
 		Observer:   nil, // set per call
 		Policy:     nil, // set per call: the mode may change between calls

@@ -1,6 +1,7 @@
 // envscrub_test.go proves that no secret, private marker or loader variable
-// reaches a child, with real processes, and that every exec.Cmd in the
-// package takes its Env from the one builder.
+// reaches a child, with real processes, that every exec.Cmd in the package
+// takes its Env from the one builder, and that every process a tool, a hook
+// or an MCP server runs starts through the one launcher.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,8 +247,18 @@ func childEnvironment(t *testing.T, env []string) (procEnviron, envOutput string
 	return strings.ReplaceAll(string(raw), "\x00", "\n"), out.String()
 }
 
+// processStarters are the only functions of the package that may start a
+// process, each with its reason; cmdStartViolations reports every other.
+var processStarters = map[string]string{
+	"sandbox.go:sandboxSession.start":            "the launcher, sandbox off: a plain start",
+	"sandbox.go:sandboxSession.startOnOwnThread": "the launcher, sandbox on: from the restricted thread",
+	"bridge.go:daemon.startChannel":              "serve's acp children: acpguard itself, whose tools the launcher confines",
+}
+
 // TestEveryCmdEnvFromBuilder enforces "No exec.Cmd in the code base leaves
-// Env nil" over the package's own non-test source.
+// Env nil" over the package's own non-test source, and that every process
+// starts in one of processStarters, so that every tool, hook and MCP server
+// goes through the launcher; each starter must still start something.
 func TestEveryCmdEnvFromBuilder(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -254,6 +266,7 @@ func TestEveryCmdEnvFromBuilder(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	checked := 0
+	used := map[string]bool{}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -266,9 +279,169 @@ func TestEveryCmdEnvFromBuilder(t *testing.T) {
 		for _, v := range cmdEnvViolations(fset, f) {
 			t.Error(v)
 		}
+		bad, starters := cmdStartViolations(fset, f, processStarters)
+		for _, v := range bad {
+			t.Error(v)
+		}
+		for _, s := range starters {
+			used[s] = true
+		}
 	}
 	if checked == 0 {
 		t.Fatal("no source file checked")
+	}
+	for s := range processStarters {
+		if !used[s] {
+			t.Errorf("process starter %s starts nothing: remove it from processStarters", s)
+		}
+	}
+}
+
+// cmdStartViolations reports, as "file:line: problem", every process start
+// in f outside the functions named in starters ("file:Func" or
+// "file:Recv.Func"), and returns the starters it saw start one. A start is
+// a call of Start, Run, Output or CombinedOutput with no argument (the
+// exec.Cmd methods), a method value of Start, Run or CombinedOutput,
+// os.StartProcess, syscall.ForkExec, StartProcess or Exec, or a use of the
+// fork, clone and exec system call numbers.
+func cmdStartViolations(fset *token.FileSet, f *ast.File, starters map[string]string) (out []string, used []string) {
+	file := filepath.Base(fset.Position(f.Package).Filename)
+	banned := map[string][]string{
+		"os":      {"StartProcess"},
+		"syscall": {"ForkExec", "StartProcess", "Exec", "SYS_EXECVE", "SYS_EXECVEAT", "SYS_CLONE", "SYS_CLONE3", "SYS_FORK", "SYS_VFORK"},
+	}
+	pkgs := map[string]string{} // local name -> import path
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		if _, ok := banned[path]; !ok {
+			continue
+		}
+		name := path
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		if name == "." {
+			out = append(out, fmt.Sprintf("%s: dot import of %s hides process starts from this check", fset.Position(imp.Pos()), path))
+			continue
+		}
+		pkgs[name] = path
+	}
+	check := func(scope string, root ast.Node) {
+		called := map[*ast.SelectorExpr]bool{} // selector -> called without arguments
+		ast.Inspect(root, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok {
+					called[sel] = len(x.Args) == 0
+				}
+			case *ast.SelectorExpr:
+				start := ""
+				if id, ok := x.X.(*ast.Ident); ok && slices.Contains(banned[pkgs[id.Name]], x.Sel.Name) {
+					start = pkgs[id.Name] + "." + x.Sel.Name
+				}
+				noArgs, isCall := called[x]
+				switch x.Sel.Name {
+				case "Start", "Run", "CombinedOutput":
+					if !isCall || noArgs {
+						start = types.ExprString(x)
+					}
+				case "Output": // also a field name: only the call counts
+					if isCall && noArgs {
+						start = types.ExprString(x)
+					}
+				}
+				if start == "" {
+					break
+				}
+				if _, ok := starters[scope]; ok {
+					if !slices.Contains(used, scope) {
+						used = append(used, scope)
+					}
+					break
+				}
+				out = append(out, fmt.Sprintf("%s: %s starts a process outside the launcher: start it with sandboxSession.start", fset.Position(x.Pos()), start))
+			}
+			return true
+		})
+	}
+	for _, decl := range f.Decls {
+		scope := file + ":"
+		if fn, ok := decl.(*ast.FuncDecl); ok {
+			scope += fn.Name.Name
+			if fn.Recv != nil && len(fn.Recv.List) == 1 {
+				recv := fn.Recv.List[0].Type
+				if star, ok := recv.(*ast.StarExpr); ok {
+					recv = star.X
+				}
+				if id, ok := recv.(*ast.Ident); ok {
+					scope = file + ":" + id.Name + "." + fn.Name.Name
+				}
+			}
+		}
+		check(scope, decl)
+	}
+	return out, used
+}
+
+func TestCmdStartChecker(t *testing.T) {
+	starters := map[string]string{"case.go:launch": "", "case.go:T.start": ""}
+	tests := []struct {
+		name  string
+		src   string
+		lines []int // lines of the expected violations
+		used  []string
+	}{
+		{"launcher", "func launch(c *exec.Cmd) error {\n\treturn c.Start()\n}", nil, []string{"case.go:launch"}},
+		{"launcher method", "func (t *T) start(c *exec.Cmd) error {\n\treturn c.Start()\n}", nil, []string{"case.go:T.start"}},
+		{"closure in the launcher", "func launch(c *exec.Cmd) {\n\tgo func() { c.Run() }()\n}", nil, []string{"case.go:launch"}},
+		{"Start elsewhere", "func run(c *exec.Cmd) error {\n\treturn c.Start()\n}", []int{7}, nil},
+		{"Run", "func run(c *exec.Cmd) error {\n\treturn c.Run()\n}", []int{7}, nil},
+		{"Output", "func run(c *exec.Cmd) {\n\tc.Output()\n}", []int{7}, nil},
+		{"CombinedOutput", "func run(c *exec.Cmd) {\n\tc.CombinedOutput()\n}", []int{7}, nil},
+		{"method value", "func run(c *exec.Cmd) func() error {\n\treturn c.Start\n}", []int{7}, nil},
+		{"method of another receiver", "func (u *U) start(c *exec.Cmd) error {\n\treturn c.Start()\n}", []int{7}, nil},
+		{"package-level", "var _ = exec.Command(\"x\").Run()", []int{6}, nil},
+		{"os.StartProcess", "func run() {\n\tos.StartProcess(\"x\", nil, nil)\n}", []int{7}, nil},
+		{"syscall.Exec", "func run() {\n\tsyscall.Exec(\"x\", nil, nil)\n}", []int{7}, nil},
+		{"syscall.ForkExec", "func run() {\n\tsyscall.ForkExec(\"x\", nil, nil)\n}", []int{7}, nil},
+		{"raw clone", "func run() {\n\tsyscall.RawSyscall(syscall.SYS_CLONE, 0, 0, 0)\n}", []int{7}, nil},
+		{"Output field", "func run(r result) string {\n\treturn r.Output\n}", nil, nil},
+		{"Start with arguments", "func run(s server) {\n\ts.Start(1)\n}", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "package p\n\nimport (\"os\"; \"os/exec\"; \"syscall\")\n\nvar _, _, _ = os.Args, exec.Command, syscall.Getpid\n" + tt.src + "\n"
+			assertStartViolations(t, src, starters, tt.lines, tt.used)
+		})
+	}
+	t.Run("renamed import", func(t *testing.T) {
+		src := "package p\n\nimport sc \"syscall\"\n\nfunc run() { sc.Exec(\"x\", nil, nil) }\n"
+		assertStartViolations(t, src, starters, []int{5}, nil)
+	})
+	t.Run("dot import", func(t *testing.T) {
+		src := "package p\n\nimport . \"syscall\"\n\nfunc run() { Exec(\"x\", nil, nil) }\n"
+		assertStartViolations(t, src, starters, []int{3}, nil)
+	})
+}
+
+func assertStartViolations(t *testing.T, src string, starters map[string]string, lines []int, used []string) {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "case.go", src, 0)
+	if err != nil {
+		t.Fatalf("parse: %v\n%s", err, src)
+	}
+	got, gotUsed := cmdStartViolations(fset, f, starters)
+	var gotLines []int
+	for _, v := range got {
+		var line int
+		if _, err := fmt.Sscanf(v, "case.go:%d:", &line); err != nil {
+			t.Fatalf("violation %q does not start with file:line", v)
+		}
+		gotLines = append(gotLines, line)
+	}
+	if !slices.Equal(gotLines, lines) || !slices.Equal(gotUsed, used) {
+		t.Errorf("violations at lines %v (starters %v), want %v (%v):\n%s\nsource:\n%s", gotLines, gotUsed, lines, used, strings.Join(got, "\n"), src)
 	}
 }
 

@@ -76,6 +76,7 @@ type toolEnv struct {
 	Guard      Guard // nil: no guard, the plain path
 	Managed    bool  // required mode: nested and delegated agent names are refused
 	Env        *procEnv
+	Sandbox    *sandboxSession // confines every process a tool starts; nil: off
 	Background *processSet
 	Observer   toolObserver
 	// Extra holds the session's tools beyond the built-ins (MCP tools), by

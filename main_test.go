@@ -20,6 +20,7 @@ const envRunAsMain = "ACPGUARD_TEST_RUN_AS_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envRunAsMain) == "1" {
+		setTestSandbox() // sandbox_test.go
 		main()
 		return
 	}

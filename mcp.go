@@ -354,6 +354,7 @@ func mcpSanitize(s string) string {
 type mcpOptions struct {
 	Cwd            string
 	Env            *procEnv
+	Sandbox        *sandboxSession // confines every server; nil: off
 	Log            *slog.Logger
 	CallTimeout    time.Duration // 0: defaultMCPCallTimeout
 	StartupTimeout time.Duration // 0: mcpStartupTimeout
@@ -533,13 +534,13 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 		return nil, nil, fmt.Errorf("start %q: %w", cfg.Command, err)
 	}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
-	cmd.Env = opts.Env.childEnv(cfg.Env...) // never nil: nil would inherit everything
+	cmd.Env = opts.Env.childEnv(opts.Sandbox.env(cfg.Env...)...) // never nil: nil would inherit everything
 	cmd.Dir = opts.Cwd
 	cmd.Stdin, cmd.Stdout = inR, outW
 	cmd.Stderr = &mcpStderr{log: opts.Log, server: cfg.Name, budget: mcpStderrLogBudget}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = mcpWaitDelay
-	err = cmd.Start()
+	err = opts.Sandbox.start(cmd)
 	inR.Close()
 	outW.Close()
 	if err != nil {

@@ -1058,10 +1058,10 @@ type hookOutcome struct {
 // runPreToolUseHooks runs, one after the other, every hook whose matcher
 // matches input.ToolName, and combines their answers: "any deny wins, then
 // ask, then allow". The first deny ends the layer; later hooks do not run.
-// env is the complete environment of each hook (procEnv.childEnv()). When
-// ctx ends, the running hook's process group is killed and the outcome is a
-// deny; the caller reports the cancellation.
-func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env *procEnv) hookOutcome {
+// env gives each hook its complete environment (procEnv.childEnv()) and its
+// sandbox. When ctx ends, the running hook's process group is killed and the
+// outcome is a deny; the caller reports the cancellation.
+func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env spawnEnv) hookOutcome {
 	input.HookEventName = hookEventPreToolUse
 	input.PermissionMode = hookPermissionMode(input.PermissionMode)
 	if input.ToolInput == nil {
@@ -1090,7 +1090,9 @@ func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInpu
 			}
 			if failure != "" {
 				msg := fmt.Sprintf("PreToolUse hook %s %s", quoteHookCommand(h.Command), failure)
-				if !h.FailOpen {
+				// A hook the sandbox could not confine did not run at all:
+				// failOpen covers a hook's own failures, not that.
+				if !h.FailOpen || strings.HasPrefix(failure, hookNotConfined) {
 					return hookOutcome{Decision: hookDeny, Reason: msg + " (the call is blocked: the hook fails closed)", Ignored: out.Ignored}
 				}
 				out.Ignored = append(out.Ignored, msg)
@@ -1123,11 +1125,15 @@ func quoteHookCommand(c string) string {
 	return fmt.Sprintf("%q", c)
 }
 
+// hookNotConfined starts the failure of a hook the sandbox could not
+// confine: it never ran, so it blocks the call even with failOpen.
+const hookNotConfined = "could not be confined"
+
 // runHookCommand runs one hook as `bash -c command` in its own process
 // group and reads its answer. failure, when not empty, says how the hook
 // failed to answer (it crashed, timed out or printed something that is not
 // its JSON answer); exit 2 is an answer: a deny with stderr as the reason.
-func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string, env *procEnv) (d hookDecision, reason, failure string) {
+func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string, env spawnEnv) (d hookDecision, reason, failure string) {
 	timeout := time.Duration(h.Timeout) * time.Millisecond
 	if h.Timeout == 0 {
 		timeout = hookDefaultTimeoutMS * time.Millisecond
@@ -1139,7 +1145,7 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 		return "", "", "was cancelled"
 	}
 	cmd := exec.Command("bash", "-c", h.Command)
-	cmd.Env = env.childEnv()
+	cmd.Env = env.Env.childEnv(env.Sandbox.env()...)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -1158,10 +1164,13 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 	}
 	defer errR.Close()
 	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
+	err = env.Sandbox.start(cmd)
 	outW.Close()
 	errW.Close()
 	if err != nil {
+		if se := (*sandboxStartError)(nil); errors.As(err, &se) {
+			return "", "", fmt.Sprintf("%s: %v", hookNotConfined, err)
+		}
 		return "", "", fmt.Sprintf("could not start: %v", err)
 	}
 	pgid := cmd.Process.Pid
@@ -1391,7 +1400,7 @@ func checkPolicy(ctx context.Context, env *toolEnv, call toolCall, spec *toolSpe
 	out := runPreToolUseHooks(ctx, p.Settings.Hooks.PreToolUse, hookInput{
 		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode,
 		ToolName: spec.Name, ToolInput: args, ToolUseID: call.ID,
-	}, env.Env)
+	}, spawnEnv{env.Env, env.Sandbox})
 	if ctx.Err() != nil {
 		return cancelledResult(), false
 	}

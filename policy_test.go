@@ -526,7 +526,7 @@ func testHookInput(dir string) hookInput {
 	}
 }
 
-var testHookEnv = newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_TEST=1"})
+var testHookEnv = spawnEnv{Env: newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_TEST=1"})}
 
 func TestPreToolUseHookAnswers(t *testing.T) {
 	dir := t.TempDir()

@@ -1066,7 +1066,7 @@ func shellCmd(env *toolEnv, args map[string]any) (*exec.Cmd, error) {
 		return nil, errors.New("no process environment configured")
 	}
 	cmd := exec.Command("bash", "-c", argStr(args, "command"))
-	cmd.Env = env.Env.childEnv() // never nil: nil would inherit everything
+	cmd.Env = env.Env.childEnv(env.Sandbox.env()...) // never nil: nil would inherit everything
 	cmd.Dir = shellDir(env, args)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
@@ -1093,7 +1093,7 @@ func execShell(ctx context.Context, env *toolEnv, args map[string]any) toolResul
 	defer r.Close()
 	cmd.Stdout, cmd.Stderr = w, w
 	out := &limitedBuffer{max: maxToolOutput}
-	if err := cmd.Start(); err != nil {
+	if err := env.Sandbox.start(cmd); err != nil {
 		w.Close()
 		return failed(errTypeExecutionFailed, "run shell command: %v", err)
 	}
@@ -1165,7 +1165,7 @@ func startBackground(env *toolEnv, args map[string]any) toolResult {
 	if err != nil {
 		return failed(errTypeExecutionFailed, "run shell command: %v", err)
 	}
-	pid, err := env.Background.start(cmd)
+	pid, err := env.Background.start(cmd, env.Sandbox)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "run shell command: %v", err)
 	}
@@ -1182,15 +1182,15 @@ type processSet struct {
 	wg     sync.WaitGroup // one reaper per started process
 }
 
-// start starts cmd (already in its own process group) and tracks it until
-// it exits. Its output goes nowhere: nobody would read it.
-func (p *processSet) start(cmd *exec.Cmd) (int, error) {
+// start starts cmd (already in its own process group) in sb and tracks it
+// until it exits. Its output goes nowhere: nobody would read it.
+func (p *processSet) start(cmd *exec.Cmd, sb *sandboxSession) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return 0, errors.New("the session is ending; no new background process starts")
 	}
-	if err := cmd.Start(); err != nil {
+	if err := sb.start(cmd); err != nil {
 		return 0, err
 	}
 	pid := cmd.Process.Pid

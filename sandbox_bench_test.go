@@ -1,0 +1,121 @@
+// sandbox_bench_test.go measures what the sandbox adds to one tool start,
+// the way the launcher does it (a restricted thread) against the other way
+// (a re-exec of the binary that restricts itself and execs the command).
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// envReexec makes the test binary the re-exec way's middle process: the
+// session's writable directories, separated by ":", then it confines
+// itself and execs its arguments after "--".
+const envReexec = "ACPGUARD_SANDBOX_REEXEC"
+
+// TestHelperSandboxReexec is not a test: it is the re-exec way of entering
+// the sandbox, for BenchmarkSandboxToolStart.
+func TestHelperSandboxReexec(t *testing.T) {
+	dirs := os.Getenv(envReexec)
+	if dirs == "" {
+		t.Skip("helper process: runs only as the re-exec way into the sandbox")
+	}
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	runtime.LockOSThread()
+	abi, err := probeLandlock()
+	if err != nil {
+		fail(err)
+	}
+	ruleset, err := landlockRuleset(abi, workspaceConfig(), strings.Split(dirs, ":"))
+	if err != nil {
+		fail(err)
+	}
+	if err := restrictThread(ruleset, nil); err != nil {
+		fail(err)
+	}
+	args := os.Args[len(os.Args)-1:]
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		fail(err)
+	}
+	fail(syscall.Exec(path, args, os.Environ()))
+}
+
+// BenchmarkSandboxToolStart starts and waits for `true` three ways in turn,
+// so that the machine's load weighs on each alike: unconfined, through the
+// launcher with the workspace profile (in-thread), and by the re-exec way.
+// It reports the mean of each in ms per start, and what each way adds.
+func BenchmarkSandboxToolStart(b *testing.B) {
+	ws := b.TempDir()
+	sb := newTestSandbox(b, workspaceConfig(), ws)
+	exe := testExe(b)
+	trueCmd := func() *exec.Cmd {
+		cmd := exec.Command("true")
+		cmd.Env = sandboxTestEnv.childEnv(sb.env()...)
+		cmd.Dir = ws
+		return cmd
+	}
+	reexecCmd := func() *exec.Cmd {
+		cmd := exec.Command(exe, "-test.run=^TestHelperSandboxReexec$", "--", "true")
+		cmd.Env = sandboxTestEnv.childEnv(sb.env(envReexec+"="+ws+":"+sb.tempDir(), envRunAsMain+"=0")...)
+		cmd.Dir = ws
+		return cmd
+	}
+	ways := []struct {
+		name   string
+		cmd    func() *exec.Cmd
+		launch func(*exec.Cmd) error
+		total  time.Duration
+	}{
+		{"off", trueCmd, (*sandboxSession)(nil).start, 0},
+		{"in-thread", trueCmd, sb.start, 0},
+		{"re-exec", reexecCmd, (*sandboxSession)(nil).start, 0},
+	}
+	n := 0
+	for b.Loop() {
+		for i := range ways {
+			w := &ways[i]
+			cmd := w.cmd()
+			t0 := time.Now()
+			if err := w.launch(cmd); err != nil {
+				b.Fatalf("%s: %v", w.name, err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatalf("%s: %v", w.name, err)
+			}
+			w.total += time.Since(t0)
+		}
+		n++
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e6 }
+	for _, w := range ways {
+		b.ReportMetric(ms(w.total), w.name+"-ms/start")
+	}
+	b.ReportMetric(ms(ways[1].total-ways[0].total), "in-thread-added-ms")
+	b.ReportMetric(ms(ways[2].total-ways[0].total), "re-exec-added-ms")
+}
+
+// BenchmarkSandboxRestrictThread measures the launcher's own work without a
+// process: a fresh goroutine locks its thread, restricts it, and ends it.
+func BenchmarkSandboxRestrictThread(b *testing.B) {
+	sb := newTestSandbox(b, workspaceConfig(), b.TempDir())
+	for b.Loop() {
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			done <- restrictThread(sb.ruleset, sb.filter)
+		}()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
