@@ -252,7 +252,7 @@ func childEnvironment(t *testing.T, env []string) (procEnviron, envOutput string
 var processStarters = map[string]string{
 	"sandbox.go:sandboxSession.start":            "the launcher, sandbox off: a plain start",
 	"sandbox.go:sandboxSession.startOnOwnThread": "the launcher, sandbox on: from the restricted thread",
-	"bridge.go:daemon.startChannel":              "serve's acp children: acpguard itself, whose tools the launcher confines",
+	"lifeline.go:startOnLifeline":                "serve's acp children, from the thread that never exits: acpguard itself, whose tools the launcher confines",
 }
 
 // TestEveryCmdEnvFromBuilder enforces "No exec.Cmd in the code base leaves

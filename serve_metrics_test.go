@@ -278,7 +278,7 @@ func TestServeUsageListsMetricFamilies(t *testing.T) {
 			t.Errorf("serve usage does not list the metric family %s", name)
 		}
 	}
-	if families != 13 {
-		t.Errorf("%d families, want 13", families)
+	if families != 15 {
+		t.Errorf("%d families, want 15", families)
 	}
 }

@@ -144,7 +144,10 @@ func TestPathlessSearchMeetsFolderDeny(t *testing.T) {
 
 	audit := filepath.Join(tmp, "audit.jsonl")
 	p := startRefProvider(t, providerOptions{PolicyFile: policyFile, AuditPath: audit, AuditArguments: true})
-	c := startACP(t, nil, []string{"--settings", settings, "--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url},
+	// The hook logs beside the settings, outside the session cwd: a
+	// writable path of the sandbox that required mode turns on.
+	c := startACP(t, nil, []string{"--settings", settings, "--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url,
+		"--sandbox-write", tmp},
 		envGuardToken+"="+providerTestToken)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	sid := c.newSession(secret)
