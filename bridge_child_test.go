@@ -73,8 +73,9 @@ func runFakeChild(mode string) int {
 					Meta map[string]string `json:"_meta"`
 				}
 				json.Unmarshal(params, &p)
-				if want := os.Getenv("QWEN_CODE_PRIVATE_ACP_CAPABILITY"); want != p.Meta["qwen-code/private-parent-capability"] {
-					return nil, &rpcError{Code: rpcInvalidRequest, Message: "wrong parent capability"}
+				// The channel is private; serve sends no secret over it.
+				if _, sent := p.Meta[metaParentCapability]; sent || os.Getenv(envPrivateCapability) != "" {
+					return nil, &rpcError{Code: rpcInvalidRequest, Message: "serve sent a parent capability"}
 				}
 				caps := map[string]any{"loadSession": false}
 				switch mode {

@@ -160,6 +160,9 @@ type serveOptions struct {
 	LogJSON               bool       // --log-format json; text otherwise
 	LogLevel              slog.Level // the zero Level is info
 	Sandbox               sandboxConfig
+	// Model is the model service serve calls for its children
+	// (model_proxy.go); BaseURL "" runs the scripted model.
+	Model openAIConfig
 }
 
 // serveLimits bound what callers can make the daemon hold. A zero count or
@@ -680,7 +683,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 		}
 	}
 	switch opts.Model {
-	case modelScripted:
+	case modelScripted, modelParent:
 	case modelOpenAI:
 		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: env.modelKey, Model: env.lookup(envModelName)}
 		if opts.OpenAI.Model == "" {
@@ -693,7 +696,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 			return acpOptions{}, &usageError{err}
 		}
 	default:
-		return acpOptions{}, usagef("--model %q: want %s or %s", opts.Model, modelScripted, modelOpenAI)
+		return acpOptions{}, usagef("--model %q: want %s, %s or %s", opts.Model, modelScripted, modelOpenAI, modelParent)
 	}
 	return opts, nil
 }
@@ -747,6 +750,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 	if opts.SettingsFile, opts.Settings, err = parseSettingsFile(settings.value); err != nil {
+		return serveOptions{}, err
+	}
+	if opts.Model, err = serveModelConfig(env, opts.Settings); err != nil {
 		return serveOptions{}, err
 	}
 	// "Host auth: --token or env QWEN_SERVER_TOKEN"; the flag wins.
@@ -1061,10 +1067,12 @@ Runs the guarded ACP v1 agent on stdin/stdout: JSON-RPC 2.0, one message per
 line. Logs go to stderr.
 
 Flags:
-` + guardFlagsUsage + `  --model scripted|openai
-        the model: the built-in scripted model (default), or an
+` + guardFlagsUsage + `  --model scripted|openai|parent
+        the model: the built-in scripted model (default), an
         OpenAI-compatible chat completions service (default when
-        OPENAI_BASE_URL is set).
+        OPENAI_BASE_URL is set), or parent: acpguard serve makes the model
+        calls with its own key (set by serve; stdin and stdout must then be
+        a Unix socket).
   --settings FILE
         settings in Qwen Code's format: tools.approvalMode, tools.disabled,
         permissions.allow|ask|deny, hooks.PreToolUse, model.name,
@@ -1090,9 +1098,12 @@ Environment:
         its API key; read and removed at start, sent only to that service.
   QWEN_SERVER_TOKEN
         read and removed at start; not used.
-  QWEN_CODE_PRIVATE_ACP_CAPABILITY, QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
-        set only by "acpguard serve" for the ACP children it manages; read and
-        removed at start.
+  QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
+        required-v1, set only by "acpguard serve" for the ACP children it
+        manages: serve decides every guarded call; stdin and stdout must be a
+        Unix socket. Read and removed at start.
+  QWEN_CODE_PRIVATE_ACP_CAPABILITY
+        read and removed at start; not used.
   GOMAXPROCS
         unset, the runtime runs on one scheduler slot: its work is short steps
         between waits, and one slot answers a guard decision sooner.
@@ -1180,5 +1191,12 @@ Environment:
   QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
         the provider's bearer token, required in required mode; read and removed
         at start, kept in the daemon only.
+  OPENAI_BASE_URL, OPENAI_MODEL
+        the OpenAI-compatible service and model name the children use; without
+        them the children run the scripted model. serve makes every model call
+        itself, for a session's running prompt only.
+  OPENAI_API_KEY
+        its API key; read and removed at start, kept in the daemon only and
+        sent only to that service.
 
 ` + scrubUsage

@@ -1,0 +1,202 @@
+// channel.go owns the private channel between serve and each ACP child it
+// starts: a Unix socket pair made per child, serve's end that believes only
+// bytes the child itself wrote, and the child's refusal of any other channel.
+//
+// What each end holds. serve holds one end, created close-on-exec inside
+// serve, which is not dumpable, so no other process can reach it. The child
+// holds the other end as its stdin and stdout. Neither end, nor anything that
+// crosses it, is a credential: the provider token and the model key stay in
+// serve, and the child's environment holds only the required-v1 marker.
+//
+// What a process of the same user can and cannot do:
+//   - It cannot open the channel through /proc/<child>/fd/N: the kernel
+//     refuses to open a socket by that path (a pipe it would open). So
+//     nothing but serve can write to a child.
+//   - From the child's execve until it makes itself not dumpable (Go runtime
+//     start-up and flag parsing), pidfd_getfd(2) can still copy the child's
+//     end. A thief holding that copy can read what serve sends before the
+//     child does (prompts and model output, no secret), and can write to
+//     serve as if it were the child. It can never write to the child: a
+//     socket pair delivers what one end writes only to the other end.
+//   - What the thief writes is detected: serve reads with SO_PASSCRED, the
+//     kernel never returns bytes of two writers in one read, and it names
+//     the writing process, which no process can forge. Bytes from any
+//     process but the child end the channel and the child (fail closed).
+//     Were that check gone, serve's ownership and active-prompt checks, and
+//     the provider's decision on every call, would still hold against a
+//     forged child.
+//   - The sandbox closes the start-up window itself for tools.
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// channelExitDrain is how long serve keeps reading a channel after its child
+// exited. What the child wrote before it exited is already queued and is read
+// at once; the bound matters only when another process still holds a copy of
+// the child's end, so that the end of the child is not missed.
+const channelExitDrain = time.Second
+
+// channelCredSpace is room for exactly one SCM_CREDENTIALS message per read:
+// a writer that also sends descriptors (SCM_RIGHTS) makes the read truncated,
+// which is refused, and the kernel closes those descriptors undelivered.
+var channelCredSpace = syscall.CmsgSpace(syscall.SizeofUcred)
+
+// newChannelPair makes one child's channel: serve's end, reading with
+// SO_PASSCRED, and the child's end, to be handed to it as stdin and stdout.
+// Both are close-on-exec: no other child started meanwhile inherits either.
+func newChannelPair() (*net.UnixConn, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create the private channel: socketpair: %w", err)
+	}
+	if err := syscall.SetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("create the private channel: SO_PASSCRED: %w", err)
+	}
+	own := os.NewFile(uintptr(fds[0]), "acp-channel")
+	conn, err := net.FileConn(own) // a close-on-exec copy on the runtime's poller
+	own.Close()
+	if err != nil {
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("create the private channel: %w", err)
+	}
+	return conn.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "acp-channel-child"), nil
+}
+
+// channelConn is serve's end of one child's channel.
+type channelConn struct {
+	*net.UnixConn
+	pid int    // the child: the only process whose bytes are read
+	oob []byte // used by the one reading goroutine
+}
+
+func newChannelConn(c *net.UnixConn, childPID int) *channelConn {
+	return &channelConn{UnixConn: c, pid: childPID, oob: make([]byte, channelCredSpace)}
+}
+
+// foreignWriterError is a read of bytes that the child did not write.
+type foreignWriterError struct {
+	child, writer int // writer 0: the kernel named no writer
+	why           string
+}
+
+func (e *foreignWriterError) Error() string {
+	return fmt.Sprintf("read the private channel of ACP child %d: %s (pid %d); the channel is closed", e.child, e.why, e.writer)
+}
+
+// Read returns bytes only if the child wrote them.
+func (c *channelConn) Read(p []byte) (int, error) {
+	n, oobn, flags, _, err := c.ReadMsgUnix(p, c.oob)
+	if n < 0 { // a failed recvmsg reports -1
+		n = 0
+	}
+	if n > 0 {
+		if werr := c.checkWriter(c.oob[:oobn], flags); werr != nil {
+			return 0, werr
+		}
+	}
+	return n, err
+}
+
+// checkWriter accepts one read's control data only if it is exactly the
+// child's credentials.
+func (c *channelConn) checkWriter(oob []byte, flags int) error {
+	if flags&syscall.MSG_CTRUNC != 0 {
+		return &foreignWriterError{child: c.pid, why: "the writer sent control data other than its credentials"}
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil || len(msgs) != 1 || msgs[0].Header.Level != syscall.SOL_SOCKET || msgs[0].Header.Type != syscall.SCM_CREDENTIALS {
+		return &foreignWriterError{child: c.pid, why: "the kernel named no writer"}
+	}
+	cred, err := syscall.ParseUnixCredentials(&msgs[0])
+	if err != nil {
+		return &foreignWriterError{child: c.pid, why: "the kernel named no writer"}
+	}
+	if int(cred.Pid) != c.pid {
+		return &foreignWriterError{child: c.pid, writer: int(cred.Pid), why: "bytes written by another process"}
+	}
+	return nil
+}
+
+// drainAfterExit bounds reading once the child has exited (channelExitDrain)
+// and returns a channel closed when it has done so.
+func (c *channelConn) drainAfterExit() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitExited(c.pid) // tools.go; it returns at once if pid was reaped
+		c.SetReadDeadline(time.Now().Add(channelExitDrain))
+	}()
+	return done
+}
+
+// checkParentChannel refuses to run a child that takes decisions or model
+// output from its parent over anything but a Unix socket on both stdin and
+// stdout: any process of the same user can open a pipe through
+// /proc/<pid>/fd and write to it, and a socket it cannot.
+func checkParentChannel() error {
+	for fd, name := range []string{"stdin", "stdout"} {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("check the private channel: %s: %w", name, err)
+		}
+		kind := fileKind(st.Mode)
+		if kind == "socket" {
+			domain, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_DOMAIN)
+			if err == nil && domain == syscall.AF_UNIX {
+				continue
+			}
+			kind = "non-Unix socket"
+		}
+		return fmt.Errorf("check the private channel: %s is a %q, not a Unix socket; a managed child (%s or --model %s) runs only on the socket pair acpguard serve hands it", name, kind, envPrivateGuard, modelParent)
+	}
+	return nil
+}
+
+// fileKind names a file type for an error message.
+func fileKind(mode uint32) string {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFSOCK:
+		return "socket"
+	case syscall.S_IFIFO:
+		return "pipe"
+	case syscall.S_IFCHR:
+		return "character device"
+	case syscall.S_IFREG:
+		return "regular file"
+	case syscall.S_IFDIR:
+		return "directory"
+	}
+	return "file"
+}
+
+// pollableOut returns stdout read through the runtime's poller when pollable
+// made it non-blocking: a socket on both stdin and stdout is one open file,
+// so switching stdin switched stdout too, and a write that would block must
+// then wait in the poller instead of failing with EAGAIN.
+func pollableOut(f *os.File) io.Writer {
+	if f.SetWriteDeadline(time.Time{}) == nil {
+		return f // already written through the poller
+	}
+	flags, err := fcntlGetfl(int(f.Fd()))
+	if err != nil || flags&syscall.O_NONBLOCK == 0 {
+		return f
+	}
+	return os.NewFile(f.Fd(), f.Name())
+}
+
+func fcntlGetfl(fd int) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
