@@ -410,8 +410,12 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 func (m *parentModel) deliver(params json.RawMessage) {
 	var c modelChunk
 	err := decodeStrict(params, &c)
-	if err != nil && json.Unmarshal(params, &c) != nil {
-		return
+	if err != nil {
+		// Read loosely only to find the reply it would belong to.
+		c = modelChunk{}
+		if json.Unmarshal(params, &c) != nil {
+			return
+		}
 	}
 	m.mu.Lock()
 	st := m.streams[c.StreamID]

@@ -61,6 +61,7 @@ var serveLimitCodes = [...]string{
 	codeSessionLimit, codeQueueFull, codeTooLarge, codePromptTooLarge,
 	codeSubscriberLimit, limitSubscriberDropped, codeInitializeTimeout,
 	limitPromptDeadline, limitPermissionTimeout, limitSessionIdle,
+	limitModelCalls, limitModelBytes,
 }
 
 // Tool executions are labelled with the child's _meta.toolName, which a
