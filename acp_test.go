@@ -1359,6 +1359,55 @@ func TestPollableStdin(t *testing.T) {
 	}
 }
 
+// TestPollableSocketStdout: serve hands a child one socket as stdin and
+// stdout, one open file: making stdin non-blocking makes stdout so too, and
+// stdout must then wait in the poller when the socket is full instead of
+// failing with EAGAIN.
+func TestPollableSocketStdout(t *testing.T) {
+	own, theirs, err := newChannelPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	defer theirs.Close()
+	dup, err := syscall.Dup(int(theirs.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := theirs, os.NewFile(uintptr(dup), "stdout")
+	defer out.Close()
+	if _, ok := pollable(in).(*os.File); !ok {
+		t.Fatal("stdin socket not made pollable")
+	}
+	// The original stdout now fails on a full socket...
+	big := make([]byte, 8<<20)
+	if _, err := out.Write(big); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("write to the shared, now non-blocking stdout: %v, want EAGAIN (the case pollableOut exists for)", err)
+	}
+	// ...and the one pollableOut returns waits for the reader.
+	drained := make(chan int64)
+	go func() {
+		n, _ := io.Copy(io.Discard, own)
+		drained <- n
+	}()
+	w := pollableOut(out)
+	if w == io.Writer(out) {
+		t.Fatal("pollableOut kept the blocking-mode stdout")
+	}
+	if n, err := w.Write(big); err != nil || n != len(big) {
+		t.Fatalf("write through pollableOut: %d, %v", n, err)
+	}
+	syscall.Shutdown(dup, syscall.SHUT_WR)
+	select {
+	case n := <-drained:
+		if n < int64(len(big)) {
+			t.Errorf("the reader got %d bytes, want at least %d", n, len(big))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("reader did not see the end")
+	}
+}
+
 // TestACPCancelReadWithPrompt: a session/cancel written together with its
 // session/prompt, before the prompt's handler can have started, still
 // cancels it: no guard request, no tool.

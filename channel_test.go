@@ -1,0 +1,81 @@
+// channel_test.go tests serve's end of the private channel: it believes only
+// bytes its child wrote, and takes no descriptor from anyone.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+)
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	names, err := readDirNames("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(names)
+}
+
+func TestChannelConnReadsOnlyItsChild(t *testing.T) {
+	own, theirs, err := newChannelPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	defer theirs.Close()
+	child := exec.Command("/bin/sh", "-c", "echo from-the-child")
+	child.Stdout = theirs
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn := newChannelConn(own, child.Process.Pid)
+	r := bufio.NewReader(conn)
+	if line, err := r.ReadString('\n'); line != "from-the-child\n" || err != nil {
+		t.Fatalf("the child's line: %q, %v", line, err)
+	}
+	child.Wait()
+
+	// Another process holding the child's end (here: this one) writes.
+	if _, err := theirs.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"allowed":true}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := r.ReadString('\n')
+	fw, ok := errors.AsType[*foreignWriterError](err)
+	if !ok || fw.writer != os.Getpid() || fw.child != child.Process.Pid || line != "" {
+		t.Fatalf("a forged line read as %q, %v; want a foreign writer error naming pid %d", line, err, os.Getpid())
+	}
+}
+
+// A writer that sends descriptors is refused, and none of them is left open
+// in the reader.
+func TestChannelConnRefusesDescriptors(t *testing.T) {
+	own, theirs, err := newChannelPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	defer theirs.Close()
+	conn := newChannelConn(own, os.Getpid())
+	passed, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer passed.Close()
+	before := openFDs(t)
+	rights := syscall.UnixRights(int(passed.Fd()), int(passed.Fd()), int(passed.Fd()))
+	if err := syscall.Sendmsg(int(theirs.Fd()), []byte("x\n"), rights, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := conn.Read(make([]byte, 64))
+	if _, ok := errors.AsType[*foreignWriterError](err); !ok || n != 0 {
+		t.Fatalf("read of bytes sent with descriptors: %d, %v; want a refusal", n, err)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("open descriptors went from %d to %d: a passed descriptor was installed", before, after)
+	}
+}
