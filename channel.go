@@ -15,9 +15,9 @@
 //   - From the child's execve until it makes itself not dumpable (Go runtime
 //     start-up and flag parsing), pidfd_getfd(2) can still copy the child's
 //     end. A thief holding that copy can read what serve sends before the
-//     child does (prompts and model output, no secret), and can write to
-//     serve as if it were the child. It can never write to the child: a
-//     socket pair delivers what one end writes only to the other end.
+//     child does (session ids, prompts, model output; no credential), and
+//     can write to serve as if it were the child. It can never write to the
+//     child: a socket pair delivers what one end writes only to the other.
 //   - What the thief writes is detected: serve reads with SO_PASSCRED, the
 //     kernel never returns bytes of two writers in one read, and it names
 //     the writing process, which no process can forge. Bytes from any
