@@ -416,7 +416,7 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	initialized := a.initialized
 	a.mu.Unlock()
 	if a.managed && !initialized {
-		// No session exists on a managed channel before the parent proved itself.
+		// No session exists on a managed channel before initialize.
 		return nil, &rpcError{Code: rpcInvalidRequest, Message: "session/new: initialize has not succeeded"}
 	}
 	id, err := a.sessionIDFor(p.Meta)
