@@ -97,6 +97,7 @@ type agent struct {
 
 	settings   *settings
 	sandbox    sandboxConfig // confines what tools, hooks and MCP servers start
+	sandboxABI int           // the kernel's Landlock ABI, reported in initialize
 	allowSlash []string      // slash commands serve opened for a managed child
 	home       string        // for ~/ in path rules
 	// mcpSettings are the settings file's MCP servers, started for every
@@ -136,6 +137,9 @@ type promptSeqKey struct{}
 func (s *session) cancelledLocked(seq int64) bool { return seq != 0 && seq <= s.cancelledUpTo }
 
 func runACP(ctx context.Context, sys *system, args []string) error {
+	// A parent that dies closes our stdout: the write that finds it closed
+	// ends the connection, and the shutdown runs (lifeline.go).
+	catchBrokenPipe()
 	opts, err := parseACPArgs(args, sys)
 	if err != nil {
 		return err
@@ -184,6 +188,13 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 			return err // names the endpoint and the failure category
 		}
 	}
+	// Before anything can start a tool: the kernel decides what the
+	// sandbox can be.
+	inForce, err := startSandbox(a.sandbox, a.log)
+	if err != nil {
+		return err
+	}
+	a.sandbox, a.sandboxABI = inForce.Config, inForce.ABI
 	// The runtime's Go work is short steps between waits on its client, its
 	// parent and its tools. On one scheduler slot the answer to a guard
 	// request wakes the waiting prompt on the thread that read it; with two,
@@ -216,9 +227,11 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		// cancelled at the peer too: serve stops its provider call.
 		CancelNotice: acpCancelNotice,
 	})
-	a.log.Debug("acp runtime ready", "managed", a.managed, "gomaxprocs", runtime.GOMAXPROCS(0))
+	a.log.Debug("acp runtime ready", "managed", a.managed, "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
 	err = a.conn.serve(ctx)
 	a.shutdown()
+	// A child of serve leads its session: what its tools left in it goes too.
+	endOwnSession()
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("acp connection: %w", err)
 	}
@@ -358,8 +371,15 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 		"mcpCapabilities":     map[string]bool{"http": false, "sse": false},
 		"sessionCapabilities": map[string]any{"close": map[string]any{}},
 	}
+	meta := map[string]any{}
 	if a.managed {
-		caps["_meta"] = map[string]string{metaGuardReady: privateGuardMarker}
+		meta[metaGuardReady] = privateGuardMarker
+	}
+	if s := (sandboxInForce{a.sandbox, a.sandboxABI}); s.reported(a.guarded()) {
+		meta[metaSandbox] = s.report()
+	}
+	if len(meta) > 0 {
+		caps["_meta"] = meta
 	}
 	a.mu.Lock()
 	a.initialized = true
@@ -572,7 +592,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	seq, _ := ctx.Value(promptSeqKey{}).(int64)
 	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
-	slash := strings.HasPrefix(text.String(), "/")
+	_, slash := slashCommand(text.String())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
@@ -739,6 +759,9 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 	a.log.Info("guard decision", "session", req.SessionID, "prompt", req.PromptID, "toolCall", req.ToolCallID,
 		"requestId", res.RequestID, "tool", req.ToolName, "allowed", res.Allowed, "failure", res.Category,
 		"latencyUs", time.Since(start).Microseconds())
+	if res.Category == failIdentity {
+		a.log.Error("provider identity check failed: call denied", "requestId", res.RequestID, "tool", req.ToolName, "err", res.Err)
+	}
 	if res.Category != "" {
 		return Decision{}, fmt.Errorf("provider %s: %w", res.Category, res.Err)
 	}
@@ -1000,8 +1023,8 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	}
 }
 
-// Slash commands: prompt text starting with "/". The set is small on
-// purpose; none of them runs a tool.
+// Slash commands: prompt text that slashCommand says is one. The set is
+// small on purpose; none of them runs a tool.
 const (
 	slashHelp  = "help"
 	slashTools = "tools"
@@ -1022,7 +1045,7 @@ func (a *agent) slashOpen(name string) bool {
 // slashCommand answers a slash command with one agent message. A managed
 // child never runs /fork.
 func (a *agent) slashCommand(s *session, text string) {
-	name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(text), "/"), " ")
+	name, _ := slashCommand(text)
 	var reply string
 	switch {
 	case a.managed && !slices.Contains(a.allowSlash, name):

@@ -461,15 +461,15 @@ func parentAnswering(log *prepareLog, answer func(req map[string]any) (any, *rpc
 	}
 }
 
-func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError)) *acpClient {
-	c := startACP(t, parentAnswering(log, answer), nil, managedEnv...)
+func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError), args ...string) *acpClient {
+	c := startACP(t, parentAnswering(log, answer), args, managedEnv...)
 	var res struct {
 		AgentCapabilities struct {
-			Meta map[string]string `json:"_meta"`
+			Meta map[string]any `json:"_meta"`
 		} `json:"agentCapabilities"`
 	}
 	c.mustCall(methodInitialize, initializeParams(""), &res)
-	if got := res.AgentCapabilities.Meta[metaGuardReady]; got != privateGuardMarker {
+	if got, _ := res.AgentCapabilities.Meta[metaGuardReady].(string); got != privateGuardMarker {
 		t.Fatalf("initialize acknowledgement = %q, want %q", got, privateGuardMarker)
 	}
 	return c
@@ -588,11 +588,11 @@ func TestACPManagedInitializeWithoutCapability(t *testing.T) {
 		}
 		var res struct {
 			AgentCapabilities struct {
-				Meta map[string]string `json:"_meta"`
+				Meta map[string]any `json:"_meta"`
 			} `json:"agentCapabilities"`
 		}
 		c.mustCall(methodInitialize, initializeParams(capability), &res)
-		if got := res.AgentCapabilities.Meta[metaGuardReady]; got != privateGuardMarker {
+		if got, _ := res.AgentCapabilities.Meta[metaGuardReady].(string); got != privateGuardMarker {
 			t.Errorf("capability %q: acknowledgement = %q, want %q", capability, got, privateGuardMarker)
 		}
 		c.newSession(t.TempDir())
@@ -1202,9 +1202,12 @@ func TestACPSlashCommands(t *testing.T) {
 	m.prompt(msid, "/help", "p1")
 	m.prompt(msid, "/fork now", "p2")
 	m.prompt(msid, "/tools", "p3")
+	// A path is not a command: the model gets it (the scripted one echoes).
+	m.prompt(msid, "/tmp/notes.txt contains the plan", "p4")
 	text = agentText(m.sessionUpdates(msid))
 	if !strings.Contains(text, "Slash commands: /help") || !strings.Contains(text, "/fork is not available in a managed session") ||
-		!strings.Contains(text, "/tools is not available in a managed session") {
+		!strings.Contains(text, "/tools is not available in a managed session") || !strings.Contains(text, "/tmp/notes.txt contains the plan") ||
+		strings.Contains(text, "/tmp/notes.txt is not") || strings.Contains(text, "/tmp is not") {
 		t.Errorf("managed agent text = %q", text)
 	}
 }

@@ -156,6 +156,7 @@ type daemon struct {
 	disabled     []string // --disabled-slash-commands
 	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
+	sandbox      sandboxInForce // checked against the kernel; given to every child
 	port         string
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
@@ -219,6 +220,11 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err := d.setModel(opts); err != nil {
 		return err
 	}
+	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
+	if err != nil {
+		return err
+	}
+	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	if opts.Guard.required() {
 		// "daemon startup performs an authenticated, versioned handshake"
 		// before the listener opens or any child starts.
@@ -258,6 +264,10 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	d.runCtx = runCtx
+	if d.guarded {
+		// SIGHUP re-runs the provider handshake (serve_identity.go).
+		defer d.handshakeOnSIGHUP(runCtx)()
+	}
 	srv := &http.Server{
 		Handler:           d.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -271,7 +281,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	go func() { served <- srv.Serve(ln) }()
 	d.wg.Add(1)
 	go d.reapIdleSessions(runCtx)
-	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions)
+	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions, d.sandbox.logAttr())
 	if ready != nil {
 		ready("http://" + ln.Addr().String())
 	}
@@ -516,6 +526,9 @@ type capabilitiesBody struct {
 	Mode         string   `json:"mode"`
 	Features     []string `json:"features"`
 	WorkspaceCwd string   `json:"workspaceCwd"`
+	// Sandbox is what confines the children's tools; absent in off mode
+	// with the sandbox off.
+	Sandbox *sandboxReport `json:"sandbox,omitempty"`
 }
 
 func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
@@ -523,7 +536,12 @@ func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
 	if d.guarded {
 		features = append(features, featureExternalToolGuard)
 	}
-	writeHostJSON(w, http.StatusOK, capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]})
+	body := capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]}
+	if d.sandbox.reported(d.guarded) {
+		r := d.sandbox.report()
+		body.Sandbox = &r
+	}
+	writeHostJSON(w, http.StatusOK, body)
 }
 
 type newSessionRequest struct {
@@ -648,19 +666,6 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
-}
-
-// slashCommand reports the command name of a text that starts with "/".
-// Slash commands run outside the tool scheduler, so in required mode they
-// are refused unless the operator opened one by name.
-func slashCommand(text string) (string, bool) {
-	t := strings.TrimLeft(text, " \t\r\n")
-	if !strings.HasPrefix(t, "/") {
-		return "", false
-	}
-	name, _, _ := strings.Cut(t[1:], " ")
-	name, _, _ = strings.Cut(name, "\n")
-	return strings.TrimSpace(name), true
 }
 
 func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
@@ -826,7 +831,12 @@ type promptJob struct {
 	// decided for it must not be answered with an allow after that.
 	ctx    context.Context
 	cancel context.CancelFunc
-	model  modelBudget // the model calls serve made for it
+	// answered: the child's answer to the prompt was read; cancelled: the
+	// host, a deadline or the end of the session cancelled it before that.
+	// Each is set before ctx ends, under the session's mu; they tell a
+	// prepare for a cancelled prompt from one for a finished prompt.
+	answered, cancelled bool
+	model               modelBudget // the model calls serve made for it
 }
 
 type hostPendingPermission struct {
@@ -997,7 +1007,7 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		"prompt":    job.blocks,
 		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
 	}
-	raw, err := s.ch.conn.call(s.d.runCtx, "session/prompt", params)
+	raw, err := s.ch.conn.callAnswered(s.d.runCtx, "session/prompt", params, func() { s.promptAnswered(job) })
 	if err != nil {
 		var rerr *rpcError
 		if errors.As(err, &rerr) {
@@ -1030,6 +1040,7 @@ func (s *hostSession) cancelPrompt(only *promptJob) bool {
 		s.mu.Unlock()
 		return false
 	}
+	job.cancelled = true
 	job.cancel()
 	for id, p := range s.perms {
 		delete(s.perms, id)
@@ -1050,6 +1061,9 @@ func (s *hostSession) end(typ, message string) {
 	s.ended = true
 	s.dead = typ == eventSessionDied
 	active := s.active
+	if active != nil && active.ctx.Err() == nil {
+		active.cancelled = true
+	}
 	for _, job := range s.queue {
 		job.cancel()
 	}
@@ -1200,7 +1214,6 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 type acpChannel struct {
 	d      *daemon
 	cmd    *exec.Cmd
-	mark   string // envChannelMark of every process below the child
 	conn   *rpcConn
 	sock   *channelConn       // serve's end of the private channel (channel.go)
 	cancel context.CancelFunc // ends conn.serve
@@ -1261,7 +1274,9 @@ func childLogArgs(logJSON bool, level slog.Level) []string {
 // childCommand is "acpguard acp" with the operator's settings, opened slash
 // commands and model choice, and the scrubbed environment; in required mode
 // that environment also carries the required-v1 marker, and never a secret.
-func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, mark string) {
+// Nothing else is added: what the child leaves behind is found by its
+// session (reaper.go).
+func (d *daemon) childCommand(exe string) *exec.Cmd {
 	args := append([]string{"acp"}, d.childModelArgs()...)
 	if d.settingsFile != "" {
 		args = append(args, "--settings", d.settingsFile)
@@ -1273,11 +1288,10 @@ func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, mark string) {
 		args = append(args, "--disabled-slash-commands", strings.Join(d.disabled, ","))
 	}
 	args = append(args, d.childLog...)
-	// The mark labels every process below this child (reaper.go).
-	mark = rand.Text()
-	cmd = exec.Command(exe, args...)
-	cmd.Env = d.sys.env.acpChildEnv(d.guarded, envChannelMark+"="+mark)
-	return cmd, mark
+	args = append(args, d.sandbox.childArgs()...)
+	cmd := exec.Command(exe, args...)
+	cmd.Env = d.sys.env.acpChildEnv(d.guarded)
+	return cmd
 }
 
 type initializeResult struct {
@@ -1299,9 +1313,8 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	if err != nil {
 		return nil, unavailable("Cannot locate the acpguard executable: %v", err)
 	}
-	cmd, mark := d.childCommand(exe)
+	cmd := d.childCommand(exe)
 	cmd.Dir = ws
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = d.sys.stderr
 	// A descendant that kept the child's stderr open cannot hold Wait.
 	cmd.WaitDelay = childStopGrace
@@ -1319,7 +1332,8 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 		childEnd.Close()
 		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
 	}
-	err = cmd.Start()
+	// In a session of its own, with a parent-death signal (lifeline.go).
+	err = startChild(cmd)
 	childEnd.Close()
 	if err != nil {
 		d.mu.Unlock()
@@ -1330,7 +1344,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &acpChannel{d: d, cmd: cmd, mark: mark, sock: sock, cancel: cancel, done: make(chan struct{})}
+	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{})}
 	ch.conn = newRPCConn(sock, sock, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
@@ -1392,16 +1406,19 @@ func (ch *acpChannel) run(ctx context.Context) {
 	serveErr := ch.conn.serve(ctx)
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
 	ch.sock.Close()
-	err := ch.cmd.Wait()
-	<-drained
 	if fw, ok := errors.AsType[*foreignWriterError](serveErr); ok {
 		ch.d.obs.logger().Error("another process wrote to an ACP child's private channel: the child was ended", "pid", fw.child, "writer", fw.writer, "err", fw)
 	}
 	// A child that died without ending its tool, hook and MCP process
-	// groups (SIGKILL) leaves them running: end them by their mark.
-	if n := killMarked(ch.mark); n > 0 {
+	// groups (SIGKILL) leaves them running: end them by its session while
+	// the unreaped child still holds its pid (reaper.go).
+	waitExited(ch.cmd.Process.Pid)
+	if n := endLeftBehind(ch.cmd.Process.Pid); n > 0 {
 		ch.d.obs.logger().Warn("ended processes the ACP child left behind", "pid", ch.cmd.Process.Pid, "processes", n)
 	}
+	err := ch.cmd.Wait()
+	<-drained
+	forgetChild(ch.cmd.Process.Pid)
 	if !ch.stopping.Load() {
 		ch.d.obs.childDied()
 		ch.d.obs.logger().Warn("ACP child exited", "pid", ch.cmd.Process.Pid, "status", fmt.Sprint(err))
@@ -1550,7 +1567,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	}
 	job := s.activeJob(p.PromptID)
 	if job == nil {
-		return deny(outcomeStalePrompt, guardFailedReason)
+		return deny(s.inactiveOutcome(p.PromptID, nil), guardFailedReason)
 	}
 	if d.provider == nil {
 		return deny(outcomeNotConfigured, guardFailedReason)
@@ -1566,10 +1583,13 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	rec.RequestID = res.RequestID
 
 	if s.activeJob(p.PromptID) != job {
-		return deny(outcomeStalePrompt, guardFailedReason)
+		return deny(s.inactiveOutcome(p.PromptID, job), guardFailedReason)
 	}
 	switch {
 	case res.Category != "":
+		if res.Category == failIdentity {
+			d.obs.logger().Error("provider identity check failed: call denied", "requestId", res.RequestID, "tool", p.ToolName, "err", res.Err)
+		}
 		return deny(res.Category, guardFailedReason)
 	case !res.Allowed:
 		reason := res.Reason
@@ -1600,6 +1620,36 @@ func (s *hostSession) activeJob(promptID string) *promptJob {
 		return nil
 	}
 	return job
+}
+
+// promptAnswered ends job as the child's answer to it is read, on the
+// channel's read goroutine: the child's messages are then applied in the
+// order it sent them, and a prepare it wrote after that answer finds the
+// prompt over and makes no provider request.
+func (s *hostSession) promptAnswered(job *promptJob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job.answered = true
+	job.cancel()
+}
+
+// inactiveOutcome is the decision-log outcome of a prepare for promptID
+// that is not the running prompt (any more): a cancellation when the prompt
+// was cancelled while the prepare waited for the provider (job, the prompt
+// it was admitted for) or, before that, while the child had not answered it
+// yet (job nil); stale_prompt for every other prompt.
+func (s *hostSession) inactiveOutcome(promptID string, job *promptJob) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if job == nil {
+		if job = s.active; job == nil || job.id != promptID || promptID == "" || job.answered {
+			return outcomeStalePrompt
+		}
+	}
+	if job.cancelled {
+		return failCancelled
+	}
+	return outcomeStalePrompt
 }
 
 // argumentsDigest is the SHA-256 of the arguments in canonical form

@@ -5,10 +5,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +44,10 @@ func init() {
 //
 //	report pid|env|invocation       report a fact about itself
 //	prepare TOOL JSON               ask the parent for a decision, report it
+//	endprepare TOOL JSON            answer the prompt end_turn and, in the same
+//	                                write, ask for a decision for it
 //	forge SESSION PROMPT TOOL JSON  ask with another identity ("-": own)
+//	lateprepare TOOL JSON           prepare, even after session/cancel
 //	permission                      ask the parent for a permission, report it
 //	model SESSION PROMPT [MODEL]    ask the parent for a model call ("-": own),
 //	                                report "model ok BYTES" or the error
@@ -59,7 +65,8 @@ func runFakeChild(mode string) int {
 		conn.notify("session/update", map[string]any{"sessionId": sessionID, "update": map[string]any{
 			"sessionUpdate": "agent_message_chunk", "content": map[string]string{"type": "text", "text": text}}})
 	}
-	conn = newRPCConn(os.Stdin, os.Stdout, rpcConfig{
+	out := &fakeChildOut{w: os.Stdout}
+	conn = newRPCConn(os.Stdin, out, rpcConfig{
 		OnNotify: func(method string, params json.RawMessage) {
 			if method == methodModelChunk {
 				var c modelChunk
@@ -135,8 +142,12 @@ func runFakeChild(mode string) int {
 						case "invocation":
 							say(p.SessionID, string(p.Meta["qwen-code/invocation"]))
 						}
-					case "prepare", "forge":
+					case "prepare", "forge", "lateprepare":
 						sid, pid, tool, args := inv.SessionID, inv.PromptID, f[1], strings.Join(f[2:], " ")
+						callCtx := ctx
+						if f[0] == "lateprepare" {
+							callCtx = context.WithoutCancel(ctx)
+						}
 						if f[0] == "forge" {
 							if f[1] != "-" {
 								sid = f[1]
@@ -146,7 +157,7 @@ func runFakeChild(mode string) int {
 							}
 							tool, args = f[3], f[4]
 						}
-						res, err := conn.call(ctx, "_qwen/control/external_tool_guard/prepare", map[string]any{
+						res, err := conn.call(callCtx, "_qwen/control/external_tool_guard/prepare", map[string]any{
 							"sessionId": sid, "promptId": pid, "toolCallId": "call_" + tool, "toolName": tool, "arguments": json.RawMessage(args)})
 						if err != nil {
 							say(p.SessionID, "error: "+err.Error())
@@ -195,6 +206,13 @@ func runFakeChild(mode string) int {
 							continue
 						}
 						say(p.SessionID, string(res))
+					case "endprepare":
+						// Sent with the answer: serve reads both at once.
+						line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "late-" + inv.PromptID,
+							"method": "_qwen/control/external_tool_guard/prepare", "params": map[string]any{
+								"sessionId": inv.SessionID, "promptId": inv.PromptID, "toolCallId": "call_late",
+								"toolName": f[1], "arguments": json.RawMessage(strings.Join(f[2:], " "))}})
+						out.withNextAnswer(append(line, '\n'))
 					case "wait":
 						say(p.SessionID, "waiting")
 						<-ctx.Done()
@@ -220,6 +238,31 @@ func runFakeChild(mode string) int {
 	})
 	conn.serve(context.Background())
 	return 0
+}
+
+// fakeChildOut is the fake child's stdout. It can append one line to the
+// next prompt answer, in the same write.
+type fakeChildOut struct {
+	mu    sync.Mutex
+	w     io.Writer
+	after []byte
+}
+
+func (o *fakeChildOut) withNextAnswer(line []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.after = line
+}
+
+func (o *fakeChildOut) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.after != nil && bytes.Contains(p, []byte(`"stopReason":"end_turn"`)) {
+		_, err := o.w.Write(append(slices.Clip(p), o.after...))
+		o.after = nil
+		return len(p), err
+	}
+	return o.w.Write(p)
 }
 
 // testProvider is a policy provider on a loopback socket that counts every
@@ -752,6 +795,52 @@ func TestServeCancelWhileProviderDecides(t *testing.T) {
 	if _, calls := prov.counts(); calls != 1 {
 		t.Errorf("provider saw %d prepares, want 1", calls)
 	}
+	// A cancellation, logged and counted as one, not as a stale prompt.
+	var recs []decisionRecord
+	for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		recs = decisions(t, td.stderr.String())
+	}
+	if len(recs) != 1 || recs[0].Outcome != failCancelled || recs[0].PromptID != pid {
+		t.Errorf("decision log = %+v, want one %q for prompt %s", recs, failCancelled, pid)
+	}
+	m := td.scrape(t)
+	for series, want := range map[string]float64{
+		`acpguard_serve_decision_failures_total{category="cancelled"}`:    1,
+		`acpguard_serve_decision_failures_total{category="stale_prompt"}`: 0,
+		`acpguard_serve_decisions_total{outcome="allowed"}`:               0,
+	} {
+		if m[series] != want {
+			t.Errorf("%s = %v, want %v", series, m[series], want)
+		}
+	}
+}
+
+// TestServePrepareForCancelledPromptIsCancelled: a prepare the child sends
+// for a prompt the host cancelled, before the child answered it, is a
+// cancellation before evaluation: no provider request, logged cancelled.
+func TestServePrepareForCancelledPromptIsCancelled(t *testing.T) {
+	prov := newTestProvider(t)
+	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv("ack"))
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	// The fake child asks after its wait ends, with the prompt's identity,
+	// on a context of its own that the cancel does not end.
+	pid := td.prompt(t, id, "wait\nlateprepare write_file {\"file_path\":\"a.txt\"}")
+	readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
+		t.Fatalf("cancel = %d", r.status)
+	}
+	got := texts(t, readSSE(t, stream, untilTurnEnd(pid)))
+	if want := `{"allowed":false,"reason":"` + guardFailedReason + `"}`; len(got) != 1 || got[0] != want {
+		t.Errorf("child heard %v, want a denial", got)
+	}
+	if _, calls := prov.counts(); calls != 0 {
+		t.Errorf("provider saw %d prepares, want 0", calls)
+	}
+	if recs := decisions(t, td.stderr.String()); len(recs) != 1 || recs[0].Outcome != failCancelled {
+		t.Errorf("decision log = %+v, want one %q", recs, failCancelled)
+	}
 }
 
 func TestServeUnauditedAllowIsDenied(t *testing.T) {
@@ -784,11 +873,15 @@ func TestServeSlashCommands(t *testing.T) {
 	prov := newTestProvider(t)
 	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), AllowSlashCommands: []string{"help"}}, fakeChildEnv("ack"))
 	id := td.newSession(t, "")
-	for _, text := range []string{"/fork", "  /memory add x", "/"} {
+	for _, text := range []string{"/fork", "  /memory add x", "/tmp", "/tools\n"} {
 		body, _ := json.Marshal(map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}})
 		wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", string(body)), 400, codeSlashRejected)
 	}
 	td.prompt(t, id, "/help")
+	// Text that only starts with "/" is a prompt like any other.
+	for _, text := range []string{"/tmp/notes.txt contains the plan; summarise it", "//127.0.0.1/x", "/ tmp", "/"} {
+		td.prompt(t, id, text)
+	}
 
 	off := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	off.prompt(t, off.newSession(t, ""), "/fork")
@@ -883,7 +976,7 @@ func TestChildSchedulerSlots(t *testing.T) {
 			td := startTestDaemon(t, serveOptions{Workspaces: []string{t.TempDir()}, LogLevel: slog.LevelDebug}, append(tt.env, quickRaceExit)...)
 			td.newSession(t, "")
 			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+"\n") {
+			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+" ") {
 				if time.Now().After(deadline) {
 					t.Fatalf("no %q in the child's log:\n%s", tt.want, td.stderr.String())
 				}
@@ -906,5 +999,42 @@ func TestServeDisabledSlashCommands(t *testing.T) {
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"/tools"}]}`), http.StatusBadRequest, codeSlashRejected)
 	if pid := td.prompt(t, id, "/help"); pid == "" {
 		t.Error("an open slash command was refused in off mode")
+	}
+}
+
+// TestServePrepareAfterPromptAnswerIsStale: the child answers its prompt
+// end_turn and asks for a decision for that prompt in the same write. serve
+// applies the answer before it reads the prepare, so the prepare finds the
+// prompt over: no provider request, stale_prompt in the decision log. Run
+// many times, since the old order lost a race only some of the time.
+func TestServePrepareAfterPromptAnswerIsStale(t *testing.T) {
+	prov := newTestProvider(t)
+	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv("ack"))
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	const turns = 30
+	for range turns {
+		pid := td.prompt(t, id, `endprepare write_file {"file_path":"a.txt","content":"x"}`)
+		evs := readSSE(t, stream, untilTurnEnd(pid))
+		if end := evs[len(evs)-1]; end.typ != eventTurnComplete {
+			t.Fatalf("turn ended with %s", end.data)
+		}
+	}
+	var recs []decisionRecord
+	deadline := time.Now().Add(10 * time.Second)
+	for len(recs) < turns && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		recs = decisions(t, td.stderr.String())
+	}
+	if len(recs) != turns {
+		t.Fatalf("decision log has %d records, want %d", len(recs), turns)
+	}
+	for _, rec := range recs {
+		if rec.Outcome != outcomeStalePrompt || rec.ToolCallID != "call_late" {
+			t.Errorf("decision %+v, want stale_prompt", rec)
+		}
+	}
+	if _, calls := prov.counts(); calls != 0 {
+		t.Errorf("stale prepares reached the provider %d times", calls)
 	}
 }

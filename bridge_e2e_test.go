@@ -469,8 +469,8 @@ func TestServeE2EMCPGuardedOnce(t *testing.T) {
 	if err := os.WriteFile(settingsPath, settings, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sp := startServe(t, []string{"--workspace", ws, "--settings", settingsPath,
-		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL}, envGuardToken+"="+prov.token)
+	sp := startServe(t, append([]string{"--workspace", ws, "--settings", settingsPath,
+		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL}, h.writable()...), envGuardToken+"="+prov.token)
 	id := sp.newSession(t, "")
 	target := filepath.Join(ws, "m.txt")
 	pid, _ := sp.runTurn(t, id, `call mcp__helper__write {"path":"`+target+`","content":"x"}`)

@@ -279,10 +279,34 @@ func TestSlashCommand(t *testing.T) {
 		{"hello", "", false},
 		{"call write_file {}", "", false},
 		{"a /b", "", false},
+		// A slash command: "/", a command word, then white space or the end.
 		{"/compress", "compress", true},
 		{"  /memory add x", "memory", true},
 		{"\n/fork\nmore", "fork", true},
-		{"/", "", true},
+		{"/help", "help", true},
+		{"/help me", "help", true},
+		{"/help\n", "help", true},
+		{"/help\tnow", "help", true},
+		{"/fork", "fork", true},
+		{"/a-b_c", "a-b_c", true},
+		{"/A9", "A9", true},
+		{"/tmp", "tmp", true},
+		{"/help\u00a0me", "help", true}, // any Unicode white space ends the word
+		// Paths, URLs and other text that starts with "/": for the model.
+		{"/", "", false},
+		{"/tmp/notes.txt contains the plan; summarise it", "", false},
+		{"/tmp/x", "", false},
+		{"//host", "", false},
+		{"//host/path", "", false},
+		{"/ tmp", "", false},
+		{"/1abc", "", false},
+		{"/-x", "", false},
+		{"/_x", "", false},
+		{"/help.", "", false},
+		{"/help:me", "", false},
+		{"/help/", "", false},
+		{"/héllo", "", false},
+		{"/*comment*/", "", false},
 	} {
 		name, slash := slashCommand(tt.text)
 		if name != tt.name || slash != tt.slash {

@@ -50,8 +50,8 @@ const (
 	attackPatience = 400 * time.Millisecond
 	// attackReadMax bounds what it keeps from one descriptor.
 	attackReadMax = 4 << 20
-	// Linux system call numbers, the same on amd64 and arm64.
-	sysPidfdOpen  = 434
+	// pidfd_getfd's Linux system call number (pidfd_open's is reaper.go's),
+	// the same on amd64 and arm64.
 	sysPidfdGetfd = 438
 )
 

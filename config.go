@@ -652,6 +652,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs.Var(&disabledSlash, "disabled-slash-commands", "")
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
+	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
@@ -663,7 +664,13 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
 		return acpOptions{}, err
 	}
-	if _, opts.Settings, err = parseSettingsFile(settingsFile.value); err != nil {
+	settingsPath, st, err := parseSettingsFile(settingsFile.value)
+	if err != nil {
+		return acpOptions{}, err
+	}
+	opts.Settings = st
+	// A managed child runs only under serve in required mode.
+	if opts.Sandbox, err = sandbox.resolve(st, settingsPath, cfg.required() || envOf(sys).privateGuard != ""); err != nil {
 		return acpOptions{}, err
 	}
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
@@ -724,6 +731,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	idleTimeout := onceFlag(fs, "session-idle-timeout-ms", strconv.Itoa(defaultSessionIdleTimeoutMs))
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
+	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
@@ -770,6 +778,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, usagef("--hostname %q: a non-loopback address requires --token or %s", hostname.value, envServerToken)
 	}
 	if opts.Guard, err = guard.resolve(env); err != nil {
+		return serveOptions{}, err
+	}
+	if opts.Sandbox, err = sandbox.resolve(opts.Settings, opts.SettingsFile, opts.Guard.required()); err != nil {
 		return serveOptions{}, err
 	}
 	n, ok := parseDigits(maxPending.value)
@@ -1076,12 +1087,14 @@ Flags:
   --settings FILE
         settings in Qwen Code's format: tools.approvalMode, tools.disabled,
         permissions.allow|ask|deny, hooks.PreToolUse, model.name,
-        model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs.
+        model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs,
+        tools.sandbox (true|false), tools.sandboxRead, tools.sandboxWrite,
+        tools.sandboxNetwork, tools.sandboxUnix (a --sandbox* flag wins).
   --allow-slash-command NAME
         (repeatable) a slash command a managed child may run; set by serve.
   --disabled-slash-commands NAME[,NAME...]
         (repeatable) slash commands refused, added to slashCommands.disabled.
-  --log-format text|json
+` + sandboxFlagsUsage + `  --log-format text|json
         the format of the log on stderr (default text).
   --log-level debug|info|warn|error
         the least severe log level written (default info).
@@ -1126,7 +1139,8 @@ Flags:
         a directory sessions may use; repeatable. The first is the default
         session cwd (default: the current directory).
   --settings FILE
-        settings file for the ACP children (permissions, hooks).
+        settings file for the ACP children (permissions, hooks, the
+        tools.sandbox* keys; a --sandbox* flag wins over its key).
   --token T
         bearer token every host request must send; wins over QWEN_SERVER_TOKEN.
         Prefer the variable: a flag is visible to other local users.
@@ -1139,7 +1153,7 @@ Flags:
   --disabled-slash-commands NAME[,NAME...]
         refuse prompts starting with these commands (400) in every mode and
         disable them in the children; repeatable.
-  --log-format text|json
+` + sandboxFlagsUsage + `  --log-format text|json
         format of the log on stderr (default text).
   --log-level debug|info|warn|error
         least severe level logged (default info).
@@ -1180,9 +1194,19 @@ every route, requires the host token when one is set. Families, all prefixed
 acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
 provider_request_duration_seconds (histogram), sessions, sessions_created_total,
 prompts_total{result}, tool_executions_total{tool,status}, children,
-children_started_total, children_died_total, limit_hits_total{code}.
+children_started_total, children_died_total, limit_hits_total{code},
+sandbox_enabled, sandbox_landlock_abi.
+
+Sandbox: serve checks the kernel once at start, gives its choice to every
+child as flags, and reports it in GET /capabilities ("sandbox") and the
+listening log line.
 
 Logs never contain a token or a tool call's arguments.
+
+Signals: SIGINT and SIGTERM shut down. In required mode SIGHUP runs the provider
+handshake again: a provider restarted as this user listens on a new socket,
+and calls to it fail (category identity) until a handshake accepts it. A
+handshake that fails keeps the provider of the last successful one.
 
 Environment:
   QWEN_SERVER_TOKEN

@@ -146,8 +146,11 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	}
 	serveAddr := make(chan string, 1)
 	serveDone := make(chan error, 1)
+	// serve's log is quiet but for what --keep waits for.
+	hup := hupWatch{results: make(chan string, 1)}
+	serveSys := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: hup}
 	go func() {
-		serveDone <- serveDaemon(ctx, quiet, serveOptions{
+		serveDone <- serveDaemon(ctx, serveSys, serveOptions{
 			Hostname:          "127.0.0.1",
 			Port:              0,
 			Workspaces:        []string{work},
@@ -156,6 +159,7 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 			MaxPendingPrompts: defaultMaxPendingPrompts,
 			SettingsFile:      settingsFile,
 			Settings:          st,
+			Sandbox:           requiredModeSandbox(),
 		}, func(u string) { serveAddr <- u })
 	}()
 	var serveURL string
@@ -226,6 +230,13 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 		return err
 	}
 	stopped = false
+	// The restarted provider listens on a new socket of this user: serve
+	// accepts it only after a new handshake, which SIGHUP asks for.
+	if err := hup.rehandshakeSelf(ctx, demoStepTimeout); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	fmt.Fprintf(out, "\nserve accepted the restarted provider after SIGHUP (a new handshake): it checks that\n")
+	fmt.Fprintf(out, "every connection reaches the listening socket its last handshake met.\n")
 	fmt.Fprintf(out, "\nThe provider is back on %s and the stack is running. Drive it by hand\n", providerURL)
 	fmt.Fprintf(out, "(the scripted model reads `call <tool> <json>` lines):\n\n")
 	fmt.Fprintf(out, "  curl -N %s/session/%s/events &\n", serveURL, sid)

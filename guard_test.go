@@ -200,7 +200,7 @@ func TestGuardSeesFinalCall(t *testing.T) {
 	}
 	want := GuardRequest{
 		SessionID: "sess-1", PromptID: "prompt-1", ToolCallID: "call_abc", ToolName: "edit",
-		Arguments: map[string]any{"file_path": filepath.Join(env.Cwd, "new.txt"), "old_string": "", "new_string": "x"},
+		Arguments: map[string]any{"file_path": filepath.Join(env.Cwd, "new.txt"), "old_string": "", "new_string": "x", "replace_all": false},
 	}
 	if !reflect.DeepEqual(g.reqs, []GuardRequest{want}) {
 		t.Errorf("guard requests = %+v, want [%+v]", g.reqs, want)

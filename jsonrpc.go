@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -384,15 +385,37 @@ type rpcConn struct {
 	mu       sync.Mutex
 	closed   bool
 	nextID   int64
-	pending  map[int64]chan rpcReply       // outgoing calls awaiting a response
+	pending  map[int64]pendingCall         // outgoing calls awaiting a response
 	inflight map[string]context.CancelFunc // incoming requests, by idKey
 	handlers sync.WaitGroup
+
+	// gone is closed when a write finds the peer's end closed (EPIPE): a
+	// peer that reads nothing more has ended the connection, as if its
+	// input had ended.
+	gone     chan struct{}
+	goneOnce sync.Once
 }
 
 // rpcReply is what a pending call receives.
 type rpcReply struct {
 	result json.RawMessage
 	err    error
+}
+
+// pendingCall is one outgoing call awaiting its response.
+type pendingCall struct {
+	reply chan rpcReply // capacity 1
+	// answered, when set, runs where the call is settled: on the read
+	// goroutine before the next line is dispatched (callAnswered).
+	answered func()
+}
+
+// settle hands the call its reply, after running answered.
+func (p pendingCall) settle(r rpcReply) {
+	if p.answered != nil {
+		p.answered()
+	}
+	p.reply <- r
 }
 
 // rpcEnvelope is every field a message may carry; each is kept raw so that
@@ -428,17 +451,19 @@ func newRPCConn(r io.Reader, w io.Writer, cfg rpcConfig) *rpcConn {
 		r:        r,
 		w:        w,
 		cfg:      cfg,
-		pending:  make(map[int64]chan rpcReply),
+		pending:  make(map[int64]pendingCall),
 		inflight: make(map[string]context.CancelFunc),
+		gone:     make(chan struct{}),
 	}
 }
 
 // serve reads messages until r ends or ctx is done, then cancels and waits
 // for every request handler before it returns. When ctx ends, serve closes r
 // if it is an io.Closer so that a blocked read returns; a reader that is not
-// a Closer keeps serve waiting until its read returns. serve returns nil at
-// the end of r, ctx.Err() when ctx ended, and the read or write error that
-// stopped it otherwise.
+// a Closer keeps serve waiting until its read returns. A write that finds the
+// peer gone (EPIPE) ends serving as the end of r does. serve returns nil at
+// the end of r or of the peer, ctx.Err() when ctx ended, and the read or
+// write error that stopped it otherwise.
 func (c *rpcConn) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -450,6 +475,8 @@ func (c *rpcConn) serve(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				rc.Close()
+			case <-c.gone:
+				rc.Close()
 			case <-stop:
 			}
 		})
@@ -458,6 +485,8 @@ func (c *rpcConn) serve(ctx context.Context) error {
 	err := c.readLoop(ctx)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		err = ctxErr
+	} else if c.peerGone() {
+		err = nil
 	}
 	close(stop)
 	watcher.Wait()
@@ -466,11 +495,12 @@ func (c *rpcConn) serve(ctx context.Context) error {
 	// call on this connection would otherwise never return.
 	c.mu.Lock()
 	c.closed = true
-	for id, ch := range c.pending {
-		ch <- rpcReply{err: errConnClosed}
-		delete(c.pending, id)
-	}
+	pending := c.pending
+	c.pending = map[int64]pendingCall{}
 	c.mu.Unlock()
+	for _, p := range pending {
+		p.settle(rpcReply{err: errConnClosed}) // answered runs without c.mu
+	}
 	cancel()
 	c.handlers.Wait()
 	return err
@@ -666,28 +696,28 @@ func (c *rpcConn) deliver(env rpcEnvelope) {
 		c.fail(env.ID, &rerr)
 		return
 	}
-	if ch := c.take(env.ID); ch != nil {
-		ch <- rpcReply{result: env.Result}
+	if p, ok := c.take(env.ID); ok {
+		p.settle(rpcReply{result: env.Result})
 	}
 }
 
 func (c *rpcConn) fail(id json.RawMessage, err error) {
-	if ch := c.take(id); ch != nil {
-		ch <- rpcReply{err: err}
+	if p, ok := c.take(id); ok {
+		p.settle(rpcReply{err: err})
 	}
 }
 
 // take removes and returns the pending call answered by id, if any.
-func (c *rpcConn) take(id json.RawMessage) chan rpcReply {
+func (c *rpcConn) take(id json.RawMessage) (pendingCall, bool) {
 	n, err := strconv.ParseInt(string(id), 10, 64)
 	if err != nil {
-		return nil
+		return pendingCall{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := c.pending[n]
+	p, ok := c.pending[n]
 	delete(c.pending, n)
-	return ch
+	return p, ok
 }
 
 // notified runs one notification on the read goroutine.
@@ -783,6 +813,19 @@ func (c *rpcConn) runHandler(ctx context.Context, method string, params json.Raw
 // connection. An error response is returned as *rpcError; when ctx ends
 // first, ctx.Err() is returned and a late response is dropped.
 func (c *rpcConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return c.callAnswered(ctx, method, params, nil)
+}
+
+// callAnswered is call that also runs answered, when not nil, on the read
+// goroutine as the response (a result, an error, or a malformed one) is
+// read, before the next line is dispatched; or as the connection ends with
+// the call pending. Whatever answered records is then in place for every
+// message the peer sent after its answer, however late the caller's
+// goroutine runs: serve ends a prompt there, so that a prepare the child
+// wrote after its prompt result finds the prompt over. answered may also run
+// after ctx ended, if the answer was already being read. It must be quick
+// and must not wait on this connection.
+func (c *rpcConn) callAnswered(ctx context.Context, method string, params any, answered func()) (json.RawMessage, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -791,7 +834,7 @@ func (c *rpcConn) call(ctx context.Context, method string, params any) (json.Raw
 	c.nextID++
 	n := c.nextID
 	ch := make(chan rpcReply, 1)
-	c.pending[n] = ch
+	c.pending[n] = pendingCall{reply: ch, answered: answered}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -863,9 +906,22 @@ func (c *rpcConn) send(m rpcOut) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if _, err := c.w.Write(b.Bytes()); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			c.goneOnce.Do(func() { close(c.gone) })
+		}
 		return fmt.Errorf("write json-rpc message: %w", err)
 	}
 	return nil
+}
+
+// peerGone reports whether a write found the peer's end closed.
+func (c *rpcConn) peerGone() bool {
+	select {
+	case <-c.gone:
+		return true
+	default:
+		return false
+	}
 }
 
 // quoteRaw shows a raw value in an error message, or "nothing" when absent.

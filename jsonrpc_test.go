@@ -875,3 +875,69 @@ func BenchmarkRPCCall(b *testing.B) {
 		}
 	}
 }
+
+// TestRPCCallAnsweredBeforeNextLine: what a call's answered hook records is
+// in place for every message the peer wrote after its answer, in the same
+// write, whatever the goroutines' timing: a request's handler and a
+// notification both find it. A malformed answer and the end of the
+// connection run it too; an answer to another call does not.
+func TestRPCCallAnsweredBeforeNextLine(t *testing.T) {
+	for _, tt := range []struct {
+		name, answer string // %s is the call's id
+		end          bool   // end the input instead of answering
+	}{
+		{"result", `{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, false},
+		{"error", `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"x"}}`, false},
+		{"malformed", `{"jsonrpc":"2.0","id":%s,"result":{},"x":1}`, false},
+		{"connection ends", "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var done atomic.Bool
+			seen := make(chan string, 2)
+			p := startRawPeer(t, rpcConfig{
+				OnRequest: func(ctx context.Context, method string, _ json.RawMessage) (any, error) {
+					seen <- fmt.Sprintf("request %v", done.Load())
+					return "ok", nil
+				},
+				OnNotify: func(method string, _ json.RawMessage) { seen <- fmt.Sprintf("notify %v", done.Load()) },
+			})
+			var runs atomic.Int32
+			errc := make(chan error, 1)
+			go func() {
+				_, err := p.conn.callAnswered(context.Background(), "session/prompt", nil, func() {
+					runs.Add(1)
+					done.Store(true)
+				})
+				errc <- err
+			}()
+			req := p.recv()
+			// An answer to a call nobody made runs nothing.
+			p.send(`{"jsonrpc":"2.0","id":99,"result":{}}` + "\n")
+			if tt.end {
+				p.stop()
+				<-errc
+				if runs.Load() != 1 {
+					t.Errorf("answered ran %d times at the end of the connection, want 1", runs.Load())
+				}
+				return
+			}
+			p.send(fmt.Sprintf(tt.answer, req.ID) + "\n" +
+				`{"jsonrpc":"2.0","id":"after","method":"_qwen/control/external_tool_guard/prepare","params":{}}` + "\n" +
+				`{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n")
+			<-errc
+			for range 2 {
+				select {
+				case got := <-seen:
+					if !strings.HasSuffix(got, "true") {
+						t.Errorf("%s: the message after the answer ran before answered", got)
+					}
+				case <-time.After(testIOTimeout):
+					t.Fatal("the messages after the answer were not handled")
+				}
+			}
+			if runs.Load() != 1 {
+				t.Errorf("answered ran %d times, want 1", runs.Load())
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -66,8 +67,29 @@ func runAcpguard(t testing.TB, args []string, extraEnv ...string) (code int, std
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, args, extraEnv...)
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	cmd.Stderr = &errb
+	var err error
+	if managedStart(args, extraEnv) {
+		// serve's child runs only on a socket pair; an empty one here.
+		own, theirs, perr := newChannelPair()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		defer own.Close()
+		own.CloseWrite()
+		cmd.Stdin, cmd.Stdout = theirs, theirs
+		copied := make(chan struct{})
+		go func() { io.Copy(&out, own); close(copied) }()
+		err = cmd.Start()
+		theirs.Close()
+		if err == nil {
+			err = cmd.Wait()
+		}
+		<-copied
+	} else {
+		cmd.Stdout = &out
+		err = cmd.Run()
+	}
 	code = 0
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)

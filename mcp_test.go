@@ -197,6 +197,7 @@ func serveHelperMCP(in io.Reader, out io.Writer) int {
 // helperServer describes one helper MCP server and where it records what it saw.
 type helperServer struct {
 	name    string
+	dir     string // holds its wire log: confined, it needs --sandbox-write dir
 	log     string
 	envFile string
 	env     map[string]string
@@ -204,8 +205,12 @@ type helperServer struct {
 
 func newHelperServer(t *testing.T, name string) *helperServer {
 	dir := t.TempDir()
-	return &helperServer{name: name, log: filepath.Join(dir, "wire.log"), envFile: filepath.Join(dir, "environ"), env: map[string]string{}}
+	return &helperServer{name: name, dir: dir, log: filepath.Join(dir, "wire.log"), envFile: filepath.Join(dir, "environ"), env: map[string]string{}}
 }
+
+// writable is the flag that lets the server, confined by the default
+// sandbox of required mode, write its wire log.
+func (h *helperServer) writable() []string { return []string{"--" + flagSandboxWrite, h.dir} }
 
 func (h *helperServer) environ() []string {
 	env := []string{
@@ -310,9 +315,9 @@ func TestMCPManagedGuardDecisions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var log prepareLog
-			c := startManaged(t, &log, tt.answer)
-			dir := t.TempDir()
 			h := newHelperServer(t, "helper")
+			c := startManaged(t, &log, tt.answer, h.writable()...)
+			dir := t.TempDir()
 			sid := newMCPSession(t, c, dir, h.acpEntry(t))
 			target := filepath.Join(dir, "out.txt")
 			c.prompt(sid, fmt.Sprintf(`call mcp__helper__write {"path":%q,"content":"hi"}`, target), "p1")
@@ -362,9 +367,9 @@ func TestMCPManagedGuardDecisions(t *testing.T) {
 
 func TestMCPCrashMidCallIsNotRetried(t *testing.T) {
 	var log prepareLog
-	c := startManaged(t, &log, allow)
-	dir := t.TempDir()
 	h := newHelperServer(t, "helper")
+	c := startManaged(t, &log, allow, h.writable()...)
+	dir := t.TempDir()
 	sid := newMCPSession(t, c, dir, h.acpEntry(t))
 	c.prompt(sid, "call mcp__helper__crash {}\ncall mcp__helper__echo {\"text\":\"after\"}", "p1")
 	c.prompt(sid, `call mcp__helper__echo {"text":"later"}`, "p2")
@@ -410,10 +415,10 @@ func TestMCPStandaloneProvider(t *testing.T) {
 	mustWrite(t, policy, `{"rules":[{"tool":"mcp__helper__echo","decision":"allow"}],"default":"deny","defaultReason":"not this one"}`)
 	audit := filepath.Join(dir, "audit.jsonl")
 	p := startRefProvider(t, providerOptions{PolicyFile: policy, AuditPath: audit})
-	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url},
+	h := newHelperServer(t, "helper")
+	c := startACP(t, nil, append([]string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url}, h.writable()...),
 		envGuardToken+"="+providerTestToken)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
-	h := newHelperServer(t, "helper")
 	sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
 	target := filepath.Join(dir, "out.txt")
 	c.prompt(sid, fmt.Sprintf("call mcp__helper__echo {\"text\":\"hi\"}\ncall mcp__helper__write {\"path\":%q,\"content\":\"x\"}", target), "")

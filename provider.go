@@ -15,8 +15,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -67,6 +71,9 @@ const (
 	failVersion          = "version"
 	failIDMismatch       = "id_mismatch"
 	failUnsafeReason     = "unsafe_reason"
+	// failIdentity: the connection did not reach the provider the
+	// handshake met (provider_identity.go); no byte was sent on it.
+	failIdentity = "identity"
 )
 
 // wireError is a failed provider call: its category and the detail behind it.
@@ -291,6 +298,14 @@ type providerClient struct {
 	timeout  time.Duration
 	http     *http.Client
 	invalid  error // a configuration the client refuses to use; every call fails
+
+	// The pinned address, and the provider every connection must reach:
+	// recorded by the last successful handshake, nil before one.
+	dialAddr netip.AddrPort
+	dialer   net.Dialer
+	ident    atomic.Pointer[providerIdentity]
+	diag     diagSocket // how a connection's sockets are looked up
+	selfUID  uint32     // acpguard's own uid: its listeners are pinned by inode too
 }
 
 // close drops the client's idle keep-alive connections to the provider; a
@@ -299,6 +314,7 @@ func (c *providerClient) close() {
 	if c.http != nil { // a refused configuration never dialled
 		c.http.CloseIdleConnections()
 	}
+	c.diag.close()
 }
 
 // newProviderClient builds the pinned client for a validated required-mode
@@ -306,7 +322,7 @@ func (c *providerClient) close() {
 // client, one whose every call fails: config.go validates first, this is the
 // second lock.
 func newProviderClient(cfg guardConfig) *providerClient {
-	c := &providerClient{token: cfg.Token, timeout: cfg.Timeout}
+	c := &providerClient{token: cfg.Token, timeout: cfg.Timeout, selfUID: uint32(os.Geteuid())}
 	u := cfg.Endpoint
 	if u == nil || (u.Scheme != "http" && u.Scheme != "https") {
 		c.invalid = errors.New("endpoint is not an http(s) URL")
@@ -333,20 +349,25 @@ func newProviderClient(cfg guardConfig) *providerClient {
 			port = "443"
 		}
 	}
+	portNum, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		c.invalid = fmt.Errorf("endpoint port %q is not a port number", port)
+		return c
+	}
 	c.hostPort = net.JoinHostPort(host, port)
 	c.origin = u.Scheme + "://" + c.hostPort
-	dialAddr := net.JoinHostPort(dialHost, port)
+	c.dialAddr = netip.AddrPortFrom(netip.MustParseAddr(dialHost), uint16(portNum))
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12} // system roots only
 	if host == "localhost" {
 		tlsConf.ServerName = "localhost"
 	}
-	var dialer net.Dialer
 	tr := &http.Transport{
 		Proxy: nil, // HTTP_PROXY and friends never see the token
 		// Dial the pinned address whatever the request names: the only
 		// URLs this transport sees are built from the endpoint anyway.
+		// Every connection must reach the provider of the handshake.
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, "tcp", dialAddr)
+			return c.dial(ctx, nil)
 		},
 		TLSClientConfig:        tlsConf,
 		DisableCompression:     true, // the body is bounded as sent, never inflated
@@ -364,16 +385,22 @@ func newProviderClient(cfg guardConfig) *providerClient {
 }
 
 // handshake performs the startup handshake; any error means the provider is
-// unusable. The error (a *wireError) names the failure category.
+// unusable. The error (a *wireError) names the failure category. A
+// successful handshake records the provider it met: later connections must
+// reach that one. A failed one leaves the identity recorded before.
 func (c *providerClient) handshake(ctx context.Context) error {
 	nonce := newWireID()
 	body, err := json.Marshal(handshakeRequest{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Client: wireClientName})
 	if err != nil {
 		return fmt.Errorf("provider handshake: %w", err)
 	}
-	resp, werr := c.post(ctx, wirePathHandshake, body)
+	var seen atomic.Pointer[providerIdentity]
+	resp, werr := c.post(ctx, c.handshakeClient(&seen), wirePathHandshake, body)
 	if werr == nil {
 		werr = decodeHandshakeResponse(resp, nonce)
+	}
+	if werr == nil {
+		werr = c.acceptIdentity(&seen)
 	}
 	if werr != nil {
 		return fmt.Errorf("provider handshake: %w", c.redact(werr))
@@ -435,7 +462,7 @@ func (c *providerClient) prepare(ctx context.Context, call prepareCall) prepareR
 	if len(body) > maxWireRequest {
 		return fail(wireFail(failOversizeRequest, "prepare request is %d bytes, more than %d", len(body), maxWireRequest))
 	}
-	resp, werr := c.post(ctx, wirePathPrepare, body)
+	resp, werr := c.post(ctx, c.http, wirePathPrepare, body)
 	if werr != nil {
 		return fail(werr)
 	}
@@ -453,9 +480,9 @@ func (c *providerClient) prepare(ctx context.Context, call prepareCall) prepareR
 	return res
 }
 
-// post makes the one HTTP attempt of a call and returns the bounded body of
-// a 200 JSON response.
-func (c *providerClient) post(ctx context.Context, route string, body []byte) ([]byte, *wireError) {
+// post makes the one HTTP attempt of a call through hc and returns the
+// bounded body of a 200 JSON response.
+func (c *providerClient) post(ctx context.Context, hc *http.Client, route string, body []byte) ([]byte, *wireError) {
 	if c.invalid != nil {
 		return nil, &wireError{Category: failTransport, Err: c.invalid}
 	}
@@ -475,7 +502,7 @@ func (c *providerClient) post(ctx context.Context, route string, body []byte) ([
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", wireContentType)
 	req.Header.Set("Accept", wireContentType)
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, c.classify(ctx, callCtx, err)
 	}
@@ -499,9 +526,13 @@ func (c *providerClient) post(ctx context.Context, route string, body []byte) ([
 	return data, nil
 }
 
-// classify names a failed exchange: the caller's context wins, then the
-// call's own deadline, then the transport.
+// classify names a failed exchange: a failed identity check (the request
+// was never sent), then the caller's context, then the call's own
+// deadline, then the transport.
 func (c *providerClient) classify(parent, call context.Context, err error) *wireError {
+	if isIdentityError(err) {
+		return &wireError{Category: failIdentity, Err: err}
+	}
 	if perr := parent.Err(); perr != nil {
 		return ctxFailure(parent, err)
 	}

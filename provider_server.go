@@ -631,10 +631,11 @@ func (p *providerServer) reload(file string) {
 // (*, ?, [...]). "match" is optional: every entry maps an RFC 6901 JSON
 // Pointer into the final arguments to a Go regular expression (RE2,
 // unanchored: write ^...$ to anchor), and the rule matches only when every
-// pointer selects a string the expression matches. "reason" is allowed only
-// on a deny: it is shown to the user, so it must be a safe denial reason
-// (non-blank, at most 500 UTF-16 code units, no control characters). A
-// denial without a reason shows the client's generic text.
+// pointer selects a string (or a boolean, as "true" or "false") the
+// expression matches. "reason" is allowed only on a deny: it is shown to the
+// user, so it must be a safe denial reason (non-blank, at most 500 UTF-16
+// code units, no control characters). A denial without a reason shows the
+// client's generic text.
 type providerPolicyFile struct {
 	// Each rule is decoded on its own, so that an error names its index.
 	Rules         []json.RawMessage `json:"rules"`
@@ -831,10 +832,12 @@ func selectJSONPointer(v any, tokens []string) (any, bool) {
 	return v, true
 }
 
-// matches reports whether the rule applies to the call. A pointer that
-// selects a value other than a string cannot be tested by a regular
-// expression: a deny rule then applies, an allow rule does not, so that
-// {"command":["curl"]} cannot slip past a deny written for strings.
+// matches reports whether the rule applies to the call. A boolean is
+// tested as the text "true" or "false", its only spelling, so that a rule
+// can single out is_background true. Any other value that is not a string
+// cannot be tested by a regular expression: a deny rule then applies, an
+// allow rule does not, so that {"command":["curl"]} cannot slip past a deny
+// written for strings, nor 1e3 past one written for "1000".
 func (r *providerPolicyRule) matches(toolName string, args any) bool {
 	if r.glob {
 		if ok, _ := path.Match(r.tool, toolName); !ok {
@@ -849,6 +852,9 @@ func (r *providerPolicyRule) matches(toolName string, args any) bool {
 			return false
 		}
 		s, isString := v.(string)
+		if b, isBool := v.(bool); isBool {
+			s, isString = strconv.FormatBool(b), true
+		}
 		if !isString {
 			if r.allow {
 				return false

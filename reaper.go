@@ -1,58 +1,497 @@
-// reaper.go owns the last line of "No orphan processes, ever": every process
-// an ACP child starts (tools, hooks, MCP servers) runs in its own process
-// group, so a child killed with SIGKILL cannot end them itself. serve marks
-// each child's environment, which every descendant inherits, and ends every
-// process group that still carries the mark when the child is gone.
+// reaper.go owns the last line of "No orphan processes, ever": ending what a
+// dead ACP child left behind. Every process a child starts (tools, hooks,
+// MCP servers) runs in a process group of its own, so a child killed with
+// SIGKILL cannot end them itself. Nothing is added to a child's environment
+// to find them; the kernel keeps the facts instead:
+//
+//   - serve is a child subreaper, so a descendant of a child whose parent
+//     dies is re-parented to serve, whatever its environment or session;
+//   - each child leads a session of its own (lifeline.go), so every
+//     descendant that did not call setsid carries the child's session id,
+//     which /proc/<pid>/stat shows even for a process that is not dumpable.
+//
+// When a child is gone, serve ends every process of the child's session,
+// every descendant of those, and every orphan re-parented to serve that
+// escaped with setsid, together with the sessions all of those lead. It
+// first stops them (a stopped process cannot fork) and looks again until no
+// new one appears, then kills them, and reaps those that are now its own
+// children with wait4 on each pid: never wait4(-1), which would take the
+// statuses os/exec waits for.
 package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 )
 
-// envChannelMark names the variable serve sets, with a fresh random value,
-// in each ACP child's environment. It is not secret: it only labels the
-// processes that belong to one child.
-const envChannelMark = "ACPGUARD_CHANNEL"
+const (
+	// reaperMaxRounds bounds the stop-and-look-again rounds of one child's
+	// cleanup. A stopped process cannot fork, so two or three rounds are
+	// the rule; the bound keeps a process that forks faster than the reaper
+	// scans from holding it forever (whatever was found is still killed).
+	reaperMaxRounds = 32
+	// reaperSettle bounds the wait for signalled processes to stop or to
+	// die: a process in uninterruptible sleep takes its signal late.
+	reaperSettle = 5 * time.Second
+	// reaperPoll is how often /proc is read while waiting for them.
+	reaperPoll = 2 * time.Millisecond
+)
 
-// killMarked sends SIGKILL to the process group of every process whose
-// environment carries envChannelMark=value, and to the process itself, and
-// returns how many it found. A process that cleared its environment and left
-// the group escapes; the group kill still ends whatever stayed in it.
-func killMarked(value string) int {
-	mark := []byte(envChannelMark + "=" + value)
+// Linux interfaces the syscall package does not name; the system call
+// numbers are the asm-generic ones, shared by amd64 and arm64.
+const (
+	sysPidfdSendSignal  = 424
+	sysPidfdOpen        = 434
+	prSetChildSubreaper = 36 // prctl PR_SET_CHILD_SUBREAPER
+)
+
+// pidfdLink is what /proc/self/fd/N reads for a pidfd.
+const pidfdLink = "anon_inode:[pidfd]"
+
+// procInfo is what /proc/<pid>/stat says about one process.
+type procInfo struct {
+	pid, ppid, pgid, sid int
+	state                byte   // R, S, D, T, t, Z, X...
+	start                uint64 // clock ticks after boot: with pid, names one process
+}
+
+func (p procInfo) dead() bool { return p.state == 'Z' || p.state == 'X' }
+
+// errProcStat is returned for a stat line that does not parse.
+var errProcStat = errors.New("malformed /proc stat line")
+
+// parseProcStat reads "pid (comm) state ppid pgrp session ... starttime ...".
+// comm is chosen by the process and may hold spaces and parentheses; it ends
+// at the last ')'.
+func parseProcStat(b []byte) (procInfo, error) {
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 1 || end < open {
+		return procInfo{}, errProcStat
+	}
+	var p procInfo
+	var ok bool
+	if p.pid, ok = statNumber(bytes.TrimSuffix(b[:open], []byte(" "))); !ok || p.pid == 0 {
+		return procInfo{}, errProcStat
+	}
+	f := bytes.Fields(b[end+1:])
+	// starttime is field 22 of the line, the 20th after comm.
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procInfo{}, errProcStat
+	}
+	p.state = f[0][0]
+	for i, dst := range []*int{&p.ppid, &p.pgid, &p.sid} {
+		if *dst, ok = statNumber(f[1+i]); !ok {
+			return procInfo{}, errProcStat
+		}
+	}
+	start, ok := statNumber(f[19])
+	if !ok {
+		return procInfo{}, errProcStat
+	}
+	p.start = uint64(start)
+	return p, nil
+}
+
+// statNumber reads a decimal number as the kernel writes one: digits only.
+func statNumber(b []byte) (int, bool) {
+	// 18 digits cannot overflow an int64.
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+func readProcStat(pid int) (procInfo, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, err
+	}
+	return parseProcStat(b)
+}
+
+// scanProcs returns every process /proc shows now.
+func scanProcs() []procInfo {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
+		return nil
+	}
+	out := make([]procInfo, 0, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, err := readProcStat(pid); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// heldPidfds returns the processes this process holds a pidfd for: os/exec
+// keeps one for every child it started until Wait has reaped it, so these are
+// the children that are somebody's to wait for.
+func heldPidfds() map[int]bool {
+	held := map[int]bool{}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return held
+	}
+	for _, e := range entries {
+		if link, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || link != pidfdLink {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for line := range bytes.Lines(info) {
+			if v, ok := bytes.CutPrefix(line, []byte("Pid:")); ok {
+				if pid, err := strconv.Atoi(string(bytes.TrimSpace(v))); err == nil && pid > 0 {
+					held[pid] = true
+				}
+			}
+		}
+	}
+	return held
+}
+
+// reaper is the process-wide state: serve's children are this process's.
+var reaper struct {
+	setup    sync.Once
+	setupErr error
+
+	// mu orders child starts against the reaper's decisions: a child is
+	// registered before any scan can see it unregistered.
+	mu      sync.Mutex
+	started map[int]uint64 // pid -> start time of every child startChild started and forgetChild has not released
+}
+
+// enableReaper makes this process a child subreaper, once, and from then on
+// reaps every orphan that dies while re-parented to it.
+func enableReaper() error {
+	reaper.setup.Do(func() {
+		if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+			reaper.setupErr = fmt.Errorf("become the reaper of orphaned descendants: prctl PR_SET_CHILD_SUBREAPER: %w", e)
+			return
+		}
+		reaper.started = map[int]uint64{}
+		chld := make(chan os.Signal, 1)
+		signal.Notify(chld, syscall.SIGCHLD)
+		go func() {
+			for range chld {
+				reapOrphans()
+			}
+		}()
+	})
+	return reaper.setupErr
+}
+
+// startChild starts a managed ACP child (lifeline.go says how) and registers
+// it, so the reaper never takes it for an orphan.
+func startChild(cmd *exec.Cmd) error {
+	if err := enableReaper(); err != nil {
+		return err
+	}
+	cmd.SysProcAttr = managedChildAttr()
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	if err := startOnLifeline(cmd); err != nil {
+		return err
+	}
+	// The child is not reaped before forgetChild, so its pid still names it.
+	p, err := readProcStat(cmd.Process.Pid)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("read the new child's start time: %w", err)
+	}
+	reaper.started[p.pid] = p.start
+	return nil
+}
+
+// forgetChild releases a child once os/exec has reaped it.
+func forgetChild(pid int) {
+	reaper.mu.Lock()
+	delete(reaper.started, pid)
+	reaper.mu.Unlock()
+}
+
+// orphanLocked reports whether p is an orphan re-parented to this process:
+// its child, not one os/exec or startChild started, outside this process's
+// own session (a child's descendants never share it). reaper.mu is held.
+func orphanLocked(p procInfo, self, selfSid int, held map[int]bool) bool {
+	_, registered := reaper.started[p.pid]
+	return p.ppid == self && !registered && !held[p.pid] && p.sid != selfSid
+}
+
+// doomedProc is one process a cleanup ends, pinned by a pidfd when the
+// kernel gives one, so that a signal never reaches a process that took a
+// dead one's pid.
+type doomedProc struct {
+	procInfo
+	fd       int // pidfd, or -1
+	wasAlive bool
+}
+
+func (d *doomedProc) signal(sig syscall.Signal) {
+	if d.fd >= 0 {
+		syscall.Syscall6(sysPidfdSendSignal, uintptr(d.fd), uintptr(sig), 0, 0, 0, 0)
+		return
+	}
+	syscall.Kill(d.pid, sig)
+}
+
+// current reports whether the process d names still exists, and its state.
+func (d *doomedProc) current() (procInfo, bool) {
+	p, err := readProcStat(d.pid)
+	if err != nil || p.start != d.start {
+		return procInfo{}, false
+	}
+	return p, true
+}
+
+// pin opens a pidfd for p and confirms it names the process scanned.
+func pin(p procInfo) *doomedProc {
+	d := &doomedProc{procInfo: p, fd: -1, wasAlive: !p.dead()}
+	fd, _, e := syscall.Syscall(sysPidfdOpen, uintptr(p.pid), 0, 0)
+	if e != 0 {
+		if e == syscall.ESRCH {
+			return nil
+		}
+		return d // no pidfd: signals go by pid, checked by start time
+	}
+	d.fd = int(fd)
+	syscall.CloseOnExec(d.fd)
+	if _, ok := d.current(); !ok {
+		syscall.Close(d.fd)
+		return nil // gone, or its pid already names another process
+	}
+	return d
+}
+
+// endLeftBehind ends what the child with this pid left behind and returns
+// how many running processes it ended. Call it after the child has exited
+// and before os/exec reaps it: the unreaped child keeps its pid, and with it
+// its session id, from being reused.
+func endLeftBehind(child int) int {
+	reaper.mu.Lock()
+	since, ok := reaper.started[child]
+	reaper.mu.Unlock()
+	if !ok {
 		return 0
 	}
 	self := os.Getpid()
-	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
+	selfSid := ownSession()
+	doomed := map[int]*doomedProc{}
+	defer func() {
+		for _, d := range doomed {
+			if d.fd >= 0 {
+				syscall.Close(d.fd)
+			}
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !hasEnvEntry(env, mark) {
-			continue
+	}()
+	sessions := map[int]bool{child: true}
+
+	// belongs decides one process of a scan; byPid is the scan.
+	belongs := func(p procInfo, byPid map[int]procInfo, held map[int]bool) bool {
+		_, registered := reaper.started[p.pid]
+		switch {
+		case p.pid == self || p.pid == child || registered || held[p.pid]:
+			return false
+		case p.sid == selfSid || p.sid == 0 || p.start < since:
+			// Every descendant of the child started after it, outside
+			// serve's session.
+			return false
+		case sessions[p.sid]:
+			return true
 		}
-		if pgid, err := syscall.Getpgid(pid); err == nil && pgid != syscall.Getpgrp() {
-			syscall.Kill(-pgid, syscall.SIGKILL)
+		if parent, ok := doomed[p.ppid]; ok {
+			if now, ok := byPid[p.ppid]; ok && now.start == parent.start {
+				return true
+			}
 		}
-		syscall.Kill(pid, syscall.SIGKILL)
-		n++
+		return orphanLocked(p, self, selfSid, held)
 	}
+
+	for range reaperMaxRounds {
+		reaper.mu.Lock()
+		procs := scanProcs()
+		held := heldPidfds()
+		byPid := make(map[int]procInfo, len(procs))
+		for _, p := range procs {
+			byPid[p.pid] = p
+		}
+		var fresh []*doomedProc
+		for grew := true; grew; {
+			grew = false
+			for _, p := range procs {
+				old := doomed[p.pid]
+				if old != nil && old.start == p.start {
+					continue
+				}
+				if !belongs(p, byPid, held) {
+					continue
+				}
+				d := pin(p)
+				if d == nil {
+					continue
+				}
+				if old != nil && old.fd >= 0 {
+					syscall.Close(old.fd) // that one is gone: its pid names p now
+				}
+				doomed[p.pid] = d
+				sessions[p.sid] = true
+				fresh = append(fresh, d)
+				grew = true
+			}
+		}
+		for _, d := range fresh {
+			if d.wasAlive {
+				d.signal(syscall.SIGSTOP)
+			}
+		}
+		reaper.mu.Unlock()
+		if len(fresh) == 0 {
+			break
+		}
+		settle(fresh, func(p procInfo) bool { return p.dead() || p.state == 'T' || p.state == 't' })
+	}
+
+	all := make([]*doomedProc, 0, len(doomed))
+	n := 0
+	for _, d := range doomed {
+		all = append(all, d)
+		if d.wasAlive {
+			d.signal(syscall.SIGKILL)
+			n++
+		}
+	}
+	settle(all, procInfo.dead)
+
+	// What died as a child of this process (re-parented to it, or its
+	// parent died first) is a zombie now: reap it by its own pid.
+	reaper.mu.Lock()
+	for _, d := range all {
+		if p, ok := d.current(); ok && p.dead() && p.ppid == self {
+			var ws syscall.WaitStatus
+			syscall.Wait4(d.pid, &ws, syscall.WNOHANG, nil)
+		}
+	}
+	reaper.mu.Unlock()
 	return n
 }
 
-// hasEnvEntry reports whether the NUL-separated environ holds entry exactly.
-func hasEnvEntry(environ, entry []byte) bool {
-	for _, kv := range bytes.Split(environ, []byte{0}) {
-		if bytes.Equal(kv, entry) {
-			return true
+// settle waits, up to reaperSettle, until every process is done (by done)
+// or gone.
+func settle(procs []*doomedProc, done func(procInfo) bool) {
+	deadline := time.Now().Add(reaperSettle)
+	for _, d := range procs {
+		for {
+			p, ok := d.current()
+			if !ok || done(p) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(reaperPoll)
 		}
 	}
-	return false
+}
+
+// reapOrphans reaps every orphan that died while re-parented to this
+// process; nobody else will.
+func reapOrphans() {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	self := os.Getpid()
+	selfSid := ownSession()
+	var held map[int]bool
+	for _, pid := range childrenOfSelf() {
+		p, err := readProcStat(pid)
+		if err != nil || p.ppid != self || !p.dead() {
+			continue
+		}
+		if held == nil {
+			held = heldPidfds()
+		}
+		if orphanLocked(p, self, selfSid, held) {
+			var ws syscall.WaitStatus
+			syscall.Wait4(p.pid, &ws, syscall.WNOHANG, nil)
+		}
+	}
+}
+
+// childrenOfSelf lists this process's children, from every thread's
+// children file: the kernel may hand an orphan to any thread of a subreaper.
+func childrenOfSelf() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// ownSession returns this process's session id.
+func ownSession() int {
+	sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	return int(sid)
+}
+
+// endOwnSession kills every other process of this process's session when
+// it leads one, as every child of serve does: they are all its descendants,
+// and once it is gone nobody else could tell. A process that left for a
+// process group of its own inside the session is ended with the rest.
+func endOwnSession() int {
+	self := os.Getpid()
+	if ownSession() != self {
+		return 0
+	}
+	n := 0
+	for range reaperMaxRounds {
+		found := 0
+		for _, p := range scanProcs() {
+			if p.sid != self || p.pid == self || p.dead() {
+				continue
+			}
+			if d := pin(p); d != nil {
+				d.signal(syscall.SIGKILL)
+				if d.fd >= 0 {
+					syscall.Close(d.fd)
+				}
+				found++
+			}
+		}
+		if found == 0 {
+			break
+		}
+		n += found
+		time.Sleep(reaperPoll) // a killed process takes a moment to die
+	}
+	return n
 }

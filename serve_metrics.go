@@ -42,7 +42,7 @@ const outcomeDecisionLog = "decision_log_failed"
 var serveFailureCategories = [...]string{
 	failTimeout, failCancelled, failTransport, failHTTPStatus, failContentType,
 	failOversizeRequest, failOversizeResponse, failMalformedJSON, failSchema,
-	failVersion, failIDMismatch, failUnsafeReason,
+	failVersion, failIDMismatch, failUnsafeReason, failIdentity,
 	outcomeMalformed, outcomeIdentityMismatch, outcomeStalePrompt, outcomeNotConfigured, outcomeDecisionLog,
 }
 
@@ -90,6 +90,8 @@ type serveObserver struct {
 
 	toolMu sync.Mutex
 	tools  map[toolSeries]int64
+
+	sandbox sandboxInForce // set once at start, before the listener opens
 }
 
 type toolSeries struct{ tool, status string }
@@ -280,6 +282,7 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 	for i, c := range serveLimitCodes {
 		fmt.Fprintf(&b, "acpguard_serve_limit_hits_total{code=%q} %d\n", c, o.limits[i].Load())
 	}
+	writeSandboxMetrics(&b, o.sandbox)
 	return b.Bytes()
 }
 

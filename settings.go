@@ -47,6 +47,13 @@ type settings struct {
 type toolsSettings struct {
 	ApprovalMode string   `json:"approvalMode"`
 	Disabled     []string `json:"disabled"`
+	// The sandbox keys (sandbox_flags.go): Qwen Code's tools.sandbox, and
+	// acpguard's read and write lists and network and Unix choices.
+	Sandbox        sandboxSetting `json:"sandbox"`
+	SandboxRead    []string       `json:"sandboxRead"`
+	SandboxWrite   []string       `json:"sandboxWrite"`
+	SandboxNetwork sandboxAccess  `json:"sandboxNetwork"`
+	SandboxUnix    sandboxAccess  `json:"sandboxUnix"`
 }
 
 type permissionsSettings struct {
@@ -153,6 +160,9 @@ func (w settingsWalker) value(t reflect.Type, at string) error {
 		return settingsSyntaxError(w.dec, err)
 	}
 	got := jsonTokenKind(tok)
+	if c, ok := reflect.Zero(t).Interface().(settingsTokenChecker); ok {
+		return c.checkSettingsToken(at, tok)
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if got != "object" {
@@ -207,6 +217,13 @@ func (w settingsWalker) value(t reflect.Type, at string) error {
 		return fmt.Errorf("key %q: unsupported settings type %s", at, t)
 	}
 	return nil
+}
+
+// settingsTokenChecker is a settings type of one JSON scalar that may take
+// more than one JSON type (tools.sandbox: a boolean or a string), checked by
+// the type itself.
+type settingsTokenChecker interface {
+	checkSettingsToken(at string, tok json.Token) error
 }
 
 // object walks the members of an object whose '{' was read.
@@ -290,6 +307,9 @@ func (s *settings) validate() error {
 		if _, ok := ruleToolNames(name); !ok && !strings.HasPrefix(name, mcpToolPrefix) {
 			return fmt.Errorf("key %q: unknown tool %q", fmt.Sprintf("tools.disabled[%d]", i), name)
 		}
+	}
+	if err := s.Tools.validateSandbox(); err != nil {
+		return err
 	}
 	rules, err := parsePermissionRules(s.Permissions.Allow, s.Permissions.Ask, s.Permissions.Deny)
 	if err != nil {

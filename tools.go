@@ -184,7 +184,7 @@ func builtinTool(name string) (toolSpec, bool) {
 				{"replace_all", argBoolean, false, "Replace every occurrence."},
 			},
 			title:     func(a map[string]any) string { return "Edit " + argStr(a, "file_path") },
-			normalize: normalizePathArgs("file_path"),
+			normalize: normalizeEdit,
 			exec:      execEdit,
 		}, true
 	case toolListDirectory:
@@ -494,6 +494,17 @@ func normalizePathArgs(names ...string) func(env *toolEnv, args map[string]any) 
 	}
 }
 
+// setDefault fills in an optional argument the model left out with the
+// value its executor uses, so that the permission rules, the hooks and the
+// guard all decide over the call that will run: a search without a path
+// searches the session cwd, and a deny rule on that folder must see it.
+// The README's table of built-in tools lists every default filled in.
+func setDefault(args map[string]any, name string, v any) {
+	if _, ok := args[name]; !ok {
+		args[name] = v
+	}
+}
+
 func normalizeReadFile(env *toolEnv, args map[string]any) (map[string]any, error) {
 	if n, ok := args["offset"].(int64); ok && n < 0 {
 		return nil, fmt.Errorf("invalid argument \"offset\": %d is negative", n)
@@ -501,6 +512,13 @@ func normalizeReadFile(env *toolEnv, args map[string]any) (map[string]any, error
 	if n, ok := args["limit"].(int64); ok && n < 1 {
 		return nil, fmt.Errorf("invalid argument \"limit\": %d is not positive", n)
 	}
+	setDefault(args, "offset", int64(0))
+	setDefault(args, "limit", int64(readDefaultLines))
+	return normalizePathArgs("file_path")(env, args)
+}
+
+func normalizeEdit(env *toolEnv, args map[string]any) (map[string]any, error) {
+	setDefault(args, "replace_all", false)
 	return normalizePathArgs("file_path")(env, args)
 }
 
@@ -508,6 +526,7 @@ func normalizeGlob(env *toolEnv, args map[string]any) (map[string]any, error) {
 	if _, err := compileGlob(argStr(args, "pattern")); err != nil {
 		return nil, fmt.Errorf("invalid argument \"pattern\": %w", err)
 	}
+	setDefault(args, "path", env.Cwd) // resolved below, as a given path is
 	return normalizePathArgs("path")(env, args)
 }
 
@@ -527,6 +546,8 @@ func normalizeGrep(env *toolEnv, args map[string]any) (map[string]any, error) {
 	if n, ok := args["limit"].(int64); ok && (n < 1 || n > grepMaxLimit) {
 		return nil, fmt.Errorf("invalid argument \"limit\": %d is not between 1 and %d", n, grepMaxLimit)
 	}
+	setDefault(args, "path", env.Cwd)
+	setDefault(args, "limit", int64(grepDefaultLimit))
 	return normalizePathArgs("path")(env, args)
 }
 
@@ -537,6 +558,12 @@ func normalizeShell(env *toolEnv, args map[string]any) (map[string]any, error) {
 	if n, ok := args["timeout"].(int64); ok && (n < 1 || n > shellMaxTimeoutMS) {
 		return nil, fmt.Errorf("invalid argument \"timeout\": %d ms is not between 1 and %d", n, shellMaxTimeoutMS)
 	}
+	setDefault(args, "is_background", false)
+	if !argBool(args, "is_background") {
+		// A background command has no timeout: none is filled in for it.
+		setDefault(args, "timeout", int64(shellDefaultTimeoutMS))
+	}
+	setDefault(args, "directory", env.Cwd)
 	return normalizePathArgs("directory")(env, args)
 }
 

@@ -1,0 +1,36 @@
+// reaper_fuzz_test.go fuzzes the reader of /proc/<pid>/stat, whose command
+// name another process chooses.
+package main
+
+import (
+	"bytes"
+	"strconv"
+	"testing"
+)
+
+func FuzzParseProcStat(f *testing.F) {
+	f.Add([]byte("12 (sleep) S 1 12 12 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0"))
+	f.Add([]byte("7 (a) Z 9 (b) ) R 3 4 5 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0"))
+	f.Add([]byte("1 (\n) T 0 0 0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parseProcStat(b)
+		if err != nil {
+			if p != (procInfo{}) {
+				t.Fatalf("error %v with a value %+v", err, p)
+			}
+			return
+		}
+		// What parses names a positive pid spelled in digits at the start, ids that are
+		// not negative, and a one-byte state right after the last ')'.
+		if p.pid <= 0 || p.ppid < 0 || p.pgid < 0 || p.sid < 0 {
+			t.Fatalf("%q parsed to %+v", b, p)
+		}
+		if pid := strconv.Itoa(p.pid); !bytes.HasPrefix(bytes.TrimLeft(b, "0"), []byte(pid)) {
+			t.Fatalf("%q parsed to pid %d", b, p.pid)
+		}
+		rest := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+		if len(rest[0]) != 1 || rest[0][0] != p.state {
+			t.Fatalf("%q parsed to state %q", b, p.state)
+		}
+	})
+}

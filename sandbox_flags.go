@@ -1,0 +1,497 @@
+// sandbox_flags.go owns turning the operator's sandbox input into one
+// sandboxConfig: the --sandbox* flags of acp and serve, the tools.sandbox*
+// keys of the settings file, which of them wins, the defaults of each guard
+// mode, and the rule that a workspace settings file may only narrow what
+// the operator chose. sandbox_report.go checks the result against the
+// kernel and says what is in force.
+//
+// Precedence: an operator's flag wins over the same choice in the
+// operator's settings file (--settings), which wins over the default. The
+// default is workspace in required mode (and in a managed child, which
+// serve starts only in required mode) and off in off mode, so off mode runs
+// exactly as it did. --sandbox off given as a flag turns the sandbox off
+// whatever the settings file says about it. The other options need the
+// workspace profile: given while the profile is off they are refused, since
+// a read list or a network ban that confines nothing is a mistake the
+// operator should see.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Flags of acp and serve.
+const (
+	flagSandbox        = "sandbox"
+	flagSandboxRead    = "sandbox-read"
+	flagSandboxWrite   = "sandbox-write"
+	flagSandboxNetwork = "sandbox-network"
+	flagSandboxUnix    = "sandbox-unix"
+)
+
+// Settings keys: Qwen Code's tools.sandbox, and acpguard's own lists beside
+// it, named like Qwen Code's tools.sandboxImage and one for one like the
+// flags.
+const (
+	keySandbox        = "tools.sandbox"
+	keySandboxRead    = "tools.sandboxRead"
+	keySandboxWrite   = "tools.sandboxWrite"
+	keySandboxNetwork = "tools.sandboxNetwork"
+	keySandboxUnix    = "tools.sandboxUnix"
+)
+
+// maxSandboxPaths bounds each of the read and write lists: every path is
+// opened and added as one Landlock rule at every process start a tool
+// makes, so a long list is a cost paid on every command.
+const maxSandboxPaths = 128
+
+// sandboxSetting is tools.sandbox: Qwen Code's boolean (false off, true
+// workspace) or the name of a container command ("docker", "podman",
+// "sandbox-exec"), which acpguard refuses: it confines with Landlock and
+// runs no container.
+type sandboxSetting struct {
+	set       bool
+	on        bool
+	container string // the string given, refused by validateSandbox
+	isString  bool
+}
+
+func (s *sandboxSetting) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case bool:
+		*s = sandboxSetting{set: true, on: v}
+	case string:
+		*s = sandboxSetting{set: true, container: v, isString: true}
+	default:
+		return fmt.Errorf("key %q: want a boolean", keySandbox)
+	}
+	return nil
+}
+
+// checkSettingsToken is the settings walker's shape check: a boolean or a
+// string.
+func (sandboxSetting) checkSettingsToken(at string, tok json.Token) error {
+	switch v := tok.(type) {
+	case bool:
+		return nil
+	case string:
+		if len(v) > maxSettingsStringBytes {
+			return fmt.Errorf("key %q: string longer than %d bytes", at, maxSettingsStringBytes)
+		}
+		return nil
+	}
+	return settingsTypeError(at, "a boolean", jsonTokenKind(tok))
+}
+
+// sandboxAccess is tools.sandboxNetwork or tools.sandboxUnix: "all" or
+// "none". Set tells a key given as "" from a key left out.
+type sandboxAccess struct {
+	set   bool
+	value string
+}
+
+func (s *sandboxAccess) UnmarshalJSON(b []byte) error {
+	s.set = true
+	return json.Unmarshal(b, &s.value)
+}
+
+func (sandboxAccess) checkSettingsToken(at string, tok json.Token) error {
+	v, ok := tok.(string)
+	if !ok {
+		return settingsTypeError(at, "a string", jsonTokenKind(tok))
+	}
+	if len(v) > maxSettingsStringBytes {
+		return fmt.Errorf("key %q: string longer than %d bytes", at, maxSettingsStringBytes)
+	}
+	return nil
+}
+
+// validateSandbox checks the tools.sandbox* keys of a settings file and
+// cleans their paths.
+func (t *toolsSettings) validateSandbox() error {
+	if t.Sandbox.isString {
+		return fmt.Errorf("key %q: %q is a container sandbox, which acpguard does not run: acpguard confines tools with Landlock; set %s to true or pass --sandbox %s", keySandbox, t.Sandbox.container, keySandbox, sandboxWorkspace)
+	}
+	var err error
+	if t.SandboxRead, err = sandboxPaths(t.SandboxRead, false, func(i int, v, rule string) error {
+		return fmt.Errorf("key %q: %q %s", fmt.Sprintf("%s[%d]", keySandboxRead, i), v, rule)
+	}); err != nil {
+		return err
+	}
+	if t.SandboxRead != nil && len(t.SandboxRead) == 0 {
+		return fmt.Errorf("key %q: an empty list leaves nothing to read or run; list the paths tools need, or leave the key out to read the whole filesystem", keySandboxRead)
+	}
+	if t.SandboxWrite, err = sandboxPaths(t.SandboxWrite, true, func(i int, v, rule string) error {
+		return fmt.Errorf("key %q: %q %s", fmt.Sprintf("%s[%d]", keySandboxWrite, i), v, rule)
+	}); err != nil {
+		return err
+	}
+	for _, k := range []struct {
+		key string
+		a   sandboxAccess
+	}{{keySandboxNetwork, t.SandboxNetwork}, {keySandboxUnix, t.SandboxUnix}} {
+		if k.a.set && k.a.value != sandboxAll && k.a.value != sandboxNone {
+			return fmt.Errorf("key %q: %q: must be %q or %q", k.key, k.a.value, sandboxAll, sandboxNone)
+		}
+	}
+	return nil
+}
+
+// sandboxPaths validates a read list (dirs false) or a write list (dirs
+// true), returns it cleaned and without repeats, and reports the first bad
+// entry through bad. A nil list stays nil: the key or flag was not given.
+func sandboxPaths(raw []string, dirs bool, bad func(i int, v, rule string) error) ([]string, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	if len(raw) > maxSandboxPaths {
+		return nil, bad(maxSandboxPaths, raw[maxSandboxPaths], fmt.Sprintf("is one path too many: at most %d are allowed, each costs a Landlock rule at every process start", maxSandboxPaths))
+	}
+	out := make([]string, 0, len(raw))
+	for i, p := range raw {
+		if rule := sandboxPathRule(p, dirs); rule != "" {
+			return nil, bad(i, p, rule)
+		}
+		if c := filepath.Clean(p); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// sandboxPathRule returns the rule a read path (dir false) or a writable
+// directory (dir true) breaks, or "" when it is good: absolute, without "."
+// or ".." (which could name another place than it seems once a link moves),
+// existing, and for writing a directory other than "/".
+func sandboxPathRule(p string, dir bool) string {
+	switch {
+	case p == "":
+		return "must name a path"
+	case strings.IndexByte(p, 0) >= 0:
+		return "must not contain a NUL byte"
+	case !filepath.IsAbs(p):
+		if abs, err := filepath.Abs(p); err == nil {
+			return fmt.Sprintf("must be an absolute path, such as %q", abs)
+		}
+		return "must be an absolute path"
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "." || part == ".." {
+			return fmt.Sprintf("must not contain . or .. (write %q)", filepath.Clean(p))
+		}
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && dir:
+		return "does not exist: create the directory first, or leave it out"
+	case errors.Is(err, fs.ErrNotExist):
+		return "does not exist: list only paths that exist"
+	case err != nil:
+		return fmt.Sprintf("cannot be checked: %v", errors.Unwrap(err))
+	case dir && !fi.IsDir():
+		return "is not a directory: a writable path must be an existing directory"
+	case dir && filepath.Clean(p) == "/":
+		return "would make the whole filesystem writable: pass --sandbox off to leave writes unconfined"
+	}
+	return ""
+}
+
+// sandboxFlags are the --sandbox* flags of a subcommand, not yet validated.
+type sandboxFlags struct {
+	profile, network, unix *onceValue
+	read, write            listValue
+}
+
+// addSandboxFlags registers the sandbox flags on fs.
+func addSandboxFlags(fs *flag.FlagSet) *sandboxFlags {
+	f := &sandboxFlags{
+		profile: onceFlag(fs, flagSandbox, ""),
+		network: onceFlag(fs, flagSandboxNetwork, ""),
+		unix:    onceFlag(fs, flagSandboxUnix, ""),
+	}
+	fs.Var(&f.read, flagSandboxRead, "")
+	fs.Var(&f.write, flagSandboxWrite, "")
+	return f
+}
+
+// resolve validates the flags and merges them over the settings st (read
+// from settingsFile, "" for none) and the default of the guard mode:
+// requiredDefault is true in required mode and in a managed child. Every
+// error is a usage error.
+func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefault bool) (sandboxConfig, error) {
+	t := st.Tools
+	settingsErr := func(key, rule string) error {
+		return usagef("settings %q: key %q: %s", settingsFile, key, rule)
+	}
+
+	var c sandboxConfig
+	profileFlag := f.profile.count > 0
+	switch {
+	case profileFlag:
+		if f.profile.value != sandboxOff && f.profile.value != sandboxWorkspace {
+			return sandboxConfig{}, usagef("--%s %q: must be %s or %s", flagSandbox, f.profile.value, sandboxOff, sandboxWorkspace)
+		}
+		c.Profile, c.Explicit = f.profile.value, true
+	case t.Sandbox.set:
+		c.Profile, c.Explicit = sandboxOff, true
+		if t.Sandbox.on {
+			c.Profile = sandboxWorkspace
+		}
+	case requiredDefault:
+		c.Profile = sandboxWorkspace
+	default:
+		c.Profile = sandboxOff
+	}
+
+	flagPath := func(name string) func(int, string, string) error {
+		return func(_ int, v, rule string) error { return usagef("--%s %q: %s", name, v, rule) }
+	}
+	read, err := sandboxPaths(f.read, false, flagPath(flagSandboxRead))
+	if err != nil {
+		return sandboxConfig{}, err
+	}
+	write, err := sandboxPaths(f.write, true, flagPath(flagSandboxWrite))
+	if err != nil {
+		return sandboxConfig{}, err
+	}
+	for _, v := range []*onceValue{f.network, f.unix} {
+		if v.count > 0 && v.value != sandboxAll && v.value != sandboxNone {
+			name := flagSandboxNetwork
+			if v == f.unix {
+				name = flagSandboxUnix
+			}
+			return sandboxConfig{}, usagef("--%s %q: must be %s or %s", name, v.value, sandboxAll, sandboxNone)
+		}
+	}
+
+	if c.Profile == sandboxOff {
+		// The first option that would be given to a sandbox that is off.
+		type given struct{ flag, value string }
+		var flags []given
+		for _, p := range f.read {
+			flags = append(flags, given{flagSandboxRead, p})
+		}
+		for _, p := range f.write {
+			flags = append(flags, given{flagSandboxWrite, p})
+		}
+		if f.network.count > 0 {
+			flags = append(flags, given{flagSandboxNetwork, f.network.value})
+		}
+		if f.unix.count > 0 {
+			flags = append(flags, given{flagSandboxUnix, f.unix.value})
+		}
+		var keys []string
+		if t.SandboxRead != nil {
+			keys = append(keys, keySandboxRead)
+		}
+		if t.SandboxWrite != nil {
+			keys = append(keys, keySandboxWrite)
+		}
+		if t.SandboxNetwork.set {
+			keys = append(keys, keySandboxNetwork)
+		}
+		if t.SandboxUnix.set {
+			keys = append(keys, keySandboxUnix)
+		}
+		switch {
+		case len(flags) > 0 && profileFlag:
+			return sandboxConfig{}, usagef("--%s %q: confines nothing with --%s %s; drop it, or pass --%s %s", flags[0].flag, flags[0].value, flagSandbox, sandboxOff, flagSandbox, sandboxWorkspace)
+		case len(flags) > 0 && t.Sandbox.set:
+			return sandboxConfig{}, usagef("--%s %q: confines nothing with %s false in settings %q; drop it, or pass --%s %s", flags[0].flag, flags[0].value, keySandbox, settingsFile, flagSandbox, sandboxWorkspace)
+		case len(flags) > 0:
+			return sandboxConfig{}, usagef("--%s %q: confines nothing: the sandbox is off by default with --%s %s; add --%s %s", flags[0].flag, flags[0].value, flagGuardMode, guardModeOff, flagSandbox, sandboxWorkspace)
+		case len(keys) > 0 && profileFlag:
+			// "--sandbox off" wins over everything the settings say.
+		case len(keys) > 0 && t.Sandbox.set:
+			return sandboxConfig{}, settingsErr(keys[0], fmt.Sprintf("confines nothing with %s false; remove it, or set %s to true", keySandbox, keySandbox))
+		case len(keys) > 0:
+			return sandboxConfig{}, settingsErr(keys[0], fmt.Sprintf("confines nothing: the sandbox is off by default with --%s %s; set %s to true or pass --%s %s", flagGuardMode, guardModeOff, keySandbox, flagSandbox, sandboxWorkspace))
+		}
+		return sandboxConfig{Profile: sandboxOff, Explicit: c.Explicit}, nil
+	}
+
+	c.Read, c.Write = t.SandboxRead, t.SandboxWrite
+	if read != nil {
+		c.Read = read
+	}
+	if write != nil {
+		c.Write = write
+	}
+	c.Network, c.Unix = sandboxAll, sandboxAll
+	if t.SandboxNetwork.set {
+		c.Network, c.NetworkExplicit = t.SandboxNetwork.value, true
+	}
+	if f.network.count > 0 {
+		c.Network, c.NetworkExplicit = f.network.value, true
+	}
+	if t.SandboxUnix.set {
+		c.Unix = t.SandboxUnix.value
+	}
+	if f.unix.count > 0 {
+		c.Unix = f.unix.value
+	}
+	// An option that takes something away asks for confinement as plainly
+	// as --sandbox workspace does: on a kernel without Landlock it must
+	// not quietly start unconfined.
+	if c.Read != nil || c.Network == sandboxNone || c.Unix == sandboxNone {
+		c.Explicit = true
+	}
+	return c, nil
+}
+
+// requiredModeSandbox is the sandbox of required mode when the operator
+// chose nothing, for a serve assembled without flags (the demo).
+func requiredModeSandbox() sandboxConfig {
+	return sandboxConfig{Profile: sandboxWorkspace, Network: sandboxAll, Unix: sandboxAll}
+}
+
+// narrowSandbox applies the tools.sandbox* keys of a workspace settings
+// file (a file the workspace's own users may write) to the operator's
+// configuration op. Such a file may only narrow: turn the sandbox on, take
+// paths away from the read and write lists, deny the network or Unix
+// sockets. What would widen (tools.sandbox false, a path outside the
+// operator's lists, "all" where the operator said "none") is left out and
+// named in dropped, for a warning. Paths are compared after resolving
+// symbolic links, as Landlock opens them; the enforcement must still open
+// them without following links that appear later.
+func narrowSandbox(op sandboxConfig, ws toolsSettings) (c sandboxConfig, dropped []string) {
+	c = op
+	c.Read, c.Write = slices.Clone(op.Read), slices.Clone(op.Write)
+	if ws.Sandbox.set {
+		switch {
+		case ws.Sandbox.on && !op.on():
+			c = sandboxConfig{Profile: sandboxWorkspace, Explicit: true, Network: sandboxAll, Unix: sandboxAll}
+		case !ws.Sandbox.on && op.on():
+			dropped = append(dropped, keySandbox+" false")
+		}
+	}
+	if !c.on() {
+		for key, set := range map[string]bool{keySandboxRead: ws.SandboxRead != nil, keySandboxWrite: ws.SandboxWrite != nil,
+			keySandboxNetwork: ws.SandboxNetwork.set, keySandboxUnix: ws.SandboxUnix.set} {
+			if set {
+				dropped = append(dropped, key)
+			}
+		}
+		slices.Sort(dropped)
+		return c, dropped
+	}
+	if ws.SandboxRead != nil {
+		if c.Read == nil {
+			c.Read = []string{"/"}
+		}
+		var gone []string
+		c.Read, gone = intersectPaths(c.Read, ws.SandboxRead)
+		for _, p := range gone {
+			dropped = append(dropped, keySandboxRead+" "+p)
+		}
+		c.Explicit = true
+	}
+	if ws.SandboxWrite != nil {
+		var gone []string
+		c.Write, gone = intersectPaths(c.Write, ws.SandboxWrite)
+		for _, p := range gone {
+			dropped = append(dropped, keySandboxWrite+" "+p)
+		}
+	}
+	if a := ws.SandboxNetwork; a.set {
+		switch {
+		case a.value == sandboxNone:
+			c.Network, c.NetworkExplicit, c.Explicit = sandboxNone, true, true
+		case c.Network == sandboxNone:
+			dropped = append(dropped, keySandboxNetwork+" "+a.value)
+		}
+	}
+	if a := ws.SandboxUnix; a.set {
+		switch {
+		case a.value == sandboxNone:
+			c.Unix, c.Explicit = sandboxNone, true
+		case c.Unix == sandboxNone:
+			dropped = append(dropped, keySandboxUnix+" "+a.value)
+		}
+	}
+	return c, dropped
+}
+
+// intersectPaths returns the paths both lists cover, each list meaning the
+// union of the trees under its paths: a path of one list that lies under a
+// path of the other. narrow's paths that cover nothing of base are gone.
+func intersectPaths(base, narrow []string) (out, gone []string) {
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return ""
+	}
+	var bases []string
+	for _, b := range base {
+		if r := real(b); r != "" {
+			bases = append(bases, r)
+		}
+	}
+	add := func(p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, n := range narrow {
+		r := real(n)
+		kept := false
+		for _, b := range bases {
+			switch {
+			case r == "":
+			case pathUnder(r, b):
+				add(r)
+				kept = true
+			case pathUnder(b, r):
+				add(b)
+				kept = true
+			}
+		}
+		if !kept {
+			gone = append(gone, n)
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, gone
+}
+
+// pathUnder reports whether p is dir or lies beneath it; both are clean
+// absolute paths.
+func pathUnder(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+const sandboxFlagsUsage = `  --sandbox off|workspace
+        confine every process a tool, a hook or an MCP server starts with the
+        kernel's Landlock: writes only under the session cwd, its own temp
+        directory and --sandbox-write directories; no access to acpguard's
+        own processes; no capabilities. Default: workspace in required mode
+        (off, with one warning, on a kernel without Landlock), off in off
+        mode. workspace given explicitly on a kernel without Landlock exits 1.
+  --sandbox-read PATH
+        (repeatable) an existing absolute path confined processes may read
+        and run; the list replaces the whole filesystem (the default).
+  --sandbox-write DIR
+        (repeatable) an existing absolute directory confined processes may
+        also write beneath, such as a shared build cache.
+  --sandbox-network all|none
+        none denies TCP bind and connect; it needs Landlock ABI 4 (Linux 6.7)
+        and exits 1 on an older kernel (default all).
+  --sandbox-unix all|none
+        none refuses Unix sockets, so a tool cannot ask a user service manager
+        or a terminal multiplexer to start an unconfined process (default all).
+`
