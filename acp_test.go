@@ -1340,6 +1340,9 @@ func TestPollableStdin(t *testing.T) {
 		t.Fatal("the test pipe is already polled")
 	}
 	f, ok := pollable(br).(*os.File)
+	if ok {
+		defer keepOpen(br, f)()
+	}
 	if !ok || f.SetReadDeadline(time.Now().Add(20*time.Millisecond)) != nil {
 		t.Fatalf("a blocking pipe is not read through the poller: %v", f)
 	}
@@ -1362,6 +1365,18 @@ func TestPollableStdin(t *testing.T) {
 	}
 }
 
+// pollableOriginals are files whose descriptor pollable or pollableOut
+// handed to a second *os.File: kept reachable, so that their finalizers never
+// close that number again once it belongs to something else.
+var pollableOriginals []*os.File
+
+// keepOpen keeps orig from closing the descriptor it shares with polled,
+// and returns the one close of it.
+func keepOpen(orig, polled *os.File) func() {
+	pollableOriginals = append(pollableOriginals, orig)
+	return func() { polled.Close() }
+}
+
 // TestPollableSocketStdout: serve hands a child one socket as stdin and
 // stdout, one open file: making stdin non-blocking makes stdout so too, and
 // stdout must then wait in the poller when the socket is full instead of
@@ -1372,16 +1387,16 @@ func TestPollableSocketStdout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer own.Close()
-	defer theirs.Close()
 	dup, err := syscall.Dup(int(theirs.Fd()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	in, out := theirs, os.NewFile(uintptr(dup), "stdout")
-	defer out.Close()
-	if _, ok := pollable(in).(*os.File); !ok {
+	polledIn, ok := pollable(in).(*os.File)
+	if !ok {
 		t.Fatal("stdin socket not made pollable")
 	}
+	defer keepOpen(in, polledIn)()
 	// The original stdout now fails on a full socket...
 	big := make([]byte, 8<<20)
 	if _, err := out.Write(big); !errors.Is(err, syscall.EAGAIN) {
@@ -1393,10 +1408,11 @@ func TestPollableSocketStdout(t *testing.T) {
 		n, _ := io.Copy(io.Discard, own)
 		drained <- n
 	}()
-	w := pollableOut(out)
-	if w == io.Writer(out) {
+	w, ok := pollableOut(out).(*os.File)
+	if !ok || w == out {
 		t.Fatal("pollableOut kept the blocking-mode stdout")
 	}
+	defer keepOpen(out, w)()
 	if n, err := w.Write(big); err != nil || n != len(big) {
 		t.Fatalf("write through pollableOut: %d, %v", n, err)
 	}
