@@ -7,18 +7,25 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 )
 
-// openFDs counts this process's open descriptors.
-func openFDs(t *testing.T) int {
+// fdsOpenOn counts this process's descriptors open on path.
+func fdsOpenOn(t *testing.T, path string) int {
 	t.Helper()
 	names, err := readDirNames("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(names)
+	n := 0
+	for _, name := range names {
+		if target, err := os.Readlink("/proc/self/fd/" + name); err == nil && target == path {
+			n++
+		}
+	}
+	return n
 }
 
 func TestChannelConnReadsOnlyItsChild(t *testing.T) {
@@ -61,12 +68,13 @@ func TestChannelConnRefusesDescriptors(t *testing.T) {
 	defer own.Close()
 	defer theirs.Close()
 	conn := newChannelConn(own, os.Getpid())
-	passed, err := os.Open(os.DevNull)
+	// A file nothing else in this process opens.
+	path := filepath.Join(t.TempDir(), "passed")
+	passed, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer passed.Close()
-	before := openFDs(t)
 	rights := syscall.UnixRights(int(passed.Fd()), int(passed.Fd()), int(passed.Fd()))
 	if err := syscall.Sendmsg(int(theirs.Fd()), []byte("x\n"), rights, nil, 0); err != nil {
 		t.Fatal(err)
@@ -75,7 +83,7 @@ func TestChannelConnRefusesDescriptors(t *testing.T) {
 	if _, ok := errors.AsType[*foreignWriterError](err); !ok || n != 0 {
 		t.Fatalf("read of bytes sent with descriptors: %d, %v; want a refusal", n, err)
 	}
-	if after := openFDs(t); after != before {
-		t.Errorf("open descriptors went from %d to %d: a passed descriptor was installed", before, after)
+	if n := fdsOpenOn(t, path); n != 1 {
+		t.Errorf("%d descriptors are open on the passed file, want only the sender's: a passed descriptor was installed", n)
 	}
 }
