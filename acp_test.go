@@ -63,15 +63,15 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 	cmd := acpguardCmd(t, ctx, append([]string{"acp"}, args...), extraEnv...)
 	var stdin io.WriteCloser
 	var stdout io.Reader
-	var childEnd *os.File
+	var ends *channelEnds
 	if managedStart(args, extraEnv) {
-		own, theirs, err := newChannelPair()
-		if err != nil {
+		var err error
+		if ends, err = newChannel(); err != nil {
 			t.Fatal(err)
 		}
-		cmd.Stdin, cmd.Stdout = theirs, theirs
-		stdin, stdout, childEnd = halfCloser{own}, own, theirs
-		t.Cleanup(func() { own.Close() })
+		cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
+		stdin, stdout = channelWriter{ends.write}, ends.read
+		t.Cleanup(ends.closeAll)
 	} else {
 		var err error
 		if stdin, err = cmd.StdinPipe(); err != nil {
@@ -91,8 +91,8 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if childEnd != nil {
-		childEnd.Close()
+	if ends != nil {
+		ends.closeChild()
 	}
 	go c.read(stdout)
 	t.Cleanup(func() {
@@ -126,13 +126,6 @@ func managedStart(args, env []string) bool {
 	}
 	return false
 }
-
-// halfCloser closes only the writing side of a socket: the agent reads EOF
-// and its answers still arrive.
-type halfCloser struct{ c *net.UnixConn }
-
-func (h halfCloser) Write(p []byte) (int, error) { return h.c.Write(p) }
-func (h halfCloser) Close() error                { return h.c.CloseWrite() }
 
 type writerFunc func([]byte) (int, error)
 
@@ -628,14 +621,13 @@ func TestACPManagedChildNeedsSocket(t *testing.T) {
 				}
 				in = w
 			} else {
-				own, theirs, err := newChannelPair()
+				ends, err := newChannel()
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer own.Close()
-				defer theirs.Close()
-				cmd.Stdin = theirs
-				in = halfCloser{own}
+				defer ends.closeAll()
+				cmd.Stdin = ends.childStdin
+				in = channelWriter{ends.write}
 			}
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -1382,10 +1374,12 @@ func keepOpen(orig, polled *os.File) func() {
 // stdout must then wait in the poller when the socket is full instead of
 // failing with EAGAIN.
 func TestPollableSocketStdout(t *testing.T) {
-	own, theirs, err := newChannelPair()
+	// One socket as both stdin and stdout, as some clients start an agent.
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	own, theirs := os.NewFile(uintptr(fds[0]), "client"), os.NewFile(uintptr(fds[1]), "stdin")
 	defer own.Close()
 	dup, err := syscall.Dup(int(theirs.Fd()))
 	if err != nil {

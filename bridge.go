@@ -1318,29 +1318,27 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	cmd.Stderr = d.sys.stderr
 	// A descendant that kept the child's stderr open cannot hold Wait.
 	cmd.WaitDelay = childStopGrace
-	own, childEnd, err := newChannelPair()
+	ends, err := newChannel()
 	if err != nil {
 		return nil, unavailable("Start ACP child: %v", err)
 	}
-	// The child's end is its stdin and stdout; serve keeps only its own.
-	cmd.Stdin, cmd.Stdout = childEnd, childEnd
+	// The child's ends are its stdin and stdout; serve keeps only its own.
+	cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
 
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
-		own.Close()
-		childEnd.Close()
+		ends.closeAll()
 		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
 	}
 	// In a session of its own, with a parent-death signal (lifeline.go).
-	err = startChild(cmd)
-	childEnd.Close()
-	if err != nil {
+	if err := startChild(cmd); err != nil {
 		d.mu.Unlock()
-		own.Close()
+		ends.closeAll()
 		return nil, unavailable("Start ACP child: %v", err)
 	}
-	sock := newChannelConn(own, cmd.Process.Pid)
+	ends.closeChild()
+	sock := ends.conn(cmd.Process.Pid)
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())

@@ -1,12 +1,15 @@
 // channel.go owns the private channel between serve and each ACP child it
-// starts: a Unix socket pair made per child, serve's end that believes only
+// starts: Unix socket pairs made per child, serve's end that believes only
 // bytes the child itself wrote, and the child's refusal of any other channel.
 //
-// What each end holds. serve holds one end, created close-on-exec inside
-// serve, which is not dumpable, so no other process can reach it. The child
-// holds the other end as its stdin and stdout. Neither end, nor anything that
-// crosses it, is a credential: the provider token and the model key stay in
-// serve, and the child's environment holds only the required-v1 marker.
+// What each end holds. There is one socket pair per direction. The child
+// holds one end of each, as its stdin (what serve sends) and its stdout
+// (what it sends serve). serve holds the other two, created close-on-exec
+// inside serve, which is not dumpable, so no other process can reach them;
+// it only writes to the first and only reads the second, and shuts the
+// other direction of each down. Nothing that crosses them is a credential:
+// the provider token and the model key stay in serve, and the child's
+// environment holds only the required-v1 marker.
 //
 // What a process of the same user can and cannot do:
 //   - It cannot open the channel through /proc/<child>/fd/N: the kernel
@@ -14,7 +17,7 @@
 //     nothing but serve can write to a child.
 //   - From the child's execve until it makes itself not dumpable (Go runtime
 //     start-up and flag parsing), pidfd_getfd(2) can still copy the child's
-//     end. A thief holding that copy can read what serve sends before the
+//     ends. A thief holding such a copy can read what serve sends before the
 //     child does (session ids, prompts, model output; no credential), and
 //     can write to serve as if it were the child. It can never write to the
 //     child: a socket pair delivers what one end writes only to the other.
@@ -26,6 +29,12 @@
 //     the provider's decision on every call, would still hold against a
 //     forged child.
 //   - The sandbox closes the start-up window itself for tools.
+//
+// Why one pair per direction: a socket wakes its writer's poller each time
+// the reader takes data (a pipe only when it was full), so one socket used
+// both ways costs each side a spurious thread wake per message, about 70 µs
+// per guarded call on two cores. An end that is only written stays off the
+// runtime's poller; its writes block only when the reader stopped reading.
 package main
 
 import (
@@ -48,38 +57,113 @@ const channelExitDrain = time.Second
 // which is refused, and the kernel closes those descriptors undelivered.
 var channelCredSpace = syscall.CmsgSpace(syscall.SizeofUcred)
 
-// newChannelPair makes one child's channel: serve's end, reading with
-// SO_PASSCRED, and the child's end, to be handed to it as stdin and stdout.
-// Both are close-on-exec: no other child started meanwhile inherits either.
-func newChannelPair() (*net.UnixConn, *os.File, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create the private channel: socketpair: %w", err)
+// channelEnds are one child's channel before it starts: serve's two ends,
+// and the child's stdin and stdout.
+type channelEnds struct {
+	read        *net.UnixConn // serve reads the child's messages, SO_PASSCRED
+	write       *os.File      // serve writes to the child; blocking, off the poller
+	childStdin  *os.File
+	childStdout *os.File
+}
+
+// newChannel makes one child's channel. Every end is close-on-exec: no other
+// child started meanwhile inherits one.
+func newChannel() (*channelEnds, error) {
+	var toChild, fromChild [2]int
+	var err error
+	if toChild, err = syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("create the private channel: socketpair: %w", err)
 	}
-	if err := syscall.SetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1); err != nil {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil, nil, fmt.Errorf("create the private channel: SO_PASSCRED: %w", err)
+	if fromChild, err = syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0); err != nil {
+		syscall.Close(toChild[0])
+		syscall.Close(toChild[1])
+		return nil, fmt.Errorf("create the private channel: socketpair: %w", err)
 	}
-	own := os.NewFile(uintptr(fds[0]), "acp-channel")
+	fail := func(what string, err error) (*channelEnds, error) {
+		for _, fd := range []int{toChild[0], toChild[1], fromChild[0], fromChild[1]} {
+			syscall.Close(fd)
+		}
+		return nil, fmt.Errorf("create the private channel: %s: %w", what, err)
+	}
+	// Each of serve's ends carries one direction only: a copy of a child's
+	// end cannot make serve read its stdin pair, nor serve write its stdout pair.
+	if err := syscall.Shutdown(toChild[0], syscall.SHUT_RD); err != nil {
+		return fail("shutdown", err)
+	}
+	if err := syscall.Shutdown(fromChild[0], syscall.SHUT_WR); err != nil {
+		return fail("shutdown", err)
+	}
+	if err := syscall.SetsockoptInt(fromChild[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1); err != nil {
+		return fail("SO_PASSCRED", err)
+	}
+	own := os.NewFile(uintptr(fromChild[0]), "acp-channel-in")
 	conn, err := net.FileConn(own) // a close-on-exec copy on the runtime's poller
 	own.Close()
 	if err != nil {
-		syscall.Close(fds[1])
-		return nil, nil, fmt.Errorf("create the private channel: %w", err)
+		fromChild[0] = -1
+		return fail("read end", err)
 	}
-	return conn.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "acp-channel-child"), nil
+	return &channelEnds{
+		read:        conn.(*net.UnixConn),
+		write:       os.NewFile(uintptr(toChild[0]), "acp-channel-out"),
+		childStdin:  os.NewFile(uintptr(toChild[1]), "acp-channel-child-stdin"),
+		childStdout: os.NewFile(uintptr(fromChild[1]), "acp-channel-child-stdout"),
+	}, nil
 }
 
-// channelConn is serve's end of one child's channel.
+// closeChild closes the child's ends in serve, once the child has them or
+// will never start.
+func (e *channelEnds) closeChild() {
+	e.childStdin.Close()
+	e.childStdout.Close()
+}
+
+// closeAll closes every end: the child did not start.
+func (e *channelEnds) closeAll() {
+	e.closeChild()
+	e.read.Close()
+	e.write.Close()
+}
+
+// channelConn is serve's side of one child's channel.
 type channelConn struct {
-	*net.UnixConn
-	pid int    // the child: the only process whose bytes are read
-	oob []byte // used by the one reading goroutine
+	read  *net.UnixConn
+	write *os.File
+	pid   int    // the child: the only process whose bytes are read
+	oob   []byte // used by the one reading goroutine
 }
 
-func newChannelConn(c *net.UnixConn, childPID int) *channelConn {
-	return &channelConn{UnixConn: c, pid: childPID, oob: make([]byte, channelCredSpace)}
+// conn is serve's side of the channel of the started child pid.
+func (e *channelEnds) conn(childPID int) *channelConn {
+	return &channelConn{read: e.read, write: e.write, pid: childPID, oob: make([]byte, channelCredSpace)}
+}
+
+func (c *channelConn) Write(p []byte) (int, error) { return c.write.Write(p) }
+
+// CloseWrite ends what serve sends: the child reads the end of its input.
+func (c *channelConn) CloseWrite() error { return shutdownWrite(c.write) }
+
+// shutdownWrite shuts down the writing side of socket f; after f was closed
+// it does nothing (the descriptor's number may belong to another file).
+func shutdownWrite(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_WR) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// Close closes both of serve's ends.
+func (c *channelConn) Close() error {
+	err := c.read.Close()
+	if werr := c.write.Close(); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // foreignWriterError is a read of bytes that the child did not write.
@@ -94,7 +178,7 @@ func (e *foreignWriterError) Error() string {
 
 // Read returns bytes only if the child wrote them.
 func (c *channelConn) Read(p []byte) (int, error) {
-	n, oobn, flags, _, err := c.ReadMsgUnix(p, c.oob)
+	n, oobn, flags, _, err := c.read.ReadMsgUnix(p, c.oob)
 	if n < 0 { // a failed recvmsg reports -1
 		n = 0
 	}
@@ -133,7 +217,7 @@ func (c *channelConn) drainAfterExit() <-chan struct{} {
 	go func() {
 		defer close(done)
 		waitExited(c.pid) // tools.go; it returns at once if pid was reaped
-		c.SetReadDeadline(time.Now().Add(channelExitDrain))
+		c.read.SetReadDeadline(time.Now().Add(channelExitDrain))
 	}()
 	return done
 }
@@ -178,10 +262,11 @@ func fileKind(mode uint32) string {
 	return "file"
 }
 
-// pollableOut returns stdout read through the runtime's poller when pollable
-// made it non-blocking: a socket on both stdin and stdout is one open file,
-// so switching stdin switched stdout too, and a write that would block must
-// then wait in the poller instead of failing with EAGAIN.
+// pollableOut returns stdout written through the runtime's poller when
+// pollable made it non-blocking: a client that hands one socket as both
+// stdin and stdout hands one open file, so switching stdin switched stdout
+// too, and a write that would block must then wait in the poller instead of
+// failing with EAGAIN. serve's children have a socket pair per direction.
 func pollableOut(f *os.File) io.Writer {
 	if f.SetWriteDeadline(time.Time{}) == nil {
 		return f // already written through the poller

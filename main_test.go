@@ -70,18 +70,18 @@ func runAcpguard(t testing.TB, args []string, extraEnv ...string) (code int, std
 	cmd.Stderr = &errb
 	var err error
 	if managedStart(args, extraEnv) {
-		// serve's child runs only on a socket pair; an empty one here.
-		own, theirs, perr := newChannelPair()
+		// serve's child runs only on its socket pairs; empty ones here.
+		ends, perr := newChannel()
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		defer own.Close()
-		own.CloseWrite()
-		cmd.Stdin, cmd.Stdout = theirs, theirs
+		defer ends.closeAll()
+		channelWriter{ends.write}.Close()
+		cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
 		copied := make(chan struct{})
-		go func() { io.Copy(&out, own); close(copied) }()
+		go func() { io.Copy(&out, ends.read); close(copied) }()
 		err = cmd.Start()
-		theirs.Close()
+		ends.closeChild()
 		if err == nil {
 			err = cmd.Wait()
 		}

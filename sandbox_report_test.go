@@ -193,24 +193,24 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 				guarded: tt.guarded, sandbox: inForce, settingsFile: settingsFile}
 			cmd := d.childCommand(exe)
 			cmd.Dir = dir
-			// As serve starts it: on a socket pair.
-			own, childEnd, err := newChannelPair()
+			// As serve starts it: on its socket pairs.
+			ends, err := newChannel()
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd.Stdin, cmd.Stdout = childEnd, childEnd
+			cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
 			err = cmd.Start()
-			childEnd.Close()
+			ends.closeChild()
 			if err != nil {
 				t.Fatal(err)
 			}
-			stdin, stdout := halfCloser{own}, own
+			stdin, stdout := channelWriter{ends.write}, ends.read
 			defer func() {
 				stdin.Close()
 				cmd.Wait()
-				own.Close()
+				ends.closeAll()
 			}()
 			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": methodInitialize, "params": initializeParams("")})
 			if _, err := stdin.Write(append(req, '\n')); err != nil {
