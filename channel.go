@@ -44,6 +44,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // channelExitDrain is how long serve keeps reading a channel after its child
@@ -128,14 +129,38 @@ func (e *channelEnds) closeAll() {
 // channelConn is serve's side of one child's channel.
 type channelConn struct {
 	read  *net.UnixConn
+	raw   syscall.RawConn // read's descriptor, for recvmsg with credentials
 	write *os.File
-	pid   int    // the child: the only process whose bytes are read
-	oob   []byte // used by the one reading goroutine
+	pid   int // the child: the only process whose bytes are read
+
+	// recvmsg's arguments and results, kept for the one reading goroutine
+	// so that a read allocates nothing.
+	oob   []byte
+	iov   syscall.Iovec
+	msg   syscall.Msghdr
+	n     int
+	errno syscall.Errno
+	recv  func(fd uintptr) bool
 }
 
 // conn is serve's side of the channel of the started child pid.
 func (e *channelEnds) conn(childPID int) *channelConn {
-	return &channelConn{read: e.read, write: e.write, pid: childPID, oob: make([]byte, channelCredSpace)}
+	c := &channelConn{read: e.read, write: e.write, pid: childPID, oob: make([]byte, channelCredSpace)}
+	c.raw, _ = e.read.SyscallConn() // a *net.UnixConn always has one
+	c.recv = func(fd uintptr) bool {
+		for {
+			r, _, errno := syscall.Syscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.msg)), syscall.MSG_CMSG_CLOEXEC)
+			switch errno {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false // wait in the poller
+			}
+			c.n, c.errno = int(r), errno
+			return true
+		}
+	}
+	return c
 }
 
 func (c *channelConn) Write(p []byte) (int, error) { return c.write.Write(p) }
@@ -176,34 +201,44 @@ func (e *foreignWriterError) Error() string {
 	return fmt.Sprintf("read the private channel of ACP child %d: %s (pid %d); the channel is closed", e.child, e.why, e.writer)
 }
 
-// Read returns bytes only if the child wrote them.
+// Read returns bytes only if the child wrote them. It waits in the runtime's
+// poller, and honours the read deadline of drainAfterExit.
 func (c *channelConn) Read(p []byte) (int, error) {
-	n, oobn, flags, _, err := c.read.ReadMsgUnix(p, c.oob)
-	if n < 0 { // a failed recvmsg reports -1
-		n = 0
+	if len(p) == 0 {
+		return 0, nil
 	}
-	if n > 0 {
-		if werr := c.checkWriter(c.oob[:oobn], flags); werr != nil {
-			return 0, werr
-		}
+	c.iov.Base = &p[0]
+	c.iov.SetLen(len(p))
+	c.msg = syscall.Msghdr{Iov: &c.iov, Iovlen: 1, Control: &c.oob[0]}
+	c.msg.SetControllen(len(c.oob))
+	err := c.raw.Read(c.recv)
+	c.iov.Base = nil // p is the caller's again
+	switch {
+	case err != nil:
+		return 0, err
+	case c.errno != 0:
+		return 0, os.NewSyscallError("recvmsg", c.errno)
+	case c.n == 0:
+		return 0, io.EOF
 	}
-	return n, err
+	if werr := c.checkWriter(); werr != nil {
+		return 0, werr
+	}
+	return c.n, nil
 }
 
-// checkWriter accepts one read's control data only if it is exactly the
+// checkWriter accepts the last read only if its control data is exactly the
 // child's credentials.
-func (c *channelConn) checkWriter(oob []byte, flags int) error {
-	if flags&syscall.MSG_CTRUNC != 0 {
+func (c *channelConn) checkWriter() error {
+	if c.msg.Flags&syscall.MSG_CTRUNC != 0 {
 		return &foreignWriterError{child: c.pid, why: "the writer sent control data other than its credentials"}
 	}
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil || len(msgs) != 1 || msgs[0].Header.Level != syscall.SOL_SOCKET || msgs[0].Header.Type != syscall.SCM_CREDENTIALS {
+	h := (*syscall.Cmsghdr)(unsafe.Pointer(&c.oob[0]))
+	if int(c.msg.Controllen) != len(c.oob) || int(h.Len) != syscall.CmsgLen(syscall.SizeofUcred) ||
+		h.Level != syscall.SOL_SOCKET || h.Type != syscall.SCM_CREDENTIALS {
 		return &foreignWriterError{child: c.pid, why: "the kernel named no writer"}
 	}
-	cred, err := syscall.ParseUnixCredentials(&msgs[0])
-	if err != nil {
-		return &foreignWriterError{child: c.pid, why: "the kernel named no writer"}
-	}
+	cred := (*syscall.Ucred)(unsafe.Pointer(&c.oob[syscall.CmsgLen(0)]))
 	if int(cred.Pid) != c.pid {
 		return &foreignWriterError{child: c.pid, writer: int(cred.Pid), why: "bytes written by another process"}
 	}
