@@ -86,8 +86,9 @@ func newChannel() (*channelEnds, error) {
 		}
 		return nil, fmt.Errorf("create the private channel: %s: %w", what, err)
 	}
-	// Each of serve's ends carries one direction only: a copy of a child's
-	// end cannot make serve read its stdin pair, nor serve write its stdout pair.
+	// Each of serve's ends carries one direction only: what a copy of the
+	// child's stdin writes fails (EPIPE), and a copy of its stdout reads
+	// only the end of input.
 	if err := syscall.Shutdown(toChild[0], syscall.SHUT_RD); err != nil {
 		return fail("shutdown", err)
 	}
