@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,10 +36,10 @@ const (
 )
 
 // Managed-mode wire names, kept from Qwen Code so a host written for it works
-// unchanged (../shared/notes/qwen-serve-compat.md).
+// unchanged. Qwen Code's parent also sends a capability in initialize
+// _meta["qwen-code/private-parent-capability"]; serve sends none, and a
+// child ignores one: the socket pair is what proves the parent (channel.go).
 const (
-	// "the daemon also sends it in initialize params _meta[...]"
-	metaParentCapability = "qwen-code/private-parent-capability"
 	// "The child acknowledges in its initialize result"
 	metaGuardReady = "qwen-code/external-tool-guard-ready"
 	// "Prompt identity travels in session/prompt params _meta[...]"
@@ -93,8 +92,8 @@ type agent struct {
 	model model
 
 	// Exactly one of these guards the tools, or neither (the plain path).
-	managedCapability string          // managed child: the parent's secret
-	provider          *providerClient // standalone required mode
+	managed  bool            // serve's required-v1 child: serve decides
+	provider *providerClient // standalone required mode
 
 	settings   *settings
 	sandbox    sandboxConfig // confines what tools, hooks and MCP servers start
@@ -163,30 +162,30 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		return usagef("settings: %v", err)
 	}
 	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
-	if opts.Model == modelOpenAI {
+	switch opts.Model {
+	case modelOpenAI:
 		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
 			return &usageError{err}
 		}
+	case modelParent:
+		a.model = newParentModel(a)
 	}
 	// Every acp runs tools as its own user, and its start environment may hold
-	// the provider token, the model key or the parent's capability.
+	// the provider token or the model key.
 	if err := hideEnviron(a.log); err != nil {
 		return err
 	}
 	switch marker := sys.env.privateGuard; {
 	case marker != "":
-		// A managed child trusts its parent for decisions only with both the
-		// marker and the parent's secret; anything else refuses to start.
+		// A managed child trusts its parent for decisions; any other
+		// marker refuses to start.
 		if marker != privateGuardMarker {
 			return usagef("%s %q: want %q", envPrivateGuard, marker, privateGuardMarker)
-		}
-		if sys.env.privateCapability == "" {
-			return usagef("%s is set but %s is missing", envPrivateGuard, envPrivateCapability)
 		}
 		if opts.Guard.required() {
 			return usagef("a managed child takes its guard from its parent, not --external-tool-guard-mode=required")
 		}
-		a.managedCapability = sys.env.privateCapability
+		a.managed = true
 	case opts.Guard.required():
 		a.provider = newProviderClient(opts.Guard)
 		if err := a.provider.handshake(ctx); err != nil {
@@ -209,11 +208,21 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if sys.env.lookup("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	in := sys.stdin
+	// A child that takes decisions or model output from its parent takes
+	// them only over the socket pair serve made (channel.go).
+	if a.managed || opts.Model == modelParent {
+		if err := checkParentChannel(); err != nil {
+			return &usageError{err}
+		}
+	}
+	in, out := sys.stdin, sys.stdout
 	if f, ok := in.(*os.File); ok {
 		in = pollable(f)
 	}
-	a.conn = newRPCConn(in, sys.stdout, rpcConfig{
+	if f, ok := out.(*os.File); ok {
+		out = pollableOut(f)
+	}
+	a.conn = newRPCConn(in, out, rpcConfig{
 		MaxLine:   acpMaxLine,
 		OnRequest: a.handleRequest,
 		OnNotify:  a.handleNotify,
@@ -222,7 +231,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		// cancelled at the peer too: serve stops its provider call.
 		CancelNotice: acpCancelNotice,
 	})
-	a.log.Debug("acp runtime ready", "managed", a.managedCapability != "", "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
+	a.log.Debug("acp runtime ready", "managed", a.managed, "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
 	err = a.conn.serve(ctx)
 	a.shutdown()
 	// A child of serve leads its session: what its tools left in it goes too.
@@ -271,7 +280,7 @@ func (a *agent) shutdown() {
 	}
 }
 
-func (a *agent) guarded() bool { return a.managedCapability != "" || a.provider != nil }
+func (a *agent) guarded() bool { return a.managed || a.provider != nil }
 
 func invalidParams(format string, args ...any) error {
 	return &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf(format, args...)}
@@ -295,6 +304,10 @@ func (a *agent) handleRequest(ctx context.Context, method string, params json.Ra
 }
 
 func (a *agent) handleNotify(method string, params json.RawMessage) {
+	if m, ok := a.model.(*parentModel); ok && method == methodModelChunk {
+		m.deliver(params)
+		return
+	}
 	if method != methodSessionCancel {
 		return // unknown notifications are ignored
 	}
@@ -366,11 +379,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 		"sessionCapabilities": map[string]any{"close": map[string]any{}},
 	}
 	meta := map[string]any{}
-	if a.managedCapability != "" {
-		got, _ := p.Meta[metaParentCapability].(string)
-		if subtle.ConstantTimeCompare([]byte(got), []byte(a.managedCapability)) != 1 {
-			return nil, &rpcError{Code: rpcInvalidRequest, Message: "initialize: the parent did not present this child's private capability"}
-		}
+	if a.managed {
 		meta[metaGuardReady] = privateGuardMarker
 	}
 	if s := (sandboxInForce{a.sandbox, a.sandboxABI}); s.reported(a.guarded()) {
@@ -433,8 +442,8 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	a.mu.Lock()
 	initialized := a.initialized
 	a.mu.Unlock()
-	if a.managedCapability != "" && !initialized {
-		// No session exists on a managed channel before the parent proved itself.
+	if a.managed && !initialized {
+		// No session exists on a managed channel before initialize.
 		return nil, &rpcError{Code: rpcInvalidRequest, Message: "session/new: initialize has not succeeded"}
 	}
 	id, err := a.sessionIDFor(p.Meta)
@@ -645,7 +654,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Policy:     nil, // set per call: the mode may change between calls
 		Extra:      s.mcp.extra(),
 	}
-	stop, err := a.runTurn(ctx, s, env)
+	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
 	if err != nil {
 		return nil, err
 	}
@@ -657,25 +666,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 // runs no guarded tool.
 func (a *agent) promptGuard(s *session, rawInv json.RawMessage) (string, Guard) {
 	switch {
-	case a.managedCapability != "":
-		var inv invocation
-		err := decodeStrict(rawInv, &inv)
-		switch {
-		case rawInv == nil:
-			err = errors.New("the prompt carries no invocation identity")
-		case err != nil:
-		case inv.Version != invocationVersion:
-			err = fmt.Errorf("invocation version %d, want %d", inv.Version, invocationVersion)
-		case inv.SessionID != s.id:
-			err = fmt.Errorf("invocation sessionId %q is not this session %q", inv.SessionID, s.id)
-		case inv.PromptID == "":
-			err = errors.New("invocation has no promptId")
-		}
+	case a.managed:
+		id, err := invocationPromptID(s, rawInv)
 		if err != nil {
 			a.log.Warn("managed prompt without valid identity: every guarded tool fails", "session", s.id, "err", err)
 			return "", func(context.Context, GuardRequest) (Decision, error) { return Decision{}, err }
 		}
-		return inv.PromptID, a.parentGuard
+		return id, a.parentGuard
 	case a.provider != nil:
 		id, err := randomHex(16)
 		if err != nil {
@@ -683,9 +680,40 @@ func (a *agent) promptGuard(s *session, rawInv json.RawMessage) (string, Guard) 
 		}
 		return id, a.providerGuard
 	default:
+		if _, viaParent := a.model.(*parentModel); viaParent {
+			// serve's unguarded child: the id names the prompt in model
+			// calls, which serve makes only for its running prompt.
+			id, err := invocationPromptID(s, rawInv)
+			if err != nil {
+				a.log.Warn("prompt without valid identity: every model call fails", "session", s.id, "err", err)
+			}
+			return id, nil
+		}
 		id, _ := randomHex(16) // only a correlation label on the plain path
 		return id, nil
 	}
+}
+
+// invocationPromptID is the prompt id of a prompt's invocation identity,
+// checked against its session.
+func invocationPromptID(s *session, rawInv json.RawMessage) (string, error) {
+	var inv invocation
+	err := decodeStrict(rawInv, &inv)
+	switch {
+	case rawInv == nil:
+		err = errors.New("the prompt carries no invocation identity")
+	case err != nil:
+	case inv.Version != invocationVersion:
+		err = fmt.Errorf("invocation version %d, want %d", inv.Version, invocationVersion)
+	case inv.SessionID != s.id:
+		err = fmt.Errorf("invocation sessionId %q is not this session %q", inv.SessionID, s.id)
+	case inv.PromptID == "":
+		err = errors.New("invocation has no promptId")
+	}
+	if err != nil {
+		return "", err
+	}
+	return inv.PromptID, nil
 }
 
 // guardAnswer is the managed parent's answer to a prepare request.
@@ -1025,7 +1053,7 @@ var slashCommands = []struct{ name, what string }{
 // slashOpen reports whether the command name may run here: a managed child
 // runs only the commands serve opened, and settings may disable any.
 func (a *agent) slashOpen(name string) bool {
-	return (a.managedCapability == "" || slices.Contains(a.allowSlash, name)) && !a.settings.slashCommandDisabled(name)
+	return (!a.managed || slices.Contains(a.allowSlash, name)) && !a.settings.slashCommandDisabled(name)
 }
 
 // slashCommand answers a slash command with one agent message. A managed
@@ -1034,7 +1062,7 @@ func (a *agent) slashCommand(s *session, text string) {
 	name, _ := slashCommand(text)
 	var reply string
 	switch {
-	case a.managedCapability != "" && !slices.Contains(a.allowSlash, name):
+	case a.managed && !slices.Contains(a.allowSlash, name):
 		reply = fmt.Sprintf("The slash command /%s is not available in a managed session.", name)
 	case a.settings.slashCommandDisabled(name):
 		reply = fmt.Sprintf("The slash command /%s is disabled by settings (slashCommands.disabled).", name)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,18 +54,32 @@ type acpRequest struct {
 	Params json.RawMessage
 }
 
-// startACP starts acpguard acp with args and extra environment.
+// startACP starts acpguard acp with args and extra environment, over pipes
+// as an editor does, or over a socket pair as serve does when the agent is a
+// managed child (the required-v1 marker, or --model parent).
 func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcError), args []string, extraEnv ...string) *acpClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := acpguardCmd(t, ctx, append([]string{"acp"}, args...), extraEnv...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	var stdin io.WriteCloser
+	var stdout io.Reader
+	var ends *channelEnds
+	if managedStart(args, extraEnv) {
+		var err error
+		if ends, err = newChannel(); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
+		stdin, stdout = channelWriter{ends.write}, ends.read
+		t.Cleanup(ends.closeAll)
+	} else {
+		var err error
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if stdout, err = cmd.StdoutPipe(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := &acpClient{t: t, stdin: stdin, done: make(chan struct{}), onRequest: onRequest,
 		pending: map[string]chan acpResponse{}, changed: make(chan struct{})}
@@ -75,6 +90,9 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if ends != nil {
+		ends.closeChild()
 	}
 	go c.read(stdout)
 	t.Cleanup(func() {
@@ -91,6 +109,22 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 		}
 	})
 	return c
+}
+
+// managedStart reports whether an agent started so is one of serve's
+// children, which runs only on a socket pair.
+func managedStart(args, env []string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, envPrivateGuard+"=") {
+			return true
+		}
+	}
+	for i, a := range args {
+		if a == "--model="+modelParent || a == "--model" && i+1 < len(args) && args[i+1] == modelParent {
+			return true
+		}
+	}
+	return false
 }
 
 type writerFunc func([]byte) (int, error)
@@ -336,10 +370,12 @@ func agentText(updates []toolUpdate) string {
 	return b.String()
 }
 
-// The managed parent's side of the handshake.
-const testCapability = "test-capability-0123456789abcdef"
+// metaParentCapability is where Qwen Code's parent sends its capability;
+// acpguard's serve sends none and its children ignore one.
+const metaParentCapability = "qwen-code/private-parent-capability"
 
-var managedEnv = []string{envPrivateGuard + "=" + privateGuardMarker, envPrivateCapability + "=" + testCapability}
+// managedEnv makes an agent serve's guarded child.
+var managedEnv = []string{envPrivateGuard + "=" + privateGuardMarker}
 
 func initializeParams(capability string) map[string]any {
 	p := map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}
@@ -425,7 +461,7 @@ func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (an
 			Meta map[string]any `json:"_meta"`
 		} `json:"agentCapabilities"`
 	}
-	c.mustCall(methodInitialize, initializeParams(testCapability), &res)
+	c.mustCall(methodInitialize, initializeParams(""), &res)
 	if got, _ := res.AgentCapabilities.Meta[metaGuardReady].(string); got != privateGuardMarker {
 		t.Fatalf("initialize acknowledgement = %q, want %q", got, privateGuardMarker)
 	}
@@ -535,13 +571,86 @@ func TestACPPlainPathRunsTool(t *testing.T) {
 	}
 }
 
-func TestACPManagedInitializeNeedsCapability(t *testing.T) {
-	c := startACP(t, nil, nil, managedEnv...)
-	if r := c.call(methodInitialize, initializeParams("wrong-secret")); r.Error == nil {
-		t.Fatalf("initialize with a wrong capability succeeded: %s", r.Result)
+// A managed child needs no capability: nothing but serve can write to its
+// socket. It still refuses a session before initialize.
+func TestACPManagedInitializeWithoutCapability(t *testing.T) {
+	for _, capability := range []string{"", "any-value-qwen-code-would-send"} {
+		c := startACP(t, nil, nil, managedEnv...)
+		if r := c.call(methodSessionNew, map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}); r.Error == nil {
+			t.Fatalf("session/new before initialize succeeded: %s", r.Result)
+		}
+		var res struct {
+			AgentCapabilities struct {
+				Meta map[string]any `json:"_meta"`
+			} `json:"agentCapabilities"`
+		}
+		c.mustCall(methodInitialize, initializeParams(capability), &res)
+		if got, _ := res.AgentCapabilities.Meta[metaGuardReady].(string); got != privateGuardMarker {
+			t.Errorf("capability %q: acknowledgement = %q, want %q", capability, got, privateGuardMarker)
+		}
+		c.newSession(t.TempDir())
 	}
-	if r := c.call(methodSessionNew, map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}); r.Error == nil {
-		t.Fatalf("session/new after a failed initialize succeeded: %s", r.Result)
+}
+
+// A child that takes decisions or model output from its parent refuses to
+// start unless stdin and stdout are a Unix socket: a pipe can be opened for
+// writing through /proc/<pid>/fd by any process of the same user.
+func TestACPManagedChildNeedsSocket(t *testing.T) {
+	tests := []struct {
+		name      string
+		args, env []string
+		stdinPipe bool // else a socket
+		want      string
+	}{
+		{"marker, pipes", nil, managedEnv, true, `stdin is a "pipe", not a Unix socket`},
+		{"marker, socket in, pipe out", nil, managedEnv, false, `stdout is a "pipe", not a Unix socket`},
+		{"model parent, pipes", []string{"--model", modelParent}, nil, true, `stdin is a "pipe", not a Unix socket`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := acpguardCmd(t, ctx, append([]string{"acp"}, tt.args...), tt.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			var in io.WriteCloser
+			if tt.stdinPipe {
+				w, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				in = w
+			} else {
+				ends, err := newChannel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ends.closeAll()
+				cmd.Stdin = ends.childStdin
+				in = channelWriter{ends.write}
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// An initialize it would answer if it ran.
+			fmt.Fprintf(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+			answer, _ := io.ReadAll(out)
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+				t.Fatalf("exit = %v, want status %d", err, exitUsage)
+			}
+			if len(answer) != 0 {
+				t.Errorf("the agent answered %q before refusing", answer)
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("stderr = %q, want it to say %q", stderr.String(), tt.want)
+			}
+		})
 	}
 }
 
@@ -940,7 +1049,7 @@ func permissionParent(log *prepareLog, perms *atomic.Int32, answer any) func(str
 
 func startManagedWith(t *testing.T, handler func(string, json.RawMessage) (any, *rpcError), args ...string) *acpClient {
 	c := startACP(t, handler, args, managedEnv...)
-	c.mustCall(methodInitialize, initializeParams(testCapability), nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
 	return c
 }
 
@@ -1223,6 +1332,9 @@ func TestPollableStdin(t *testing.T) {
 		t.Fatal("the test pipe is already polled")
 	}
 	f, ok := pollable(br).(*os.File)
+	if ok {
+		defer keepOpen(br, f)()
+	}
 	if !ok || f.SetReadDeadline(time.Now().Add(20*time.Millisecond)) != nil {
 		t.Fatalf("a blocking pipe is not read through the poller: %v", f)
 	}
@@ -1242,6 +1354,70 @@ func TestPollableStdin(t *testing.T) {
 	defer reg.Close()
 	if got := pollable(reg); got != io.Reader(reg) {
 		t.Fatalf("a regular file was replaced by %v", got)
+	}
+}
+
+// pollableOriginals are files whose descriptor pollable or pollableOut
+// handed to a second *os.File: kept reachable, so that their finalizers never
+// close that number again once it belongs to something else.
+var pollableOriginals []*os.File
+
+// keepOpen keeps orig from closing the descriptor it shares with polled,
+// and returns the one close of it.
+func keepOpen(orig, polled *os.File) func() {
+	pollableOriginals = append(pollableOriginals, orig)
+	return func() { polled.Close() }
+}
+
+// TestPollableSocketStdout: serve hands a child one socket as stdin and
+// stdout, one open file: making stdin non-blocking makes stdout so too, and
+// stdout must then wait in the poller when the socket is full instead of
+// failing with EAGAIN.
+func TestPollableSocketStdout(t *testing.T) {
+	// One socket as both stdin and stdout, as some clients start an agent.
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, theirs := os.NewFile(uintptr(fds[0]), "client"), os.NewFile(uintptr(fds[1]), "stdin")
+	defer own.Close()
+	dup, err := syscall.Dup(int(theirs.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := theirs, os.NewFile(uintptr(dup), "stdout")
+	polledIn, ok := pollable(in).(*os.File)
+	if !ok {
+		t.Fatal("stdin socket not made pollable")
+	}
+	defer keepOpen(in, polledIn)()
+	// The original stdout now fails on a full socket...
+	big := make([]byte, 8<<20)
+	if _, err := out.Write(big); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("write to the shared, now non-blocking stdout: %v, want EAGAIN (the case pollableOut exists for)", err)
+	}
+	// ...and the one pollableOut returns waits for the reader.
+	drained := make(chan int64)
+	go func() {
+		n, _ := io.Copy(io.Discard, own)
+		drained <- n
+	}()
+	w, ok := pollableOut(out).(*os.File)
+	if !ok || w == out {
+		t.Fatal("pollableOut kept the blocking-mode stdout")
+	}
+	defer keepOpen(out, w)()
+	if n, err := w.Write(big); err != nil || n != len(big) {
+		t.Fatalf("write through pollableOut: %d, %v", n, err)
+	}
+	syscall.Shutdown(dup, syscall.SHUT_WR)
+	select {
+	case n := <-drained:
+		if n < int64(len(big)) {
+			t.Errorf("the reader got %d bytes, want at least %d", n, len(big))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("reader did not see the end")
 	}
 }
 

@@ -156,6 +156,9 @@ type daemon struct {
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
 
+	model          *openAIModel // the children's model service; nil: the scripted model
+	modelCallLimit int          // model calls of one prompt (model_proxy.go)
+
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners
 
@@ -208,6 +211,9 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	}
 	if d.maxPending < 1 {
 		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
+	}
+	if err := d.setModel(opts); err != nil {
+		return err
 	}
 	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
 	if err != nil {
@@ -330,6 +336,9 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 	d.wg.Wait()
 	if d.provider != nil {
 		d.provider.close()
+	}
+	if d.model != nil {
+		d.model.client.CloseIdleConnections()
 	}
 }
 
@@ -768,6 +777,7 @@ type promptJob struct {
 	// Each is set before ctx ends, under the session's mu; they tell a
 	// prepare for a cancelled prompt from one for a finished prompt.
 	answered, cancelled bool
+	model               modelBudget // the model calls serve made for it
 }
 
 type hostPendingPermission struct {
@@ -1145,8 +1155,8 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 type acpChannel struct {
 	d      *daemon
 	cmd    *exec.Cmd
-	stdin  io.Closer
 	conn   *rpcConn
+	sock   *channelConn       // serve's end of the private channel (channel.go)
 	cancel context.CancelFunc // ends conn.serve
 	done   chan struct{}      // closed once the child is reaped
 	// stopping is set once the daemon ends the child: an exit before
@@ -1202,13 +1212,13 @@ func childLogArgs(logJSON bool, level slog.Level) []string {
 	return []string{"--log-format", format, "--log-level", strings.ToLower(level.String())}
 }
 
-// childCommand is "acpguard acp" with the operator's settings and opened
-// slash commands, and the scrubbed environment; in required mode that
-// environment also carries the private markers and a fresh capability.
+// childCommand is "acpguard acp" with the operator's settings, opened slash
+// commands and model choice, and the scrubbed environment; in required mode
+// that environment also carries the required-v1 marker, and never a secret.
 // Nothing else is added: what the child leaves behind is found by its
 // session (reaper.go).
-func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability string) {
-	args := []string{"acp"}
+func (d *daemon) childCommand(exe string) *exec.Cmd {
+	args := append([]string{"acp"}, d.childModelArgs()...)
 	if d.settingsFile != "" {
 		args = append(args, "--settings", d.settingsFile)
 	}
@@ -1220,12 +1230,9 @@ func (d *daemon) childCommand(exe string) (cmd *exec.Cmd, capability string) {
 	}
 	args = append(args, d.childLog...)
 	args = append(args, d.sandbox.childArgs()...)
-	if d.guarded {
-		capability = rand.Text() + rand.Text()
-	}
-	cmd = exec.Command(exe, args...)
-	cmd.Env = d.sys.env.acpChildEnv(capability)
-	return cmd, capability
+	cmd := exec.Command(exe, args...)
+	cmd.Env = d.sys.env.acpChildEnv(d.guarded)
+	return cmd
 }
 
 type initializeResult struct {
@@ -1236,9 +1243,9 @@ type initializeResult struct {
 	Meta              json.RawMessage            `json:"_meta"`
 }
 
-// startChannel spawns "acpguard acp" for a workspace and initializes it. In
-// required mode the child gets a fresh capability and must acknowledge
-// required-v1, or it is killed before any session exists on it.
+// startChannel spawns "acpguard acp" for a workspace on a private socket pair
+// (channel.go) and initializes it. In required mode the child must
+// acknowledge required-v1, or it is killed before any session exists on it.
 func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hostError) {
 	unavailable := func(format string, a ...any) *hostError {
 		return &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf(format, a...)}
@@ -1247,35 +1254,37 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	if err != nil {
 		return nil, unavailable("Cannot locate the acpguard executable: %v", err)
 	}
-	cmd, capability := d.childCommand(exe)
+	cmd := d.childCommand(exe)
 	cmd.Dir = ws
 	cmd.Stderr = d.sys.stderr
 	// A descendant that kept the child's stderr open cannot hold Wait.
 	cmd.WaitDelay = childStopGrace
-	stdin, err := cmd.StdinPipe()
+	ends, err := newChannel()
 	if err != nil {
 		return nil, unavailable("Start ACP child: %v", err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, unavailable("Start ACP child: %v", err)
-	}
+	// The child's ends are its stdin and stdout; serve keeps only its own.
+	cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
 
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
+		ends.closeAll()
 		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
 	}
 	// In a session of its own, with a parent-death signal (lifeline.go).
 	if err := startChild(cmd); err != nil {
 		d.mu.Unlock()
+		ends.closeAll()
 		return nil, unavailable("Start ACP child: %v", err)
 	}
+	ends.closeChild()
+	sock := ends.conn(cmd.Process.Pid)
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &acpChannel{d: d, cmd: cmd, stdin: stdin, cancel: cancel, done: make(chan struct{})}
-	ch.conn = newRPCConn(stdout, stdin, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
+	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{})}
+	ch.conn = newRPCConn(sock, sock, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
 	go ch.run(connCtx)
@@ -1287,9 +1296,6 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 		"protocolVersion":    1,
 		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false},
 		"clientInfo":         map[string]string{"name": "acpguard-serve", "version": version},
-	}
-	if d.guarded {
-		initParams["_meta"] = map[string]string{metaParentCapability: capability}
 	}
 	cctx, cancelCall := context.WithTimeout(ctx, d.limits.InitializeTimeout)
 	defer cancelCall()
@@ -1330,13 +1336,18 @@ func guardAcknowledgement(caps map[string]json.RawMessage) string {
 	return ack
 }
 
-// run owns the child: it serves the connection until the child's stdout
-// ends, then makes sure the whole process group is gone and reaps it.
+// run owns the child: it serves the connection until the child's end of it
+// closes (or the child exited, or another process wrote to it), then makes
+// sure the whole process group is gone and reaps it.
 func (ch *acpChannel) run(ctx context.Context) {
 	defer ch.d.wg.Done()
-	ch.conn.serve(ctx)
+	drained := ch.sock.drainAfterExit()
+	serveErr := ch.conn.serve(ctx)
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
-	ch.stdin.Close()
+	ch.sock.Close()
+	if fw, ok := errors.AsType[*foreignWriterError](serveErr); ok {
+		ch.d.obs.logger().Error("another process wrote to an ACP child's private channel: the child was ended", "pid", fw.child, "writer", fw.writer, "err", fw)
+	}
 	// A child that died without ending its tool, hook and MCP process
 	// groups (SIGKILL) leaves them running: end them by its session while
 	// the unreaped child still holds its pid (reaper.go).
@@ -1345,6 +1356,7 @@ func (ch *acpChannel) run(ctx context.Context) {
 		ch.d.obs.logger().Warn("ended processes the ACP child left behind", "pid", ch.cmd.Process.Pid, "processes", n)
 	}
 	err := ch.cmd.Wait()
+	<-drained
 	forgetChild(ch.cmd.Process.Pid)
 	if !ch.stopping.Load() {
 		ch.d.obs.childDied()
@@ -1354,11 +1366,12 @@ func (ch *acpChannel) run(ctx context.Context) {
 	ch.d.channelEnded(ch)
 }
 
-// stop ends the child: EOF and SIGTERM first, so it can end its own tool
-// process groups, then SIGKILL to the group after a grace period.
+// stop ends the child: EOF (shutdown of serve's writing side) and SIGTERM
+// first, so it can end its own tool process groups, then SIGKILL to the
+// group after a grace period.
 func (ch *acpChannel) stop() {
 	ch.stopping.Store(true)
-	ch.stdin.Close()
+	ch.sock.CloseWrite()
 	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
 	t := time.NewTimer(childStopGrace)
 	defer t.Stop()
@@ -1431,6 +1444,8 @@ func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.
 	switch method {
 	case methodGuardPrepare:
 		return ch.d.prepare(ctx, ch, params), nil
+	case methodModelComplete:
+		return ch.d.modelComplete(ctx, ch, params)
 	case "session/request_permission":
 		var p hostPermissionParams
 		if err := decodeStrict(params, &p); err != nil {

@@ -49,6 +49,8 @@ func init() {
 //	forge SESSION PROMPT TOOL JSON  ask with another identity ("-": own)
 //	lateprepare TOOL JSON           prepare, even after session/cancel
 //	permission                      ask the parent for a permission, report it
+//	model SESSION PROMPT [MODEL]    ask the parent for a model call ("-": own),
+//	                                report "model ok BYTES" or the error
 //	wait                            report "waiting", wait for session/cancel
 //	flood N SIZE                    report N texts of SIZE bytes
 //	fail                            answer the prompt with an error
@@ -57,6 +59,7 @@ func runFakeChild(mode string) int {
 	var conn *rpcConn
 	var mu sync.Mutex
 	cancels := map[string]context.CancelFunc{}
+	replies := map[string]int{} // model reply bytes, by streamId
 	sessions := 0
 	say := func(sessionID, text string) {
 		conn.notify("session/update", map[string]any{"sessionId": sessionID, "update": map[string]any{
@@ -65,6 +68,14 @@ func runFakeChild(mode string) int {
 	out := &fakeChildOut{w: os.Stdout}
 	conn = newRPCConn(os.Stdin, out, rpcConfig{
 		OnNotify: func(method string, params json.RawMessage) {
+			if method == methodModelChunk {
+				var c modelChunk
+				json.Unmarshal(params, &c)
+				mu.Lock()
+				replies[c.StreamID] += len(c.Data)
+				mu.Unlock()
+				return
+			}
 			var p struct{ SessionID string }
 			json.Unmarshal(params, &p)
 			mu.Lock()
@@ -80,8 +91,9 @@ func runFakeChild(mode string) int {
 					Meta map[string]string `json:"_meta"`
 				}
 				json.Unmarshal(params, &p)
-				if want := os.Getenv("QWEN_CODE_PRIVATE_ACP_CAPABILITY"); want != p.Meta["qwen-code/private-parent-capability"] {
-					return nil, &rpcError{Code: rpcInvalidRequest, Message: "wrong parent capability"}
+				// The channel is private; serve sends no secret over it.
+				if _, sent := p.Meta[metaParentCapability]; sent || os.Getenv(envPrivateCapability) != "" {
+					return nil, &rpcError{Code: rpcInvalidRequest, Message: "serve sent a parent capability"}
 				}
 				caps := map[string]any{"loadSession": false}
 				switch mode {
@@ -152,6 +164,33 @@ func runFakeChild(mode string) int {
 							continue
 						}
 						say(p.SessionID, string(res))
+					case "model":
+						sid, pid := f[1], f[2]
+						if sid == "-" {
+							sid = inv.SessionID
+						}
+						if pid == "-" {
+							pid = inv.PromptID
+						}
+						name := ""
+						if len(f) > 3 {
+							name = f[3]
+						}
+						mu.Lock()
+						replies[p.SessionID] = 0
+						mu.Unlock()
+						req, _ := json.Marshal(map[string]any{"model": name, "stream": true,
+							"messages": []map[string]string{{"role": "user", "content": "hello"}}})
+						_, err := conn.call(ctx, methodModelComplete, map[string]any{
+							"sessionId": sid, "promptId": pid, "streamId": p.SessionID, "request": json.RawMessage(req)})
+						if err != nil {
+							say(p.SessionID, "model error: "+err.Error())
+							continue
+						}
+						mu.Lock()
+						n := replies[p.SessionID]
+						mu.Unlock()
+						say(p.SessionID, fmt.Sprintf("model ok %d", n))
 					case "permission":
 						// As ACP asks: after session/cancel the client still answers
 						// a pending permission request, with the cancelled outcome.

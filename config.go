@@ -169,6 +169,9 @@ type serveOptions struct {
 	LogJSON               bool       // --log-format json; text otherwise
 	LogLevel              slog.Level // the zero Level is info
 	Sandbox               sandboxConfig
+	// Model is the model service serve calls for its children
+	// (model_proxy.go); BaseURL "" runs the scripted model.
+	Model openAIConfig
 }
 
 // serveLimits bound what callers can make the daemon hold. A zero count or
@@ -733,7 +736,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 		}
 	}
 	switch opts.Model {
-	case modelScripted:
+	case modelScripted, modelParent:
 	case modelOpenAI:
 		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: modelKey, Model: env.lookup(envModelName)}
 		if opts.OpenAI.Model == "" {
@@ -746,7 +749,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 			return acpOptions{}, &usageError{err}
 		}
 	default:
-		return acpOptions{}, usagef("--model %q: want %s or %s", opts.Model, modelScripted, modelOpenAI)
+		return acpOptions{}, usagef("--model %q: want %s, %s or %s", opts.Model, modelScripted, modelOpenAI, modelParent)
 	}
 	return opts, nil
 }
@@ -824,6 +827,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	}
 	if modelKeyGiven {
 		env.modelKey, env.modelKeySet = modelKey, true
+	}
+	if opts.Model, err = serveModelConfig(env, opts.Settings); err != nil {
+		return serveOptions{}, err
 	}
 	if opts.Sandbox, err = sandbox.resolve(opts.Settings, opts.SettingsFile, opts.Guard.required()); err != nil {
 		return serveOptions{}, err
@@ -1152,10 +1158,12 @@ Runs the guarded ACP v1 agent on stdin/stdout: JSON-RPC 2.0, one message per
 line. Logs go to stderr.
 
 Flags:
-` + guardFlagsUsage + `  --model scripted|openai
-        the model: the built-in scripted model (default), or an
+` + guardFlagsUsage + `  --model scripted|openai|parent
+        the model: the built-in scripted model (default), an
         OpenAI-compatible chat completions service (default when
-        OPENAI_BASE_URL is set).
+        OPENAI_BASE_URL is set), or parent: acpguard serve makes the model
+        calls with its own key (set by serve; stdin and stdout must then be
+        a Unix socket).
   --model-key-file FILE
         read the model's API key from FILE once at start, instead of
         OPENAI_API_KEY (both is an error); the file rules of the token file
@@ -1189,9 +1197,12 @@ Environment:
         start, sent only to that service.
   QWEN_SERVER_TOKEN
         read and removed at start; not used.
-  QWEN_CODE_PRIVATE_ACP_CAPABILITY, QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
-        set only by "acpguard serve" for the ACP children it manages; read and
-        removed at start.
+  QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
+        required-v1, set only by "acpguard serve" for the ACP children it
+        manages: serve decides every guarded call; stdin and stdout must be a
+        Unix socket. Read and removed at start.
+  QWEN_CODE_PRIVATE_ACP_CAPABILITY
+        read and removed at start; not used.
   GOMAXPROCS
         unset, the runtime runs on one scheduler slot: its work is short steps
         between waits, and one slot answers a guard decision sooner.
@@ -1318,8 +1329,12 @@ Environment:
         the provider's bearer token, required in required mode unless
         --external-tool-guard-token-file is given; read and removed at start,
         kept in the daemon only.
+  OPENAI_BASE_URL, OPENAI_MODEL
+        the OpenAI-compatible service and model name the children use; without
+        them the children run the scripted model. serve makes every model call
+        itself, for a session's running prompt only.
   OPENAI_API_KEY
-        the model's API key unless --model-key-file is given; read and removed
-        at start.
+        its API key unless --model-key-file is given; read and removed at
+        start, kept in the daemon only and sent only to that service.
 
 ` + scrubUsage

@@ -21,7 +21,12 @@ const (
 
 // "Private markers passed by env and deleted by the child before any tool can
 // inherit them: QWEN_CODE_PRIVATE_ACP_CAPABILITY (a random per-spawn secret) and
-// QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD=required-v1."
+// QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD=required-v1." serve sets only the
+// marker, which is not secret: an environment is readable through /proc by
+// processes of the same user until its owner hides itself. A child trusts its
+// parent because their channel is a socket pair only serve can write to
+// (channel.go). A capability in the environment is still read and removed at
+// start, and never passed on.
 const (
 	envPrivateCapability = "QWEN_CODE_PRIVATE_ACP_CAPABILITY"
 	envPrivateGuard      = "QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD"
@@ -29,7 +34,8 @@ const (
 )
 
 // "The API key is never logged and never reaches a tool, hook or MCP process
-// environment." Only an ACP child, which runs the model loop, is given it.
+// environment." No child is given it: serve's children call the model
+// through serve (model_proxy.go).
 const envModelKey = "OPENAI_API_KEY"
 
 // "minus the secret names above, minus the private markers, minus loader
@@ -63,7 +69,7 @@ type procEnv struct {
 	guardTokenSet     bool
 	serverToken       string // QWEN_SERVER_TOKEN, raw
 	serverTokenSet    bool
-	privateCapability string // QWEN_CODE_PRIVATE_ACP_CAPABILITY
+	privateCapability string // QWEN_CODE_PRIVATE_ACP_CAPABILITY: removed, never used
 	privateGuard      string // QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
 	modelKey          string // OPENAI_API_KEY
 	modelKeySet       bool
@@ -139,17 +145,13 @@ func (e *procEnv) childEnv(add ...string) []string {
 	return e.buildEnv(nil, add)
 }
 
-// acpChildEnv is the environment of an ACP child that serve starts: childEnv
-// plus the model API key, because the child runs the model loop, and, when
-// capability is not empty, the two private markers of a managed child. The
-// caller must pass a fresh random capability in required mode.
-func (e *procEnv) acpChildEnv(capability string, add ...string) []string {
+// acpChildEnv is the environment of an ACP child that serve starts: childEnv,
+// plus the required-v1 marker when required. It holds no secret in either
+// mode, and off mode adds nothing of its own to the scrubbed environment.
+func (e *procEnv) acpChildEnv(required bool, add ...string) []string {
 	var own []string
-	if e.modelKeySet {
-		own = append(own, envModelKey+"="+e.modelKey)
-	}
-	if capability != "" {
-		own = append(own, envPrivateGuard+"="+privateGuardMarker, envPrivateCapability+"="+capability)
+	if required {
+		own = append(own, envPrivateGuard+"="+privateGuardMarker)
 	}
 	return e.buildEnv(own, add)
 }

@@ -135,12 +135,18 @@ func TestChildEnvFiltersHandBuiltSnapshot(t *testing.T) {
 	}
 }
 
+// serve's children hold no secret in either mode: required mode adds only
+// the marker, off mode nothing at all to the scrubbed environment.
 func TestManagedChildEnv(t *testing.T) {
-	e := newProcEnv([]string{"PATH=/bin", envPrivateCapability + "=inherited", envPrivateGuard + "=inherited"})
-	got := e.acpChildEnv("fresh-cap", "X=1", envPrivateCapability+"=forged", envPrivateGuard+"=off")
-	want := []string{"PATH=/bin", "X=1", envPrivateGuard + "=" + privateGuardMarker, envPrivateCapability + "=fresh-cap"}
+	e := newProcEnv([]string{"PATH=/bin", envPrivateCapability + "=inherited", envPrivateGuard + "=inherited",
+		envModelKey + "=sk-model-key", envGuardToken + "=provider-token"})
+	got := e.acpChildEnv(true, "X=1", envPrivateCapability+"=forged", envPrivateGuard+"=off")
+	want := []string{"PATH=/bin", "X=1", envPrivateGuard + "=" + privateGuardMarker}
 	if !slices.Equal(got, want) {
-		t.Errorf("acpChildEnv = %q, want %q", got, want)
+		t.Errorf("acpChildEnv(required) = %q, want %q", got, want)
+	}
+	if got, want := e.acpChildEnv(false), e.childEnv(); !slices.Equal(got, want) {
+		t.Errorf("acpChildEnv(off) = %q, want the scrubbed environment %q", got, want)
 	}
 	if got := e.childEnv(); slices.ContainsFunc(got, func(kv string) bool { return strings.HasPrefix(kv, "QWEN_CODE_PRIVATE_") }) {
 		t.Errorf("childEnv() carries a private marker: %q", got)
@@ -190,8 +196,8 @@ func TestChildProcessEnvironment(t *testing.T) {
 	}{
 		{"childEnv", e.childEnv("ADDED=yes", envGuardToken+"="+secret),
 			[]string{"ACPGUARD_ORDINARY=visible-4711", "ADDED=yes"}},
-		{"acpChildEnv", e.acpChildEnv("cap-123", envServerToken+"="+secret),
-			[]string{"ACPGUARD_ORDINARY=visible-4711", envPrivateGuard + "=required-v1", envPrivateCapability + "=cap-123"}},
+		{"acpChildEnv", e.acpChildEnv(true, envServerToken+"="+secret),
+			[]string{"ACPGUARD_ORDINARY=visible-4711", envPrivateGuard + "=required-v1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,7 +460,7 @@ func TestCmdEnvChecker(t *testing.T) {
 		{"childEnv", `cmd := exec.Command("x")
 	cmd.Env = sys.env.childEnv()`, nil},
 		{"acpChildEnv with context", `c := exec.CommandContext(ctx, "x")
-	c.Env = e.acpChildEnv(capability, "A=1")`, nil},
+	c.Env = e.acpChildEnv(required, "A=1")`, nil},
 		{"struct field", `c := s.child
 	s.child.cmd = exec.Command("x")
 	s.child.cmd.Env = e.childEnv()

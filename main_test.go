@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -67,8 +68,29 @@ func runAcpguard(t testing.TB, args []string, extraEnv ...string) (code int, std
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, args, extraEnv...)
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	cmd.Stderr = &errb
+	var err error
+	if managedStart(args, extraEnv) {
+		// serve's child runs only on its socket pairs; empty ones here.
+		ends, perr := newChannel()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		defer ends.closeAll()
+		channelWriter{ends.write}.Close()
+		cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
+		copied := make(chan struct{})
+		go func() { io.Copy(&out, ends.read); close(copied) }()
+		err = cmd.Start()
+		ends.closeChild()
+		if err == nil {
+			err = cmd.Wait()
+		}
+		<-copied
+	} else {
+		cmd.Stdout = &out
+		err = cmd.Run()
+	}
 	code = 0
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)

@@ -189,9 +189,25 @@ func (m *openAIModel) next(ctx context.Context, history []message, tools []*tool
 	if err != nil {
 		return modelTurn{}, err
 	}
+	reply, mediaType, err := m.post(ctx, body)
+	if err != nil {
+		return modelTurn{}, err
+	}
+	defer reply.Close()
+	t := newOpenAITurn(m.apiKey)
+	if err := readOpenAIReply(ctx, mediaType, http.MaxBytesReader(nil, reply, openAIMaxReply), t, text); err != nil {
+		return modelTurn{}, err
+	}
+	return t.turn(history)
+}
+
+// post sends one chat completions request body with the key and returns the
+// reply's body and media type, once its status and Content-Type are ones the
+// reply readers take. An error quotes the reply with the key redacted.
+func (m *openAIModel) post(ctx context.Context, body []byte) (io.ReadCloser, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return modelTurn{}, fmt.Errorf("chat completions request: %w", err)
+		return nil, "", fmt.Errorf("chat completions request: %w", err)
 	}
 	req.Header.Set("Content-Type", openAIJSON)
 	req.Header.Set("Accept", openAIEventStream+", "+openAIJSON)
@@ -201,36 +217,42 @@ func (m *openAIModel) next(ctx context.Context, history []message, tools []*tool
 	resp, err := m.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return modelTurn{}, fmt.Errorf("chat completions request: %w", ctx.Err())
+			return nil, "", fmt.Errorf("chat completions request: %w", ctx.Err())
 		}
-		return modelTurn{}, fmt.Errorf("chat completions request: %w", err)
+		return nil, "", fmt.Errorf("chat completions request: %w", err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
 		// Read past the snippet by the key's length, so a key the server
 		// echoes near the cut is whole when it is redacted.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(openAIErrorSnippet+len(m.apiKey))))
-		return modelTurn{}, fmt.Errorf("chat completions request: status %s: body %s", resp.Status, quoteSnippet(b, m.apiKey))
+		return nil, "", fmt.Errorf("chat completions request: status %s: body %s", resp.Status, quoteSnippet(b, m.apiKey))
 	}
 	ct := resp.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(ct)
-	r := http.MaxBytesReader(nil, resp.Body, openAIMaxReply)
-	t := newOpenAITurn(m.apiKey)
+	if mediaType != openAIEventStream && mediaType != openAIJSON {
+		resp.Body.Close()
+		return nil, "", fmt.Errorf("chat completions reply: Content-Type %q: want %s or %s", ct, openAIEventStream, openAIJSON)
+	}
+	return resp.Body, mediaType, nil
+}
+
+// readOpenAIReply reads a reply of mediaType (openAIEventStream or
+// openAIJSON) into t; a failure after ctx ended reports ctx's error.
+func readOpenAIReply(ctx context.Context, mediaType string, r io.Reader, t *openAITurn, text func(string)) error {
+	var err error
 	switch mediaType {
 	case openAIEventStream:
 		err = readOpenAIStream(r, t, text)
 	case openAIJSON:
 		err = readOpenAIJSON(r, t, text)
 	default:
-		err = fmt.Errorf("chat completions reply: Content-Type %q: want %s or %s", ct, openAIEventStream, openAIJSON)
+		err = fmt.Errorf("chat completions reply: media type %q: want %s or %s", mediaType, openAIEventStream, openAIJSON)
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return modelTurn{}, fmt.Errorf("chat completions reply: %w", ctx.Err())
-		}
-		return modelTurn{}, err
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("chat completions reply: %w", ctx.Err())
 	}
-	return t.turn(history)
+	return err
 }
 
 // openAIRequestBody converts the history and tools to a streaming request.

@@ -89,17 +89,13 @@ func TestSandboxStartExitCodes(t *testing.T) {
 // agentCapabilities._meta (nil when absent).
 func initializeSandbox(t *testing.T, args []string, env ...string) (map[string]json.RawMessage, *acpClient) {
 	t.Helper()
-	capability := ""
-	if slices.Contains(env, managedEnv[1]) {
-		capability = testCapability
-	}
 	c := startACP(t, nil, args, env...)
 	var res struct {
 		AgentCapabilities struct {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		} `json:"agentCapabilities"`
 	}
-	c.mustCall(methodInitialize, initializeParams(capability), &res)
+	c.mustCall(methodInitialize, initializeParams(""), &res)
 	return res.AgentCapabilities.Meta, c
 }
 
@@ -141,7 +137,7 @@ func TestACPInitializeReportsSandbox(t *testing.T) {
 			if tt.want == "" && meta != nil {
 				t.Errorf("off mode with the sandbox off has _meta %v, want none (off mode answers as before)", meta)
 			}
-			if managed := slices.Contains(tt.env, managedEnv[1]); managed && string(meta[metaGuardReady]) != `"`+privateGuardMarker+`"` {
+			if managed := slices.Contains(tt.env, managedEnv[0]); managed && string(meta[metaGuardReady]) != `"`+privateGuardMarker+`"` {
 				t.Errorf("managed child lost its guard acknowledgement: %v", meta)
 			}
 			// The agent logs it before it reads initialize; stderr arrives
@@ -195,26 +191,28 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 			}
 			d := &daemon{sys: &system{env: newProcEnv(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"))},
 				guarded: tt.guarded, sandbox: inForce, settingsFile: settingsFile}
-			cmd, capability := d.childCommand(exe)
+			cmd := d.childCommand(exe)
 			cmd.Dir = dir
-			stdin, err := cmd.StdinPipe()
+			// As serve starts it: on its socket pairs.
+			ends, err := newChannel()
 			if err != nil {
 				t.Fatal(err)
 			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
+			err = cmd.Start()
+			ends.closeChild()
+			if err != nil {
 				t.Fatal(err)
 			}
+			stdin, stdout := channelWriter{ends.write}, ends.read
 			defer func() {
 				stdin.Close()
 				cmd.Wait()
+				ends.closeAll()
 			}()
-			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": methodInitialize, "params": initializeParams(capability)})
+			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": methodInitialize, "params": initializeParams("")})
 			if _, err := stdin.Write(append(req, '\n')); err != nil {
 				t.Fatal(err)
 			}

@@ -62,6 +62,7 @@ var serveLimitCodes = [...]string{
 	codeSubscriberLimit, limitSubscriberDropped, codeInitializeTimeout,
 	limitPromptDeadline, limitPermissionTimeout, limitSessionIdle,
 	limitEventMemory,
+	limitModelCalls, limitModelBytes,
 }
 
 // Tool executions are labelled with the child's _meta.toolName, which a
@@ -92,7 +93,7 @@ type serveObserver struct {
 	tools  map[toolSeries]int64
 
 	sandbox sandboxInForce // set once at start, before the listener opens
-	events *eventBudget // nil until the daemon sets it: nothing held
+	events  *eventBudget   // nil until the daemon sets it: nothing held
 }
 
 type toolSeries struct{ tool, status string }

@@ -1,0 +1,441 @@
+// model_proxy.go owns the model calls of serve's children. A child never
+// holds the model key: it builds the chat completions request (openai.go),
+// asks serve over its private channel with methodModelComplete, and reads
+// the reply that serve streams back with methodModelChunk through the same
+// reader a standalone acp uses. serve makes the HTTP call itself, with the
+// endpoint, model name and key of its own configuration, and only for the
+// running prompt of a session that child owns, bounded per prompt.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// Wire names of the model proxy: ACP extension methods, private to serve and
+// its children ("_" names are free for extensions in ACP).
+const (
+	// methodModelComplete is the child's request: modelCompleteParams; its
+	// result, {}, comes after every chunk of the reply.
+	methodModelComplete = "_acpguard/model/complete"
+	// methodModelChunk is serve's notification: first the reply's media
+	// type, then its bytes, in order.
+	methodModelChunk = "_acpguard/model/chunk"
+)
+
+// modelParent is "acpguard acp --model parent": serve's children ask serve.
+const modelParent = "parent"
+
+// Bounds of the model calls serve makes for one prompt: over either, the
+// call fails and the child ends the turn with an error.
+const (
+	// The prompt loop makes one model call per turn, so a prompt needs at
+	// most the settings' model.maxTurns calls; no settings file allows more
+	// than this.
+	maxModelCallsPerPrompt = maxMaxTurns
+	// Request and reply bytes together. A reply is at most openAIMaxReply
+	// and a request at most the channel's line; a prompt of many turns
+	// resends its growing history each time. The bound keeps a child that
+	// loops, or a process posing as it, from spending the operator's model
+	// budget without end.
+	maxModelBytesPerPrompt = 256 << 20
+	// modelChunkSize is the most reply bytes one notification carries
+	// (before base64), well under the child's line bound.
+	modelChunkSize = 32 << 10
+	// maxModelStreamID bounds the child's name for one call's reply.
+	maxModelStreamID = 64
+)
+
+// limit_hits_total codes of the model bounds.
+const (
+	limitModelCalls = "model_calls_exceeded"
+	limitModelBytes = "model_bytes_exceeded"
+)
+
+// modelCompleteParams is one model call of a child.
+type modelCompleteParams struct {
+	SessionID string          `json:"sessionId"`
+	PromptID  string          `json:"promptId"`
+	StreamID  string          `json:"streamId"` // names the chunks of this call's reply
+	Request   json.RawMessage `json:"request"`  // the chat completions body, "model" left empty
+	Meta      json.RawMessage `json:"_meta,omitempty"`
+}
+
+// modelChunk is one piece of a reply: its media type once, then its bytes.
+type modelChunk struct {
+	StreamID    string `json:"streamId"`
+	ContentType string `json:"contentType,omitempty"`
+	Data        []byte `json:"data,omitempty"` // base64 on the wire: a cut may split a UTF-8 sequence
+}
+
+// serveModelConfig is the model serve's children use, from serve's own
+// environment, named as for acp: the scripted model without OPENAI_BASE_URL.
+func serveModelConfig(env *procEnv, s *settings) (openAIConfig, error) {
+	base := env.lookup(envModelBaseURL)
+	if base == "" {
+		return openAIConfig{}, nil
+	}
+	cfg := openAIConfig{BaseURL: base, APIKey: env.modelKey, Model: env.lookup(envModelName)}
+	if cfg.Model == "" && s != nil {
+		cfg.Model = s.Model.Name
+	}
+	if _, err := newOpenAIModel(cfg); err != nil {
+		return openAIConfig{}, &usageError{err}
+	}
+	return cfg, nil
+}
+
+// setModel makes serve the model client of its children when the operator
+// configured a model service.
+func (d *daemon) setModel(opts serveOptions) error {
+	d.modelCallLimit = maxModelCallsPerPrompt
+	if opts.Settings != nil {
+		d.modelCallLimit = min(opts.Settings.Model.MaxTurns, maxModelCallsPerPrompt)
+	}
+	if opts.Model.BaseURL == "" {
+		return nil
+	}
+	m, err := newOpenAIModel(opts.Model)
+	if err != nil {
+		return &usageError{err}
+	}
+	d.model = m
+	return nil
+}
+
+// childModelArgs tells a child which model to run: serve's, through serve.
+func (d *daemon) childModelArgs() []string {
+	if d.model != nil {
+		return []string{"--model", modelParent}
+	}
+	return []string{"--model", modelScripted}
+}
+
+// modelBudget counts one prompt's model calls and bytes.
+type modelBudget struct {
+	mu    sync.Mutex
+	calls int
+	bytes int
+}
+
+// call takes one call if fewer than limit were made.
+func (b *modelBudget) call(limit int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.calls >= limit {
+		return false
+	}
+	b.calls++
+	return true
+}
+
+// spend takes n bytes if the prompt's bound allows them.
+func (b *modelBudget) spend(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bytes+n > maxModelBytesPerPrompt {
+		return false
+	}
+	b.bytes += n
+	return true
+}
+
+// decodeModelComplete checks a child's model call and returns it with the
+// request body serve sends: the child's, exactly as the chat completions
+// shapes read it, with modelName in "model". A child never names a model.
+func decodeModelComplete(params json.RawMessage, modelName string) (modelCompleteParams, []byte, error) {
+	var p modelCompleteParams
+	if err := decodeStrict(params, &p); err != nil {
+		return p, nil, fmt.Errorf("model call: invalid params: %v", err)
+	}
+	if p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
+		return p, nil, fmt.Errorf("model call: streamId %q: want 1 to %d bytes", truncateForError([]byte(p.StreamID)), maxModelStreamID)
+	}
+	var req openAIRequest
+	if err := decodeStrict(p.Request, &req); err != nil {
+		return p, nil, fmt.Errorf("model call: request is not a chat completions request: %v", err)
+	}
+	if req.Model != "" {
+		return p, nil, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(req.Model)))
+	}
+	req.Model = modelName
+	body, err := json.Marshal(req)
+	if err != nil {
+		return p, nil, fmt.Errorf("model call: encode request: %v", err)
+	}
+	return p, body, nil
+}
+
+// modelComplete makes one model call for a child: the channel must own the
+// session and the prompt must be its running one, or no HTTP request is
+// made; then one request with serve's key, whose reply goes back to the
+// child as chunks with the key redacted. The call ends with the prompt.
+func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.RawMessage) (any, error) {
+	name := ""
+	if d.model != nil {
+		name = d.model.name
+	}
+	p, body, err := decodeModelComplete(params, name)
+	if err != nil {
+		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
+	}
+	refuse := func(format string, a ...any) error {
+		msg := fmt.Sprintf(format, a...)
+		d.obs.logger().Warn("model call refused", "sessionId", p.SessionID, "promptId", p.PromptID, "reason", msg)
+		return &rpcError{Code: rpcInvalidRequest, Message: msg}
+	}
+	s := ch.session(p.SessionID)
+	if s == nil {
+		return nil, refuse("model call: session %q is not a session of this ACP child", p.SessionID)
+	}
+	job := s.activeJob(p.PromptID)
+	if job == nil {
+		return nil, refuse("model call: prompt %q is not the running prompt of session %q", p.PromptID, p.SessionID)
+	}
+	if d.model == nil {
+		return nil, refuse("model call: serve has no model service; set %s for serve", envModelBaseURL)
+	}
+	if !job.model.call(d.modelCallLimit) {
+		d.obs.limitHit(limitModelCalls, "sessionId", p.SessionID, "promptId", p.PromptID, "calls", d.modelCallLimit)
+		return nil, refuse("model call: prompt %q already made %d model calls, its limit", p.PromptID, d.modelCallLimit)
+	}
+	overBytes := func() error {
+		d.obs.limitHit(limitModelBytes, "sessionId", p.SessionID, "promptId", p.PromptID, "bytes", maxModelBytesPerPrompt)
+		return refuse("model call: prompt %q moved more than %d bytes to and from the model, its limit", p.PromptID, maxModelBytesPerPrompt)
+	}
+	if !job.model.spend(len(body)) {
+		return nil, overBytes()
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(job.ctx, cancel)()
+	reply, mediaType, err := d.model.post(cctx, body)
+	if err != nil {
+		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
+	}
+	defer reply.Close()
+	if err := ch.conn.notify(methodModelChunk, modelChunk{StreamID: p.StreamID, ContentType: mediaType}); err != nil {
+		return nil, err
+	}
+	r := http.MaxBytesReader(nil, reply, openAIMaxReply)
+	red := redactor{secret: []byte(d.model.apiKey)}
+	buf := make([]byte, modelChunkSize)
+	send := func(b []byte) error {
+		if len(b) == 0 {
+			return nil
+		}
+		return ch.conn.notify(methodModelChunk, modelChunk{StreamID: p.StreamID, Data: b})
+	}
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if !job.model.spend(n) {
+				return nil, overBytes()
+			}
+			if err := send(red.push(buf[:n])); err != nil {
+				return nil, err
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			if cctx.Err() != nil {
+				rerr = cctx.Err()
+			}
+			return nil, &rpcError{Code: rpcInternalError, Message: openAIReadError(rerr).Error()}
+		}
+	}
+	if err := send(red.flush()); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// redactor replaces a secret in a byte stream cut at arbitrary places: it
+// holds back the longest tail that could begin the secret.
+type redactor struct {
+	secret []byte
+	carry  []byte
+}
+
+// push returns what of carry and b is certain not to hold part of the
+// secret, with every whole secret replaced.
+func (r *redactor) push(b []byte) []byte {
+	if len(r.secret) == 0 {
+		return b
+	}
+	buf := append(r.carry, b...)
+	var out []byte
+	for {
+		i := bytes.Index(buf, r.secret)
+		if i < 0 {
+			break
+		}
+		out = append(append(out, buf[:i]...), openAIRedactedKey...)
+		buf = buf[i+len(r.secret):]
+	}
+	keep := 0
+	for k := min(len(r.secret)-1, len(buf)); k > 0; k-- {
+		if bytes.HasSuffix(buf, r.secret[:k]) {
+			keep = k
+			break
+		}
+	}
+	out = append(out, buf[:len(buf)-keep]...)
+	r.carry = append([]byte(nil), buf[len(buf)-keep:]...)
+	return out
+}
+
+// flush returns the held-back tail at the end of the stream.
+func (r *redactor) flush() []byte {
+	out := r.carry
+	r.carry = nil
+	return out
+}
+
+// ---- the child's side ----
+
+// promptIdentityKey carries, in a prompt's context, the session and the
+// prompt id serve gave it, which a model call through serve names.
+type promptIdentityKey struct{}
+
+type promptIdentity struct{ sessionID, promptID string }
+
+func withPromptIdentity(ctx context.Context, sessionID, promptID string) context.Context {
+	return context.WithValue(ctx, promptIdentityKey{}, promptIdentity{sessionID, promptID})
+}
+
+// errModelStreamDone ends the delivery of a reply nobody reads any more.
+var errModelStreamDone = errors.New("model reply no longer read")
+
+// parentModel is the model of serve's child: serve makes each call.
+type parentModel struct {
+	a       *agent
+	mu      sync.Mutex
+	streams map[string]*modelStream
+}
+
+// modelStream is one call's reply as it arrives.
+type modelStream struct {
+	mediaType chan string // capacity 1: sent before any byte
+	typed     bool        // the read goroutine's: the media type came
+	pr        *io.PipeReader
+	pw        *io.PipeWriter
+}
+
+func newParentModel(a *agent) *parentModel {
+	return &parentModel{a: a, streams: map[string]*modelStream{}}
+}
+
+func (m *parentModel) next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error) {
+	id, _ := ctx.Value(promptIdentityKey{}).(promptIdentity)
+	body, err := openAIRequestBody("", history, tools)
+	if err != nil {
+		return modelTurn{}, err
+	}
+	streamID := rand.Text()
+	pr, pw := io.Pipe()
+	st := &modelStream{mediaType: make(chan string, 1), pr: pr, pw: pw}
+	m.mu.Lock()
+	m.streams[streamID] = st
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.streams, streamID)
+		m.mu.Unlock()
+	}()
+
+	callCtx, stopCall := context.WithCancel(ctx)
+	defer stopCall()
+	called := make(chan error, 1)
+	go func() {
+		_, err := m.a.conn.call(callCtx, methodModelComplete, modelCompleteParams{
+			SessionID: id.sessionID, PromptID: id.promptID, StreamID: streamID, Request: body,
+		})
+		// The answer is read after every chunk before it was delivered.
+		if err != nil {
+			pw.CloseWithError(err)
+		} else {
+			pw.Close()
+		}
+		called <- err
+	}()
+	var mediaType string
+	var callErr error
+	answered := false
+	select {
+	case mediaType = <-st.mediaType:
+	case callErr = <-called:
+		answered = true
+		select {
+		case mediaType = <-st.mediaType:
+		default:
+		}
+	}
+	t := newOpenAITurn("") // serve redacted its key already
+	var readErr error
+	if mediaType != "" {
+		readErr = readOpenAIReply(ctx, mediaType, pr, t, text)
+	}
+	pr.CloseWithError(errModelStreamDone)
+	if readErr != nil {
+		stopCall() // serve stops reading the reply
+	}
+	if !answered {
+		callErr = <-called
+	}
+	switch {
+	case readErr != nil:
+		return modelTurn{}, readErr
+	case callErr != nil:
+		return modelTurn{}, fmt.Errorf("model call through serve: %w", callErr)
+	case mediaType == "":
+		return modelTurn{}, errors.New("model call through serve: answered without a reply")
+	}
+	return t.turn(history)
+}
+
+// deliver takes one chunk from serve, on the connection's read goroutine,
+// and waits until the reply's reader took it or stopped reading. A chunk out
+// of order ends its reply with an error.
+func (m *parentModel) deliver(params json.RawMessage) {
+	var c modelChunk
+	err := decodeStrict(params, &c)
+	if err != nil {
+		// Read loosely only to find the reply it would belong to.
+		c = modelChunk{}
+		if json.Unmarshal(params, &c) != nil {
+			return
+		}
+	}
+	m.mu.Lock()
+	st := m.streams[c.StreamID]
+	m.mu.Unlock()
+	switch {
+	case st == nil:
+		return // a reply nobody waits for any more
+	case err != nil:
+		st.pw.CloseWithError(fmt.Errorf("model reply from serve: invalid chunk: %v", err))
+	case c.ContentType != "" && st.typed:
+		st.pw.CloseWithError(errors.New("model reply from serve: a second content type"))
+	case c.ContentType != "":
+		st.typed = true
+		st.mediaType <- c.ContentType
+		if len(c.Data) > 0 {
+			st.pw.Write(c.Data)
+		}
+	case !st.typed:
+		st.pw.CloseWithError(errors.New("model reply from serve: bytes before the content type"))
+	case len(c.Data) > 0:
+		st.pw.Write(c.Data) // fails at once when the reader stopped
+	}
+}

@@ -1,0 +1,268 @@
+// model_proxy_test.go tests the model calls of serve's children through
+// serve, against a fake OpenAI-compatible service on loopback: a real serve
+// and real acp children for the whole path, the scripted fake child for
+// what a forged child may ask.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeModelServer is a chat completions service that records every call and
+// streams the SSE events reply(n) gives for the n-th (from 0).
+type fakeModelServer struct {
+	srv   *httptest.Server
+	reply func(n int) []string
+
+	mu    sync.Mutex
+	calls []fakeModelCall
+}
+
+type fakeModelCall struct {
+	path string
+	auth []string // every Authorization header value
+	body map[string]json.RawMessage
+}
+
+func newFakeModelServer(t testing.TB, reply func(n int) []string) *fakeModelServer {
+	m := &fakeModelServer{reply: reply}
+	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]json.RawMessage
+		json.NewDecoder(r.Body).Decode(&body)
+		m.mu.Lock()
+		n := len(m.calls)
+		m.calls = append(m.calls, fakeModelCall{path: r.URL.Path, auth: r.Header.Values("Authorization"), body: body})
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range m.reply(n) {
+			fmt.Fprintf(w, "data: %s\n\n", ev)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *fakeModelServer) seen() []fakeModelCall {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.calls)
+}
+
+// agentChunks joins the agent_message_chunk texts of a turn's events.
+func agentChunks(t testing.TB, evs []sseEvent) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.typ != eventSessionUpdate {
+			continue
+		}
+		var d struct {
+			Update struct {
+				SessionUpdate string          `json:"sessionUpdate"`
+				Content       json.RawMessage `json:"content"`
+			} `json:"update"`
+		}
+		if err := json.Unmarshal(parseEnvelope(t, ev).Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		var c struct{ Text string }
+		if d.Update.SessionUpdate == "agent_message_chunk" && json.Unmarshal(d.Update.Content, &c) == nil {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// A managed child's model turn runs through serve: serve calls the model
+// service with its own key and model name, once per model call; the child
+// streams the text and runs the proposed tool; the key is in neither the
+// child's start environment nor the tool's, nor in what the child was sent.
+func TestServeE2EModelCallsThroughServe(t *testing.T) {
+	const key = "sk-serve-only-7c1f0e9a2b4d"
+	fm := newFakeModelServer(t, func(n int) []string {
+		if n == 0 {
+			return []string{
+				`{"choices":[{"index":0,"delta":{"role":"assistant","content":"running env. "}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_m1","type":"function","function":{"name":"run_shell_command","arguments":"{\"command\":"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"env > env.txt\"}"}}]},"finish_reason":"tool_calls"}]}`,
+				"[DONE]",
+			}
+		}
+		// A service that echoes the key: serve redacts it on the way.
+		return []string{`{"choices":[{"index":0,"delta":{"content":"done, with ` + key + `"},"finish_reason":"stop"}]}`, "[DONE]"}
+	})
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	sp := startServe(t, args, tokenEnv, envModelBaseURL+"="+fm.srv.URL+"/v1", envModelName+"=serve-model", envModelKey+"="+key)
+	id := sp.newSession(t, "")
+	_, evs := sp.runTurn(t, id, "show me the environment")
+	if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
+		t.Fatalf("turn ended with %s %s\n%s", last.typ, last.data, sp.stderr.String())
+	}
+	if got, want := agentChunks(t, evs), "running env. done, with "+openAIRedactedKey; got != want {
+		t.Errorf("agent text = %q, want %q", got, want)
+	}
+	shellEnv, err := os.ReadFile(filepath.Join(ws, "env.txt"))
+	if err != nil {
+		t.Fatalf("the model's shell call did not run: %v", err)
+	}
+	calls := fm.seen()
+	if len(calls) != 2 {
+		t.Fatalf("model service saw %d calls, want 2", len(calls))
+	}
+	for i, c := range calls {
+		if len(c.auth) != 1 || c.auth[0] != "Bearer "+key {
+			t.Errorf("call %d: Authorization headers %q, want serve's key exactly once", i, c.auth)
+		}
+		if string(c.body["model"]) != `"serve-model"` || c.path != "/v1/chat/completions" {
+			t.Errorf("call %d: %s model %s, want serve's model on its endpoint", i, c.path, c.body["model"])
+		}
+	}
+	if !strings.Contains(string(calls[1].body["messages"]), `"tool_call_id":"call_m1"`) {
+		t.Errorf("second call carries no tool result: %s", calls[1].body["messages"])
+	}
+	if _, n := prov.counts(); n != 1 {
+		t.Errorf("provider saw %d prepares, want 1 (the shell call)", n)
+	}
+	children := childPIDs(t, sp.cmd.Process.Pid)
+	if len(children) != 1 {
+		t.Fatalf("serve has children %v, want one ACP child", children)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", children[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range map[string]string{"child /proc environ": string(environ), "tool environment": string(shellEnv)} {
+		if strings.Contains(text, key) || strings.Contains(text, envModelKey+"=") {
+			t.Errorf("%s holds the model key", where)
+		}
+	}
+}
+
+// serve makes a model call only for the running prompt of a session the
+// asking child owns, and never under a model name the child chose: each
+// refusal makes no HTTP request.
+func TestServeModelCallsOnlyForOwnRunningPrompt(t *testing.T) {
+	fm := newFakeModelServer(t, func(int) []string {
+		return []string{`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`, "[DONE]"}
+	})
+	wsA, wsB := t.TempDir(), t.TempDir()
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{wsA, wsB},
+		Model: openAIConfig{BaseURL: fm.srv.URL, APIKey: "model-key", Model: "serve-model"}}, fakeChildEnv("ack"))
+	a := td.newSession(t, `{"cwd":"`+wsA+`"}`)
+	a2 := td.newSession(t, `{"cwd":"`+wsA+`"}`)
+	b := td.newSession(t, `{"cwd":"`+wsB+`"}`)
+	streamB := td.openEvents(t, b, "")
+	pb := td.prompt(t, b, "wait")
+	readSSE(t, streamB, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+
+	_, evs := td.runTurn(t, a, strings.Join([]string{
+		"model " + b + " " + pb, // another child's session, running prompt
+		"model " + a2 + " -",    // own child, idle session
+		"model - stale-prompt",  // own session, not its prompt
+		"model - - gpt-4o",      // a model of the child's choosing
+	}, "\n"))
+	want := []string{
+		fmt.Sprintf("session %q is not a session of this ACP child", b),
+		fmt.Sprintf("is not the running prompt of session %q", a2),
+		fmt.Sprintf("prompt %q is not the running prompt of session %q", "stale-prompt", a),
+		`request names model "gpt-4o"; serve alone chooses the model`,
+	}
+	got := texts(t, evs)
+	if len(got) != len(want) {
+		t.Fatalf("answers %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], "model error: ") || !strings.Contains(got[i], want[i]) {
+			t.Errorf("answer %d = %q, want an error saying %q", i, got[i], want[i])
+		}
+	}
+	if n := len(fm.seen()); n != 0 {
+		t.Fatalf("refused model calls made %d HTTP requests", n)
+	}
+
+	_, evs = td.runTurn(t, a, "model - -")
+	if got := texts(t, evs); len(got) != 1 || !strings.HasPrefix(got[0], "model ok ") || got[0] == "model ok 0" {
+		t.Errorf("genuine model call answered %q", got)
+	}
+	calls := fm.seen()
+	if len(calls) != 1 || string(calls[0].body["model"]) != `"serve-model"` || !slices.Equal(calls[0].auth, []string{"Bearer model-key"}) {
+		t.Errorf("model service saw %+v, want one call with serve's model and key", calls)
+	}
+	td.do(t, "POST", "/session/"+b+"/cancel", "")
+}
+
+// A prompt's model calls are bounded in number: the one past the bound fails
+// without an HTTP request, and the hit is counted.
+func TestServeModelCallLimit(t *testing.T) {
+	fm := newFakeModelServer(t, func(int) []string {
+		return []string{`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`, "[DONE]"}
+	})
+	s := defaultSettings()
+	s.Model.MaxTurns = 2
+	td := startTestDaemon(t, serveOptions{Settings: s, Model: openAIConfig{BaseURL: fm.srv.URL, Model: "m"}}, fakeChildEnv("ack"))
+	id := td.newSession(t, "")
+	_, evs := td.runTurn(t, id, "model - -\nmodel - -\nmodel - -")
+	got := texts(t, evs)
+	if len(got) != 3 || !strings.HasPrefix(got[0], "model ok") || !strings.HasPrefix(got[1], "model ok") ||
+		!strings.Contains(got[2], "already made 2 model calls, its limit") {
+		t.Errorf("answers = %q", got)
+	}
+	if n := len(fm.seen()); n != 2 {
+		t.Errorf("model service saw %d calls, want 2", n)
+	}
+	metrics := string(td.do(t, "GET", serveMetricsPath, "").body)
+	if !strings.Contains(metrics, `acpguard_serve_limit_hits_total{code="`+limitModelCalls+`"} 1`) {
+		t.Errorf("metrics do not count the model call limit:\n%s", metrics)
+	}
+	// The next prompt has its own budget.
+	if _, evs := td.runTurn(t, id, "model - -"); !strings.HasPrefix(strings.Join(texts(t, evs), ""), "model ok") {
+		t.Errorf("next prompt: %q", texts(t, evs))
+	}
+}
+
+func TestModelBudgetBytes(t *testing.T) {
+	var b modelBudget
+	if !b.spend(maxModelBytesPerPrompt-10) || !b.spend(10) {
+		t.Fatal("spending up to the bound was refused")
+	}
+	if b.spend(1) {
+		t.Error("a byte past the bound was allowed")
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	tests := []struct {
+		secret string
+		chunks []string
+		want   string
+	}{
+		{"sk-123", []string{"a sk-123 b"}, "a " + openAIRedactedKey + " b"},
+		{"sk-123", []string{"a sk-", "123 b"}, "a " + openAIRedactedKey + " b"},
+		{"sk-123", []string{"s", "k", "-", "1", "2", "3"}, openAIRedactedKey},
+		{"sk-123", []string{"sk-12", "sk-123"}, "sk-12" + openAIRedactedKey},
+		{"sk-123", []string{"ends with sk-1"}, "ends with sk-1"},
+		{"", []string{"nothing to hide"}, "nothing to hide"},
+	}
+	for _, tt := range tests {
+		r := redactor{secret: []byte(tt.secret)}
+		var out []byte
+		for _, c := range tt.chunks {
+			out = append(out, r.push([]byte(c))...)
+		}
+		out = append(out, r.flush()...)
+		if string(out) != tt.want {
+			t.Errorf("redact %q of %q = %q, want %q", tt.secret, tt.chunks, out, tt.want)
+		}
+	}
+}
