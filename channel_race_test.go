@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -412,26 +413,7 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 		maxIterations = 200
 		perServe      = 10 // workspaces, so children, per serve process
 	)
-	base, err := os.MkdirTemp("", "acpguard-channel-race-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "acpguard")
-	if err := os.WriteFile(bin, exe, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base, bin := nobodyBinary(t, "acpguard-channel-race-")
 	run := mkdirFor(t, filepath.Join(base, "run"))
 	loot := mkdirFor(t, filepath.Join(base, "loot"))
 	settings := filepath.Join(run, "settings.json")
@@ -448,48 +430,18 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 	prov.srv = httptest.NewServer(http.HandlerFunc(prov.serveHTTP))
 	t.Cleanup(prov.srv.Close)
 
-	attacker := exec.Command(bin, "attack")
-	attacker.Env = append(os.Environ(), envChannelAttacker+"="+loot, quickRaceExit)
-	asNobody(attacker)
-	attackerOut, err := attacker.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	attackerErr := &syncBuffer{}
-	attacker.Stderr = attackerErr
-	if err := attacker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { attacker.Process.Kill(); attacker.Wait() })
-	lines := bufio.NewScanner(attackerOut)
-	if !lines.Scan() || lines.Text() != `"ready"` {
-		t.Fatalf("attacker did not start: %q %s", lines.Text(), attackerErr.String())
-	}
-	var raced atomic.Int32
-	var reportsMu sync.Mutex
-	var reports []attackReport
-	go func() {
-		for lines.Scan() {
-			var r attackReport
-			if json.Unmarshal(lines.Bytes(), &r) == nil && r.PID != 0 {
-				reportsMu.Lock()
-				reports = append(reports, r)
-				reportsMu.Unlock()
-				raced.Add(1)
-			}
-		}
-	}()
+	atk := startRaceAttacker(t, bin, loot)
 
 	client := &http.Client{Timeout: 60 * time.Second}
 	counts := map[raceTurn]int{}
 	var workspaces []string
 	var serveLogs []string
 	iterations := 0
-	for (raced.Load() < minRaced || iterations < minRaced) && iterations < maxIterations {
+	for (atk.raced.Load() < minRaced || iterations < minRaced) && iterations < maxIterations {
 		batch := make([]string, perServe)
 		args := []string{"--settings", settings, "--decision-log", filepath.Join(run, fmt.Sprintf("decisions-%d.jsonl", iterations)),
 			"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL,
-			"--initialize-timeout-ms", "3000", "--prompt-deadline-ms", "5000"}
+			"--initialize-timeout-ms", "3000", "--prompt-deadline-ms", "5000", "--allow-tokenless-loopback"}
 		for i := range batch {
 			batch[i] = mkdirFor(t, filepath.Join(run, fmt.Sprintf("ws-%d", iterations+i)))
 			args = append(args, "--workspace", batch[i])
@@ -510,9 +462,7 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 		serveLogs = append(serveLogs, rs.stderr.String())
 		workspaces = append(workspaces, batch...)
 	}
-	// Let the last child's attack finish its report.
-	time.Sleep(2 * attackWindow)
-	attacker.Process.Kill()
+	reports := atk.finish()
 
 	for _, ws := range workspaces {
 		if data, err := os.ReadFile(filepath.Join(ws, "denied.txt")); !errors.Is(err, os.ErrNotExist) {
@@ -537,8 +487,6 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 			}
 		}
 	}
-	reportsMu.Lock()
-	defer reportsMu.Unlock()
 	var opened, copied, environs int
 	for _, r := range reports {
 		opened += len(r.Opened)
@@ -562,6 +510,88 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 	}
 }
 
+// nobodyBinary copies the test binary where the ordinary user 65534 can run
+// it, into a fresh directory that the cleanup removes.
+func nobodyBinary(t *testing.T, prefix string) (base, bin string) {
+	t.Helper()
+	base, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(base, "acpguard")
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return base, bin
+}
+
+// raceAttacker is the attacker process, running as 65534, and the reports
+// it printed so far.
+type raceAttacker struct {
+	cmd    *exec.Cmd
+	raced  atomic.Int32
+	mu     sync.Mutex
+	report []attackReport
+}
+
+// startRaceAttacker starts the attacker of bin, keeping what it reads in
+// loot, and returns once it knows the processes that were there before.
+func startRaceAttacker(t *testing.T, bin, loot string) *raceAttacker {
+	t.Helper()
+	atk := &raceAttacker{cmd: exec.Command(bin, "attack")}
+	atk.cmd.Env = append(os.Environ(), envChannelAttacker+"="+loot, quickRaceExit)
+	asNobody(atk.cmd)
+	out, err := atk.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	atk.cmd.Stderr = stderr
+	if err := atk.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { atk.cmd.Process.Kill(); atk.cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != `"ready"` {
+		t.Fatalf("attacker did not start: %q %s", lines.Text(), stderr.String())
+	}
+	go func() {
+		for lines.Scan() {
+			var r attackReport
+			if json.Unmarshal(lines.Bytes(), &r) == nil && r.PID != 0 {
+				atk.mu.Lock()
+				atk.report = append(atk.report, r)
+				atk.mu.Unlock()
+				atk.raced.Add(1)
+			}
+		}
+	}()
+	return atk
+}
+
+// finish lets the last child's attack end, stops the attacker and returns
+// every report.
+func (atk *raceAttacker) finish() []attackReport {
+	time.Sleep(2 * attackWindow)
+	atk.cmd.Process.Kill()
+	atk.cmd.Wait()
+	atk.mu.Lock()
+	defer atk.mu.Unlock()
+	return slices.Clone(atk.report)
+}
+
 // randomTestToken is a fresh value no process could guess.
 func randomTestToken(t *testing.T) string {
 	v, err := randomHex(16)
@@ -569,4 +599,103 @@ func randomTestToken(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestStandaloneRaceSecretFiles races 50 standalone "acp" processes that an
+// editor starts with their provider token and model key in files, not in
+// their environment: the attacker, running as the same ordinary user as
+// every acp, reads whatever it can of each new one and never finds either.
+func TestStandaloneRaceSecretFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run acp and the attacker as the ordinary user 65534: root reads every environment, so a root-only run proves nothing")
+	}
+	if testing.Short() {
+		t.Skip("the race runs at least 50 acp processes")
+	}
+	const minRaced, maxStarts = 50, 200
+	base, bin := nobodyBinary(t, "acpguard-standalone-race-")
+	run := mkdirFor(t, filepath.Join(base, "run"))
+	loot := mkdirFor(t, filepath.Join(base, "loot"))
+	prov := newTestProvider(t)
+	prov.token = "provider-" + randomTestToken(t)
+	modelKey := "sk-race-" + randomTestToken(t)
+	secretFile := func(name, value string) string {
+		f := filepath.Join(run, name)
+		if err := os.WriteFile(f, []byte(value+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(f, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	args := []string{"acp", "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL,
+		"--external-tool-guard-token-file", secretFile("guard.token", prov.token),
+		"--model-key-file", secretFile("model.key", modelKey)}
+
+	atk := startRaceAttacker(t, bin, loot)
+	starts := 0
+	for (atk.raced.Load() < minRaced || starts < minRaced) && starts < maxStarts {
+		starts++
+		cmd := exec.Command(bin, args...)
+		// What an editor gives it: an OpenAI-compatible service (never
+		// called here) and no secret.
+		cmd.Env = append(os.Environ(), envRunAsMain+"=1", quickRaceExit, envModelBaseURL+"=http://127.0.0.1:9/v1", envModelName+"=race")
+		cmd.Dir = run
+		asNobody(cmd)
+		// The attacker's copies of its stderr outlive it.
+		cmd.WaitDelay = 200 * time.Millisecond
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The editor's own pipes stay openable during the start-up window
+		// (the sandbox keeps tools from them): the first line may be the
+		// attacker's, which is no secret read. An acp that holds the
+		// attacker's copy of its stdin never sees its end: it is killed
+		// once it has answered.
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+		bufio.NewReader(stdout).ReadString('\n')
+		cmd.Process.Kill()
+		cmd.Wait()
+		if strings.Contains(stderr.String(), "acpguard: error:") {
+			t.Fatalf("acp %d failed: %s", starts, stderr.String())
+		}
+	}
+	reports := atk.finish()
+
+	files, err := os.ReadDir(loot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(loot, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{prov.token, modelKey} {
+			if bytes.Contains(data, []byte(s)) {
+				t.Errorf("the attacker read a secret in %s", f.Name())
+			}
+		}
+	}
+	environs := 0
+	for _, r := range reports {
+		if r.Environ {
+			environs++
+		}
+	}
+	t.Logf("%d acp started, %d raced, %d environments read, none with a secret", starts, len(reports), environs)
+	if len(reports) < minRaced {
+		t.Errorf("the attacker raced %d acp processes, want at least %d", len(reports), minRaced)
+	}
 }
