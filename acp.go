@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// ACP v1 wire names and limits (../shared/notes/acp-v1.md).
+// ACP v1 wire names and limits: JSON-RPC 2.0, one message per line.
 const (
 	acpProtocolVersion = 1
 	// acpMaxLine bounds one incoming ACP message: "lines are bounded in size".
