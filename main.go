@@ -1,6 +1,17 @@
-// main.go owns subcommand dispatch and exit codes: it captures secrets from
-// the environment before anything else runs, then hands one run function the
-// arguments. Everything else lives in the subcommands' own files.
+// main.go owns subcommand dispatch, exit codes and `version`: it captures
+// secrets from the environment before anything else runs, then hands one run
+// function the arguments. Everything else lives in the subcommands' own files.
+//
+// Error messages, everywhere (DESIGN.md §11): lower case, no final period,
+// the operation first, the offending value quoted with %q (never a secret),
+// and where the fix is known a hint after a semicolon:
+//
+//	settings "/srv/a.json": unknown key "tools.aprovalMode"
+//	unknown command "sevre"; run "acpguard help"
+//
+// The host API's JSON errors follow it too; only texts that Qwen Code
+// compatibility fixes word for word (its 401 body, the tool-result texts
+// of the guard) keep their wording.
 package main
 
 import (
@@ -85,7 +96,7 @@ Run "acpguard <command> --help" for a command's flags and environment.
 func run(ctx context.Context, args []string, sys *system) error {
 	if len(args) == 0 {
 		fmt.Fprint(sys.stderr, mainUsage)
-		return usagef("no command given")
+		return usagef(`no command given; run "acpguard help"`)
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
@@ -104,7 +115,7 @@ func run(ctx context.Context, args []string, sys *system) error {
 		return nil
 	default:
 		fmt.Fprint(sys.stderr, mainUsage)
-		return usagef("unknown command %q", cmd)
+		return usagef(`unknown command %q; run "acpguard help"`, cmd)
 	}
 }
 
@@ -117,7 +128,7 @@ func runVersion(sys *system, args []string) error {
 			fmt.Fprint(sys.stdout, "Usage: acpguard version\n\nPrints the version, the VCS revision, whether the tree was modified, and the Go version.\n")
 			return errHelp
 		}
-		return usagef("version takes no arguments, got %q", args[0])
+		return usagef(`version takes no arguments, got %q; run "acpguard version"`, args[0])
 	}
 	rev, modified := "unknown", "unknown"
 	goVersion := runtime.Version()
