@@ -1,4 +1,4 @@
-// provider_identity.go owns the proof that a connection to the provider
+// guard_identity.go owns the proof that a connection to the provider
 // reaches the provider the handshake met. Over http:// nothing else proves
 // it: a process of the same user can kill the provider, bind its freed port
 // and collect the bearer token. So the handshake records the owner uid and
@@ -12,7 +12,7 @@
 // The facts come from the kernel's view of the TCP sockets of this network
 // namespace, which any process may read and which needs nothing of the
 // provider's own /proc entries (a provider of another user, or a
-// non-dumpable one, hides those): sock_diag (provider_identity_diag.go),
+// non-dumpable one, hides those): sock_diag (guard_identity_diag.go),
 // or the socket tables /proc/net/tcp and /proc/net/tcp6 parsed here.
 package main
 

@@ -1,4 +1,4 @@
-// provider_identity_test.go tests the provider identity check: the socket
+// guard_identity_test.go tests the provider identity check: the socket
 // table parser against kernel-written vectors, the decisions over listeners
 // and accepted sockets, and, with real processes on loopback, a provider
 // killed and its port taken by a squatter, a SIGHUP that accepts a new
