@@ -1,4 +1,4 @@
-// provider_test.go tests the provider client against real loopback servers,
+// guard_client_test.go tests the provider client against real loopback servers,
 // replaying the shared wire vectors in testdata/wire/response.
 package main
 
