@@ -1,6 +1,6 @@
-// provider_server_test.go tests the reference provider in process over real
-// loopback sockets: the request vectors in testdata/wire/request, the
-// example policy, the audit log, and SIGHUP reloads.
+// provider_test.go tests the reference provider in process over real
+// loopback sockets: the request vectors in testdata/wire/request, any body
+// fuzzed, the audit log, and SIGHUP reloads.
 package main
 
 import (
@@ -10,11 +10,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -388,113 +389,6 @@ func TestProviderReloadOnSIGHUP(t *testing.T) {
 	}
 }
 
-func TestParsePolicy(t *testing.T) {
-	tests := []struct {
-		name, providerPolicy, err string
-	}{
-		{"minimal", `{}`, ""},
-		{"full", `{"rules":[{"tool":"mcp__*","match":{"/a/0":"^x$","/b~1c":"y"},"decision":"deny","reason":"No"}],"default":"allow"}`, ""},
-		{"unknown top field", `{"rule":[]}`, `json: unknown field "rule"`},
-		{"unknown rule field", `{"rules":[{"tool":"x","decision":"allow"},{"tool":"x","decision":"allow","why":"x"}]}`, `rule 1: json: unknown field "why"`},
-		{"rule field of another type", `{"rules":[{"tool":5,"decision":"allow"}]}`, `rule 0: json: cannot unmarshal number`},
-		// encoding/json alone lets the last of two members win.
-		{"decision given twice", `{"rules":[{"tool":"read_file","decision":"deny"},{"tool":"read_file","decision":"deny","decision":"allow"}]}`, `duplicate field "decision" in rules[1]`},
-		{"rules given twice", `{"rules":[{"tool":"x","decision":"deny"}],"rules":[]}`, `duplicate field "rules"`},
-		{"decision given twice in two cases", `{"rules":[{"tool":"read_file","decision":"deny","Decision":"allow"}]}`, `rule 0: unknown field "Decision"`},
-		{"rule not an object", `{"rules":["read_file"]}`, `rule 0: json: cannot unmarshal string`},
-		{"trailing data", `{} {}`, "trailing data"},
-		{"not json", `rules:`, "invalid character"},
-		{"bad default", `{"default":"maybe"}`, `default "maybe": want "allow" or "deny"`},
-		{"default reason on allow", `{"default":"allow","defaultReason":"x"}`, "defaultReason: a reason is only allowed on a deny"},
-		{"unsafe default reason", `{"defaultReason":"a\nb"}`, `defaultReason: unsafe reason "a\nb": control character U+000A`},
-		{"missing tool", `{"rules":[{"decision":"allow"}]}`, `rule 0: missing "tool"`},
-		{"bad glob", `{"rules":[{"tool":"x","decision":"allow"},{"tool":"mcp__[","decision":"deny"}]}`, `rule 1: invalid tool pattern "mcp__[": syntax error in pattern`},
-		{"missing decision", `{"rules":[{"tool":"x"}]}`, `rule 0: decision "": want "allow" or "deny"`},
-		{"bad decision", `{"rules":[{"tool":"x","decision":"ask"}]}`, `rule 0: decision "ask": want "allow" or "deny"`},
-		{"reason on allow", `{"rules":[{"tool":"x","decision":"allow","reason":"ok"}]}`, "rule 0: a reason is only allowed on a deny"},
-		{"blank reason", `{"rules":[{"tool":"x","decision":"deny","reason":"  "}]}`, `rule 0: unsafe reason "  ": blank`},
-		{"long reason", `{"rules":[{"tool":"x","decision":"deny","reason":"` + strings.Repeat("a", 501) + `"}]}`, "rule 0: unsafe reason"},
-		{"u2028 reason", `{"rules":[{"tool":"x","decision":"deny","reason":"a\u2028b"}]}`, "control character U+2028"},
-		{"pointer without slash", `{"rules":[{"tool":"x","match":{"command":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "command": must start with /`},
-		{"empty pointer", `{"rules":[{"tool":"x","match":{"":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "": must start with /`},
-		{"bad escape", `{"rules":[{"tool":"x","match":{"/a~2":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "/a~2": ~ must be followed by 0 or 1`},
-		{"bad regexp", `{"rules":[{"tool":"x","match":{"/a":"x"}, "decision":"deny"},{"tool":"y","match":{"/b":"ok","/a":"[z"},"decision":"deny"}]}`, `rule 1: invalid regexp for "/a": error parsing regexp: missing closing ]: ` + "`[z`"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseProviderPolicy([]byte(tt.providerPolicy))
-			if tt.err == "" && err != nil {
-				t.Errorf("error %v, want none", err)
-			}
-			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
-				t.Errorf("error %v, want %q", err, tt.err)
-			}
-		})
-	}
-}
-
-func TestPolicyDecide(t *testing.T) {
-	pol, err := parseProviderPolicy([]byte(`{"rules":[
-		{"tool":"t","match":{"/a~1b/0":"^yes$"},"decision":"allow"},
-		{"tool":"t","match":{"/m~0n":"go","/x":"."},"decision":"allow"},
-		{"tool":"t","match":{"/arr/10":"ten"},"decision":"allow"},
-		{"tool":"g?b_*","decision":"deny","reason":"glob"}
-	],"default":"allow"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	arr := `["0","1","2","3","4","5","6","7","8","9","ten"]`
-	tests := []struct {
-		tool, args string
-		rule       int
-	}{
-		{"t", `{"a/b":["yes"]}`, 0},
-		{"t", `{"a/b":["yes!"]}`, -1},
-		{"t", `{"a/b":"yes"}`, -1},
-		{"t", `{"a/b":[true]}`, -1},
-		{"t", `{"m~n":"golang","x":"1"}`, 1},
-		{"t", `{"m~n":"golang"}`, -1},
-		{"t", `{"arr":` + arr + `}`, 2},
-		{"t", `{"arr":{"10":"ten"}}`, 2},
-		{"t", `{"arr":{"010":"ten"}}`, -1},
-		{"T", `{"a/b":["yes"]}`, -1},
-		{"gib_x", `{}`, 3},
-		{"gb_x", `{}`, -1},
-	}
-	for _, tt := range tests {
-		var args any
-		dec := json.NewDecoder(strings.NewReader(tt.args))
-		dec.UseNumber()
-		if err := dec.Decode(&args); err != nil {
-			t.Fatal(err)
-		}
-		if d := pol.decide(tt.tool, args); d.Rule != tt.rule {
-			t.Errorf("%s %s: rule %d, want %d", tt.tool, tt.args, d.Rule, tt.rule)
-		}
-	}
-	for _, p := range []string{"/arr/010", "/arr/-", "/arr/", "/arr/+1", "/arr/99"} {
-		tokens, _ := parseJSONPointer(p)
-		var args any
-		json.Unmarshal([]byte(`{"arr":`+arr+`}`), &args)
-		if v, ok := selectJSONPointer(args, tokens); ok {
-			t.Errorf("pointer %s selected %v", p, v)
-		}
-	}
-}
-
-func TestExamplePolicyLoads(t *testing.T) {
-	pol, err := loadProviderPolicy("examples/policy.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pol.defaultAllow || len(pol.rules) == 0 {
-		t.Errorf("example policy: default allow %v, %d rules", pol.defaultAllow, len(pol.rules))
-	}
-	if _, err := loadProviderPolicy("examples/none.json"); err == nil || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v", err)
-	}
-}
-
 // TestProviderProcess runs "acpguard provider" as a real process: it
 // announces its URL, answers a handshake, reloads on SIGHUP without dying,
 // and exits 0 on SIGTERM.
@@ -605,4 +499,51 @@ func TestProviderShutdownWithUnusedConnection(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("provider stopped with %v, want a clean stop", err)
 	}
+}
+
+// FuzzProviderRequest feeds the reference provider any body on either route:
+// it answers 200 or 400, always inside the client's limits, and every 200
+// passes the client's strict decoder.
+func FuzzProviderRequest(f *testing.F) {
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, v := range loadWireVectors[wireRequestVector](f, "request") {
+		if len(v.Body) < 4096 {
+			f.Add(v.Path == wirePathHandshake, []byte(v.Body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, handshake bool, body []byte) {
+		p := &providerServer{token: sha256.Sum256([]byte(providerTestToken)), log: slog.New(slog.DiscardHandler), metrics: newProviderMetrics(false)}
+		p.current.Store(pol)
+		route := wirePathPrepare
+		if handshake {
+			route = wirePathHandshake
+		}
+		req := httptest.NewRequest(http.MethodPost, route, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+providerTestToken)
+		req.Header.Set("Content-Type", wireContentType)
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, req)
+		reply := w.Body.Bytes()
+		if len(reply) > maxWireResponse || !wireContentTypeRE.MatchString(w.Header().Get("Content-Type")) {
+			t.Fatalf("reply of %d bytes, content type %q", len(reply), w.Header().Get("Content-Type"))
+		}
+		switch w.Code {
+		case http.StatusBadRequest:
+		case http.StatusOK:
+			var in struct{ Nonce, RequestID string }
+			json.Unmarshal(body, &in)
+			if handshake {
+				if werr := decodeHandshakeResponse(reply, in.Nonce); werr != nil {
+					t.Fatalf("client rejects handshake reply %s: %v", reply, werr)
+				}
+			} else if _, _, werr := decodePrepareResponse(reply, in.RequestID); werr != nil {
+				t.Fatalf("client rejects prepare reply %s: %v", reply, werr)
+			}
+		default:
+			t.Fatalf("status %d for %q", w.Code, body)
+		}
+	})
 }
