@@ -19,12 +19,6 @@ type GuardRequest struct {
 	Arguments  map[string]any
 }
 
-// Decision is a guard's answer. A denial with an empty Reason shows denyDefaultReason.
-type Decision struct {
-	Allowed bool
-	Reason  string
-}
-
 // Guard decides whether one call may execute now. An error is a guard
 // failure: the call is denied with guardFailedReason.
 type Guard func(ctx context.Context, req GuardRequest) (Decision, error)

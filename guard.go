@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // runTool runs one call: the single execution boundary. It is the only
@@ -113,11 +112,8 @@ func checkGuard(ctx context.Context, env *toolEnv, call toolCall, name string, a
 		// "The decision is either { allowed: true } or { allowed: false,
 		// reason? }": anything else is malformed.
 		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
-	case !d.Allowed && strings.TrimSpace(d.Reason) == "":
-		// "A missing or blank denial reason uses a stable generic message."
-		return failed(errTypeExecutionDenied, "%s", denyDefaultReason), false
 	case !d.Allowed:
-		return failed(errTypeExecutionDenied, "%s", d.Reason), false
+		return failed(errTypeExecutionDenied, "%s", deniedReason(d.Reason)), false
 	}
 	return toolResult{}, true
 }

@@ -164,11 +164,11 @@ type prepareCall struct {
 	Arguments  json.RawMessage // a JSON object
 }
 
-// prepareResult is the outcome of exactly one prepare attempt.
+// prepareResult is the outcome of exactly one prepare attempt: the
+// provider's decision, its reason "" when it gave none, or a failure.
 type prepareResult struct {
+	Decision
 	RequestID string
-	Allowed   bool
-	Reason    string // user-visible: the provider's reason, denyDefaultReason or guardFailedReason
 	Category  string // failure category, "" when the provider decided
 	Err       error  // failure detail, for logs only
 }
@@ -178,7 +178,7 @@ type prepareResult struct {
 func (c *providerClient) prepare(ctx context.Context, call prepareCall) prepareResult {
 	res := prepareResult{RequestID: newWireID()}
 	fail := func(werr *wireError) prepareResult {
-		res.Reason, res.Category, res.Err = guardFailedReason, werr.Category, c.redact(werr)
+		res.Category, res.Err = werr.Category, c.redact(werr)
 		return res
 	}
 	args := bytes.TrimSpace(call.Arguments)
@@ -204,16 +204,8 @@ func (c *providerClient) prepare(ctx context.Context, call prepareCall) prepareR
 	if werr != nil {
 		return fail(werr)
 	}
-	allowed, reason, werr := decodePrepareResponse(resp, res.RequestID)
-	if werr != nil {
+	if res.Decision, werr = decodePrepareResponse(resp, res.RequestID); werr != nil {
 		return fail(werr)
-	}
-	res.Allowed = allowed
-	if !allowed {
-		res.Reason = reason
-		if res.Reason == "" {
-			res.Reason = denyDefaultReason
-		}
 	}
 	return res
 }

@@ -352,7 +352,7 @@ func TestProviderIdentityRealSockets(t *testing.T) {
 			}
 			second := countingProvider(t, ln2)
 			res := c.prepare(context.Background(), providerTestCall)
-			if res.Allowed || res.Category != failIdentity || res.Reason != guardFailedReason {
+			if res.Allowed || res.Category != failIdentity || res.Reason != "" {
 				t.Fatalf("prepare against a new listener = %+v, want failure %q", res, failIdentity)
 			}
 			if !strings.Contains(res.Err.Error(), "not one the handshake met") || strings.Contains(res.Err.Error(), providerTestToken) {

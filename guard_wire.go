@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,23 @@ const (
 	denyDefaultReason = "Tool invocation denied by host policy"
 	guardFailedReason = "Tool invocation guard failed"
 )
+
+// Decision is one decision wherever it travels: a guard's answer at the
+// boundary, the decision fields of a provider's reply, serve's answer to a
+// managed child. A reason goes only with a denial.
+type Decision struct {
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// deniedReason is the text shown for a denial given reason: "A missing or
+// blank denial reason uses a stable generic message", else the trimmed text.
+func deniedReason(reason string) string {
+	if r := strings.TrimSpace(reason); r != "" {
+		return r
+	}
+	return denyDefaultReason
+}
 
 // Wire names and limits. "All bodies use UTF-8 JSON and Content-Type:
 // application/json. Requests use Authorization: Bearer <token>. Redirects are
@@ -192,49 +210,60 @@ func decodeHandshakeResponse(body []byte, nonce string) *wireError {
 	return nil
 }
 
-// decodePrepareResponse checks a prepare reply and returns the decision and
-// the provider's reason ("" when it gave none).
-func decodePrepareResponse(body []byte, requestID string) (allowed bool, reason string, werr *wireError) {
+// decodePrepareResponse checks a prepare reply and returns its decision,
+// the reason "" when the provider gave none.
+func decodePrepareResponse(body []byte, requestID string) (Decision, *wireError) {
 	m, werr := decodeObjectBody(body, "protocolVersion", "requestId", "allowed", "reason")
 	if werr != nil {
-		return false, "", werr
+		return Decision{}, werr
 	}
 	if werr := wireVersion(m); werr != nil {
-		return false, "", werr
+		return Decision{}, werr
 	}
 	got, err := wireString(m, "requestId")
 	if err != nil {
-		return false, "", &wireError{Category: failSchema, Err: err}
+		return Decision{}, &wireError{Category: failSchema, Err: err}
 	}
+	d, werr := decodeDecision(m)
+	if werr == nil && got != requestID {
+		return Decision{}, wireFail(failIDMismatch, "requestId does not echo the one sent")
+	}
+	return d, werr
+}
+
+// decodeDecision reads the fields of a decision: allowed, a JSON boolean,
+// and reason, only on a denial and only as shownReason shows it.
+func decodeDecision(m map[string]json.RawMessage) (Decision, *wireError) {
+	var d Decision
 	switch string(m["allowed"]) {
 	case "true":
-		allowed = true
+		d.Allowed = true
 	case "false":
 	default:
-		return false, "", wireFail(failSchema, "allowed is missing or not a JSON boolean")
+		return Decision{}, wireFail(failSchema, "allowed is missing or not a JSON boolean")
 	}
-	if got != requestID {
-		return false, "", wireFail(failIDMismatch, "requestId does not echo the one sent")
+	raw, ok := m["reason"]
+	if !ok {
+		return d, nil
 	}
-	if _, ok := m["reason"]; ok {
-		if allowed {
-			return false, "", wireFail(failSchema, "reason on an allow")
-		}
-		if _, err := wireString(m, "reason"); err != nil {
-			return false, "", &wireError{Category: failSchema, Err: err}
-		}
-		if reason, err = shownReason(m["reason"]); err != nil {
-			return false, "", &wireError{Category: failUnsafeReason, Err: err}
-		}
+	if d.Allowed {
+		return Decision{}, wireFail(failSchema, "reason on an allow")
 	}
-	return allowed, reason, nil
+	if _, err := wireString(m, "reason"); err != nil {
+		return Decision{}, &wireError{Category: failSchema, Err: err}
+	}
+	reason, err := shownReason(raw)
+	if err != nil {
+		return Decision{}, &wireError{Category: failUnsafeReason, Err: err}
+	}
+	d.Reason = reason
+	return d, nil
 }
 
 // shownReason checks a denial reason, a JSON string as sent, and returns the
 // text shown for it: "" when it is blank, for "A missing or blank denial
 // reason uses a stable generic message", else the trimmed text. An error
-// says why the reason may not be shown. The provider client and a managed
-// child reading its parent's answer both apply it.
+// says why the reason may not be shown.
 func shownReason(raw json.RawMessage) (string, error) {
 	var s string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
@@ -261,6 +290,15 @@ type handshakeRequest struct {
 	Client          string `json:"client"`
 }
 
+// handshakeResponse is the body of a handshake reply, in wire order.
+type handshakeResponse struct {
+	ProtocolVersion int    `json:"protocolVersion"`
+	Nonce           string `json:"nonce"`
+	Capabilities    struct {
+		Prepare bool `json:"prepare"`
+	} `json:"capabilities"`
+}
+
 // prepareRequest is the body of POST /v1/prepare, in wire order.
 type prepareRequest struct {
 	ProtocolVersion int             `json:"protocolVersion"`
@@ -270,4 +308,42 @@ type prepareRequest struct {
 	ToolCallID      string          `json:"toolCallId"`
 	ToolName        string          `json:"toolName"`
 	Arguments       json.RawMessage `json:"arguments"`
+}
+
+// prepareResponse is the body of a prepare reply, in wire order.
+type prepareResponse struct {
+	ProtocolVersion int    `json:"protocolVersion"`
+	RequestID       string `json:"requestId"`
+	Decision
+}
+
+// decodeProviderArguments decodes the final arguments of a call, which must
+// be one JSON object; numbers stay as written, so canonicalArguments loses
+// nothing.
+func decodeProviderArguments(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New(`field "arguments" is not an object`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var args map[string]any
+	if err := dec.Decode(&args); err != nil {
+		return nil, fmt.Errorf(`field "arguments": %w`, err)
+	}
+	if dec.More() {
+		return nil, errors.New(`field "arguments": trailing data after the object`)
+	}
+	return args, nil
+}
+
+// canonicalArguments returns the canonical form of decoded arguments (Go's
+// json.Marshal of the value: object keys sorted, no insignificant white
+// space, numbers as written, strings escaped as encoding/json escapes them)
+// and its SHA-256 in hex, the argumentsSha256 of serve's decision log and of
+// the provider's audit log, so that their lines correlate.
+func canonicalArguments(args map[string]any) (canonical []byte, digest string) {
+	canonical, _ = json.Marshal(args) // re-encoding a decoded value cannot fail
+	sum := sha256.Sum256(canonical)
+	return canonical, hex.EncodeToString(sum[:])
 }

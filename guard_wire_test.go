@@ -26,7 +26,8 @@ func FuzzDecodePrepareResponse(f *testing.F) {
 	const id = "0123456789abcdef0123456789abcdef"
 	seedResponses(f, "prepare", id)
 	f.Fuzz(func(t *testing.T, body []byte, sentID string) {
-		allowed, reason, werr := decodePrepareResponse(body, sentID)
+		d, werr := decodePrepareResponse(body, sentID)
+		allowed, reason := d.Allowed, d.Reason
 		if werr != nil {
 			if allowed || reason != "" || werr.Category == "" {
 				t.Fatalf("failure %v came with allowed=%v reason=%q", werr, allowed, reason)

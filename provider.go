@@ -4,12 +4,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -374,24 +372,10 @@ func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
 	}
 	p.metrics.handshakes.Add(1)
 	p.log.Info("handshake", "client", clipProviderText(client, maxProviderLoggedClient))
-	reply, _ := json.Marshal(struct {
-		ProtocolVersion int    `json:"protocolVersion"`
-		Nonce           string `json:"nonce"`
-		Capabilities    struct {
-			Prepare bool `json:"prepare"`
-		} `json:"capabilities"`
-	}{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Capabilities: struct {
-		Prepare bool `json:"prepare"`
-	}{Prepare: true}})
-	writeProviderJSON(w, http.StatusOK, reply)
-}
-
-// prepareReply is the body of a decision, in wire order.
-type prepareReply struct {
-	ProtocolVersion int    `json:"protocolVersion"`
-	RequestID       string `json:"requestId"`
-	Allowed         bool   `json:"allowed"`
-	Reason          string `json:"reason,omitempty"`
+	reply := handshakeResponse{ProtocolVersion: wireProtocolVersion, Nonce: nonce}
+	reply.Capabilities.Prepare = true
+	body, _ = json.Marshal(reply)
+	writeProviderJSON(w, http.StatusOK, body)
 }
 
 // prepare answers one prepare and reports whether it was a decision (200).
@@ -411,7 +395,7 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 			*f.dst, err = wireString(m, f.key)
 		}
 	}
-	var args any
+	var args map[string]any
 	if err == nil {
 		args, err = decodeProviderArguments(m["arguments"])
 	}
@@ -422,26 +406,26 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 	d := p.current.Load().decide(rec.ToolName, args)
 	p.metrics.policy[providerPairIndex(d.Allowed)].Add(1)
 	rec.Decision, rec.Reason, rec.Rule = providerDecisionName(d.Allowed), d.Reason, d.Rule
+	answer := d.Decision
 	if p.shadow {
 		// The answer is allow, which carries no reason; the audit line
 		// keeps the policy's decision and reason beside it.
 		rec.Shadow, rec.WouldDecide, rec.Decision = true, rec.Decision, providerDecisionName(true)
-		d = providerDecision{Allowed: true, Rule: d.Rule}
+		answer = Decision{Allowed: true}
 	}
-	canonical, _ := json.Marshal(args) // re-encoding a decoded value cannot fail
-	sum := sha256.Sum256(canonical)
-	rec.ArgumentsSHA256 = hex.EncodeToString(sum[:])
+	var canonical []byte
+	canonical, rec.ArgumentsSHA256 = canonicalArguments(args)
 	if p.withArgs {
 		rec.Arguments = canonical
 	}
 	if err := p.record(&rec); err != nil {
 		p.metrics.auditFailures.Add(1)
 		p.log.Error("audit log write failed, denying", "requestId", rec.RequestID, "error", err)
-		d = providerDecision{Allowed: false, Reason: auditFailedReason}
+		answer = Decision{Reason: auditFailedReason}
 	}
 	p.logDecision(&rec)
-	p.metrics.answers[providerPairIndex(d.Allowed)].Add(1)
-	reply, _ := json.Marshal(prepareReply{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Allowed: d.Allowed, Reason: d.Reason})
+	p.metrics.answers[providerPairIndex(answer.Allowed)].Add(1)
+	reply, _ := json.Marshal(prepareResponse{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Decision: answer})
 	writeProviderJSON(w, http.StatusOK, reply)
 	return true
 }
@@ -517,21 +501,6 @@ func wireID(m map[string]json.RawMessage, key string) (string, error) {
 	return s, nil
 }
 
-// decodeProviderArguments decodes the final arguments, which must be a JSON object.
-// Numbers stay as written so the canonical form loses nothing.
-func decodeProviderArguments(raw json.RawMessage) (any, error) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, errors.New(`field "arguments" is not an object`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf(`field "arguments": %w`, err)
-	}
-	return v, nil
-}
-
 // maxErrorMessage bounds the text of an error reply, which may quote what
 // the client sent: the provider "always answers within the limits a client
 // enforces".
@@ -554,11 +523,8 @@ func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// providerAuditRecord is one line of the audit log. argumentsSha256 is the SHA-256
-// of the canonical arguments: Go's json.Marshal of the decoded value (object
-// keys sorted, no insignificant white space, numbers as written, strings
-// escaped as encoding/json escapes them). "The
-// provider must treat them as sensitive and must not persist them
+// providerAuditRecord is one line of the audit log. argumentsSha256 is the
+// SHA-256 of the canonical arguments (canonicalArguments). "The provider must treat them as sensitive and must not persist them
 // indiscriminately", so the raw arguments appear only with --audit-arguments.
 // In shadow mode decision is the answer sent (allow), wouldDecide the
 // policy's, and reason and rule are the policy's.

@@ -141,10 +141,7 @@ func (c *providerPolicyCase) label(i int) string {
 // the client's default text for a denial without one.
 func (c *providerPolicyCase) check(pol *providerPolicy) string {
 	d := pol.decide(c.Tool, c.args)
-	got, reason := providerDecisionName(d.Allowed), strings.TrimSpace(d.Reason)
-	if !d.Allowed && reason == "" {
-		reason = denyDefaultReason
-	}
+	got, reason := providerDecisionName(d.Allowed), deniedReason(d.Reason)
 	if got == c.Expect && (c.Reason == "" || c.Reason == reason) {
 		return ""
 	}

@@ -80,9 +80,8 @@ type providerArgMatch struct {
 // providerDecision is what the policy says about one call; Rule is the index
 // of the matching rule, -1 for the default.
 type providerDecision struct {
-	Allowed bool
-	Reason  string
-	Rule    int
+	Decision
+	Rule int
 }
 
 func loadProviderPolicy(file string) (*providerPolicy, error) {
@@ -275,8 +274,8 @@ func (r *providerPolicyRule) matches(toolName string, args any) bool {
 func (pol *providerPolicy) decide(toolName string, args any) providerDecision {
 	for i := range pol.rules {
 		if r := &pol.rules[i]; r.matches(toolName, args) {
-			return providerDecision{Allowed: r.allow, Reason: r.reason, Rule: i}
+			return providerDecision{Decision{r.allow, r.reason}, i}
 		}
 	}
-	return providerDecision{Allowed: pol.defaultAllow, Reason: pol.defaultReason, Rule: -1}
+	return providerDecision{Decision{pol.defaultAllow, pol.defaultReason}, -1}
 }
