@@ -289,7 +289,7 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.authorized(r.Header.Get("Authorization")) {
-		p.metrics.failed(http.StatusUnauthorized)
+		p.metrics.refused(http.StatusUnauthorized)
 		// Closed after the answer: without the token no connection stays
 		// open to use up the provider's descriptors.
 		w.Header().Set("Connection", "close")
@@ -331,7 +331,7 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fail answers a refused request and counts it. The message may quote what
 // the client sent, so it is logged at debug level only.
 func (p *providerServer) fail(w http.ResponseWriter, status int, msg string) {
-	p.metrics.failed(status)
+	p.metrics.refused(status)
 	msg = clipProviderText(msg, maxErrorMessage)
 	p.log.Debug("request refused", "status", status, "error", msg)
 	writeProviderError(w, status, msg)

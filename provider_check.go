@@ -51,16 +51,16 @@ func runProviderCheck(sys *system, args []string) error {
 		return &usageError{err}
 	}
 	fmt.Fprintf(sys.stdout, "policy %q: valid, %d rules; cases %q\n", opts.PolicyFile, len(pol.rules), opts.CasesFile)
-	failed := 0
+	mismatches := 0
 	for i := range cases {
 		if msg := cases[i].check(pol); msg != "" {
-			failed++
+			mismatches++
 			fmt.Fprintf(sys.stdout, "FAIL %s: %s\n", cases[i].label(i), msg)
 		}
 	}
-	fmt.Fprintf(sys.stdout, "%d passed, %d failed\n", len(cases)-failed, failed)
-	if failed > 0 {
-		return fmt.Errorf("provider check: %d of %d cases of %q failed", failed, len(cases), opts.CasesFile)
+	fmt.Fprintf(sys.stdout, "%d passed, %d failed\n", len(cases)-mismatches, mismatches)
+	if mismatches > 0 {
+		return fmt.Errorf("provider check: %d of %d cases of %q failed", mismatches, len(cases), opts.CasesFile)
 	}
 	return nil
 }

@@ -62,8 +62,8 @@ func newProviderMetrics(shadow bool) *providerMetrics {
 	return &providerMetrics{shadow: shadow}
 }
 
-// failed counts a refused request by its status.
-func (m *providerMetrics) failed(status int) {
+// refused counts a refused request by its status.
+func (m *providerMetrics) refused(status int) {
 	for i, k := range providerFailureKinds {
 		if k.status == status {
 			m.failures[i].Add(1)
