@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -140,10 +141,27 @@ func (c *providerClient) handshake(ctx context.Context) error {
 	if werr == nil {
 		werr = c.acceptIdentity(&seen)
 	}
-	if werr != nil {
-		return fmt.Errorf("provider handshake: %w", c.redact(werr))
+	if werr == nil {
+		return nil
 	}
-	return nil
+	if hint := handshakeHint(werr); hint != "" {
+		return fmt.Errorf("provider handshake: %w; %s", c.redact(werr), hint)
+	}
+	return fmt.Errorf("provider handshake: %w", c.redact(werr))
+}
+
+// handshakeHint is the fix for a failed handshake when it is known, else "".
+func handshakeHint(werr *wireError) string {
+	if werr.Status == http.StatusUnauthorized {
+		return "the token differs from the provider's: " + envGuardToken + " (or --" + flagGuardTokenFile + ") must equal the provider's token"
+	}
+	if errors.Is(werr, syscall.ECONNREFUSED) {
+		return "no provider listens there: start one with `acpguard provider --policy FILE`, or fix the endpoint"
+	}
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](werr); ok {
+		return "the provider's certificate must name the endpoint's host and chain to the system roots or to a CA in the file SSL_CERT_FILE names"
+	}
+	return ""
 }
 
 // redact removes the token from a failure's detail: details are logged, and
@@ -238,7 +256,7 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, wireFail(failHTTPStatus, "POST %s: status %d", route, resp.StatusCode)
+		return nil, &wireError{Category: failHTTPStatus, Status: resp.StatusCode, Err: fmt.Errorf("POST %s: status %d", route, resp.StatusCode)}
 	}
 	if ct := resp.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
 		return nil, wireFail(failContentType, "POST %s: content type %q", route, ct)

@@ -623,3 +623,30 @@ func TestClientTokenNotInErrors(t *testing.T) {
 		t.Errorf("failure %q / %v carries the token", res.Reason, res.Err)
 	}
 }
+
+// TestClientHandshakeHints: a failed handshake whose fix is known says it,
+// each against a real loopback peer: a provider with another token, a port
+// nobody listens on, a self-signed certificate.
+func TestClientHandshakeHints(t *testing.T) {
+	otherToken := startRefProvider(t, providerOptions{Token: "another-token", PolicyFile: "examples/policy.json"})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	selfSigned := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	selfSigned.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is the point
+	selfSigned.StartTLS()
+	t.Cleanup(selfSigned.Close)
+	for _, tt := range []struct{ name, endpoint, hint string }{
+		{"another token", otherToken.url, "the token differs from the provider's: " + envGuardToken},
+		{"nobody listens", closed, "start one with `acpguard provider --policy FILE`"},
+		{"self-signed", selfSigned.URL, "SSL_CERT_FILE"},
+	} {
+		err := testProviderClient(t, tt.endpoint, 10*time.Second).handshake(context.Background())
+		if err == nil || !strings.Contains(err.Error(), tt.hint) {
+			t.Errorf("%s: handshake error %v, want the hint %q", tt.name, err, tt.hint)
+		}
+	}
+}

@@ -88,6 +88,7 @@ const (
 type wireError struct {
 	Category string
 	Err      error
+	Status   int // the HTTP status of an http_status failure
 }
 
 func (e *wireError) Error() string { return e.Category + ": " + e.Err.Error() }
