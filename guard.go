@@ -19,8 +19,8 @@ func runTool(ctx context.Context, env *toolEnv, call toolCall) toolResult {
 		return res
 	}
 	// Permission rules and PreToolUse hooks run after normalization and
-	// before the guard, as PR #8032 orders them: a denial here makes no
-	// provider request.
+	// before the guard (DESIGN.md §10): a denial here makes no provider
+	// request.
 	if env.Policy != nil {
 		// A copy, declared here, so that spec does not escape on the plain path.
 		sp := spec

@@ -173,14 +173,9 @@ func (c *providerClient) redact(werr *wireError) *wireError {
 	return &wireError{Category: werr.Category, Err: errors.New(strings.ReplaceAll(werr.Err.Error(), c.token, "[token]"))}
 }
 
-// prepareCall is the identity and the final call one decision is about.
-type prepareCall struct {
-	SessionID  string
-	PromptID   string
-	ToolCallID string
-	ToolName   string
-	Arguments  json.RawMessage // a JSON object
-}
+// prepareCall is the name serve and acp ask by: the request without its
+// version and id, which prepare fills in.
+type prepareCall = prepareRequest
 
 // prepareResult is the outcome of exactly one prepare attempt: the
 // provider's decision, its reason "" when it gave none, or a failure.
@@ -193,25 +188,17 @@ type prepareResult struct {
 
 // prepare asks the provider once whether call may execute now. There is no
 // retry on any outcome: "Qwen Code sends no retries".
-func (c *providerClient) prepare(ctx context.Context, call prepareCall) prepareResult {
+func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepareResult {
 	res := prepareResult{RequestID: newWireID()}
 	fail := func(werr *wireError) prepareResult {
 		res.Category, res.Err = werr.Category, c.redact(werr)
 		return res
 	}
-	args := bytes.TrimSpace(call.Arguments)
-	if len(args) == 0 || args[0] != '{' {
+	call.ProtocolVersion, call.RequestID, call.Arguments = wireProtocolVersion, res.RequestID, bytes.TrimSpace(call.Arguments)
+	if len(call.Arguments) == 0 || call.Arguments[0] != '{' {
 		return fail(wireFail(failSchema, "arguments are not a JSON object"))
 	}
-	body, err := json.Marshal(prepareRequest{
-		ProtocolVersion: wireProtocolVersion,
-		RequestID:       res.RequestID,
-		SessionID:       call.SessionID,
-		PromptID:        call.PromptID,
-		ToolCallID:      call.ToolCallID,
-		ToolName:        call.ToolName,
-		Arguments:       args,
-	})
+	body, err := json.Marshal(call)
 	if err != nil {
 		return fail(wireFail(failSchema, "encode prepare request: %w", err))
 	}

@@ -146,7 +146,7 @@ func testProviderClient(t testing.TB, endpoint string, timeout time.Duration) *p
 	return c
 }
 
-var providerTestCall = prepareCall{
+var providerTestCall = prepareRequest{
 	SessionID:  "sess-1",
 	PromptID:   "prompt-1",
 	ToolCallID: "call-1",
@@ -274,7 +274,7 @@ func TestClientFailures(t *testing.T) {
 		handle   func(w http.ResponseWriter, r *http.Request, s wireSeenRequest)
 		timeout  time.Duration
 		ctx      func(t *testing.T, got <-chan struct{}) context.Context
-		call     func(prepareCall) prepareCall
+		call     func(prepareRequest) prepareRequest
 		category string
 		requests int
 	}{
@@ -326,14 +326,14 @@ func TestClientFailures(t *testing.T) {
 		},
 		{
 			name: "oversize request", handle: hold, timeout: 5 * time.Second, category: failOversizeRequest, requests: 0,
-			call: func(c prepareCall) prepareCall {
+			call: func(c prepareRequest) prepareRequest {
 				c.Arguments = json.RawMessage(`{"content":"` + strings.Repeat("x", maxWireRequest) + `"}`)
 				return c
 			},
 		},
 		{
 			name: "arguments not an object", handle: hold, timeout: 5 * time.Second, category: failSchema, requests: 0,
-			call: func(c prepareCall) prepareCall { c.Arguments = json.RawMessage(`["a"]`); return c },
+			call: func(c prepareRequest) prepareRequest { c.Arguments = json.RawMessage(`["a"]`); return c },
 		},
 		{
 			name: "oversize declared length", timeout: 5 * time.Second, category: failOversizeResponse, requests: 1,

@@ -89,21 +89,8 @@ func parseHexField(b []byte) (uint32, bool) {
 	if len(b) == 0 || len(b) > 8 {
 		return 0, false
 	}
-	var v uint32
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint32(c)
-	}
-	return v, true
+	v, err := strconv.ParseUint(string(b), 16, 32)
+	return uint32(v), err == nil
 }
 
 // parseDecimalField decodes a decimal number of at most bits bits.

@@ -180,14 +180,24 @@ func decodeObjectBody(body []byte, allowed ...string) (map[string]json.RawMessag
 	return m, nil
 }
 
+// decodeWireBody decodes a body of either end: an exact object
+// (decodeObjectBody) whose protocolVersion is 1.
+func decodeWireBody(body []byte, allowed ...string) (map[string]json.RawMessage, *wireError) {
+	m, werr := decodeObjectBody(body, allowed...)
+	if werr == nil {
+		werr = wireVersion(m)
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	return m, nil
+}
+
 // decodeHandshakeResponse checks a handshake reply, which must be exactly
 // {"protocolVersion":1,"nonce":N,"capabilities":{"prepare":true}}.
 func decodeHandshakeResponse(body []byte, nonce string) *wireError {
-	m, werr := decodeObjectBody(body, "protocolVersion", "nonce", "capabilities")
+	m, werr := decodeWireBody(body, "protocolVersion", "nonce", "capabilities")
 	if werr != nil {
-		return werr
-	}
-	if werr := wireVersion(m); werr != nil {
 		return werr
 	}
 	got, err := wireString(m, "nonce")
@@ -214,11 +224,8 @@ func decodeHandshakeResponse(body []byte, nonce string) *wireError {
 // decodePrepareResponse checks a prepare reply and returns its decision,
 // the reason "" when the provider gave none.
 func decodePrepareResponse(body []byte, requestID string) (Decision, *wireError) {
-	m, werr := decodeObjectBody(body, "protocolVersion", "requestId", "allowed", "reason")
+	m, werr := decodeWireBody(body, "protocolVersion", "requestId", "allowed", "reason")
 	if werr != nil {
-		return Decision{}, werr
-	}
-	if werr := wireVersion(m); werr != nil {
 		return Decision{}, werr
 	}
 	got, err := wireString(m, "requestId")

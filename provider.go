@@ -334,7 +334,10 @@ func (p *providerServer) fail(w http.ResponseWriter, status int, msg string) {
 	p.metrics.refused(status)
 	msg = clipProviderText(msg, maxErrorMessage)
 	p.log.Debug("request refused", "status", status, "error", msg)
-	writeProviderError(w, status, msg)
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	writeProviderJSON(w, status, body)
 }
 
 // maxProviderLoggedClient bounds the client name a handshake logs: it is the
@@ -356,9 +359,9 @@ func (p *providerServer) authorized(header string) bool {
 }
 
 func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
-	m, err := decodeProviderRequest(body, "protocolVersion", "nonce", "client")
-	if err != nil {
-		p.fail(w, http.StatusBadRequest, err.Error())
+	m, werr := decodeWireBody(body, "protocolVersion", "nonce", "client")
+	if werr != nil {
+		p.fail(w, http.StatusBadRequest, werr.Error())
 		return
 	}
 	nonce, err := wireID(m, "nonce")
@@ -380,12 +383,13 @@ func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
 
 // prepare answers one prepare and reports whether it was a decision (200).
 func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
-	m, err := decodeProviderRequest(body, "protocolVersion", "requestId", "sessionId", "promptId", "toolCallId", "toolName", "arguments")
-	if err != nil {
-		p.fail(w, http.StatusBadRequest, err.Error())
+	m, werr := decodeWireBody(body, "protocolVersion", "requestId", "sessionId", "promptId", "toolCallId", "toolName", "arguments")
+	if werr != nil {
+		p.fail(w, http.StatusBadRequest, werr.Error())
 		return false
 	}
 	var rec providerAuditRecord
+	var err error
 	rec.RequestID, err = wireID(m, "requestId")
 	for _, f := range []struct {
 		key string
@@ -471,24 +475,6 @@ func providerPairIndex(b bool) int {
 	return 0
 }
 
-// decodeProviderRequest checks a request body: one exact JSON object with
-// protocolVersion 1.
-func decodeProviderRequest(body []byte, allowed ...string) (map[string]json.RawMessage, error) {
-	m, werr := decodeObjectBody(body, allowed...)
-	if werr != nil {
-		return nil, werr
-	}
-	for _, key := range allowed {
-		if _, ok := m[key]; !ok {
-			return nil, fmt.Errorf("missing field %q", key)
-		}
-	}
-	if werr := wireVersion(m); werr != nil {
-		return nil, werr
-	}
-	return m, nil
-}
-
 // wireID decodes a nonce or requestId the provider will echo.
 func wireID(m map[string]json.RawMessage, key string) (string, error) {
 	s, err := wireString(m, key)
@@ -505,14 +491,6 @@ func wireID(m map[string]json.RawMessage, key string) (string, error) {
 // the client sent: the provider "always answers within the limits a client
 // enforces".
 const maxErrorMessage = 512
-
-func writeProviderError(w http.ResponseWriter, status int, msg string) {
-	msg = clipProviderText(msg, maxErrorMessage)
-	body, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{msg})
-	writeProviderJSON(w, status, body)
-}
 
 func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()

@@ -188,7 +188,7 @@ func TestProviderWithClient(t *testing.T) {
 		{"agent", `{"prompt":"do it"}`, false, defaultReason, -1},
 	}
 	for i, tt := range tests {
-		call := prepareCall{SessionID: "s", PromptID: "p", ToolCallID: fmt.Sprint("call-", i), ToolName: tt.tool, Arguments: json.RawMessage(tt.args)}
+		call := prepareRequest{SessionID: "s", PromptID: "p", ToolCallID: fmt.Sprint("call-", i), ToolName: tt.tool, Arguments: json.RawMessage(tt.args)}
 		res := c.prepare(context.Background(), call)
 		if res.Category != "" {
 			t.Fatalf("%s %s: failure %q: %v", tt.tool, tt.args, res.Category, res.Err)
