@@ -55,17 +55,14 @@ func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]a
 	if env.Policy != nil && env.Policy.Settings.toolDisabled(call.Name) {
 		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "Tool %q is disabled by settings (tools.disabled)", call.Name))
 	}
-	raw, err := decodeArgs(call.Args)
+	args, err := decodeArgs(call.Args)
+	if err == nil && spec.Params != nil {
+		args, err = checkParams(spec.Params, args)
+	}
+	if err == nil {
+		args, err = spec.normalize(env, args)
+	}
 	if err != nil {
-		return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
-	}
-	args = raw
-	if spec.Params != nil {
-		if args, err = checkParams(spec.Params, raw); err != nil {
-			return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
-		}
-	}
-	if args, err = spec.normalize(env, args); err != nil {
 		return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
 	}
 	env.Observer.toolPending(*call, spec.title(args), spec.Kind, args)
@@ -81,17 +78,14 @@ func pendingFailure(env *toolEnv, call toolCall, res toolResult) (toolSpec, map[
 }
 
 // checkGuard asks env.Guard about the final call. ok is true only for an
-// explicit allow with the call's context still live. "cancellation before
-// evaluation: do not call the guard or executor; cancellation while awaiting
-// a guard: record cancellation and do not call the executor; explicit
-// denial: record execution_denied and do not call the executor; guard
-// exception, malformed response, or clone failure: fail closed and do not
-// call the executor."
+// explicit allow with the call's context still live, checked before the
+// guard and again after it; a cancellation ends the call cancelled, anything
+// else but an allow ends it execution_denied (DESIGN.md §1).
 func checkGuard(ctx context.Context, env *toolEnv, call toolCall, name string, args map[string]any) (res toolResult, ok bool) {
 	if ctx.Err() != nil {
 		return cancelledResult(), false
 	}
-	clone, err := cloneArgs(args)
+	clone, err := cloneValue(args)
 	if err != nil {
 		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
 	}
@@ -100,17 +94,14 @@ func checkGuard(ctx context.Context, env *toolEnv, call toolCall, name string, a
 		PromptID:   env.PromptID,
 		ToolCallID: call.ID,
 		ToolName:   name,
-		Arguments:  clone,
+		Arguments:  clone.(map[string]any),
 	})
-	// "Each execution path also checks its active signal immediately after
-	// the await and before any executor call."
 	if ctx.Err() != nil {
 		return cancelledResult(), false
 	}
 	switch {
 	case err != nil, d.Allowed && d.Reason != "":
-		// "The decision is either { allowed: true } or { allowed: false,
-		// reason? }": anything else is malformed.
+		// An allow carries no reason: anything else is malformed.
 		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
 	case !d.Allowed:
 		return failed(errTypeExecutionDenied, "%s", deniedReason(d.Reason)), false
@@ -128,18 +119,9 @@ func callGuard(ctx context.Context, g Guard, req GuardRequest) (d Decision, err 
 	return g(ctx, req)
 }
 
-// cloneArgs deep-copies final arguments so that a guard cannot change what
-// runs: "The cloned arguments prevent a guard from mutating the invocation
-// that Qwen Code will execute." A value of a type JSON cannot carry is a
-// clone failure.
-func cloneArgs(args map[string]any) (map[string]any, error) {
-	v, err := cloneValue(args)
-	if err != nil {
-		return nil, err
-	}
-	return v.(map[string]any), nil
-}
-
+// cloneValue deep-copies final arguments so that a guard cannot change what
+// runs; a map stays a map[string]any. A value of a type JSON cannot carry is
+// a clone failure.
 func cloneValue(v any) (any, error) {
 	switch v := v.(type) {
 	case nil, string, bool, json.Number, int64, float64:

@@ -68,9 +68,7 @@ func newProviderClient(cfg guardConfig) *providerClient {
 		return c
 	}
 	host := strings.ToLower(u.Hostname())
-	// "localhost is pinned by the client to 127.0.0.1 (with localhost SNI
-	// for HTTPS); it is never resolved through ambient DNS or proxy
-	// configuration."
+	// localhost is pinned to 127.0.0.1 (with localhost SNI), never resolved.
 	var dialHost string
 	switch host {
 	case "localhost", "127.0.0.1":
@@ -152,13 +150,13 @@ func (c *providerClient) handshake(ctx context.Context) error {
 
 // handshakeHint is the fix for a failed handshake when it is known, else "".
 func handshakeHint(werr *wireError) string {
-	if werr.Status == http.StatusUnauthorized {
+	_, badCert := errors.AsType[*tls.CertificateVerificationError](werr)
+	switch {
+	case werr.Status == http.StatusUnauthorized:
 		return "the token differs from the provider's: " + envGuardToken + " (or --" + flagGuardTokenFile + ") must equal the provider's token"
-	}
-	if errors.Is(werr, syscall.ECONNREFUSED) {
+	case errors.Is(werr, syscall.ECONNREFUSED):
 		return "no provider listens there: start one with `acpguard provider --policy FILE`, or fix the endpoint"
-	}
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](werr); ok {
+	case badCert:
 		return "the provider's certificate must name the endpoint's host and chain to the system roots or to a CA in the file SSL_CERT_FILE names"
 	}
 	return ""

@@ -40,12 +40,8 @@ func deniedReason(reason string) string {
 	return denyDefaultReason
 }
 
-// Wire names and limits. "All bodies use UTF-8 JSON and Content-Type:
-// application/json. Requests use Authorization: Bearer <token>. Redirects are
-// not followed. Response bodies are bounded before JSON parsing. A serialized
-// request may not exceed 1 MiB, a response may not exceed 64 KiB, and a
-// denial reason may not exceed 500 UTF-16 code units or contain control
-// characters."
+// Wire names and limits of the provider contract (DESIGN.md §8): a request
+// body, a response body (bounded before it is parsed), a denial reason.
 const (
 	wireProtocolVersion = 1
 	wireClientName      = "qwen-code"

@@ -295,7 +295,7 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 		p.log.Debug("unauthorized request", "path", r.URL.Path, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeProviderJSON(w, http.StatusUnauthorized, []byte(unauthorizedBody))
+		writeProviderReply(w, http.StatusUnauthorized, wireContentType, []byte(unauthorizedBody))
 		return
 	}
 	if r.URL.Path == providerMetricsPath {
@@ -337,7 +337,7 @@ func (p *providerServer) fail(w http.ResponseWriter, status int, msg string) {
 	body, _ := json.Marshal(struct {
 		Error string `json:"error"`
 	}{msg})
-	writeProviderJSON(w, status, body)
+	writeProviderReply(w, status, wireContentType, body)
 }
 
 // maxProviderLoggedClient bounds the client name a handshake logs: it is the
@@ -378,7 +378,7 @@ func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
 	reply := handshakeResponse{ProtocolVersion: wireProtocolVersion, Nonce: nonce}
 	reply.Capabilities.Prepare = true
 	body, _ = json.Marshal(reply)
-	writeProviderJSON(w, http.StatusOK, body)
+	writeProviderReply(w, http.StatusOK, wireContentType, body)
 }
 
 // prepare answers one prepare and reports whether it was a decision (200).
@@ -430,7 +430,7 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 	p.logDecision(&rec)
 	p.metrics.answers[providerPairIndex(answer.Allowed)].Add(1)
 	reply, _ := json.Marshal(prepareResponse{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Decision: answer})
-	writeProviderJSON(w, http.StatusOK, reply)
+	writeProviderReply(w, http.StatusOK, wireContentType, reply)
 	return true
 }
 
@@ -492,9 +492,10 @@ func wireID(m map[string]json.RawMessage, key string) (string, error) {
 // enforces".
 const maxErrorMessage = 512
 
-func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
+// writeProviderReply sends one whole reply, never cached.
+func writeProviderReply(w http.ResponseWriter, status int, contentType string, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", wireContentType)
+	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -502,8 +503,8 @@ func writeProviderJSON(w http.ResponseWriter, status int, body []byte) {
 }
 
 // providerAuditRecord is one line of the audit log. argumentsSha256 is the
-// SHA-256 of the canonical arguments (canonicalArguments). "The provider must treat them as sensitive and must not persist them
-// indiscriminately", so the raw arguments appear only with --audit-arguments.
+// digest of canonicalArguments; the arguments are sensitive, so they appear
+// only with --audit-arguments.
 // In shadow mode decision is the answer sent (allow), wouldDecide the
 // policy's, and reason and rule are the policy's.
 type providerAuditRecord struct {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 )
@@ -68,23 +67,7 @@ func runProviderCheck(sys *system, args []string) error {
 // loadProviderPolicyCases reads and validates a cases file: a non-empty JSON array
 // of cases, unknown fields refused.
 func loadProviderPolicyCases(file string) ([]providerPolicyCase, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, fmt.Errorf("cases %q: %w", file, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxProviderCasesFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("cases %q: %w", file, err)
-	}
-	if len(data) > maxProviderCasesFile {
-		return nil, fmt.Errorf("cases %q: larger than %d bytes", file, maxProviderCasesFile)
-	}
-	cases, err := parseProviderPolicyCases(data)
-	if err != nil {
-		return nil, fmt.Errorf("cases %q: %w", file, err)
-	}
-	return cases, nil
+	return loadOperatorFile("cases", file, maxProviderCasesFile, parseProviderPolicyCases)
 }
 
 func parseProviderPolicyCases(data []byte) ([]providerPolicyCase, error) {

@@ -85,23 +85,29 @@ type providerDecision struct {
 }
 
 func loadProviderPolicy(file string) (*providerPolicy, error) {
+	return loadOperatorFile("policy", file, maxProviderPolicyFile, parseProviderPolicy)
+}
+
+// loadOperatorFile reads an operator's file of at most limit bytes and
+// parses it; an error names what the file is, and the file.
+func loadOperatorFile[T any](what, file string, limit int, parse func([]byte) (T, error)) (T, error) {
+	var v T
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, fmt.Errorf("policy %q: %w", file, err)
+		return v, fmt.Errorf("%s %q: %w", what, file, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxProviderPolicyFile+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err == nil && len(data) > limit {
+		err = fmt.Errorf("larger than %d bytes", limit)
+	}
+	if err == nil {
+		v, err = parse(data)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("policy %q: %w", file, err)
+		return v, fmt.Errorf("%s %q: %w", what, file, err)
 	}
-	if len(data) > maxProviderPolicyFile {
-		return nil, fmt.Errorf("policy %q: larger than %d bytes", file, maxProviderPolicyFile)
-	}
-	pol, err := parseProviderPolicy(data)
-	if err != nil {
-		return nil, fmt.Errorf("policy %q: %w", file, err)
-	}
-	return pol, nil
+	return v, nil
 }
 
 // parseProviderPolicy validates a policy file's content.
