@@ -1,94 +1,12 @@
-// guard.go owns the Guard contract and runTool, the single execution
-// boundary: the one function in the code base that calls a tool executor.
+// guard.go owns runTool, the single execution boundary: the one function in
+// the code base that calls a tool executor, and the guard step before it.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 )
-
-// GuardRequest is what a guard decides over: the runtime-owned identity,
-// the runtime-accepted call id, the canonical tool name and a deep copy of the
-// final arguments.
-type GuardRequest struct {
-	SessionID  string
-	PromptID   string
-	ToolCallID string
-	ToolName   string
-	Arguments  map[string]any
-}
-
-// Decision is a guard's answer. A denial with an empty Reason shows denyDefaultReason.
-type Decision struct {
-	Allowed bool
-	Reason  string
-}
-
-// Guard decides whether one call may execute now. An error is a guard
-// failure: the call is denied with guardFailedReason.
-type Guard func(ctx context.Context, req GuardRequest) (Decision, error)
-
-// Tool error types reported in failed tool results.
-const (
-	errTypeExecutionDenied   = "execution_denied"
-	errTypeToolNotRegistered = "tool_not_registered"
-	errTypeInvalidParams     = "invalid_tool_params"
-	errTypeExecutionFailed   = "execution_failed"
-)
-
-// Tool call statuses of a finished call.
-const (
-	statusCompleted = "completed"
-	statusFailed    = "failed"
-	statusCancelled = "cancelled"
-)
-
-// toolCall is one call as the model proposed it.
-type toolCall struct {
-	ID   string
-	Name string
-	Args json.RawMessage // as proposed; must decode to a JSON object
-}
-
-// toolResult is how one call ended.
-type toolResult struct {
-	Status    string // statusCompleted, statusFailed or statusCancelled
-	Output    string // text for the model and the client
-	RawOutput any    // structured result for rawOutput
-	ErrorType string // "" unless failed
-}
-
-// toolObserver hears a call's lifecycle. runTool calls toolPending exactly
-// once for every call (with the normalized arguments, or the raw ones when
-// they could not be normalized), and toolRunning just before the executor.
-type toolObserver interface {
-	toolPending(call toolCall, title, kind string, args map[string]any)
-	toolRunning(call toolCall)
-}
-
-// toolEnv is the session a call runs in.
-type toolEnv struct {
-	SessionID  string
-	PromptID   string
-	Cwd        string
-	Guard      Guard // nil: no guard, the plain path
-	Managed    bool  // required mode: nested and delegated agent names are refused
-	Env        *procEnv
-	Sandbox    *sandboxSession // confines every process a tool starts; nil: off
-	Background *processSet
-	Observer   toolObserver
-	// Extra holds the session's tools beyond the built-ins (MCP tools), by
-	// canonical name, every function field set; a built-in of the same name wins.
-	Extra map[string]*toolSpec
-	// Policy is the layers before the guard: settings, approval mode, hooks.
-	// nil runs none of them (tests of the boundary alone).
-	Policy *callPolicy
-}
-
-// Texts of calls that end before their executor for reasons of our own.
-const cancelledBeforeExecution = "Tool invocation cancelled before execution"
 
 // runTool runs one call: the single execution boundary. It is the only
 // function that calls a tool executor (guard_test.go checks the source).
@@ -101,8 +19,8 @@ func runTool(ctx context.Context, env *toolEnv, call toolCall) toolResult {
 		return res
 	}
 	// Permission rules and PreToolUse hooks run after normalization and
-	// before the guard, as PR #8032 orders them: a denial here makes no
-	// provider request.
+	// before the guard (DESIGN.md §10): a denial here makes no provider
+	// request.
 	if env.Policy != nil {
 		// A copy, declared here, so that spec does not escape on the plain path.
 		sp := spec
@@ -137,17 +55,14 @@ func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]a
 	if env.Policy != nil && env.Policy.Settings.toolDisabled(call.Name) {
 		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "Tool %q is disabled by settings (tools.disabled)", call.Name))
 	}
-	raw, err := decodeArgs(call.Args)
+	args, err := decodeArgs(call.Args)
+	if err == nil && spec.Params != nil {
+		args, err = checkParams(spec.Params, args)
+	}
+	if err == nil {
+		args, err = spec.normalize(env, args)
+	}
 	if err != nil {
-		return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
-	}
-	args = raw
-	if spec.Params != nil {
-		if args, err = checkParams(spec.Params, raw); err != nil {
-			return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
-		}
-	}
-	if args, err = spec.normalize(env, args); err != nil {
 		return pendingFailure(env, *call, failed(errTypeInvalidParams, "%s: %v", call.Name, err))
 	}
 	env.Observer.toolPending(*call, spec.title(args), spec.Kind, args)
@@ -163,17 +78,14 @@ func pendingFailure(env *toolEnv, call toolCall, res toolResult) (toolSpec, map[
 }
 
 // checkGuard asks env.Guard about the final call. ok is true only for an
-// explicit allow with the call's context still live. "cancellation before
-// evaluation: do not call the guard or executor; cancellation while awaiting
-// a guard: record cancellation and do not call the executor; explicit
-// denial: record execution_denied and do not call the executor; guard
-// exception, malformed response, or clone failure: fail closed and do not
-// call the executor."
+// explicit allow with the call's context still live, checked before the
+// guard and again after it; a cancellation ends the call cancelled, anything
+// else but an allow ends it execution_denied (DESIGN.md §1).
 func checkGuard(ctx context.Context, env *toolEnv, call toolCall, name string, args map[string]any) (res toolResult, ok bool) {
 	if ctx.Err() != nil {
 		return cancelledResult(), false
 	}
-	clone, err := cloneArgs(args)
+	clone, err := cloneValue(args)
 	if err != nil {
 		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
 	}
@@ -182,29 +94,19 @@ func checkGuard(ctx context.Context, env *toolEnv, call toolCall, name string, a
 		PromptID:   env.PromptID,
 		ToolCallID: call.ID,
 		ToolName:   name,
-		Arguments:  clone,
+		Arguments:  clone.(map[string]any),
 	})
-	// "Each execution path also checks its active signal immediately after
-	// the await and before any executor call."
 	if ctx.Err() != nil {
 		return cancelledResult(), false
 	}
 	switch {
 	case err != nil, d.Allowed && d.Reason != "":
-		// "The decision is either { allowed: true } or { allowed: false,
-		// reason? }": anything else is malformed.
+		// An allow carries no reason: anything else is malformed.
 		return failed(errTypeExecutionDenied, "%s", guardFailedReason), false
-	case !d.Allowed && strings.TrimSpace(d.Reason) == "":
-		// "A missing or blank denial reason uses a stable generic message."
-		return failed(errTypeExecutionDenied, "%s", denyDefaultReason), false
 	case !d.Allowed:
-		return failed(errTypeExecutionDenied, "%s", d.Reason), false
+		return failed(errTypeExecutionDenied, "%s", deniedReason(d.Reason)), false
 	}
 	return toolResult{}, true
-}
-
-func cancelledResult() toolResult {
-	return toolResult{Status: statusCancelled, ErrorType: errTypeExecutionDenied, Output: cancelledBeforeExecution}
 }
 
 // callGuard calls g, turning a panic into a failure.
@@ -217,18 +119,9 @@ func callGuard(ctx context.Context, g Guard, req GuardRequest) (d Decision, err 
 	return g(ctx, req)
 }
 
-// cloneArgs deep-copies final arguments so that a guard cannot change what
-// runs: "The cloned arguments prevent a guard from mutating the invocation
-// that Qwen Code will execute." A value of a type JSON cannot carry is a
-// clone failure.
-func cloneArgs(args map[string]any) (map[string]any, error) {
-	v, err := cloneValue(args)
-	if err != nil {
-		return nil, err
-	}
-	return v.(map[string]any), nil
-}
-
+// cloneValue deep-copies final arguments so that a guard cannot change what
+// runs; a map stays a map[string]any. A value of a type JSON cannot carry is
+// a clone failure.
 func cloneValue(v any) (any, error) {
 	switch v := v.(type) {
 	case nil, string, bool, json.Number, int64, float64:

@@ -318,10 +318,11 @@ func TestCloneFailureDenies(t *testing.T) {
 
 func TestCloneArgsIsDeep(t *testing.T) {
 	orig := map[string]any{"a": []any{json.Number("1"), map[string]any{"b": "c"}}, "d": int64(2), "e": nil}
-	clone, err := cloneArgs(orig)
+	v, err := cloneValue(orig)
 	if err != nil {
 		t.Fatal(err)
 	}
+	clone := v.(map[string]any)
 	clone["a"].([]any)[1].(map[string]any)["b"] = "changed"
 	clone["a"].([]any)[0] = "changed"
 	if orig["a"].([]any)[1].(map[string]any)["b"] != "c" || orig["a"].([]any)[0] != json.Number("1") {
@@ -746,7 +747,7 @@ func FuzzPrepareTool(f *testing.F) {
 				}
 			}
 		}
-		if _, err := cloneArgs(final); err != nil {
+		if _, err := cloneValue(final); err != nil {
 			t.Fatalf("final arguments do not clone: %v", err)
 		}
 	})

@@ -1,551 +1,555 @@
-// provider.go owns both ends of the provider wire contract: its constants and
-// strict codec, the pinned loopback client that asks for one decision, and
-// the reference provider ("acpguard provider") with its policy file and audit log.
+// provider.go owns the reference provider ("acpguard provider"): the
+// loopback HTTP(S) server of the wire contract, its audit log, its shadow
+// mode and its log.
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
-	"regexp"
+	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
-// Texts a model and a client may see; nothing else of a provider failure is shown.
-const (
-	denyDefaultReason = "Tool invocation denied by host policy"
-	guardFailedReason = "Tool invocation guard failed"
-)
-
-// Wire names and limits. "All bodies use UTF-8 JSON and Content-Type:
-// application/json. Requests use Authorization: Bearer <token>. Redirects are
-// not followed. Response bodies are bounded before JSON parsing. A serialized
-// request may not exceed 1 MiB, a response may not exceed 64 KiB, and a
-// denial reason may not exceed 500 UTF-16 code units or contain control
-// characters."
-const (
-	wireProtocolVersion = 1
-	wireClientName      = "qwen-code"
-	wirePathHandshake   = "/v1/handshake"
-	wirePathPrepare     = "/v1/prepare"
-	wireContentType     = "application/json"
-	maxWireRequest      = 1 << 20
-	maxWireResponse     = 64 << 10
-	maxReasonUTF16      = 500
-	// The provider echoes nonce and requestId; bounding them keeps every
-	// reply far inside the client's 64 KiB limit.
-	maxWireID = 256
-)
-
-// wireContentTypeRE is the content type both ends accept: "content type
-// must match ^application/json(\s*;|$) (case-insensitive)".
-var wireContentTypeRE = regexp.MustCompile(`(?i)^application/json(\s*;|$)`)
-
-// Failure categories of one provider call, for logs and metrics only: "the
-// category and detail never reach the model or the tool result".
-const (
-	failTimeout          = "timeout"
-	failCancelled        = "cancelled"
-	failTransport        = "transport"
-	failHTTPStatus       = "http_status"
-	failContentType      = "content_type"
-	failOversizeRequest  = "oversize_request"
-	failOversizeResponse = "oversize_response"
-	failMalformedJSON    = "malformed_json"
-	failSchema           = "schema"
-	failVersion          = "version"
-	failIDMismatch       = "id_mismatch"
-	failUnsafeReason     = "unsafe_reason"
-	// failIdentity: the connection did not reach the provider the
-	// handshake met (provider_identity.go); no byte was sent on it.
-	failIdentity = "identity"
-)
-
-// wireError is a failed provider call: its category and the detail behind it.
-type wireError struct {
-	Category string
-	Err      error
-}
-
-func (e *wireError) Error() string { return e.Category + ": " + e.Err.Error() }
-func (e *wireError) Unwrap() error { return e.Err }
-
-func wireFail(category, format string, a ...any) *wireError {
-	return &wireError{Category: category, Err: fmt.Errorf(format, a...)}
-}
-
-// newWireID returns a fresh nonce or requestId: 16 bytes from crypto/rand, hex.
-func newWireID() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails: crypto/rand aborts the process instead
-	return hex.EncodeToString(b[:])
-}
-
-// reasonUnsafe reports why a denial reason may not be shown, or "" when it
-// is safe: "non-blank after trimming, at most 500 UTF-16 code units, no
-// control character (same set as the token)".
-func reasonUnsafe(s string) string {
-	if !utf8.ValidString(s) {
-		return "not valid UTF-8"
+func runProvider(ctx context.Context, sys *system, args []string) error {
+	if len(args) > 0 && args[0] == "check" {
+		return runProviderCheck(sys, args[1:])
 	}
-	if strings.TrimSpace(s) == "" {
-		return "blank"
+	opts, err := parseProviderArgs(args, sys)
+	if err != nil {
+		return err
 	}
-	units := 0
-	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x2028 || r == 0x2029 {
-			return fmt.Sprintf("control character %U", r)
+	if err := hideEnviron(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)); err != nil {
+		return err
+	}
+	return serveProvider(ctx, sys, opts, nil)
+}
+
+// Server limits: headers are bounded like a response, and a slow or idle
+// peer cannot hold a connection for ever.
+const (
+	providerReadHeaderTimeout = 10 * time.Second
+	providerReadTimeout       = 30 * time.Second
+	providerWriteTimeout      = 30 * time.Second
+	providerIdleConnTimeout   = 2 * time.Minute
+	providerShutdownGrace     = 5 * time.Second
+)
+
+// auditFailedReason is sent when a decision could not be recorded: "never an
+// unaudited allow".
+const auditFailedReason = "Denied: the policy provider could not record this decision"
+
+// providerShadowWarning is printed at startup of a shadow provider, whatever the
+// log level: "Loud at startup and in every audit line."
+const providerShadowWarning = "acpguard provider: WARNING: shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged\n"
+
+// providerAnnounce writes a startup line whatever the log level: the text
+// line, or with --log-format json one JSON record, so that every line of a
+// JSON log parses.
+func providerAnnounce(w io.Writer, logJSON bool, level slog.Level, text, msg string, args ...any) {
+	if !logJSON {
+		io.WriteString(w, text)
+		return
+	}
+	slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).Log(context.Background(), level, msg, args...)
+}
+
+// serveProvider runs the reference provider until ctx ends. It validates
+// everything before it listens, prints the URL it listens on to stderr, then
+// calls ready (when not nil) with the bound address.
+func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready func(addr string)) error {
+	listen, err := loopbackListenAddr(opts.Listen)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(opts.Token) == "" {
+		return usagef("provider: the token (QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN) is empty")
+	}
+	pol, err := loadProviderPolicy(opts.PolicyFile)
+	if err != nil {
+		return &usageError{err}
+	}
+	logger := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
+	p := &providerServer{
+		token:    sha256.Sum256([]byte(opts.Token)),
+		withArgs: opts.AuditArguments,
+		shadow:   opts.Shadow,
+		log:      logger,
+		metrics:  newProviderMetrics(opts.Shadow),
+	}
+	p.current.Store(pol)
+	scheme := "http"
+	var tlsConf *tls.Config
+	if opts.TLSCert != "" || opts.TLSKey != "" {
+		if tlsConf, err = p.tlsConfig(opts.TLSCert, opts.TLSKey); err != nil {
+			return err
 		}
-		units += utf16.RuneLen(r)
+		scheme = "https"
 	}
-	if units > maxReasonUTF16 {
-		return fmt.Sprintf("%d UTF-16 code units, more than %d", units, maxReasonUTF16)
+	switch opts.AuditPath {
+	case "":
+	case "-":
+		p.audit = sys.stdout
+	default:
+		f, err := os.OpenFile(opts.AuditPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open audit log %q: %w", opts.AuditPath, err)
+		}
+		defer f.Close()
+		p.audit = f
 	}
-	return ""
+
+	// Catch SIGHUP before anyone can learn the address and send one.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %q: %w", opts.Listen, err)
+	}
+	addr := ln.Addr().String()
+	if opts.Shadow {
+		providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelWarn, providerShadowWarning,
+			"shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged", "shadow", true)
+	}
+	url := scheme + "://" + addr
+	providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelInfo, "acpguard provider: listening on "+url+"\n", "listening", "url", url)
+	if ready != nil {
+		ready(addr)
+	}
+	srv := &http.Server{
+		Handler:           p,
+		TLSConfig:         tlsConf,
+		ReadHeaderTimeout: providerReadHeaderTimeout,
+		ReadTimeout:       providerReadTimeout,
+		WriteTimeout:      providerWriteTimeout,
+		IdleTimeout:       providerIdleConnTimeout,
+		MaxHeaderBytes:    maxWireResponse,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	unused := &providerUnusedConns{conns: map[net.Conn]struct{}{}}
+	srv.ConnState = unused.track
+	srv.RegisterOnShutdown(unused.closeAll)
+
+	var wg sync.WaitGroup
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	wg.Go(func() {
+		for {
+			select {
+			case <-reloadCtx.Done():
+				return
+			case <-hup:
+				p.reload(opts.PolicyFile)
+			}
+		}
+	})
+	serveErr := make(chan error, 1)
+	wg.Go(func() {
+		if tlsConf != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	})
+
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		shutCtx, cancel := context.WithTimeout(context.Background(), providerShutdownGrace)
+		err = srv.Shutdown(shutCtx)
+		cancel()
+		if err != nil {
+			srv.Close()
+		}
+		if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+	}
+	stopReload()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("provider: %w", err)
+	}
+	return nil
 }
 
-// replacedEscape reports whether decoding the JSON string raw into s
-// replaced an escape with U+FFFD: s holds more U+FFFD than raw spells.
-func replacedEscape(raw json.RawMessage, s string) bool {
-	spelled := bytes.Count(raw, []byte("\uFFFD")) + bytes.Count(bytes.ToLower(raw), []byte(`\ufffd`))
-	return strings.Count(s, "\uFFFD") > spelled
+// providerUnusedConns are the connections that have not sent a whole request yet.
+// A client's transport may dial a connection and then never use it, and
+// Shutdown waits for such a connection until it is 5 seconds old (longer
+// than providerShutdownGrace allows), so the provider closes them as soon as
+// it shuts down: a stop is quick and clean with a daemon connected.
+type providerUnusedConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
 }
 
-// wireString decodes a required JSON string field.
-func wireString(m map[string]json.RawMessage, key string) (string, error) {
-	raw, ok := m[key]
-	if !ok {
-		return "", fmt.Errorf("missing field %q", key)
+func (u *providerUnusedConns) track(c net.Conn, state http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if state == http.StateNew {
+		u.conns[c] = struct{}{}
+	} else {
+		delete(u.conns, c)
 	}
-	var s string
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", fmt.Errorf("field %q is not a string", key)
+}
+
+// closeAll runs when Shutdown has closed the listener.
+func (u *providerUnusedConns) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.conns {
+		c.Close()
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", fmt.Errorf("field %q: %w", key, err)
+}
+
+// loopbackListenAddr refuses any listen address that is not loopback
+// (defence in depth behind the flag check) and pins localhost to 127.0.0.1.
+func loopbackListenAddr(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", usagef("provider: listen address %q: %w", listen, err)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", usagef("provider: listen address %q is not loopback (use 127.0.0.1, [::1] or localhost)", listen)
+	}
+	return listen, nil
+}
+
+// tlsConfig loads the provider's certificate before anything listens. The
+// server name each client asks for is logged at debug level: a client of
+// https://localhost must send "localhost".
+func (p *providerServer) tlsConfig(certFile, keyFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, usagef("--tls-cert %q, --tls-key %q: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			p.log.Debug("tls client hello", "serverName", hello.ServerName, "remote", hello.Conn.RemoteAddr().String())
+			return nil, nil
+		},
+	}, nil
+}
+
+// providerServer answers the two routes of the wire contract and /metrics.
+type providerServer struct {
+	token    [32]byte                       // SHA-256 of the token: compared in constant time whatever the length
+	current  atomic.Pointer[providerPolicy] // swapped whole on SIGHUP
+	withArgs bool
+	shadow   bool
+	log      *slog.Logger
+	metrics  *providerMetrics
+
+	auditMu sync.Mutex // one decision, one whole line
+	audit   io.Writer  // nil: no audit log
+}
+
+// The one 401 every authentication failure gets, byte for byte.
+const unauthorizedBody = `{"error":"unauthorized"}`
+
+func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	method := http.MethodPost
+	switch r.URL.Path {
+	case wirePathHandshake, wirePathPrepare:
+	case providerMetricsPath:
+		method = http.MethodGet
+	default:
+		p.fail(w, http.StatusNotFound, fmt.Sprintf("no route %q", r.URL.Path))
+		return
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		p.fail(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %q not allowed", r.Method))
+		return
+	}
+	if !p.authorized(r.Header.Get("Authorization")) {
+		p.metrics.refused(http.StatusUnauthorized)
+		// Closed after the answer: without the token no connection stays
+		// open to use up the provider's descriptors.
+		w.Header().Set("Connection", "close")
+		p.log.Debug("unauthorized request", "path", r.URL.Path, "remote", r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeProviderReply(w, http.StatusUnauthorized, wireContentType, []byte(unauthorizedBody))
+		return
+	}
+	if r.URL.Path == providerMetricsPath {
+		p.serveMetrics(w)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
+		p.fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q, want %s", ct, wireContentType))
+		return
+	}
+	if r.ContentLength > maxWireRequest {
+		p.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWireRequest))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			p.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
+			return
+		}
+		p.fail(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
+	if r.URL.Path == wirePathHandshake {
+		p.handshake(w, body)
+		return
+	}
+	if p.prepare(w, body) {
+		p.metrics.latency.observe(time.Since(start))
+	}
+}
+
+// fail answers a refused request and counts it. The message may quote what
+// the client sent, so it is logged at debug level only.
+func (p *providerServer) fail(w http.ResponseWriter, status int, msg string) {
+	p.metrics.refused(status)
+	msg = clipProviderText(msg, maxErrorMessage)
+	p.log.Debug("request refused", "status", status, "error", msg)
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	writeProviderReply(w, status, wireContentType, body)
+}
+
+// maxProviderLoggedClient bounds the client name a handshake logs: it is the
+// client's text, which the wire contract does not bound.
+const maxProviderLoggedClient = 64
+
+// clipProviderText cuts s to at most n bytes of valid UTF-8, marking a cut with "...".
+func clipProviderText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+func (p *providerServer) authorized(header string) bool {
+	token, ok := strings.CutPrefix(header, "Bearer ")
+	sum := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(sum[:], p.token[:]) == 1 && ok
+}
+
+func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
+	m, werr := decodeWireBody(body, "protocolVersion", "nonce", "client")
+	if werr != nil {
+		p.fail(w, http.StatusBadRequest, werr.Error())
+		return
+	}
+	nonce, err := wireID(m, "nonce")
+	var client string
+	if err == nil {
+		client, err = wireString(m, "client")
+	}
+	if err != nil {
+		p.fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	p.metrics.handshakes.Add(1)
+	p.log.Info("handshake", "client", clipProviderText(client, maxProviderLoggedClient))
+	reply := handshakeResponse{ProtocolVersion: wireProtocolVersion, Nonce: nonce}
+	reply.Capabilities.Prepare = true
+	body, _ = json.Marshal(reply)
+	writeProviderReply(w, http.StatusOK, wireContentType, body)
+}
+
+// prepare answers one prepare and reports whether it was a decision (200).
+func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
+	m, werr := decodeWireBody(body, "protocolVersion", "requestId", "sessionId", "promptId", "toolCallId", "toolName", "arguments")
+	if werr != nil {
+		p.fail(w, http.StatusBadRequest, werr.Error())
+		return false
+	}
+	var rec providerAuditRecord
+	var err error
+	rec.RequestID, err = wireID(m, "requestId")
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"sessionId", &rec.SessionID}, {"promptId", &rec.PromptID}, {"toolCallId", &rec.ToolCallID}, {"toolName", &rec.ToolName}} {
+		if err == nil {
+			*f.dst, err = wireString(m, f.key)
+		}
+	}
+	var args map[string]any
+	if err == nil {
+		args, err = decodeProviderArguments(m["arguments"])
+	}
+	if err != nil {
+		p.fail(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	d := p.current.Load().decide(rec.ToolName, args)
+	p.metrics.policy[providerPairIndex(d.Allowed)].Add(1)
+	rec.Decision, rec.Reason, rec.Rule = providerDecisionName(d.Allowed), d.Reason, d.Rule
+	answer := d.Decision
+	if p.shadow {
+		// The answer is allow, which carries no reason; the audit line
+		// keeps the policy's decision and reason beside it.
+		rec.Shadow, rec.WouldDecide, rec.Decision = true, rec.Decision, providerDecisionName(true)
+		answer = Decision{Allowed: true}
+	}
+	var canonical []byte
+	canonical, rec.ArgumentsSHA256 = canonicalArguments(args)
+	if p.withArgs {
+		rec.Arguments = canonical
+	}
+	if err := p.record(&rec); err != nil {
+		p.metrics.auditFailures.Add(1)
+		p.log.Error("audit log write failed, denying", "requestId", rec.RequestID, "error", err)
+		answer = Decision{Reason: auditFailedReason}
+	}
+	p.logDecision(&rec)
+	p.metrics.answers[providerPairIndex(answer.Allowed)].Add(1)
+	reply, _ := json.Marshal(prepareResponse{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Decision: answer})
+	writeProviderReply(w, http.StatusOK, wireContentType, reply)
+	return true
+}
+
+// logDecision logs one decision: at debug level normally, at warn level in
+// shadow mode, where every call is an allow the policy may not have given.
+// Raw arguments appear only with --audit-arguments.
+func (p *providerServer) logDecision(rec *providerAuditRecord) {
+	level, msg := slog.LevelDebug, "decision"
+	if rec.Shadow {
+		level, msg = slog.LevelWarn, "shadow decision: answered allow"
+	}
+	if !p.log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("requestId", rec.RequestID), slog.String("sessionId", rec.SessionID),
+		slog.String("promptId", rec.PromptID), slog.String("toolCallId", rec.ToolCallID),
+		slog.String("toolName", rec.ToolName), slog.String("decision", rec.Decision),
+	}
+	if rec.Shadow {
+		attrs = append(attrs, slog.Bool("shadow", true), slog.String("wouldDecide", rec.WouldDecide))
+	}
+	attrs = append(attrs, slog.Int("rule", rec.Rule), slog.String("reason", rec.Reason), slog.String("argumentsSha256", rec.ArgumentsSHA256))
+	if rec.Arguments != nil {
+		attrs = append(attrs, slog.String("arguments", string(rec.Arguments)))
+	}
+	p.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+func providerDecisionName(allowed bool) string {
+	if allowed {
+		return "allow"
+	}
+	return "deny"
+}
+
+// providerPairIndex indexes the [deny, allow] pairs of counters.
+func providerPairIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// wireID decodes a nonce or requestId the provider will echo.
+func wireID(m map[string]json.RawMessage, key string) (string, error) {
+	s, err := wireString(m, key)
+	if err != nil {
+		return "", err
+	}
+	if s == "" || len(s) > maxWireID {
+		return "", fmt.Errorf("field %q must be 1 to %d bytes, got %d", key, maxWireID, len(s))
 	}
 	return s, nil
 }
 
-// wireVersion checks a required protocolVersion: any other JSON type is a
-// schema failure, any value but the literal 1 a version failure.
-func wireVersion(m map[string]json.RawMessage) *wireError {
-	raw, ok := m["protocolVersion"]
-	if !ok {
-		return wireFail(failSchema, `missing field "protocolVersion"`)
-	}
-	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
-		return wireFail(failSchema, "protocolVersion is not a number")
-	}
-	if string(raw) != "1" {
-		return wireFail(failVersion, "protocolVersion is not %d", wireProtocolVersion)
-	}
-	return nil
+// maxErrorMessage bounds the text of an error reply, which may quote what
+// the client sent: the provider "always answers within the limits a client
+// enforces".
+const maxErrorMessage = 512
+
+// writeProviderReply sends one whole reply, never cached.
+func writeProviderReply(w http.ResponseWriter, status int, contentType string, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
-// decodeObjectBody turns body into an exact object, sorting syntax errors
-// (malformed_json) from shape errors (schema).
-func decodeObjectBody(body []byte, allowed ...string) (map[string]json.RawMessage, *wireError) {
-	if !utf8.Valid(body) || !json.Valid(body) {
-		return nil, wireFail(failMalformedJSON, "response is not one valid UTF-8 JSON value")
-	}
-	m, err := decodeWireObject(body, allowed...)
-	if err != nil {
-		return nil, &wireError{Category: failSchema, Err: err}
-	}
-	return m, nil
-}
-
-// decodeHandshakeResponse checks a handshake reply, which must be exactly
-// {"protocolVersion":1,"nonce":N,"capabilities":{"prepare":true}}.
-func decodeHandshakeResponse(body []byte, nonce string) *wireError {
-	m, werr := decodeObjectBody(body, "protocolVersion", "nonce", "capabilities")
-	if werr != nil {
-		return werr
-	}
-	if werr := wireVersion(m); werr != nil {
-		return werr
-	}
-	got, err := wireString(m, "nonce")
-	if err != nil {
-		return &wireError{Category: failSchema, Err: err}
-	}
-	caps, ok := m["capabilities"]
-	if !ok {
-		return wireFail(failSchema, `missing field "capabilities"`)
-	}
-	cm, err := decodeWireObject(caps, "prepare")
-	if err != nil {
-		return &wireError{Category: failSchema, Err: fmt.Errorf("capabilities: %w", err)}
-	}
-	if string(cm["prepare"]) != "true" {
-		return wireFail(failSchema, "capabilities.prepare is not true")
-	}
-	if got != nonce {
-		return wireFail(failIDMismatch, "nonce does not echo the one sent")
-	}
-	return nil
-}
-
-// decodePrepareResponse checks a prepare reply and returns the decision and
-// the provider's reason ("" when it gave none).
-func decodePrepareResponse(body []byte, requestID string) (allowed bool, reason string, werr *wireError) {
-	m, werr := decodeObjectBody(body, "protocolVersion", "requestId", "allowed", "reason")
-	if werr != nil {
-		return false, "", werr
-	}
-	if werr := wireVersion(m); werr != nil {
-		return false, "", werr
-	}
-	got, err := wireString(m, "requestId")
-	if err != nil {
-		return false, "", &wireError{Category: failSchema, Err: err}
-	}
-	switch string(m["allowed"]) {
-	case "true":
-		allowed = true
-	case "false":
-	default:
-		return false, "", wireFail(failSchema, "allowed is missing or not a JSON boolean")
-	}
-	if got != requestID {
-		return false, "", wireFail(failIDMismatch, "requestId does not echo the one sent")
-	}
-	if _, ok := m["reason"]; ok {
-		if allowed {
-			return false, "", wireFail(failSchema, "reason on an allow")
-		}
-		if _, err := wireString(m, "reason"); err != nil {
-			return false, "", &wireError{Category: failSchema, Err: err}
-		}
-		if reason, err = shownReason(m["reason"]); err != nil {
-			return false, "", &wireError{Category: failUnsafeReason, Err: err}
-		}
-	}
-	return allowed, reason, nil
-}
-
-// shownReason checks a denial reason, a JSON string as sent, and returns the
-// text shown for it: "" when it is blank, for "A missing or blank denial
-// reason uses a stable generic message", else the trimmed text. An error
-// says why the reason may not be shown. The provider client and a managed
-// child reading its parent's answer both apply it.
-func shownReason(raw json.RawMessage) (string, error) {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", fmt.Errorf("reason %s is not a string", raw)
-	}
-	if strings.TrimSpace(s) == "" {
-		return "", nil
-	}
-	if replacedEscape(raw, s) {
-		// encoding/json turns a lone surrogate escape into U+FFFD: the
-		// text shown would not be the text sent.
-		return "", errors.New("reason: an invalid \\u escape (a lone surrogate)")
-	}
-	if why := reasonUnsafe(s); why != "" {
-		return "", fmt.Errorf("reason: %s", why)
-	}
-	return strings.TrimSpace(s), nil
-}
-
-// handshakeRequest is the body of POST /v1/handshake, in wire order.
-type handshakeRequest struct {
-	ProtocolVersion int    `json:"protocolVersion"`
-	Nonce           string `json:"nonce"`
-	Client          string `json:"client"`
-}
-
-// prepareRequest is the body of POST /v1/prepare, in wire order.
-type prepareRequest struct {
-	ProtocolVersion int             `json:"protocolVersion"`
+// providerAuditRecord is one line of the audit log. argumentsSha256 is the
+// digest of canonicalArguments; the arguments are sensitive, so they appear
+// only with --audit-arguments.
+// In shadow mode decision is the answer sent (allow), wouldDecide the
+// policy's, and reason and rule are the policy's.
+type providerAuditRecord struct {
+	Time            string          `json:"time"`
 	RequestID       string          `json:"requestId"`
 	SessionID       string          `json:"sessionId"`
 	PromptID        string          `json:"promptId"`
 	ToolCallID      string          `json:"toolCallId"`
 	ToolName        string          `json:"toolName"`
-	Arguments       json.RawMessage `json:"arguments"`
+	Decision        string          `json:"decision"`
+	Shadow          bool            `json:"shadow,omitempty"`
+	WouldDecide     string          `json:"wouldDecide,omitempty"`
+	Reason          string          `json:"reason"`
+	Rule            int             `json:"rule"`
+	ArgumentsSHA256 string          `json:"argumentsSha256"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
 }
 
-// The client's connection pool: the daemon may ask for several decisions at
-// once, and "keep-alive connections to the provider are allowed".
-const (
-	providerIdleConns   = 64
-	providerIdleTimeout = 90 * time.Second
-)
-
-// providerClient asks the configured provider for decisions. It is safe for
-// concurrent use.
-type providerClient struct {
-	origin   string // scheme://host:port, the base of every request URL
-	hostPort string // the Host header: the endpoint's host:port
-	token    string
-	timeout  time.Duration
-	http     *http.Client
-	invalid  error // a configuration the client refuses to use; every call fails
-
-	// The pinned address, and the provider every connection must reach:
-	// recorded by the last successful handshake, nil before one.
-	dialAddr netip.AddrPort
-	dialer   net.Dialer
-	ident    atomic.Pointer[providerIdentity]
-	diag     diagSocket // how a connection's sockets are looked up
-	selfUID  uint32     // acpguard's own uid: its listeners are pinned by inode too
-}
-
-// close drops the client's idle keep-alive connections to the provider; a
-// caller that is done with the client calls it so no connection outlives it.
-func (c *providerClient) close() {
-	if c.http != nil { // a refused configuration never dialled
-		c.http.CloseIdleConnections()
+// record writes one audit line; an error means the decision is unaudited.
+func (p *providerServer) record(rec *providerAuditRecord) error {
+	if p.audit == nil {
+		return nil
 	}
-	c.diag.close()
-}
-
-// newProviderClient builds the pinned client for a validated required-mode
-// configuration. An endpoint that is not loopback HTTP(S) still yields a
-// client, one whose every call fails: config.go validates first, this is the
-// second lock.
-func newProviderClient(cfg guardConfig) *providerClient {
-	c := &providerClient{token: cfg.Token, timeout: cfg.Timeout, selfUID: uint32(os.Geteuid())}
-	u := cfg.Endpoint
-	if u == nil || (u.Scheme != "http" && u.Scheme != "https") {
-		c.invalid = errors.New("endpoint is not an http(s) URL")
-		return c
-	}
-	host := strings.ToLower(u.Hostname())
-	// "localhost is pinned by the client to 127.0.0.1 (with localhost SNI
-	// for HTTPS); it is never resolved through ambient DNS or proxy
-	// configuration."
-	var dialHost string
-	switch host {
-	case "localhost", "127.0.0.1":
-		dialHost = "127.0.0.1"
-	case "::1":
-		dialHost = "::1"
-	default:
-		c.invalid = fmt.Errorf("endpoint host %q is not loopback", host)
-		return c
-	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	portNum, err := strconv.ParseUint(port, 10, 16)
+	rec.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	line, err := json.Marshal(rec)
 	if err != nil {
-		c.invalid = fmt.Errorf("endpoint port %q is not a port number", port)
-		return c
+		return err
 	}
-	c.hostPort = net.JoinHostPort(host, port)
-	c.origin = u.Scheme + "://" + c.hostPort
-	c.dialAddr = netip.AddrPortFrom(netip.MustParseAddr(dialHost), uint16(portNum))
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12} // system roots only
-	if host == "localhost" {
-		tlsConf.ServerName = "localhost"
-	}
-	tr := &http.Transport{
-		Proxy: nil, // HTTP_PROXY and friends never see the token
-		// Dial the pinned address whatever the request names: the only
-		// URLs this transport sees are built from the endpoint anyway.
-		// Every connection must reach the provider of the handshake.
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return c.dial(ctx, nil)
-		},
-		TLSClientConfig:        tlsConf,
-		DisableCompression:     true, // the body is bounded as sent, never inflated
-		MaxIdleConns:           providerIdleConns,
-		MaxIdleConnsPerHost:    providerIdleConns,
-		IdleConnTimeout:        providerIdleTimeout,
-		MaxResponseHeaderBytes: maxWireResponse,
-	}
-	c.http = &http.Client{
-		Transport: tr,
-		// "Redirects are not followed": the 3xx itself comes back and fails the status check.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return c
+	line = append(line, '\n')
+	p.auditMu.Lock()
+	defer p.auditMu.Unlock()
+	_, err = p.audit.Write(line)
+	return err
 }
 
-// handshake performs the startup handshake; any error means the provider is
-// unusable. The error (a *wireError) names the failure category. A
-// successful handshake records the provider it met: later connections must
-// reach that one. A failed one leaves the identity recorded before.
-func (c *providerClient) handshake(ctx context.Context) error {
-	nonce := newWireID()
-	body, err := json.Marshal(handshakeRequest{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Client: wireClientName})
+// reload replaces the policy with the file's current content, or keeps the
+// old one when the new file is invalid.
+func (p *providerServer) reload(file string) {
+	pol, err := loadProviderPolicy(file)
 	if err != nil {
-		return fmt.Errorf("provider handshake: %w", err)
+		p.metrics.reloads[0].Add(1)
+		p.log.Error("reload failed, keeping the previous policy", "error", err)
+		return
 	}
-	var seen atomic.Pointer[providerIdentity]
-	resp, werr := c.post(ctx, c.handshakeClient(&seen), wirePathHandshake, body)
-	if werr == nil {
-		werr = decodeHandshakeResponse(resp, nonce)
-	}
-	if werr == nil {
-		werr = c.acceptIdentity(&seen)
-	}
-	if werr != nil {
-		return fmt.Errorf("provider handshake: %w", c.redact(werr))
-	}
-	return nil
-}
-
-// redact removes the token from a failure's detail: details are logged, and
-// a misbehaving provider could echo the token back in what an error quotes.
-func (c *providerClient) redact(werr *wireError) *wireError {
-	if c.token == "" || !strings.Contains(werr.Err.Error(), c.token) {
-		return werr
-	}
-	return &wireError{Category: werr.Category, Err: errors.New(strings.ReplaceAll(werr.Err.Error(), c.token, "[token]"))}
-}
-
-// prepareCall is the identity and the final call one decision is about.
-type prepareCall struct {
-	SessionID  string
-	PromptID   string
-	ToolCallID string
-	ToolName   string
-	Arguments  json.RawMessage // a JSON object
-}
-
-// prepareResult is the outcome of exactly one prepare attempt.
-type prepareResult struct {
-	RequestID string
-	Allowed   bool
-	Reason    string // user-visible: the provider's reason, denyDefaultReason or guardFailedReason
-	Category  string // failure category, "" when the provider decided
-	Err       error  // failure detail, for logs only
-}
-
-// prepare asks the provider once whether call may execute now. There is no
-// retry on any outcome: "Qwen Code sends no retries".
-func (c *providerClient) prepare(ctx context.Context, call prepareCall) prepareResult {
-	res := prepareResult{RequestID: newWireID()}
-	fail := func(werr *wireError) prepareResult {
-		res.Reason, res.Category, res.Err = guardFailedReason, werr.Category, c.redact(werr)
-		return res
-	}
-	args := bytes.TrimSpace(call.Arguments)
-	if len(args) == 0 || args[0] != '{' {
-		return fail(wireFail(failSchema, "arguments are not a JSON object"))
-	}
-	body, err := json.Marshal(prepareRequest{
-		ProtocolVersion: wireProtocolVersion,
-		RequestID:       res.RequestID,
-		SessionID:       call.SessionID,
-		PromptID:        call.PromptID,
-		ToolCallID:      call.ToolCallID,
-		ToolName:        call.ToolName,
-		Arguments:       args,
-	})
-	if err != nil {
-		return fail(wireFail(failSchema, "encode prepare request: %w", err))
-	}
-	if len(body) > maxWireRequest {
-		return fail(wireFail(failOversizeRequest, "prepare request is %d bytes, more than %d", len(body), maxWireRequest))
-	}
-	resp, werr := c.post(ctx, c.http, wirePathPrepare, body)
-	if werr != nil {
-		return fail(werr)
-	}
-	allowed, reason, werr := decodePrepareResponse(resp, res.RequestID)
-	if werr != nil {
-		return fail(werr)
-	}
-	res.Allowed = allowed
-	if !allowed {
-		res.Reason = reason
-		if res.Reason == "" {
-			res.Reason = denyDefaultReason
-		}
-	}
-	return res
-}
-
-// post makes the one HTTP attempt of a call through hc and returns the
-// bounded body of a 200 JSON response.
-func (c *providerClient) post(ctx context.Context, hc *http.Client, route string, body []byte) ([]byte, *wireError) {
-	if c.invalid != nil {
-		return nil, &wireError{Category: failTransport, Err: c.invalid}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, ctxFailure(ctx, err)
-	}
-	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.origin+route, bytes.NewReader(body))
-	if err != nil {
-		return nil, &wireError{Category: failTransport, Err: err}
-	}
-	// net/http re-sends a POST only when a reused idle connection failed
-	// before a single byte of it was written, so the provider still sees at
-	// most one request; it never replays one the provider may have received.
-	req.Host = c.hostPort
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", wireContentType)
-	req.Header.Set("Accept", wireContentType)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, c.classify(ctx, callCtx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, wireFail(failHTTPStatus, "POST %s: status %d", route, resp.StatusCode)
-	}
-	if ct := resp.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
-		return nil, wireFail(failContentType, "POST %s: content type %q", route, ct)
-	}
-	if resp.ContentLength > maxWireResponse {
-		return nil, wireFail(failOversizeResponse, "POST %s: content length %d, more than %d", route, resp.ContentLength, maxWireResponse)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxWireResponse+1))
-	if err != nil {
-		return nil, c.classify(ctx, callCtx, err)
-	}
-	if len(data) > maxWireResponse {
-		return nil, wireFail(failOversizeResponse, "POST %s: response over %d bytes", route, maxWireResponse)
-	}
-	return data, nil
-}
-
-// classify names a failed exchange: a failed identity check (the request
-// was never sent), then the caller's context, then the call's own
-// deadline, then the transport.
-func (c *providerClient) classify(parent, call context.Context, err error) *wireError {
-	if isIdentityError(err) {
-		return &wireError{Category: failIdentity, Err: err}
-	}
-	if perr := parent.Err(); perr != nil {
-		return ctxFailure(parent, err)
-	}
-	if errors.Is(call.Err(), context.DeadlineExceeded) {
-		return &wireError{Category: failTimeout, Err: fmt.Errorf("no answer within %v: %w", c.timeout, err)}
-	}
-	return &wireError{Category: failTransport, Err: err}
-}
-
-// ctxFailure names a call stopped by the caller's context.
-func ctxFailure(ctx context.Context, err error) *wireError {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &wireError{Category: failTimeout, Err: err}
-	}
-	return &wireError{Category: failCancelled, Err: err}
+	p.current.Store(pol)
+	p.metrics.reloads[1].Add(1)
+	p.log.Info("reloaded policy", "file", file, "rules", len(pol.rules))
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 )
@@ -51,16 +50,16 @@ func runProviderCheck(sys *system, args []string) error {
 		return &usageError{err}
 	}
 	fmt.Fprintf(sys.stdout, "policy %q: valid, %d rules; cases %q\n", opts.PolicyFile, len(pol.rules), opts.CasesFile)
-	failed := 0
+	mismatches := 0
 	for i := range cases {
 		if msg := cases[i].check(pol); msg != "" {
-			failed++
+			mismatches++
 			fmt.Fprintf(sys.stdout, "FAIL %s: %s\n", cases[i].label(i), msg)
 		}
 	}
-	fmt.Fprintf(sys.stdout, "%d passed, %d failed\n", len(cases)-failed, failed)
-	if failed > 0 {
-		return fmt.Errorf("provider check: %d of %d cases of %q failed", failed, len(cases), opts.CasesFile)
+	fmt.Fprintf(sys.stdout, "%d passed, %d failed\n", len(cases)-mismatches, mismatches)
+	if mismatches > 0 {
+		return fmt.Errorf("provider check: %d of %d cases of %q failed", mismatches, len(cases), opts.CasesFile)
 	}
 	return nil
 }
@@ -68,23 +67,7 @@ func runProviderCheck(sys *system, args []string) error {
 // loadProviderPolicyCases reads and validates a cases file: a non-empty JSON array
 // of cases, unknown fields refused.
 func loadProviderPolicyCases(file string) ([]providerPolicyCase, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, fmt.Errorf("cases %q: %w", file, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxProviderCasesFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("cases %q: %w", file, err)
-	}
-	if len(data) > maxProviderCasesFile {
-		return nil, fmt.Errorf("cases %q: larger than %d bytes", file, maxProviderCasesFile)
-	}
-	cases, err := parseProviderPolicyCases(data)
-	if err != nil {
-		return nil, fmt.Errorf("cases %q: %w", file, err)
-	}
-	return cases, nil
+	return loadOperatorFile("cases", file, maxProviderCasesFile, parseProviderPolicyCases)
 }
 
 func parseProviderPolicyCases(data []byte) ([]providerPolicyCase, error) {
@@ -141,10 +124,7 @@ func (c *providerPolicyCase) label(i int) string {
 // the client's default text for a denial without one.
 func (c *providerPolicyCase) check(pol *providerPolicy) string {
 	d := pol.decide(c.Tool, c.args)
-	got, reason := providerDecisionName(d.Allowed), strings.TrimSpace(d.Reason)
-	if !d.Allowed && reason == "" {
-		reason = denyDefaultReason
-	}
+	got, reason := providerDecisionName(d.Allowed), deniedReason(d.Reason)
 	if got == c.Expect && (c.Reason == "" || c.Reason == reason) {
 		return ""
 	}

@@ -62,8 +62,8 @@ func newProviderMetrics(shadow bool) *providerMetrics {
 	return &providerMetrics{shadow: shadow}
 }
 
-// failed counts a refused request by its status.
-func (m *providerMetrics) failed(status int) {
+// refused counts a refused request by its status.
+func (m *providerMetrics) refused(status int) {
 	for i, k := range providerFailureKinds {
 		if k.status == status {
 			m.failures[i].Add(1)
@@ -89,13 +89,7 @@ func (h *providerLatencyHistogram) observe(d time.Duration) {
 }
 
 func (p *providerServer) serveMetrics(w http.ResponseWriter) {
-	body := p.metrics.render(len(p.current.Load().rules))
-	h := w.Header()
-	h.Set("Content-Type", prometheusTextContentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
+	writeProviderReply(w, http.StatusOK, prometheusTextContentType, p.metrics.render(len(p.current.Load().rules)))
 }
 
 // render writes every metric, each with its HELP and TYPE lines, and every

@@ -14,7 +14,7 @@ import (
 )
 
 // providerShadowDeniedCall is a call examples/policy.json denies by rule 8.
-var providerShadowDeniedCall = prepareCall{SessionID: "s-1", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command",
+var providerShadowDeniedCall = prepareRequest{SessionID: "s-1", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command",
 	Arguments: json.RawMessage(`{"command":"sudo touch /etc/shadow-marker"}`)}
 
 func TestProviderShadowAllowsAndLogsWouldDeny(t *testing.T) {

@@ -1,620 +1,545 @@
-// provider_test.go tests the provider client against real loopback servers,
-// replaying the shared wire vectors in testdata/wire/response.
+// provider_test.go tests the reference provider in process over real
+// loopback sockets: the request vectors in testdata/wire/request, any body
+// fuzzed, the audit log, and SIGHUP reloads.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"crypto/tls"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
 
-const providerTestToken = "provider-test-token"
-
-// wireResponseVector is one provider reply and what the client must make of it.
-type wireResponseVector struct {
-	Name        string `json:"name"`
-	Route       string `json:"route"` // "prepare" or "handshake"
-	Status      int    `json:"status"`
-	ContentType string `json:"contentType"` // "" sends no Content-Type at all
-	Body        string `json:"body"`        // "$ID" stands for the request's requestId or nonce
-	PadTo       int    `json:"padTo"`       // pad the body with spaces to this many bytes
-	Expect      struct {
-		Allowed  *bool  `json:"allowed"`
-		Reason   string `json:"reason"`
-		Category string `json:"category"`
-		OK       bool   `json:"ok"` // handshake succeeds
-	} `json:"expect"`
+// refProvider is a reference provider serving in the test process.
+type refProvider struct {
+	url            string
+	stdout, stderr *syncBuffer
 }
 
-// loadWireVectors reads every vector in testdata/wire/<dir>, strictly.
-func loadWireVectors[T any](t testing.TB, dir string) map[string]T {
+// startRefProvider runs serveProvider until the test ends.
+func startRefProvider(t testing.TB, opts providerOptions) *refProvider {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "wire", dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no wire vectors in testdata/wire/%s: %v", dir, err)
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
 	}
-	out := make(map[string]T, len(files))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	if opts.Token == "" {
+		opts.Token = providerTestToken
+	}
+	p := &refProvider{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveProvider(ctx, &system{stdout: p.stdout, stderr: p.stderr}, opts, func(a string) { addr <- a })
+	}()
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case err := <-done:
+		cancel()
+		t.Fatalf("provider did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("provider returned %v", err)
 		}
-		var v T
-		if err := decodeStrict(data, &v); err != nil {
-			t.Fatalf("vector %s: %v", f, err)
+	})
+	return p
+}
+
+// wireRequestVector is one request and the status the provider must answer.
+type wireRequestVector struct {
+	Name         string `json:"name"`
+	Method       string `json:"method"`
+	Path         string `json:"path"`
+	Auth         string `json:"auth"` // valid, none, wrong, prefix, basic, lowercase, raw
+	ContentType  string `json:"contentType"`
+	Body         string `json:"body"`
+	PadTo        int    `json:"padTo"`
+	ExpectStatus int    `json:"expectStatus"`
+}
+
+func (v wireRequestVector) send(t *testing.T, hc *http.Client, base string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(v.Method, base+v.Path, strings.NewReader(padWireBody(v.Body, v.PadTo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch v.Auth {
+	case "valid":
+		req.Header.Set("Authorization", "Bearer "+providerTestToken)
+	case "none":
+	case "wrong":
+		req.Header.Set("Authorization", "Bearer not-the-token")
+	case "prefix":
+		req.Header.Set("Authorization", "Bearer "+providerTestToken[:len(providerTestToken)-1])
+	case "basic":
+		req.Header.Set("Authorization", "Basic "+providerTestToken)
+	case "lowercase":
+		req.Header.Set("Authorization", "bearer "+providerTestToken)
+	case "raw":
+		req.Header.Set("Authorization", providerTestToken)
+	default:
+		t.Fatalf("vector auth %q", v.Auth)
+	}
+	if v.ContentType != "" {
+		req.Header.Set("Content-Type", v.ContentType)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestProviderRequestVectors(t *testing.T) {
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json"})
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	t.Cleanup(hc.CloseIdleConnections)
+	unauthorized := map[string]string{}
+	for name, v := range loadWireVectors[wireRequestVector](t, "request") {
+		t.Run(name, func(t *testing.T) {
+			resp := v.send(t, hc, p.url)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, maxWireResponse+1))
+			if resp.StatusCode != v.ExpectStatus {
+				t.Errorf("status %d, want %d (body %s)", resp.StatusCode, v.ExpectStatus, body)
+			}
+			if ct := resp.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) || len(body) > maxWireResponse || !json.Valid(body) {
+				t.Errorf("reply %q %q is not a bounded JSON body", ct, body)
+			}
+			if v.ExpectStatus == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != http.MethodPost {
+				t.Errorf("405 with Allow %q, want POST", resp.Header.Get("Allow"))
+			}
+			if v.ExpectStatus == http.StatusUnauthorized {
+				if !resp.Close {
+					t.Error("a 401 keeps the connection open")
+				}
+				h := resp.Header.Clone()
+				h.Del("Date")
+				unauthorized[name] = fmt.Sprintf("%d %v %s", resp.StatusCode, h, body)
+			}
+		})
+	}
+	// Every 401 is identical, whatever was wrong with the credentials.
+	var first string
+	for name, r := range unauthorized {
+		if first == "" {
+			first = r
 		}
-		out[strings.TrimSuffix(filepath.Base(f), ".json")] = v
+		if r != first {
+			t.Errorf("401 for %s differs:\n%s\n%s", name, r, first)
+		}
+	}
+	if len(unauthorized) < 5 {
+		t.Errorf("only %d 401 vectors", len(unauthorized))
+	}
+}
+
+// TestProviderWithClient drives the reference provider on the example policy
+// with the real client: every decision shape passes the client's strict
+// decoders, and each one leaves exactly one audit line.
+func TestProviderWithClient(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit})
+	c := testProviderClient(t, p.url, 5*time.Second)
+	if err := c.handshake(context.Background()); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	const defaultReason = "No policy rule allows this tool call"
+	tests := []struct {
+		tool, args string
+		allowed    bool
+		reason     string
+		rule       int
+	}{
+		{"read_file", `{"file_path":"/etc/hosts"}`, true, "", 0},
+		{"grep_search", `{"pattern":"x"}`, true, "", 3},
+		{"write_file", `{"file_path":"/tmp/demo/out.txt","content":"hi"}`, true, "", 5},
+		{"write_file", `{"file_path":"/tmp/../etc/passwd","content":"x"}`, false, "File paths containing .. are not allowed by policy", 4},
+		{"write_file", `{"file_path":"/etc/passwd","content":"x"}`, false, defaultReason, -1},
+		{"write_file", `{"content":"no path"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"rm -rf /"}`, false, "Destructive and network shell commands are not allowed by policy", 8},
+		{"run_shell_command", `{"command":"curl http://127.0.0.1/x | sh"}`, false, "Destructive and network shell commands are not allowed by policy", 8},
+		{"run_shell_command", `{"command":"ls -la /tmp"}`, true, "", 10},
+		{"run_shell_command", `{"command":"git status"}`, true, "", 10},
+		{"run_shell_command", `{"command":"ls; touch /tmp/x"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"echo $(id)"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"ls\ntouch /tmp/x"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"ls /tmp\rtouch /tmp/x"}`, false, defaultReason, -1},
+		{"run_shell_command", `{"command":"ls\ttmp"}`, true, "", 10},
+		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 11},
+		{"agent", `{"prompt":"do it"}`, false, defaultReason, -1},
+	}
+	for i, tt := range tests {
+		call := prepareRequest{SessionID: "s", PromptID: "p", ToolCallID: fmt.Sprint("call-", i), ToolName: tt.tool, Arguments: json.RawMessage(tt.args)}
+		res := c.prepare(context.Background(), call)
+		if res.Category != "" {
+			t.Fatalf("%s %s: failure %q: %v", tt.tool, tt.args, res.Category, res.Err)
+		}
+		if res.Allowed != tt.allowed || res.Reason != tt.reason {
+			t.Errorf("%s %s: allowed=%v reason=%q, want %v %q", tt.tool, tt.args, res.Allowed, res.Reason, tt.allowed, tt.reason)
+		}
+	}
+
+	lines := readProviderAudit(t, audit)
+	if len(lines) != len(tests) {
+		t.Fatalf("audit log has %d lines, want %d", len(lines), len(tests))
+	}
+	for i, tt := range tests {
+		l := lines[i]
+		var args any
+		json.Unmarshal([]byte(tt.args), &args)
+		canonical, _ := json.Marshal(args)
+		sum := sha256.Sum256(canonical)
+		decision := map[bool]string{true: "allow", false: "deny"}[tt.allowed]
+		if l.ToolName != tt.tool || l.ToolCallID != fmt.Sprint("call-", i) || l.SessionID != "s" || l.PromptID != "p" ||
+			l.Decision != decision || l.Reason != tt.reason || l.Rule != tt.rule || l.ArgumentsSHA256 != hex.EncodeToString(sum[:]) ||
+			len(l.RequestID) != 32 || l.Arguments != nil {
+			t.Errorf("audit line %d = %+v, want %s %s rule %d", i, l, tt.tool, decision, tt.rule)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, l.Time); err != nil {
+			t.Errorf("audit line %d time: %v", i, err)
+		}
+	}
+	if st, err := os.Stat(audit); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("audit log mode %v, %v; want 0600", st.Mode(), err)
+	}
+	if raw, _ := os.ReadFile(audit); bytes.Contains(raw, []byte("/etc/passwd")) {
+		t.Error("audit log holds raw arguments without --audit-arguments")
+	}
+}
+
+func readProviderAudit(t *testing.T, file string) []providerAuditRecord {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []providerAuditRecord
+	for line := range strings.Lines(string(raw)) {
+		var r providerAuditRecord
+		if err := decodeStrict([]byte(line), &r); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, r)
 	}
 	return out
 }
 
-// padWireBody pads body with trailing spaces (still one JSON value) to n bytes.
-func padWireBody(body string, n int) string {
-	if n > len(body) {
-		body += strings.Repeat(" ", n-len(body))
-	}
-	return body
-}
-
-// wireSeenRequest is what a test server received.
-type wireSeenRequest struct {
-	Method, Path, Host string
-	Header             http.Header
-	Body               []byte
-}
-
-// wireRecorder is a real loopback provider stand-in that records every request.
-type wireRecorder struct {
-	mu   sync.Mutex
-	seen []wireSeenRequest
-}
-
-func (r *wireRecorder) add(req *http.Request) wireSeenRequest {
-	body, _ := io.ReadAll(io.LimitReader(req.Body, 2<<20))
-	s := wireSeenRequest{Method: req.Method, Path: req.URL.Path, Host: req.Host, Header: req.Header.Clone(), Body: body}
-	r.mu.Lock()
-	r.seen = append(r.seen, s)
-	r.mu.Unlock()
-	return s
-}
-
-func (r *wireRecorder) requests() []wireSeenRequest {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]wireSeenRequest(nil), r.seen...)
-}
-
-// startWireRecorder serves handle on 127.0.0.1 and records every request first.
-func startWireRecorder(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, s wireSeenRequest)) (*httptest.Server, *wireRecorder) {
-	t.Helper()
-	rec := &wireRecorder{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handle(w, r, rec.add(r))
-	}))
-	t.Cleanup(srv.Close)
-	return srv, rec
-}
-
-// wireRequestID returns the requestId or nonce of a request body.
-func wireRequestID(body []byte) string {
-	var m struct{ RequestID, Nonce string }
-	json.Unmarshal(body, &m)
-	return m.RequestID + m.Nonce
-}
-
-// replayVector answers every request with the vector, "$ID" replaced.
-func replayVector(v wireResponseVector) func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
-	return func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
-		if v.ContentType == "" {
-			w.Header()["Content-Type"] = nil // no sniffed type either
-		} else {
-			w.Header().Set("Content-Type", v.ContentType)
-		}
-		w.WriteHeader(v.Status)
-		io.WriteString(w, padWireBody(strings.ReplaceAll(v.Body, "$ID", wireRequestID(s.Body)), v.PadTo))
-	}
-}
-
-func testProviderClient(t testing.TB, endpoint string, timeout time.Duration) *providerClient {
-	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: timeout, Token: providerTestToken})
-	pinTestIdentity(c) // as a handshake would: the test may prepare without one
-	// Cleanups run last-registered first: the client's idle connections
-	// close before a server started earlier in the test shuts down.
-	t.Cleanup(c.close)
-	return c
-}
-
-var providerTestCall = prepareCall{
-	SessionID:  "sess-1",
-	PromptID:   "prompt-1",
-	ToolCallID: "call-1",
-	ToolName:   "read_file",
-	Arguments:  json.RawMessage(`{"file_path":"/tmp/a.txt"}`),
-}
-
-func TestClientWireVectors(t *testing.T) {
-	for name, v := range loadWireVectors[wireResponseVector](t, "response") {
-		t.Run(name, func(t *testing.T) {
-			srv, rec := startWireRecorder(t, replayVector(v))
-			c := testProviderClient(t, srv.URL, 5*time.Second)
-			switch v.Route {
-			case "prepare":
-				res := c.prepare(context.Background(), providerTestCall)
-				checkPrepareOutcome(t, v, res)
-			case "handshake":
-				err := c.handshake(context.Background())
-				var werr *wireError
-				switch {
-				case v.Expect.OK && err != nil:
-					t.Errorf("handshake failed: %v", err)
-				case !v.Expect.OK && !errors.As(err, &werr):
-					t.Errorf("handshake error = %v, want category %q", err, v.Expect.Category)
-				case !v.Expect.OK && werr.Category != v.Expect.Category:
-					t.Errorf("handshake category = %q (%v), want %q", werr.Category, err, v.Expect.Category)
-				}
-			default:
-				t.Fatalf("vector route %q", v.Route)
-			}
-			if n := len(rec.requests()); n != 1 {
-				t.Errorf("server saw %d requests, want exactly 1", n)
-			}
-		})
-	}
-}
-
-func checkPrepareOutcome(t *testing.T, v wireResponseVector, res prepareResult) {
-	t.Helper()
-	if v.Expect.Category != "" {
-		if res.Allowed || res.Category != v.Expect.Category || res.Reason != guardFailedReason || res.Err == nil {
-			t.Errorf("result = %+v, want failure %q with reason %q", res, v.Expect.Category, guardFailedReason)
-		}
-		return
-	}
-	if v.Expect.Allowed == nil {
-		t.Fatal("vector expects neither a decision nor a failure")
-	}
-	if res.Category != "" || res.Err != nil {
-		t.Fatalf("unexpected failure %q: %v", res.Category, res.Err)
-	}
-	if res.Allowed != *v.Expect.Allowed || res.Reason != v.Expect.Reason {
-		t.Errorf("result allowed=%v reason=%q, want allowed=%v reason=%q", res.Allowed, res.Reason, *v.Expect.Allowed, v.Expect.Reason)
-	}
-}
-
-func TestClientRequestShape(t *testing.T) {
-	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startWireRecorder(t, replayVector(allow))
-	c := testProviderClient(t, srv.URL, 5*time.Second)
+func TestProviderAuditArguments(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, AuditArguments: true})
 	call := providerTestCall
-	call.Arguments = json.RawMessage(" {\"z\": 1, \"a\": [true, null], \"m\": {\"k\": \"v\"}}\n")
-	first := c.prepare(context.Background(), call)
-	second := c.prepare(context.Background(), call)
-	if !first.Allowed || !second.Allowed {
-		t.Fatalf("prepare = %+v, %+v; want allowed", first, second)
+	call.Arguments = json.RawMessage(`{"z":1.50,"file_path":"/tmp/a","n":{"b":true,"a":null}}`)
+	if res := testProviderClient(t, p.url, 5*time.Second).prepare(context.Background(), call); !res.Allowed {
+		t.Fatalf("result %+v", res)
 	}
-	seen := rec.requests()
-	if len(seen) != 2 {
-		t.Fatalf("server saw %d requests, want 2", len(seen))
-	}
-	hexID := regexp.MustCompile(`^[0-9a-f]{32}$`)
-	if !hexID.MatchString(first.RequestID) || first.RequestID == second.RequestID {
-		t.Errorf("request ids %q, %q: want fresh 32-digit hex ids", first.RequestID, second.RequestID)
-	}
-	s := seen[0]
-	want := fmt.Sprintf(`{"protocolVersion":1,"requestId":"%s","sessionId":"sess-1","promptId":"prompt-1","toolCallId":"call-1","toolName":"read_file","arguments":{"z":1,"a":[true,null],"m":{"k":"v"}}}`, first.RequestID)
-	if string(s.Body) != want {
-		t.Errorf("body\n%s\nwant\n%s", s.Body, want)
-	}
-	host := strings.TrimPrefix(srv.URL, "http://")
-	checkProviderHeaders(t, s, "/v1/prepare", host)
-
-	if err := c.handshake(context.Background()); err == nil {
-		t.Fatal("handshake against an allow reply succeeded")
-	}
-	h := rec.requests()[2]
-	checkProviderHeaders(t, h, "/v1/handshake", host)
-	var hb struct{ Nonce string }
-	json.Unmarshal(h.Body, &hb)
-	if !hexID.MatchString(hb.Nonce) || string(h.Body) != `{"protocolVersion":1,"nonce":"`+hb.Nonce+`","client":"qwen-code"}` {
-		t.Errorf("handshake body %s", h.Body)
+	lines := readProviderAudit(t, audit)
+	const canonical = `{"file_path":"/tmp/a","n":{"a":null,"b":true},"z":1.50}`
+	sum := sha256.Sum256([]byte(canonical))
+	if len(lines) != 1 || string(lines[0].Arguments) != canonical || lines[0].ArgumentsSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("audit %+v, want arguments %s", lines, canonical)
 	}
 }
 
-func checkProviderHeaders(t *testing.T, s wireSeenRequest, path, host string) {
-	t.Helper()
-	if s.Method != http.MethodPost || s.Path != path || s.Host != host {
-		t.Errorf("request %s %s Host %q, want POST %s Host %q", s.Method, s.Path, s.Host, path, host)
+func TestProviderAuditToStdout(t *testing.T) {
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: "-"})
+	c := testProviderClient(t, p.url, 5*time.Second)
+	for range 3 {
+		c.prepare(context.Background(), providerTestCall)
 	}
-	for k, want := range map[string]string{
-		"Authorization": "Bearer " + providerTestToken,
-		"Content-Type":  "application/json",
-		"Accept":        "application/json",
-	} {
-		if got := s.Header.Values(k); len(got) != 1 || got[0] != want {
-			t.Errorf("header %s = %q, want %q", k, got, want)
-		}
+	if n := strings.Count(p.stdout.String(), "\n"); n != 3 {
+		t.Errorf("stdout has %d audit lines, want 3: %q", n, p.stdout.String())
 	}
-	if got := s.Header.Get("Accept-Encoding"); got != "" {
-		t.Errorf("Accept-Encoding %q: the client must not ask for compressed bodies", got)
+	if !strings.Contains(p.stderr.String(), "acpguard provider: listening on "+p.url+"\n") {
+		t.Errorf("stderr %q does not announce %s", p.stderr.String(), p.url)
 	}
 }
 
-// TestClientFailures covers the categories a replayed reply cannot produce.
-func TestClientFailures(t *testing.T) {
-	hold := func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) { <-r.Context().Done() }
+// TestProviderAuditFailureDenies: an allow that cannot be recorded is a deny.
+func TestProviderAuditFailureDenies(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: "/dev/full"})
+	res := testProviderClient(t, p.url, 5*time.Second).prepare(context.Background(), providerTestCall)
+	if res.Allowed || res.Reason != auditFailedReason || res.Category != "" {
+		t.Errorf("result %+v, want a deny with %q", res, auditFailedReason)
+	}
+	if !strings.Contains(p.stderr.String(), "audit log write failed") {
+		t.Errorf("stderr %q does not log the audit failure", p.stderr.String())
+	}
+}
+
+func TestProviderStartupRefusals(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "p.json")
+	os.WriteFile(bad, []byte(`{"rules":[{"tool":"a","decision":"allow"},{"tool":"b","decision":"allow"},{"tool":"c","decision":"allow"},{"tool":"run_shell_command","match":{"/command":"(rm"},"decision":"deny"}]}`), 0o600)
 	tests := []struct {
-		name     string
-		handle   func(w http.ResponseWriter, r *http.Request, s wireSeenRequest)
-		timeout  time.Duration
-		ctx      func(t *testing.T, got <-chan struct{}) context.Context
-		call     func(prepareCall) prepareCall
-		category string
-		requests int
+		name string
+		opts providerOptions
+		code int
+		err  string
 	}{
-		{name: "never answers", handle: hold, timeout: 150 * time.Millisecond, category: failTimeout, requests: 1},
-		{
-			name: "caller deadline", handle: hold, timeout: 30 * time.Second, category: failTimeout, requests: 1,
-			ctx: func(t *testing.T, _ <-chan struct{}) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-				t.Cleanup(cancel)
-				return ctx
-			},
-		},
-		{
-			name: "cancelled while waiting", handle: hold, timeout: 30 * time.Second, category: failCancelled, requests: 1,
-			ctx: func(t *testing.T, got <-chan struct{}) context.Context {
-				ctx, cancel := context.WithCancel(context.Background())
-				t.Cleanup(cancel)
-				go func() { <-got; cancel() }()
-				return ctx
-			},
-		},
-		{
-			name: "cancelled before the call", handle: hold, timeout: 30 * time.Second, category: failCancelled, requests: 0,
-			ctx: func(t *testing.T, _ <-chan struct{}) context.Context {
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				return ctx
-			},
-		},
-		{
-			name: "connection dropped", timeout: 5 * time.Second, category: failTransport, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
-				conn, _, err := http.NewResponseController(w).Hijack()
-				if err == nil {
-					conn.Close()
-				}
-			},
-		},
-		{
-			name: "body cut short", timeout: 5 * time.Second, category: failTransport, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
-				conn, buf, err := http.NewResponseController(w).Hijack()
-				if err == nil {
-					buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"protocolVersion\":1")
-					buf.Flush()
-					conn.Close()
-				}
-			},
-		},
-		{
-			name: "oversize request", handle: hold, timeout: 5 * time.Second, category: failOversizeRequest, requests: 0,
-			call: func(c prepareCall) prepareCall {
-				c.Arguments = json.RawMessage(`{"content":"` + strings.Repeat("x", maxWireRequest) + `"}`)
-				return c
-			},
-		},
-		{
-			name: "arguments not an object", handle: hold, timeout: 5 * time.Second, category: failSchema, requests: 0,
-			call: func(c prepareCall) prepareCall { c.Arguments = json.RawMessage(`["a"]`); return c },
-		},
-		{
-			name: "oversize declared length", timeout: 5 * time.Second, category: failOversizeResponse, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
-				w.Header().Set("Content-Type", "application/json")
-				w.Header().Set("Content-Length", fmt.Sprint(maxWireResponse+1))
-				w.WriteHeader(200)
-				w.Write([]byte("{"))
-			},
-		},
-		{
-			name: "oversize streamed", timeout: 5 * time.Second, category: failOversizeResponse, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(200)
-				for range 100 { // chunked, no length: 100 KiB of white space
-					w.Write([]byte(strings.Repeat(" ", 1024)))
-				}
-			},
-		},
-		{
-			name: "invalid UTF-8", timeout: 5 * time.Second, category: failMalformedJSON, requests: 1,
-			handle: func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, "{\"protocolVersion\":1,\"requestId\":\"%s\",\"allowed\":false,\"reason\":\"\xff\"}", wireRequestID(s.Body))
-			},
-		},
+		{"all interfaces", providerOptions{Listen: "0.0.0.0:0"}, exitUsage, `provider: listen address "0.0.0.0:0" is not loopback`},
+		{"empty host", providerOptions{Listen: ":0"}, exitUsage, `provider: listen address ":0" is not loopback`},
+		{"documentation address", providerOptions{Listen: "192.0.2.1:8787"}, exitUsage, `is not loopback`},
+		{"host name", providerOptions{Listen: "example.com:8787"}, exitUsage, `is not loopback`},
+		{"no port", providerOptions{Listen: "127.0.0.1"}, exitUsage, `provider: listen address "127.0.0.1"`},
+		{"empty token", providerOptions{Listen: "127.0.0.1:0", Token: " ", PolicyFile: "examples/policy.json"}, exitUsage, "token"},
+		{"bad regexp", providerOptions{Listen: "127.0.0.1:0", Token: "t", PolicyFile: bad}, exitUsage,
+			fmt.Sprintf("policy %q: rule 3: invalid regexp for \"/command\": error parsing regexp: missing closing ): `(rm`", bad)},
+		{"missing policy", providerOptions{Listen: "127.0.0.1:0", Token: "t", PolicyFile: filepath.Join(dir, "none.json")}, exitUsage, "no such file"},
+		{"audit unwritable", providerOptions{Listen: "127.0.0.1:0", Token: "t", PolicyFile: "examples/policy.json", AuditPath: filepath.Join(dir, "no", "dir")}, exitRuntime, "open audit log"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := make(chan struct{}, 1)
-			srv, rec := startWireRecorder(t, func(w http.ResponseWriter, r *http.Request, s wireSeenRequest) {
-				got <- struct{}{}
-				tt.handle(w, r, s)
-			})
-			c := testProviderClient(t, srv.URL, tt.timeout)
-			ctx := context.Background()
-			if tt.ctx != nil {
-				ctx = tt.ctx(t, got)
+			stderr := &syncBuffer{}
+			err := serveProvider(context.Background(), &system{stdout: io.Discard, stderr: stderr}, tt.opts, func(string) { t.Error("provider listened") })
+			if code := exitCode(err); code != tt.code || err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("error %v (exit %d), want exit %d containing %q", err, code, tt.code, tt.err)
 			}
-			call := providerTestCall
-			if tt.call != nil {
-				call = tt.call(call)
-			}
-			res := c.prepare(ctx, call)
-			if res.Allowed || res.Category != tt.category || res.Reason != guardFailedReason {
-				t.Errorf("result = %+v, want failure %q", res, tt.category)
-			}
-			if n := len(rec.requests()); n != tt.requests {
-				t.Errorf("server saw %d requests, want %d", n, tt.requests)
+			if strings.Contains(stderr.String(), "listening") {
+				t.Errorf("stderr %q", stderr.String())
 			}
 		})
 	}
 }
 
-func TestClientRequestSizeLimit(t *testing.T) {
-	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startWireRecorder(t, replayVector(allow))
-	c := testProviderClient(t, srv.URL, 5*time.Second)
-	// The body around the content string, with a 32-digit requestId.
-	frame, _ := json.Marshal(prepareRequest{ProtocolVersion: 1, RequestID: strings.Repeat("0", 32), SessionID: providerTestCall.SessionID,
-		PromptID: providerTestCall.PromptID, ToolCallID: providerTestCall.ToolCallID, ToolName: providerTestCall.ToolName, Arguments: json.RawMessage(`{"content":""}`)})
-	for _, tt := range []struct {
-		size     int
-		category string
-	}{{maxWireRequest, ""}, {maxWireRequest + 1, failOversizeRequest}} {
-		call := providerTestCall
-		call.Arguments = json.RawMessage(`{"content":"` + strings.Repeat("x", tt.size-len(frame)) + `"}`)
-		before := len(rec.requests())
-		res := c.prepare(context.Background(), call)
-		if res.Category != tt.category || res.Allowed != (tt.category == "") {
-			t.Errorf("%d-byte request: result %+v, want category %q", tt.size, res, tt.category)
-		}
-		sent := len(rec.requests()) - before
-		if tt.category == "" && (sent != 1 || len(rec.requests()[before].Body) != tt.size) {
-			t.Errorf("%d-byte request: %d sent", tt.size, sent)
-		}
-		if tt.category != "" && sent != 0 {
-			t.Errorf("%d-byte request was sent", tt.size)
-		}
-	}
-}
-
-func TestClientDoesNotFollowRedirects(t *testing.T) {
-	for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
-		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-			second, secondRec := startWireRecorder(t, replayVector(allow))
-			first, firstRec := startWireRecorder(t, func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
-				http.Redirect(w, r, second.URL+"/v1/prepare", status)
-			})
-			res := testProviderClient(t, first.URL, 5*time.Second).prepare(context.Background(), providerTestCall)
-			if res.Allowed || res.Category != failHTTPStatus {
-				t.Errorf("result = %+v, want failure %q", res, failHTTPStatus)
+func TestProviderListensOnLoopbackNames(t *testing.T) {
+	for _, listen := range []string{"localhost:0", "127.0.0.1:0", "[::1]:0"} {
+		t.Run(listen, func(t *testing.T) {
+			if strings.HasPrefix(listen, "[") {
+				ln, err := net.Listen("tcp", "[::1]:0")
+				if err != nil {
+					t.Skipf("no IPv6 loopback: %v", err)
+				}
+				ln.Close()
 			}
-			if n := len(firstRec.requests()); n != 1 {
-				t.Errorf("first server saw %d requests, want 1", n)
-			}
-			if n := len(secondRec.requests()); n != 0 {
-				t.Errorf("redirect target saw %d requests, want 0", n)
+			p := startRefProvider(t, providerOptions{Listen: listen, PolicyFile: "examples/policy.json"})
+			if err := testProviderClient(t, p.url, 5*time.Second).handshake(context.Background()); err != nil {
+				t.Errorf("handshake with %s: %v", p.url, err)
 			}
 		})
 	}
 }
 
-// proxyTrap counts every connection made to it.
-func proxyTrap(t *testing.T) (addr string, conns *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func TestProviderReloadOnSIGHUP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policy.json")
+	write := func(s string) {
+		t.Helper()
+		// Replace, never truncate in place: a reload must never read half a file.
+		tmp := file + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"rules":[{"tool":"read_file","decision":"allow"}]}`)
+	p := startRefProvider(t, providerOptions{PolicyFile: file})
+	c := testProviderClient(t, p.url, 5*time.Second)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never saw %s; stderr %q", what, p.stderr.String())
+			}
+		}
+	}
+	if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
+		t.Fatalf("before reload: %+v", res)
+	}
+	write(`{"rules":[{"tool":"read_file","decision":"deny","reason":"Reads are frozen"}]}`)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitFor("the reload log line", func() bool { return strings.Contains(p.stderr.String(), "reloaded policy") })
+	if res := c.prepare(context.Background(), providerTestCall); res.Allowed || res.Reason != "Reads are frozen" {
+		t.Fatalf("after reload: %+v", res)
+	}
+	write(`{"rules":[{"tool":"read_file","decision":"allow","reason":"x"}]}`)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitFor("the failed reload log line", func() bool { return strings.Contains(p.stderr.String(), "reload failed, keeping the previous policy") })
+	if res := c.prepare(context.Background(), providerTestCall); res.Allowed || res.Reason != "Reads are frozen" {
+		t.Fatalf("after an invalid reload: %+v, want the previous policy", res)
+	}
+	if !strings.Contains(p.stderr.String(), "rule 0: a reason is only allowed on a deny") {
+		t.Errorf("stderr %q does not say why", p.stderr.String())
+	}
+}
+
+// TestProviderProcess runs "acpguard provider" as a real process: it
+// announces its URL, answers a handshake, reloads on SIGHUP without dying,
+// and exits 0 on SIGTERM.
+func TestProviderProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := acpguardCmd(t, ctx, []string{"provider", "--listen", "127.0.0.1:0", "--policy", "examples/policy.json"},
+		"QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN="+providerTestToken)
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conns = new(atomic.Int64)
-	done := make(chan struct{})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
 	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
 		}
 	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String(), conns
-}
-
-func TestClientIgnoresProxyEnvironment(t *testing.T) {
-	trap, conns := proxyTrap(t)
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
-		t.Setenv(k, "http://"+trap)
-	}
-	t.Setenv("NO_PROXY", "")
-	t.Setenv("no_proxy", "")
-	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startWireRecorder(t, replayVector(allow))
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	for _, endpoint := range []string{srv.URL, fmt.Sprintf("http://localhost:%d", port)} {
-		c := testProviderClient(t, endpoint, 5*time.Second)
-		if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
-			t.Errorf("%s: result %+v, want allowed", endpoint, res)
-		}
-		// Go skips proxies for loopback hosts on its own, so the trap alone
-		// cannot fail; the transport must not consult the environment at all.
-		if tr := c.http.Transport.(*http.Transport); tr.Proxy != nil {
-			t.Errorf("%s: transport has a Proxy function", endpoint)
+	var url string
+	for line := range lines {
+		if u, ok := strings.CutPrefix(line, "acpguard provider: listening on "); ok {
+			url = u
+			break
 		}
 	}
-	if n := conns.Load(); n != 0 {
-		t.Errorf("trap proxy saw %d connections, want 0", n)
+	if url == "" {
+		t.Fatalf("provider exited without announcing its URL: %v", cmd.Wait())
 	}
-	if n := len(rec.requests()); n != 2 {
-		t.Errorf("provider saw %d requests, want 2", n)
+	c := testProviderClient(t, url, 5*time.Second)
+	if err := c.handshake(ctx); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	for line := range lines {
+		if strings.Contains(line, "reloaded policy") {
+			break
+		}
+	}
+	if res := c.prepare(ctx, providerTestCall); !res.Allowed {
+		t.Errorf("after SIGHUP: %+v", res)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("provider after SIGTERM: %v, want exit 0", err)
 	}
 }
 
-func TestClientPinsLocalhost(t *testing.T) {
-	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	srv, rec := startWireRecorder(t, replayVector(allow))
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	c := testProviderClient(t, fmt.Sprintf("http://LocalHost:%d/", port), 5*time.Second)
-	if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
-		t.Fatalf("result %+v, want allowed", res)
+// TestProviderAuditConcurrent: concurrent decisions never interleave lines.
+func TestProviderAuditConcurrent(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit, AuditArguments: true})
+	c := testProviderClient(t, p.url, 10*time.Second)
+	call := providerTestCall
+	call.ToolName = "write_file"
+	call.Arguments = json.RawMessage(`{"file_path":"/tmp/x","content":"` + strings.Repeat("y", 8<<10) + `"}`)
+	const workers, each = 16, 4
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if res := c.prepare(context.Background(), call); !res.Allowed {
+					t.Errorf("result %+v", res)
+				}
+			}
+		})
 	}
-	if got, want := rec.requests()[0].Host, fmt.Sprintf("localhost:%d", port); got != want {
-		t.Errorf("Host = %q, want %q", got, want)
+	wg.Wait()
+	if lines := readProviderAudit(t, audit); len(lines) != workers*each {
+		t.Errorf("%d audit lines, want %d", len(lines), workers*each)
 	}
 }
 
-func TestClientIPv6Loopback(t *testing.T) {
-	ln, err := net.Listen("tcp", "[::1]:0")
+// TestProviderShutdownWithUnusedConnection: a connection that never sent a
+// request (a client transport's spare dial) does not hold up a stop or turn
+// it into an error.
+func TestProviderShutdownWithUnusedConnection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveProvider(ctx, &system{stdout: io.Discard, stderr: io.Discard},
+			providerOptions{Listen: "127.0.0.1:0", Token: providerTestToken, PolicyFile: "examples/policy.json"}, func(a string) { addr <- a })
+	}()
+	var conn net.Conn
+	select {
+	case a := <-addr:
+		var err error
+		if conn, err = net.Dial("tcp", a); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+	case err := <-done:
+		t.Fatalf("provider did not start: %v", err)
+	}
+	// A request on another connection proves the server accepted conn first.
+	if err := testProviderClient(t, "http://"+conn.RemoteAddr().String(), 5*time.Second).handshake(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("provider stopped with %v, want a clean stop", err)
+	}
+}
+
+// FuzzProviderRequest feeds the reference provider any body on either route:
+// it answers 200 or 400, always inside the client's limits, and every 200
+// passes the client's strict decoder.
+func FuzzProviderRequest(f *testing.F) {
+	pol, err := loadProviderPolicy("examples/policy.json")
 	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
+		f.Fatal(err)
 	}
-	rec := &wireRecorder{}
-	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	h := replayVector(allow)
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, rec.add(r)) })}}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	endpoint := "http://" + ln.Addr().String()
-	if res := testProviderClient(t, endpoint, 5*time.Second).prepare(context.Background(), providerTestCall); !res.Allowed {
-		t.Fatalf("result %+v, want allowed", res)
-	}
-	if got := rec.requests()[0].Host; got != ln.Addr().String() {
-		t.Errorf("Host = %q, want %q", got, ln.Addr().String())
-	}
-}
-
-// TestClientTLS: HTTPS to localhost presents SNI "localhost" and trusts only
-// the system roots, so a self-signed provider certificate fails closed.
-func TestClientTLS(t *testing.T) {
-	var mu sync.Mutex
-	var sni []string
-	rec := &wireRecorder{}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rec.add(r) }))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are the point
-	srv.TLS = &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		mu.Lock()
-		sni = append(sni, hello.ServerName)
-		mu.Unlock()
-		return nil, nil
-	}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	for _, endpoint := range []string{fmt.Sprintf("https://localhost:%d", port), srv.URL} {
-		res := testProviderClient(t, endpoint, 5*time.Second).prepare(context.Background(), providerTestCall)
-		if res.Allowed || res.Category != failTransport {
-			t.Errorf("%s: result %+v, want failure %q", endpoint, res, failTransport)
+	for _, v := range loadWireVectors[wireRequestVector](f, "request") {
+		if len(v.Body) < 4096 {
+			f.Add(v.Path == wirePathHandshake, []byte(v.Body))
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(sni) != 2 || sni[0] != "localhost" {
-		t.Errorf("server names seen %q, want localhost first", sni)
-	}
-	if n := len(rec.requests()); n != 0 {
-		t.Errorf("untrusted server saw %d requests", n)
-	}
-}
-
-func TestClientRefusesNonLoopbackEndpoint(t *testing.T) {
-	trap, conns := proxyTrap(t)
-	_, port, _ := net.SplitHostPort(trap)
-	for _, endpoint := range []string{"http://192.0.2.1:" + port, "http://example.com:" + port, "ftp://127.0.0.1:" + port, "http://127.0.0.2:" + port} {
-		c := testProviderClient(t, endpoint, 5*time.Second)
-		if res := c.prepare(context.Background(), providerTestCall); res.Allowed || res.Category != failTransport {
-			t.Errorf("%s: result %+v, want failure %q", endpoint, res, failTransport)
+	f.Fuzz(func(t *testing.T, handshake bool, body []byte) {
+		p := &providerServer{token: sha256.Sum256([]byte(providerTestToken)), log: slog.New(slog.DiscardHandler), metrics: newProviderMetrics(false)}
+		p.current.Store(pol)
+		route := wirePathPrepare
+		if handshake {
+			route = wirePathHandshake
 		}
-		if err := c.handshake(context.Background()); err == nil {
-			t.Errorf("%s: handshake succeeded", endpoint)
+		req := httptest.NewRequest(http.MethodPost, route, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+providerTestToken)
+		req.Header.Set("Content-Type", wireContentType)
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, req)
+		reply := w.Body.Bytes()
+		if len(reply) > maxWireResponse || !wireContentTypeRE.MatchString(w.Header().Get("Content-Type")) {
+			t.Fatalf("reply of %d bytes, content type %q", len(reply), w.Header().Get("Content-Type"))
 		}
-	}
-	if n := conns.Load(); n != 0 {
-		t.Errorf("%d connections made", n)
-	}
-	if res := newProviderClient(guardConfig{Mode: guardModeRequired}).prepare(context.Background(), providerTestCall); res.Category != failTransport {
-		t.Errorf("nil endpoint: result %+v", res)
-	}
-}
-
-func TestClientKeepAlive(t *testing.T) {
-	allow := wireResponseVector{Status: 200, ContentType: "application/json", Body: `{"protocolVersion":1,"requestId":"$ID","allowed":true}`}
-	var conns atomic.Int64
-	rec := &wireRecorder{}
-	h := replayVector(allow)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, rec.add(r)) }))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
+		switch w.Code {
+		case http.StatusBadRequest:
+		case http.StatusOK:
+			var in struct{ Nonce, RequestID string }
+			json.Unmarshal(body, &in)
+			if handshake {
+				if werr := decodeHandshakeResponse(reply, in.Nonce); werr != nil {
+					t.Fatalf("client rejects handshake reply %s: %v", reply, werr)
+				}
+			} else if _, werr := decodePrepareResponse(reply, in.RequestID); werr != nil {
+				t.Fatalf("client rejects prepare reply %s: %v", reply, werr)
+			}
+		default:
+			t.Fatalf("status %d for %q", w.Code, body)
 		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c := testProviderClient(t, srv.URL, 5*time.Second)
-	for range 5 {
-		if res := c.prepare(context.Background(), providerTestCall); !res.Allowed {
-			t.Fatalf("result %+v", res)
-		}
-	}
-	if n := conns.Load(); n != 1 {
-		t.Errorf("5 sequential decisions used %d connections, want 1", n)
-	}
-}
-
-// TestClientTokenNotInErrors: failure details are for logs, but even they
-// never carry the token.
-func TestClientTokenNotInErrors(t *testing.T) {
-	srv, _ := startWireRecorder(t, func(w http.ResponseWriter, r *http.Request, _ wireSeenRequest) {
-		w.Header().Set("Content-Type", "application/json")
-		bw := bufio.NewWriter(w)
-		fmt.Fprintf(bw, `{"protocolVersion":1,%q:%q,"allowed":true}`, r.Header.Get("Authorization"), r.Header.Get("Authorization"))
-		bw.Flush()
 	})
-	c := testProviderClient(t, srv.URL, 5*time.Second)
-	res := c.prepare(context.Background(), providerTestCall)
-	if res.Category != failSchema || !strings.Contains(res.Err.Error(), "[token]") {
-		t.Fatalf("result %+v", res)
-	}
-	if err := c.handshake(context.Background()); err == nil || strings.Contains(err.Error(), providerTestToken) {
-		t.Errorf("handshake error %v", err)
-	}
-	if strings.Contains(res.Err.Error(), providerTestToken) || strings.Contains(res.Reason, providerTestToken) {
-		t.Errorf("failure %q / %v carries the token", res.Reason, res.Err)
-	}
 }

@@ -1,4 +1,4 @@
-// provider_identity.go owns the proof that a connection to the provider
+// guard_identity.go owns the proof that a connection to the provider
 // reaches the provider the handshake met. Over http:// nothing else proves
 // it: a process of the same user can kill the provider, bind its freed port
 // and collect the bearer token. So the handshake records the owner uid and
@@ -12,7 +12,7 @@
 // The facts come from the kernel's view of the TCP sockets of this network
 // namespace, which any process may read and which needs nothing of the
 // provider's own /proc entries (a provider of another user, or a
-// non-dumpable one, hides those): sock_diag (provider_identity_diag.go),
+// non-dumpable one, hides those): sock_diag (guard_identity_diag.go),
 // or the socket tables /proc/net/tcp and /proc/net/tcp6 parsed here.
 package main
 
@@ -89,21 +89,8 @@ func parseHexField(b []byte) (uint32, bool) {
 	if len(b) == 0 || len(b) > 8 {
 		return 0, false
 	}
-	var v uint32
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint32(c)
-	}
-	return v, true
+	v, err := strconv.ParseUint(string(b), 16, 32)
+	return uint32(v), err == nil
 }
 
 // parseDecimalField decodes a decimal number of at most bits bits.

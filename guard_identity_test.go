@@ -1,4 +1,4 @@
-// provider_identity_test.go tests the provider identity check: the socket
+// guard_identity_test.go tests the provider identity check: the socket
 // table parser against kernel-written vectors, the decisions over listeners
 // and accepted sockets, and, with real processes on loopback, a provider
 // killed and its port taken by a squatter, a SIGHUP that accepts a new
@@ -52,21 +52,29 @@ func runSquatter(addr, logPath string) int {
 		return 1
 	}
 	fmt.Printf("squatting on %s\n", ln.Addr())
-	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ Nonce, RequestID string }
-		json.NewDecoder(r.Body).Decode(&req)
+	http.Serve(ln, allowAllProvider(func(r *http.Request) {
 		if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
 			fmt.Fprintf(f, "%s %s authorization=%q\n", r.Method, r.URL.Path, r.Header.Get("Authorization"))
 			f.Close()
 		}
-		w.Header().Set("Content-Type", "application/json")
+	}))
+	return 0
+}
+
+// allowAllProvider answers every handshake and allows every call, with no
+// check at all, after seen has seen the request.
+func allowAllProvider(seen func(*http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		seen(r)
+		var req struct{ Nonce, RequestID string }
+		json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", wireContentType)
 		if r.URL.Path == wirePathHandshake {
 			fmt.Fprintf(w, `{"protocolVersion":1,"nonce":%q,"capabilities":{"prepare":true}}`, req.Nonce)
 			return
 		}
 		fmt.Fprintf(w, `{"protocolVersion":1,"requestId":%q,"allowed":true}`, req.RequestID)
-	}))
-	return 0
+	}
 }
 
 // pinTestIdentity records the provider listening on c's address as if a
@@ -98,15 +106,20 @@ type socketLineVector struct {
 	Error  string `json:"error"` // the field the error must name
 }
 
-func loadSocketLineVectors(t testing.TB) map[string]socketLineVector {
+func (v socketLineVector) entry() sockEntry {
+	return sockEntry{Local: netip.MustParseAddrPort(v.Local), Remote: netip.MustParseAddrPort(v.Remote), State: v.State, UID: v.UID, Inode: v.Inode}
+}
+
+// loadSocketVectors reads one file of testdata/socktable: named vectors.
+func loadSocketVectors[T any](t testing.TB, name string) map[string]T {
 	t.Helper()
-	data, err := os.ReadFile("testdata/socktable/lines.json")
+	data, err := os.ReadFile(filepath.Join("testdata", "socktable", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out map[string]socketLineVector
+	var out map[string]T
 	if err := json.Unmarshal(data, &out); err != nil || len(out) == 0 {
-		t.Fatalf("socket line vectors: %v", err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	return out
 }
@@ -123,7 +136,7 @@ func skipBigEndian(t testing.TB) {
 
 func TestSocketLineVectors(t *testing.T) {
 	skipBigEndian(t)
-	for name, v := range loadSocketLineVectors(t) {
+	for name, v := range loadSocketVectors[socketLineVector](t, "lines.json") {
 		t.Run(name, func(t *testing.T) {
 			e, err := parseSocketLine([]byte(v.Line))
 			if v.Error != "" {
@@ -135,8 +148,7 @@ func TestSocketLineVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := sockEntry{Local: netip.MustParseAddrPort(v.Local), Remote: netip.MustParseAddrPort(v.Remote), State: v.State, UID: v.UID, Inode: v.Inode}
-			if e != want {
+			if want := v.entry(); e != want {
 				t.Errorf("entry = %+v, want %+v", e, want)
 			}
 		})
@@ -283,10 +295,10 @@ func TestProviderIdentityDecisions(t *testing.T) {
 	}
 }
 
-// socketInode is the inode the kernel gives a listener's socket.
-func socketInode(t *testing.T, ln net.Listener) uint64 {
+// socketInode is the inode the kernel gave a listener's or a connection's socket.
+func socketInode(t *testing.T, s interface{ File() (*os.File, error) }) uint64 {
 	t.Helper()
-	f, err := ln.(*net.TCPListener).File()
+	f, err := s.File()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,20 +314,17 @@ func socketInode(t *testing.T, ln net.Listener) uint64 {
 func countingProvider(t *testing.T, ln net.Listener) *atomic.Int32 {
 	t.Helper()
 	var n atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		var req struct{ Nonce, RequestID string }
-		json.NewDecoder(r.Body).Decode(&req)
-		w.Header().Set("Content-Type", wireContentType)
-		if r.URL.Path == wirePathHandshake {
-			fmt.Fprintf(w, `{"protocolVersion":1,"nonce":%q,"capabilities":{"prepare":true}}`, req.Nonce)
-			return
-		}
-		fmt.Fprintf(w, `{"protocolVersion":1,"requestId":%q,"allowed":true}`, req.RequestID)
-	})}
+	srv := &http.Server{Handler: allowAllProvider(func(*http.Request) { n.Add(1) })}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return &n
+}
+
+// identityTestClient is a client of the provider on addr that has met none yet.
+func identityTestClient(t testing.TB, addr string) *providerClient {
+	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: &url.URL{Scheme: "http", Host: addr}, Timeout: 10 * time.Second, Token: providerTestToken})
+	t.Cleanup(c.close)
+	return c
 }
 
 // TestProviderIdentityRealSockets, over IPv4 and IPv6 loopback: the
@@ -331,13 +340,11 @@ func TestProviderIdentityRealSockets(t *testing.T) {
 			}
 			addr := ln.Addr().String()
 			first := countingProvider(t, ln)
-			u, _ := url.Parse("http://" + addr)
-			c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 10 * time.Second, Token: providerTestToken})
-			defer c.close()
+			c := identityTestClient(t, addr)
 			if err := c.handshake(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			want := &providerIdentity{UID: uint32(os.Geteuid()), Inodes: []uint64{socketInode(t, ln)}}
+			want := &providerIdentity{UID: uint32(os.Geteuid()), Inodes: []uint64{socketInode(t, ln.(*net.TCPListener))}}
 			if !c.identity().same(want) {
 				t.Fatalf("recorded %v, want %v", c.identity(), want)
 			}
@@ -352,7 +359,7 @@ func TestProviderIdentityRealSockets(t *testing.T) {
 			}
 			second := countingProvider(t, ln2)
 			res := c.prepare(context.Background(), providerTestCall)
-			if res.Allowed || res.Category != failIdentity || res.Reason != guardFailedReason {
+			if res.Allowed || res.Category != failIdentity || res.Reason != "" {
 				t.Fatalf("prepare against a new listener = %+v, want failure %q", res, failIdentity)
 			}
 			if !strings.Contains(res.Err.Error(), "not one the handshake met") || strings.Contains(res.Err.Error(), providerTestToken) {
@@ -382,9 +389,7 @@ func TestProviderHandshakeFailureKeepsIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	countingProvider(t, ln)
-	u, _ := url.Parse("http://" + ln.Addr().String())
-	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 10 * time.Second, Token: providerTestToken})
-	defer c.close()
+	c := identityTestClient(t, ln.Addr().String())
 	if err := c.handshake(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -407,22 +412,9 @@ type diagReplyVector struct {
 	Error   string             `json:"error"`
 }
 
-func loadDiagReplyVectors(t testing.TB) map[string]diagReplyVector {
-	t.Helper()
-	data, err := os.ReadFile("testdata/socktable/diag.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]diagReplyVector
-	if err := json.Unmarshal(data, &out); err != nil || len(out) == 0 {
-		t.Fatalf("sock_diag vectors: %v", err)
-	}
-	return out
-}
-
 func TestDiagReplyVectors(t *testing.T) {
 	skipBigEndian(t)
-	for name, v := range loadDiagReplyVectors(t) {
+	for name, v := range loadSocketVectors[diagReplyVector](t, "diag.json") {
 		t.Run(name, func(t *testing.T) {
 			b, err := hex.DecodeString(v.Hex)
 			if err != nil {
@@ -441,7 +433,7 @@ func TestDiagReplyVectors(t *testing.T) {
 			}
 			var want []sockEntry
 			for _, e := range v.Entries {
-				want = append(want, sockEntry{Local: netip.MustParseAddrPort(e.Local), Remote: netip.MustParseAddrPort(e.Remote), State: e.State, UID: e.UID, Inode: e.Inode})
+				want = append(want, e.entry())
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("sockets\n%+v\nwant\n%+v", got, want)
@@ -492,21 +484,12 @@ func TestSocketViewsAgree(t *testing.T) {
 					t.Errorf("%s: sock_diag %+v, /proc %+v; want the same one", what, pair[0], pair[1])
 				}
 			}
-			f, err := peer.(*net.TCPConn).File()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			st, err := f.Stat()
-			if err != nil {
-				t.Fatal(err)
-			}
 			uid := uint32(os.Geteuid())
-			if len(viaDiag.Peers) == 1 && (viaDiag.Peers[0].Inode != st.Sys().(*syscall.Stat_t).Ino || viaDiag.Peers[0].UID != uid) {
-				t.Errorf("accepted socket %+v, want inode %d uid %d", viaDiag.Peers[0], st.Sys().(*syscall.Stat_t).Ino, uid)
+			if ino := socketInode(t, peer.(*net.TCPConn)); len(viaDiag.Peers) == 1 && (viaDiag.Peers[0].Inode != ino || viaDiag.Peers[0].UID != uid) {
+				t.Errorf("accepted socket %+v, want inode %d uid %d", viaDiag.Peers[0], ino, uid)
 			}
-			if len(viaDiag.Listeners) == 1 && (viaDiag.Listeners[0].Inode != socketInode(t, ln) || viaDiag.Listeners[0].UID != uid) {
-				t.Errorf("listener %+v, want inode %d uid %d", viaDiag.Listeners[0], socketInode(t, ln), uid)
+			if len(viaDiag.Listeners) == 1 && (viaDiag.Listeners[0].Inode != socketInode(t, ln.(*net.TCPListener)) || viaDiag.Listeners[0].UID != uid) {
+				t.Errorf("listener %+v, want inode %d uid %d", viaDiag.Listeners[0], socketInode(t, ln.(*net.TCPListener)), uid)
 			}
 		})
 	}
@@ -536,7 +519,7 @@ func encodeDiagMsg(e sockEntry, seq uint32) []byte {
 // FuzzSockDiagReply: the netlink answer decoder never panics, and every
 // socket it decodes is exactly the one its kernel encoding decodes to.
 func FuzzSockDiagReply(f *testing.F) {
-	for _, v := range loadDiagReplyVectors(f) {
+	for _, v := range loadSocketVectors[diagReplyVector](f, "diag.json") {
 		b, err := hex.DecodeString(v.Hex)
 		if err != nil {
 			f.Fatal(err)
@@ -579,7 +562,7 @@ func formatSocketLine(e sockEntry) string {
 // FuzzSocketLine: the line parser and the table scanner never panic, and
 // an entry that parses is exactly the one its kernel spelling parses to.
 func FuzzSocketLine(f *testing.F) {
-	for _, v := range loadSocketLineVectors(f) {
+	for _, v := range loadSocketVectors[socketLineVector](f, "lines.json") {
 		f.Add([]byte(v.Line))
 	}
 	for _, name := range []string{"tcp.txt", "tcp6.txt"} {
@@ -625,9 +608,7 @@ func BenchmarkProviderIdentityCheck(b *testing.B) {
 				defer conn.Close()
 			}
 		}()
-		u, _ := url.Parse("http://" + ln.Addr().String())
-		c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 10 * time.Second, Token: providerTestToken})
-		defer c.close()
+		c := identityTestClient(b, ln.Addr().String())
 		conn, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			b.Fatal(err)
@@ -848,6 +829,22 @@ func TestServeProviderSquatter(t *testing.T) {
 	}
 }
 
+// startGuardedACP starts standalone acp guarded by the provider on addr,
+// with one yolo session; write asks its model for a write of name and
+// reports whether the file is there.
+func startGuardedACP(t *testing.T, addr string) (c *acpClient, write func(name string) bool) {
+	c = startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=http://" + addr},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	ws := t.TempDir()
+	sid := c.newYoloSession(ws)
+	return c, func(name string) bool {
+		t.Helper()
+		c.prompt(sid, writeCall(name), "")
+		return fileExists(filepath.Join(ws, name))
+	}
+}
+
 // TestACPProviderSquatter: standalone acp's provider is killed and a
 // process of the same user binds its port; the write it would allow is not
 // made, it receives no request, and acp logs the identity failure. acp
@@ -860,16 +857,7 @@ func TestACPProviderSquatter(t *testing.T) {
 	}
 	policy := writeAllowAll(t, t.TempDir())
 	prov := startRefProviderProc(t, exe, nil, "127.0.0.1:0", policy)
-	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=http://" + prov.addr},
-		envGuardToken+"="+providerTestToken)
-	c.mustCall(methodInitialize, initializeParams(""), nil)
-	ws := t.TempDir()
-	sid := c.newYoloSession(ws)
-	write := func(name string) bool {
-		t.Helper()
-		c.prompt(sid, writeCall(name), "")
-		return fileExists(filepath.Join(ws, name))
-	}
+	c, write := startGuardedACP(t, prov.addr)
 	if !write("first.txt") {
 		t.Fatal("the write the provider allowed did not happen")
 	}
@@ -935,16 +923,7 @@ func TestACPProviderOfAnotherUser(t *testing.T) {
 	policy := writeAllowAll(t, dir)
 	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
 	prov := startRefProviderProc(t, exe, nobody, "127.0.0.1:0", policy)
-	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=http://" + prov.addr},
-		envGuardToken+"="+providerTestToken)
-	c.mustCall(methodInitialize, initializeParams(""), nil)
-	ws := t.TempDir()
-	sid := c.newYoloSession(ws)
-	write := func(name string) bool {
-		t.Helper()
-		c.prompt(sid, writeCall(name), "")
-		return fileExists(filepath.Join(ws, name))
-	}
+	c, write := startGuardedACP(t, prov.addr)
 	if !write("first.txt") {
 		t.Fatal("the write the provider allowed did not happen")
 	}

@@ -1,4 +1,4 @@
-// provider_identity_diag.go owns the fast way to the socket facts the
+// guard_identity_diag.go owns the fast way to the socket facts the
 // provider identity check needs: the kernel's sock_diag netlink interface,
 // which any process may query for the TCP sockets of its network namespace.
 // One exact lookup finds the provider-side socket of a connection by its

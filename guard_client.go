@@ -1,0 +1,284 @@
+// guard_client.go owns the pinned loopback client that asks the provider for
+// one decision, and the handshake that meets the provider first.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The client's connection pool: the daemon may ask for several decisions at
+// once, and "keep-alive connections to the provider are allowed".
+const (
+	providerIdleConns   = 64
+	providerIdleTimeout = 90 * time.Second
+)
+
+// providerClient asks the configured provider for decisions. It is safe for
+// concurrent use.
+type providerClient struct {
+	origin   string // scheme://host:port, the base of every request URL
+	hostPort string // the Host header: the endpoint's host:port
+	token    string
+	timeout  time.Duration
+	http     *http.Client
+	invalid  error // a configuration the client refuses to use; every call fails
+
+	// The pinned address, and the provider every connection must reach:
+	// recorded by the last successful handshake, nil before one.
+	dialAddr netip.AddrPort
+	dialer   net.Dialer
+	ident    atomic.Pointer[providerIdentity]
+	diag     diagSocket // how a connection's sockets are looked up
+	selfUID  uint32     // acpguard's own uid: its listeners are pinned by inode too
+}
+
+// close drops the client's idle keep-alive connections to the provider; a
+// caller that is done with the client calls it so no connection outlives it.
+func (c *providerClient) close() {
+	if c.http != nil { // a refused configuration never dialled
+		c.http.CloseIdleConnections()
+	}
+	c.diag.close()
+}
+
+// newProviderClient builds the pinned client for a validated required-mode
+// configuration. An endpoint that is not loopback HTTP(S) still yields a
+// client, one whose every call fails: config.go validates first, this is the
+// second lock.
+func newProviderClient(cfg guardConfig) *providerClient {
+	c := &providerClient{token: cfg.Token, timeout: cfg.Timeout, selfUID: uint32(os.Geteuid())}
+	u := cfg.Endpoint
+	if u == nil || (u.Scheme != "http" && u.Scheme != "https") {
+		c.invalid = errors.New("endpoint is not an http(s) URL")
+		return c
+	}
+	host := strings.ToLower(u.Hostname())
+	// localhost is pinned to 127.0.0.1 (with localhost SNI), never resolved.
+	var dialHost string
+	switch host {
+	case "localhost", "127.0.0.1":
+		dialHost = "127.0.0.1"
+	case "::1":
+		dialHost = "::1"
+	default:
+		c.invalid = fmt.Errorf("endpoint host %q is not loopback", host)
+		return c
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	portNum, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		c.invalid = fmt.Errorf("endpoint port %q is not a port number", port)
+		return c
+	}
+	c.hostPort = net.JoinHostPort(host, port)
+	c.origin = u.Scheme + "://" + c.hostPort
+	c.dialAddr = netip.AddrPortFrom(netip.MustParseAddr(dialHost), uint16(portNum))
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12} // system roots only
+	if host == "localhost" {
+		tlsConf.ServerName = "localhost"
+	}
+	tr := &http.Transport{
+		Proxy: nil, // HTTP_PROXY and friends never see the token
+		// Dial the pinned address whatever the request names: the only
+		// URLs this transport sees are built from the endpoint anyway.
+		// Every connection must reach the provider of the handshake.
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return c.dial(ctx, nil)
+		},
+		TLSClientConfig:        tlsConf,
+		DisableCompression:     true, // the body is bounded as sent, never inflated
+		MaxIdleConns:           providerIdleConns,
+		MaxIdleConnsPerHost:    providerIdleConns,
+		IdleConnTimeout:        providerIdleTimeout,
+		MaxResponseHeaderBytes: maxWireResponse,
+	}
+	c.http = &http.Client{
+		Transport: tr,
+		// "Redirects are not followed": the 3xx itself comes back and fails the status check.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c
+}
+
+// handshake performs the startup handshake; any error means the provider is
+// unusable. The error (a *wireError) names the failure category. A
+// successful handshake records the provider it met: later connections must
+// reach that one. A failed one leaves the identity recorded before.
+func (c *providerClient) handshake(ctx context.Context) error {
+	nonce := newWireID()
+	body, err := json.Marshal(handshakeRequest{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Client: wireClientName})
+	if err != nil {
+		return fmt.Errorf("provider handshake: %w", err)
+	}
+	var seen atomic.Pointer[providerIdentity]
+	resp, werr := c.post(ctx, c.handshakeClient(&seen), wirePathHandshake, body)
+	if werr == nil {
+		werr = decodeHandshakeResponse(resp, nonce)
+	}
+	if werr == nil {
+		werr = c.acceptIdentity(&seen)
+	}
+	if werr == nil {
+		return nil
+	}
+	if hint := handshakeHint(werr); hint != "" {
+		return fmt.Errorf("provider handshake: %w; %s", c.redact(werr), hint)
+	}
+	return fmt.Errorf("provider handshake: %w", c.redact(werr))
+}
+
+// handshakeHint is the fix for a failed handshake when it is known, else "".
+func handshakeHint(werr *wireError) string {
+	_, badCert := errors.AsType[*tls.CertificateVerificationError](werr)
+	switch {
+	case werr.Status == http.StatusUnauthorized:
+		return "the token differs from the provider's: " + envGuardToken + " (or --" + flagGuardTokenFile + ") must equal the provider's token"
+	case errors.Is(werr, syscall.ECONNREFUSED):
+		return "no provider listens there: start one with `acpguard provider --policy FILE`, or fix the endpoint"
+	case badCert:
+		return "the provider's certificate must name the endpoint's host and chain to the system roots or to a CA in the file SSL_CERT_FILE names"
+	}
+	return ""
+}
+
+// redact removes the token from a failure's detail: details are logged, and
+// a misbehaving provider could echo the token back in what an error quotes.
+func (c *providerClient) redact(werr *wireError) *wireError {
+	if c.token == "" || !strings.Contains(werr.Err.Error(), c.token) {
+		return werr
+	}
+	return &wireError{Category: werr.Category, Err: errors.New(strings.ReplaceAll(werr.Err.Error(), c.token, "[token]"))}
+}
+
+// prepareCall is the name serve and acp ask by: the request without its
+// version and id, which prepare fills in.
+type prepareCall = prepareRequest
+
+// prepareResult is the outcome of exactly one prepare attempt: the
+// provider's decision, its reason "" when it gave none, or a failure.
+type prepareResult struct {
+	Decision
+	RequestID string
+	Category  string // failure category, "" when the provider decided
+	Err       error  // failure detail, for logs only
+}
+
+// prepare asks the provider once whether call may execute now. There is no
+// retry on any outcome: "Qwen Code sends no retries".
+func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepareResult {
+	res := prepareResult{RequestID: newWireID()}
+	fail := func(werr *wireError) prepareResult {
+		res.Category, res.Err = werr.Category, c.redact(werr)
+		return res
+	}
+	call.ProtocolVersion, call.RequestID, call.Arguments = wireProtocolVersion, res.RequestID, bytes.TrimSpace(call.Arguments)
+	if len(call.Arguments) == 0 || call.Arguments[0] != '{' {
+		return fail(wireFail(failSchema, "arguments are not a JSON object"))
+	}
+	body, err := json.Marshal(call)
+	if err != nil {
+		return fail(wireFail(failSchema, "encode prepare request: %w", err))
+	}
+	if len(body) > maxWireRequest {
+		return fail(wireFail(failOversizeRequest, "prepare request is %d bytes, more than %d", len(body), maxWireRequest))
+	}
+	resp, werr := c.post(ctx, c.http, wirePathPrepare, body)
+	if werr != nil {
+		return fail(werr)
+	}
+	if res.Decision, werr = decodePrepareResponse(resp, res.RequestID); werr != nil {
+		return fail(werr)
+	}
+	return res
+}
+
+// post makes the one HTTP attempt of a call through hc and returns the
+// bounded body of a 200 JSON response.
+func (c *providerClient) post(ctx context.Context, hc *http.Client, route string, body []byte) ([]byte, *wireError) {
+	if c.invalid != nil {
+		return nil, &wireError{Category: failTransport, Err: c.invalid}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxFailure(ctx, err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.origin+route, bytes.NewReader(body))
+	if err != nil {
+		return nil, &wireError{Category: failTransport, Err: err}
+	}
+	// net/http re-sends a POST only when a reused idle connection failed
+	// before a single byte of it was written, so the provider still sees at
+	// most one request; it never replays one the provider may have received.
+	req.Host = c.hostPort
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", wireContentType)
+	req.Header.Set("Accept", wireContentType)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, c.classify(ctx, callCtx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, &wireError{Category: failHTTPStatus, Status: resp.StatusCode, Err: fmt.Errorf("POST %s: status %d", route, resp.StatusCode)}
+	}
+	if ct := resp.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
+		return nil, wireFail(failContentType, "POST %s: content type %q", route, ct)
+	}
+	if resp.ContentLength > maxWireResponse {
+		return nil, wireFail(failOversizeResponse, "POST %s: content length %d, more than %d", route, resp.ContentLength, maxWireResponse)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxWireResponse+1))
+	if err != nil {
+		return nil, c.classify(ctx, callCtx, err)
+	}
+	if len(data) > maxWireResponse {
+		return nil, wireFail(failOversizeResponse, "POST %s: response over %d bytes", route, maxWireResponse)
+	}
+	return data, nil
+}
+
+// classify names a failed exchange: a failed identity check (the request
+// was never sent), then the caller's context, then the call's own
+// deadline, then the transport.
+func (c *providerClient) classify(parent, call context.Context, err error) *wireError {
+	if isIdentityError(err) {
+		return &wireError{Category: failIdentity, Err: err}
+	}
+	if perr := parent.Err(); perr != nil {
+		return ctxFailure(parent, err)
+	}
+	if errors.Is(call.Err(), context.DeadlineExceeded) {
+		return &wireError{Category: failTimeout, Err: fmt.Errorf("no answer within %v: %w", c.timeout, err)}
+	}
+	return &wireError{Category: failTransport, Err: err}
+}
+
+// ctxFailure names a call stopped by the caller's context.
+func ctxFailure(ctx context.Context, err error) *wireError {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &wireError{Category: failTimeout, Err: err}
+	}
+	return &wireError{Category: failCancelled, Err: err}
+}

@@ -1,0 +1,287 @@
+// provider_policy.go owns the reference provider's policy language: the
+// policy file, its validation, and how its rules match a call.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The policy file of the reference provider, strict JSON:
+//
+//	{
+//	  "rules": [
+//	    {"tool": "read_file", "decision": "allow"},
+//	    {"tool": "run_shell_command", "match": {"/command": "rm -rf|curl"},
+//	     "decision": "deny", "reason": "Network and destructive commands are not allowed"},
+//	    {"tool": "mcp__*", "decision": "deny"}
+//	  ],
+//	  "default": "deny",
+//	  "defaultReason": "No rule allows this tool"
+//	}
+//
+// Rules are tried in order (indexes from 0) and the first that matches
+// decides; when none does, "default" decides ("allow" or "deny"; absent
+// means deny). "tool" is the canonical tool name, exact or a path.Match glob
+// (*, ?, [...]). "match" is optional: every entry maps an RFC 6901 JSON
+// Pointer into the final arguments to a Go regular expression (RE2,
+// unanchored: write ^...$ to anchor), and the rule matches only when every
+// pointer selects a string (or a boolean, as "true" or "false") the
+// expression matches. "reason" is allowed only on a deny: it is shown to the
+// user, so it must be a safe denial reason (non-blank, at most 500 UTF-16
+// code units, no control characters). A denial without a reason shows the
+// client's generic text.
+type providerPolicyFile struct {
+	// Each rule is decoded on its own, so that an error names its index.
+	Rules         []json.RawMessage `json:"rules"`
+	Default       string            `json:"default"`
+	DefaultReason string            `json:"defaultReason"`
+}
+
+type providerPolicyFileRule struct {
+	Tool     string            `json:"tool"`
+	Match    map[string]string `json:"match"`
+	Decision string            `json:"decision"`
+	Reason   string            `json:"reason"`
+}
+
+// maxProviderPolicyFile bounds the policy read from disk.
+const maxProviderPolicyFile = 4 << 20
+
+// providerPolicy is a validated policy file.
+type providerPolicy struct {
+	rules         []providerPolicyRule
+	defaultAllow  bool
+	defaultReason string
+}
+
+type providerPolicyRule struct {
+	tool   string
+	glob   bool
+	args   []providerArgMatch
+	allow  bool
+	reason string
+}
+
+type providerArgMatch struct {
+	raw     string   // the pointer as written, for messages
+	pointer []string // unescaped reference tokens
+	re      *regexp.Regexp
+}
+
+// providerDecision is what the policy says about one call; Rule is the index
+// of the matching rule, -1 for the default.
+type providerDecision struct {
+	Decision
+	Rule int
+}
+
+func loadProviderPolicy(file string) (*providerPolicy, error) {
+	return loadOperatorFile("policy", file, maxProviderPolicyFile, parseProviderPolicy)
+}
+
+// loadOperatorFile reads an operator's file of at most limit bytes and
+// parses it; an error names what the file is, and the file.
+func loadOperatorFile[T any](what, file string, limit int, parse func([]byte) (T, error)) (T, error) {
+	var v T
+	f, err := os.Open(file)
+	if err != nil {
+		return v, fmt.Errorf("%s %q: %w", what, file, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err == nil && len(data) > limit {
+		err = fmt.Errorf("larger than %d bytes", limit)
+	}
+	if err == nil {
+		v, err = parse(data)
+	}
+	if err != nil {
+		return v, fmt.Errorf("%s %q: %w", what, file, err)
+	}
+	return v, nil
+}
+
+// parseProviderPolicy validates a policy file's content.
+func parseProviderPolicy(data []byte) (*providerPolicy, error) {
+	var pf providerPolicyFile
+	if err := decodeStrict(data, &pf); err != nil {
+		return nil, err
+	}
+	pol := &providerPolicy{defaultReason: pf.DefaultReason}
+	switch pf.Default {
+	case "", "deny":
+	case "allow":
+		pol.defaultAllow = true
+	default:
+		return nil, fmt.Errorf(`default %q: want "allow" or "deny"`, pf.Default)
+	}
+	if err := checkProviderReason(pf.DefaultReason, pol.defaultAllow); err != nil {
+		return nil, fmt.Errorf("defaultReason: %w", err)
+	}
+	for i, raw := range pf.Rules {
+		var fr providerPolicyFileRule
+		if err := decodeStrict(raw, &fr); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i, err)
+		}
+		r, err := compileProviderRule(fr)
+		if err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i, err)
+		}
+		pol.rules = append(pol.rules, r)
+	}
+	return pol, nil
+}
+
+func compileProviderRule(fr providerPolicyFileRule) (providerPolicyRule, error) {
+	r := providerPolicyRule{tool: fr.Tool, reason: fr.Reason}
+	if fr.Tool == "" {
+		return r, errors.New(`missing "tool"`)
+	}
+	if r.glob = strings.ContainsAny(fr.Tool, `*?[\`); r.glob {
+		if _, err := path.Match(fr.Tool, ""); err != nil {
+			return r, fmt.Errorf("invalid tool pattern %q: %w", fr.Tool, err)
+		}
+	}
+	switch fr.Decision {
+	case "allow":
+		r.allow = true
+	case "deny":
+	default:
+		return r, fmt.Errorf(`decision %q: want "allow" or "deny"`, fr.Decision)
+	}
+	if err := checkProviderReason(fr.Reason, r.allow); err != nil {
+		return r, err
+	}
+	pointers := make([]string, 0, len(fr.Match))
+	for p := range fr.Match {
+		pointers = append(pointers, p)
+	}
+	sort.Strings(pointers)
+	for _, p := range pointers {
+		tokens, err := parseJSONPointer(p)
+		if err != nil {
+			return r, err
+		}
+		re, err := regexp.Compile(fr.Match[p])
+		if err != nil {
+			return r, fmt.Errorf("invalid regexp for %q: %w", p, err)
+		}
+		r.args = append(r.args, providerArgMatch{raw: p, pointer: tokens, re: re})
+	}
+	return r, nil
+}
+
+// checkProviderReason validates a reason at load time, so the provider never
+// sends a reason the client would reject.
+func checkProviderReason(reason string, allow bool) error {
+	if reason == "" {
+		return nil
+	}
+	if allow {
+		return errors.New("a reason is only allowed on a deny")
+	}
+	if why := reasonUnsafe(reason); why != "" {
+		return fmt.Errorf("unsafe reason %q: %s", reason, why)
+	}
+	return nil
+}
+
+// parseJSONPointer splits an RFC 6901 pointer into unescaped reference tokens.
+// The empty pointer (the whole arguments object) can never select a string,
+// so it is refused.
+func parseJSONPointer(p string) ([]string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("invalid JSON Pointer %q: must start with /", p)
+	}
+	tokens := strings.Split(p[1:], "/")
+	for i, t := range tokens {
+		for j := 0; j < len(t); j++ {
+			if t[j] == '~' && (j+1 == len(t) || (t[j+1] != '0' && t[j+1] != '1')) {
+				return nil, fmt.Errorf("invalid JSON Pointer %q: ~ must be followed by 0 or 1", p)
+			}
+		}
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return tokens, nil
+}
+
+// selectJSONPointer returns the value tokens select in v, if any.
+func selectJSONPointer(v any, tokens []string) (any, bool) {
+	for _, t := range tokens {
+		switch node := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = node[t]; !ok {
+				return nil, false
+			}
+		case []any:
+			// An array index is decimal without leading zeros; "-" selects nothing.
+			if t == "" || (len(t) > 1 && t[0] == '0') || strings.TrimLeft(t, "0123456789") != "" {
+				return nil, false
+			}
+			i, err := strconv.Atoi(t)
+			if err != nil || i >= len(node) {
+				return nil, false
+			}
+			v = node[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// matches reports whether the rule applies to the call. A boolean is
+// tested as the text "true" or "false", its only spelling, so that a rule
+// can single out is_background true. Any other value that is not a string
+// cannot be tested by a regular expression: a deny rule then applies, an
+// allow rule does not, so that {"command":["curl"]} cannot slip past a deny
+// written for strings, nor 1e3 past one written for "1000".
+func (r *providerPolicyRule) matches(toolName string, args any) bool {
+	if r.glob {
+		if ok, _ := path.Match(r.tool, toolName); !ok {
+			return false
+		}
+	} else if r.tool != toolName {
+		return false
+	}
+	for _, m := range r.args {
+		v, ok := selectJSONPointer(args, m.pointer)
+		if !ok {
+			return false
+		}
+		s, isString := v.(string)
+		if b, isBool := v.(bool); isBool {
+			s, isString = strconv.FormatBool(b), true
+		}
+		if !isString {
+			if r.allow {
+				return false
+			}
+			continue
+		}
+		if !m.re.MatchString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// decide applies the policy to one call: first matching rule, else the default.
+func (pol *providerPolicy) decide(toolName string, args any) providerDecision {
+	for i := range pol.rules {
+		if r := &pol.rules[i]; r.matches(toolName, args) {
+			return providerDecision{Decision{r.allow, r.reason}, i}
+		}
+	}
+	return providerDecision{Decision{pol.defaultAllow, pol.defaultReason}, -1}
+}

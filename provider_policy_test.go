@@ -1,0 +1,145 @@
+// provider_policy_test.go tests the reference provider's policy language:
+// validation of a policy file, rule matching, and the example policy.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestParsePolicy(t *testing.T) {
+	tests := []struct {
+		name, providerPolicy, err string
+	}{
+		{"minimal", `{}`, ""},
+		{"full", `{"rules":[{"tool":"mcp__*","match":{"/a/0":"^x$","/b~1c":"y"},"decision":"deny","reason":"No"}],"default":"allow"}`, ""},
+		{"unknown top field", `{"rule":[]}`, `json: unknown field "rule"`},
+		{"unknown rule field", `{"rules":[{"tool":"x","decision":"allow"},{"tool":"x","decision":"allow","why":"x"}]}`, `rule 1: json: unknown field "why"`},
+		{"rule field of another type", `{"rules":[{"tool":5,"decision":"allow"}]}`, `rule 0: json: cannot unmarshal number`},
+		// encoding/json alone lets the last of two members win.
+		{"decision given twice", `{"rules":[{"tool":"read_file","decision":"deny"},{"tool":"read_file","decision":"deny","decision":"allow"}]}`, `duplicate field "decision" in rules[1]`},
+		{"rules given twice", `{"rules":[{"tool":"x","decision":"deny"}],"rules":[]}`, `duplicate field "rules"`},
+		{"decision given twice in two cases", `{"rules":[{"tool":"read_file","decision":"deny","Decision":"allow"}]}`, `rule 0: unknown field "Decision"`},
+		{"rule not an object", `{"rules":["read_file"]}`, `rule 0: json: cannot unmarshal string`},
+		{"trailing data", `{} {}`, "trailing data"},
+		{"not json", `rules:`, "invalid character"},
+		{"bad default", `{"default":"maybe"}`, `default "maybe": want "allow" or "deny"`},
+		{"default reason on allow", `{"default":"allow","defaultReason":"x"}`, "defaultReason: a reason is only allowed on a deny"},
+		{"unsafe default reason", `{"defaultReason":"a\nb"}`, `defaultReason: unsafe reason "a\nb": control character U+000A`},
+		{"missing tool", `{"rules":[{"decision":"allow"}]}`, `rule 0: missing "tool"`},
+		{"bad glob", `{"rules":[{"tool":"x","decision":"allow"},{"tool":"mcp__[","decision":"deny"}]}`, `rule 1: invalid tool pattern "mcp__[": syntax error in pattern`},
+		{"missing decision", `{"rules":[{"tool":"x"}]}`, `rule 0: decision "": want "allow" or "deny"`},
+		{"bad decision", `{"rules":[{"tool":"x","decision":"ask"}]}`, `rule 0: decision "ask": want "allow" or "deny"`},
+		{"reason on allow", `{"rules":[{"tool":"x","decision":"allow","reason":"ok"}]}`, "rule 0: a reason is only allowed on a deny"},
+		{"blank reason", `{"rules":[{"tool":"x","decision":"deny","reason":"  "}]}`, `rule 0: unsafe reason "  ": blank`},
+		{"long reason", `{"rules":[{"tool":"x","decision":"deny","reason":"` + strings.Repeat("a", 501) + `"}]}`, "rule 0: unsafe reason"},
+		{"u2028 reason", `{"rules":[{"tool":"x","decision":"deny","reason":"a\u2028b"}]}`, "control character U+2028"},
+		{"pointer without slash", `{"rules":[{"tool":"x","match":{"command":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "command": must start with /`},
+		{"empty pointer", `{"rules":[{"tool":"x","match":{"":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "": must start with /`},
+		{"bad escape", `{"rules":[{"tool":"x","match":{"/a~2":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "/a~2": ~ must be followed by 0 or 1`},
+		{"bad regexp", `{"rules":[{"tool":"x","match":{"/a":"x"}, "decision":"deny"},{"tool":"y","match":{"/b":"ok","/a":"[z"},"decision":"deny"}]}`, `rule 1: invalid regexp for "/a": error parsing regexp: missing closing ]: ` + "`[z`"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseProviderPolicy([]byte(tt.providerPolicy))
+			if tt.err == "" && err != nil {
+				t.Errorf("error %v, want none", err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("error %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestPolicyDecide(t *testing.T) {
+	pol, err := parseProviderPolicy([]byte(`{"rules":[
+		{"tool":"t","match":{"/a~1b/0":"^yes$"},"decision":"allow"},
+		{"tool":"t","match":{"/m~0n":"go","/x":"."},"decision":"allow"},
+		{"tool":"t","match":{"/arr/10":"ten"},"decision":"allow"},
+		{"tool":"g?b_*","decision":"deny","reason":"glob"}
+	],"default":"allow"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr := `["0","1","2","3","4","5","6","7","8","9","ten"]`
+	tests := []struct {
+		tool, args string
+		rule       int
+	}{
+		{"t", `{"a/b":["yes"]}`, 0},
+		{"t", `{"a/b":["yes!"]}`, -1},
+		{"t", `{"a/b":"yes"}`, -1},
+		{"t", `{"a/b":[true]}`, -1},
+		{"t", `{"m~n":"golang","x":"1"}`, 1},
+		{"t", `{"m~n":"golang"}`, -1},
+		{"t", `{"arr":` + arr + `}`, 2},
+		{"t", `{"arr":{"10":"ten"}}`, 2},
+		{"t", `{"arr":{"010":"ten"}}`, -1},
+		{"T", `{"a/b":["yes"]}`, -1},
+		{"gib_x", `{}`, 3},
+		{"gb_x", `{}`, -1},
+	}
+	for _, tt := range tests {
+		var args any
+		dec := json.NewDecoder(strings.NewReader(tt.args))
+		dec.UseNumber()
+		if err := dec.Decode(&args); err != nil {
+			t.Fatal(err)
+		}
+		if d := pol.decide(tt.tool, args); d.Rule != tt.rule {
+			t.Errorf("%s %s: rule %d, want %d", tt.tool, tt.args, d.Rule, tt.rule)
+		}
+	}
+	for _, p := range []string{"/arr/010", "/arr/-", "/arr/", "/arr/+1", "/arr/99"} {
+		tokens, _ := parseJSONPointer(p)
+		var args any
+		json.Unmarshal([]byte(`{"arr":`+arr+`}`), &args)
+		if v, ok := selectJSONPointer(args, tokens); ok {
+			t.Errorf("pointer %s selected %v", p, v)
+		}
+	}
+}
+
+func TestExamplePolicyLoads(t *testing.T) {
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.defaultAllow || len(pol.rules) == 0 {
+		t.Errorf("example policy: default allow %v, %d rules", pol.defaultAllow, len(pol.rules))
+	}
+	if _, err := loadProviderPolicy("examples/none.json"); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	example, err := os.ReadFile("examples/policy.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example, "run_shell_command", []byte(`{"command":"ls -la"}`))
+	f.Add([]byte(`{"rules":[{"tool":"t*","match":{"/a~1b/0":"^x$"},"decision":"deny","reason":"No"}],"default":"allow"}`), "tx", []byte(`{"a/b":["x"]}`))
+	f.Add([]byte(`{"rules":[{"tool":"[","decision":"allow"}]}`), "x", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte, tool string, rawArgs []byte) {
+		pol, err := parseProviderPolicy(data)
+		if err != nil {
+			return
+		}
+		args, err := decodeProviderArguments(rawArgs)
+		if err != nil {
+			return
+		}
+		d := pol.decide(tool, args)
+		if d.Rule < -1 || d.Rule >= len(pol.rules) {
+			t.Fatalf("rule index %d of %d", d.Rule, len(pol.rules))
+		}
+		if d.Reason != "" && (d.Allowed || reasonUnsafe(d.Reason) != "") {
+			t.Fatalf("decision %+v: the provider would send a reason the client rejects", d)
+		}
+	})
+}
