@@ -1,4 +1,4 @@
-// envscrub.go owns the secrets in the environment: it captures and unsets
+// env.go owns the secrets in the environment: it captures and unsets
 // them at start, hides the start environment from other processes, and is
 // the one builder of every child process environment.
 package main

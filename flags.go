@@ -1,5 +1,5 @@
-// config.go owns every operator input: the flag sets of each subcommand, the
-// validation of the guard configuration, and the usage texts.
+// flags.go owns every operator input: the flag sets of each subcommand and
+// the validation of the guard configuration.
 package main
 
 import (
