@@ -84,10 +84,6 @@ const (
 	maxSessionIdleTimeoutMs     = 604800000
 )
 
-// "the direct /fork entry point ... [is] rejected before [it] can start":
-// no flag can open it.
-const forkSlashCommand = "fork"
-
 // guardConfig is a validated guard configuration. In off mode only Mode is set.
 type guardConfig struct {
 	Mode     string
@@ -879,15 +875,3 @@ func parseDisabledSlashCommands(raw []string) ([]string, error) {
 	return out, nil
 }
 
-func validCommandName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
