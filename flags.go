@@ -874,4 +874,3 @@ func parseDisabledSlashCommands(raw []string) ([]string, error) {
 	}
 	return out, nil
 }
-

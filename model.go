@@ -136,4 +136,3 @@ func newCallID() (string, error) {
 	}
 	return "call_" + id, nil
 }
-
