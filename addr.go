@@ -13,7 +13,7 @@ import (
 )
 
 // The loopback names an origin, a listen address or a Host header may use.
-// A bind address may also be any other loopback IP (loopbackBind).
+// A bind address may also be any other loopback IP (parseHostname).
 const (
 	loopbackV4   = "127.0.0.1"
 	loopbackV6   = "::1" // written [::1] in an address
@@ -33,17 +33,6 @@ func loopbackHost(host string, bracketed bool) (string, bool) {
 		return loopbackName, true
 	}
 	return "", false
-}
-
-// loopbackBind reports whether serve's --hostname binds loopback only:
-// localhost, or any loopback IP, bracketed or not. Any other host name is
-// not loopback, whatever it resolves to.
-func loopbackBind(host string) bool {
-	if asciiEqualFold(host, loopbackName) {
-		return true
-	}
-	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 // loopbackListen checks that listen (host:port) is a loopback listen

@@ -62,8 +62,8 @@ func TestLoopbackRule(t *testing.T) {
 		{"example.com", "http://example.com", "example.com:4170", false},
 		{"10.0.0.1", "http://10.0.0.1", "10.0.0.1:4170", false},
 	} {
-		if got := loopbackBind(tt.host); got != tt.loopback {
-			t.Errorf("loopbackBind(%q) = %v, want %v", tt.host, got, tt.loopback)
+		if _, got, _ := parseHostname(tt.host); got != tt.loopback {
+			t.Errorf("parseHostname(%q) loopback = %v, want %v", tt.host, got, tt.loopback)
 		}
 		if got := isLoopbackOrigin(tt.origin); got != tt.loopback {
 			t.Errorf("isLoopbackOrigin(%q) = %v, want %v", tt.origin, got, tt.loopback)

@@ -119,29 +119,14 @@ func (w *wireWalk) noDuplicates() error {
 	}
 	switch w.data[w.i] {
 	case '{':
-		w.i++
 		seen := map[string]bool{}
-		for w.space(); !w.eat('}'); w.space() {
-			if len(seen) > 0 && !w.eat(',') {
-				return errors.New("malformed object")
-			}
-			w.space()
-			key, err := w.key()
-			if err != nil {
-				return err
-			}
+		return w.object(func(key string) error {
 			if seen[key] {
 				return &duplicateError{key: key}
 			}
 			seen[key] = true
-			w.space()
-			if !w.eat(':') {
-				return errors.New("malformed object")
-			}
-			if err := w.noDuplicates(); err != nil {
-				return within(err, "."+key)
-			}
-		}
+			return within(w.noDuplicates(), "."+key)
+		})
 	case '[':
 		w.i++
 		for n := 0; ; n++ {
@@ -174,40 +159,56 @@ func (w *wireWalk) noDuplicates() error {
 // for a member it accepts, so it stays cheap on every JSON-RPC envelope.
 func decodeWireObject(data []byte, allowed ...string) (map[string]json.RawMessage, error) {
 	w := wireWalk{data: data}
-	w.space()
-	if !w.eat('{') {
-		return nil, fmt.Errorf("%s instead of an object", w.describe())
-	}
 	m := make(map[string]json.RawMessage, len(allowed))
-	w.space()
-	for !w.eat('}') {
-		if len(m) > 0 && !w.eat(',') {
-			return nil, errors.New("malformed object")
-		}
-		w.space()
-		key, err := w.key()
-		if err != nil {
-			return nil, err
-		}
+	err := w.object(func(key string) error {
 		if _, dup := m[key]; dup {
-			return nil, fmt.Errorf("duplicate field %q", key)
+			return fmt.Errorf("duplicate field %q", key)
 		}
 		if !slices.Contains(allowed, key) {
-			return nil, fmt.Errorf("unknown field %q", key)
+			return fmt.Errorf("unknown field %q", key)
 		}
-		w.space()
-		if !w.eat(':') {
-			return nil, errors.New("malformed object")
-		}
-		w.space()
 		m[key] = w.value()
-		w.space()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	w.space()
 	if w.i != len(data) {
 		return nil, errors.New("trailing data after the object")
 	}
 	return m, nil
+}
+
+// object walks the object at the walk's position, calling member with each
+// name and the walk at its value, which member must move past.
+func (w *wireWalk) object(member func(key string) error) error {
+	w.space()
+	if !w.eat('{') {
+		return fmt.Errorf("%s instead of an object", w.describe())
+	}
+	for n := 0; ; n++ {
+		w.space()
+		if w.eat('}') {
+			return nil
+		}
+		if n > 0 && !w.eat(',') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		key, err := w.key()
+		if err != nil {
+			return err
+		}
+		w.space()
+		if !w.eat(':') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		if err := member(key); err != nil {
+			return err
+		}
+	}
 }
 
 // wireWalk walks valid JSON; on other input it stops early, never panics.
