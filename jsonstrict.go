@@ -22,16 +22,39 @@ import (
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeOne(dec, v); err != nil {
 		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("trailing data after JSON value")
 	}
 	if err := duplicateMember(data); err != nil {
 		return err
 	}
 	return exactNames(data, v)
+}
+
+// decodeObject decodes data, exactly one JSON object, into its members,
+// numbers kept as written (json.Number) so none is rounded.
+func decodeObject(data []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := decodeOne(dec, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("null instead of an object")
+	}
+	return m, nil
+}
+
+// decodeOne decodes the one JSON value dec reads into v: nothing may follow.
+func decodeOne(dec *json.Decoder, v any) error {
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after JSON value")
+	}
+	return nil
 }
 
 // exactNames refuses a top-level member of a struct's object whose name is
@@ -302,24 +325,6 @@ func (w *wireWalk) value() json.RawMessage {
 		}
 	}
 	return w.data[start:min(w.i, len(w.data))]
-}
-
-// decodeObject decodes data, exactly one JSON object, into its members,
-// numbers kept as written (json.Number) so none is rounded.
-func decodeObject(data []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, errors.New("null instead of an object")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after JSON object")
-	}
-	return m, nil
 }
 
 // checkShape checks that data is exactly one JSON value of Go type t, at
