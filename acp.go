@@ -1037,19 +1037,6 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	}
 }
 
-// Slash commands: prompt text that slashCommand says is one. The set is
-// small on purpose; none of them runs a tool.
-const (
-	slashHelp  = "help"
-	slashTools = "tools"
-)
-
-// slashCommands are the commands and what /help says of each, in its order.
-var slashCommands = []struct{ name, what string }{
-	{slashHelp, "this text"},
-	{slashTools, "the tools the model may call"},
-}
-
 // slashOpen reports whether the command name may run here: a managed child
 // runs only the commands serve opened, and settings may disable any.
 func (a *agent) slashOpen(name string) bool {

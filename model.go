@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -137,13 +135,4 @@ func newCallID() (string, error) {
 		return "", err
 	}
 	return "call_" + id, nil
-}
-
-// randomHex returns n random bytes from crypto/rand, hex-encoded.
-func randomHex(n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("read random bytes: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }

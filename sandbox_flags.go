@@ -80,19 +80,15 @@ func (s *sandboxSetting) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// checkSettingsToken is the settings walker's shape check: a boolean or a
-// string.
-func (sandboxSetting) checkSettingsToken(at string, tok json.Token) error {
+// checkToken is the settings shape check (checkShape): a boolean or a string.
+func (sandboxSetting) checkToken(at string, tok json.Token) error {
 	switch v := tok.(type) {
 	case bool:
 		return nil
 	case string:
-		if len(v) > maxSettingsStringBytes {
-			return fmt.Errorf("key %q: string longer than %d bytes", at, maxSettingsStringBytes)
-		}
-		return nil
+		return checkStringLen(at, v, maxSettingsStringBytes)
 	}
-	return settingsTypeError(at, "a boolean", jsonTokenKind(tok))
+	return shapeTypeError(at, "a boolean", jsonTokenKind(tok))
 }
 
 // sandboxAccess is tools.sandboxNetwork or tools.sandboxUnix: "all" or
@@ -107,15 +103,12 @@ func (s *sandboxAccess) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &s.value)
 }
 
-func (sandboxAccess) checkSettingsToken(at string, tok json.Token) error {
+func (sandboxAccess) checkToken(at string, tok json.Token) error {
 	v, ok := tok.(string)
 	if !ok {
-		return settingsTypeError(at, "a string", jsonTokenKind(tok))
+		return shapeTypeError(at, "a string", jsonTokenKind(tok))
 	}
-	if len(v) > maxSettingsStringBytes {
-		return fmt.Errorf("key %q: string longer than %d bytes", at, maxSettingsStringBytes)
-	}
-	return nil
+	return checkStringLen(at, v, maxSettingsStringBytes)
 }
 
 // validateSandbox checks the tools.sandbox* keys of a settings file and

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -120,7 +118,7 @@ func loadSettings(path string) (*settings, error) {
 }
 
 // parseSettings checks the shape of data against the settings types, key by
-// key, then decodes and validates every value.
+// key (checkShape), then decodes and validates every value.
 func parseSettings(data []byte) (*settings, error) {
 	if len(data) > maxSettingsBytes {
 		return nil, fmt.Errorf("larger than %d bytes", maxSettingsBytes)
@@ -128,14 +126,8 @@ func parseSettings(data []byte) (*settings, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	w := settingsWalker{dec: dec}
-	if err := w.value(reflect.TypeFor[settings](), ""); err != nil {
+	if err := checkShape(data, reflect.TypeFor[settings](), maxSettingsStringBytes); err != nil {
 		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("more than one JSON value")
 	}
 	s := defaultSettings()
 	if err := json.Unmarshal(data, s); err != nil {
@@ -145,152 +137,6 @@ func parseSettings(data []byte) (*settings, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// settingsWalker follows the JSON tokens of a settings file along the Go
-// types, so that an unknown key, a duplicate key or a wrong type is named
-// by its path ("tools.approvalMode", "permissions.allow[2]").
-type settingsWalker struct {
-	dec *json.Decoder
-}
-
-func (w settingsWalker) value(t reflect.Type, at string) error {
-	tok, err := w.dec.Token()
-	if err != nil {
-		return settingsSyntaxError(w.dec, err)
-	}
-	got := jsonTokenKind(tok)
-	if c, ok := reflect.Zero(t).Interface().(settingsTokenChecker); ok {
-		return c.checkSettingsToken(at, tok)
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if got != "object" {
-			return settingsTypeError(at, "an object", got)
-		}
-		fields := map[string]reflect.Type{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if f.IsExported() && name != "-" && name != "" {
-				fields[name] = f.Type
-			}
-		}
-		return w.object(at, func(key string) (reflect.Type, bool) {
-			ft, ok := fields[key]
-			return ft, ok
-		})
-	case reflect.Map:
-		if got != "object" {
-			return settingsTypeError(at, "an object", got)
-		}
-		return w.object(at, func(string) (reflect.Type, bool) { return t.Elem(), true })
-	case reflect.Slice:
-		if got != "array" {
-			return settingsTypeError(at, "an array", got)
-		}
-		for i := 0; w.dec.More(); i++ {
-			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", at, i)); err != nil {
-				return err
-			}
-		}
-		return w.end()
-	case reflect.String:
-		if got != "string" {
-			return settingsTypeError(at, "a string", got)
-		}
-		if len(tok.(string)) > maxSettingsStringBytes {
-			return fmt.Errorf("key %q: string longer than %d bytes", at, maxSettingsStringBytes)
-		}
-	case reflect.Bool:
-		if got != "boolean" {
-			return settingsTypeError(at, "a boolean", got)
-		}
-	case reflect.Int:
-		if got != "number" {
-			return settingsTypeError(at, "an integer", got)
-		}
-		if _, err := strconv.ParseInt(tok.(json.Number).String(), 10, 32); err != nil {
-			return fmt.Errorf("key %q: want an integer, got %s", at, tok)
-		}
-	default:
-		return fmt.Errorf("key %q: unsupported settings type %s", at, t)
-	}
-	return nil
-}
-
-// settingsTokenChecker is a settings type of one JSON scalar that may take
-// more than one JSON type (tools.sandbox: a boolean or a string), checked by
-// the type itself.
-type settingsTokenChecker interface {
-	checkSettingsToken(at string, tok json.Token) error
-}
-
-// object walks the members of an object whose '{' was read.
-func (w settingsWalker) object(at string, field func(string) (reflect.Type, bool)) error {
-	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return settingsSyntaxError(w.dec, err)
-		}
-		key := tok.(string)
-		p := key
-		if at != "" {
-			p = at + "." + key
-		}
-		if seen[key] {
-			return fmt.Errorf("duplicate key %q", p)
-		}
-		seen[key] = true
-		ft, ok := field(key)
-		if !ok {
-			return fmt.Errorf("unknown key %q", p)
-		}
-		if err := w.value(ft, p); err != nil {
-			return err
-		}
-	}
-	return w.end()
-}
-
-// end reads the '}' or ']' that closes an object or array.
-func (w settingsWalker) end() error {
-	if _, err := w.dec.Token(); err != nil {
-		return settingsSyntaxError(w.dec, err)
-	}
-	return nil
-}
-
-func settingsTypeError(at, want, got string) error {
-	if at == "" {
-		return fmt.Errorf("want %s, got %s", want, got)
-	}
-	return fmt.Errorf("key %q: want %s, got %s", at, want, got)
-}
-
-func settingsSyntaxError(dec *json.Decoder, err error) error {
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("invalid JSON at byte %d: %w", dec.InputOffset(), err)
-}
-
-func jsonTokenKind(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '{' {
-			return "object"
-		}
-		return "array"
-	case string:
-		return "string"
-	case json.Number:
-		return "number"
-	case bool:
-		return "boolean"
-	}
-	return "null"
 }
 
 // envName is a portable environment variable name.

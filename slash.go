@@ -1,5 +1,6 @@
-// slash.go owns the one rule for what prompt text is a slash command, which
-// serve (refusing it in required mode) and the ACP child (running it) share.
+// slash.go owns the slash commands: the one rule for what prompt text is one,
+// which serve (refusing it in required mode) and the ACP child (running it)
+// share, the commands the agent runs, and the names a flag may give.
 package main
 
 import (
@@ -36,4 +37,36 @@ func slashCommand(text string) (string, bool) {
 func isCommandWordByte(c byte, first bool) bool {
 	letter := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
 	return letter || !first && (c >= '0' && c <= '9' || c == '_' || c == '-')
+}
+
+// Slash commands: prompt text that slashCommand says is one. The set is
+// small on purpose; none of them runs a tool.
+const (
+	slashHelp  = "help"
+	slashTools = "tools"
+)
+
+// slashCommands are the commands and what /help says of each, in its order.
+var slashCommands = []struct{ name, what string }{
+	{slashHelp, "this text"},
+	{slashTools, "the tools the model may call"},
+}
+
+// "the direct /fork entry point ... [is] rejected before [it] can start":
+// no flag can open it.
+const forkSlashCommand = "fork"
+
+// validCommandName is the name a slash command flag may give: letters,
+// digits, '-', '_', '.' and ':'.
+func validCommandName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-// openai.go owns the OpenAI-compatible model client: the chat completions
+// model_openai.go owns the OpenAI-compatible model client: the chat completions
 // request built from a session's history and the tools' schemas, and the
 // reader of its reply, streamed (SSE) or not, that becomes one assistant turn.
 package main

@@ -1,9 +1,12 @@
-// envscrub.go owns the secrets in the environment: it captures and unsets
+// env.go owns the secrets in the environment: it captures and unsets
 // them at start, hides the start environment from other processes, and is
-// the one builder of every child process environment.
+// the one builder of every child process environment. It is also the one
+// source of random ids, nonces and tokens.
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -186,4 +189,14 @@ func (e *procEnv) buildEnv(markers, add []string) []string {
 		put(kv)
 	}
 	return out
+}
+
+// randomHex returns n random bytes from crypto/rand, hex-encoded: every
+// random id, nonce and token comes from it.
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("read random bytes: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -1,11 +1,10 @@
-// config_test.go checks every configuration rule of the three subcommands:
+// flags_test.go checks every configuration rule of the three subcommands:
 // what is accepted, what is rejected with exit 2, and what each error says.
 package main
 
 import (
 	"bytes"
 	"errors"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -577,46 +576,6 @@ func TestBadConfigExitCode(t *testing.T) {
 			}
 		})
 	}
-}
-
-func FuzzParseEndpoint(f *testing.F) {
-	for _, s := range []string{
-		"http://127.0.0.1:8787", "https://localhost", "http://[::1]:1/", "HTTP://LOCALHOST:80",
-		"http://10.0.0.1", "http://127.0.0.1:8787?", "http://127.0.0.1#", "http://u@127.0.0.1",
-		"http://[::1%25lo]:1", "http://%6cocalhost", "http:127.0.0.1", "http://127.0.0.1:",
-		"http://127.0.0.1:0", "http://localhoſt", "http://[::ffff:127.0.0.1]", "//127.0.0.1", "",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		u, err := parseEndpoint(raw)
-		if err != nil {
-			if exitCode(err) != exitUsage || !strings.Contains(err.Error(), strconv.Quote(raw)) {
-				t.Fatalf("error %q for %q is not a usage error quoting the value", err, raw)
-			}
-			return
-		}
-		// Accepted: an origin, and the text it came from holds nothing else.
-		if u.Scheme != "http" && u.Scheme != "https" {
-			t.Fatalf("%q: scheme %q", raw, u.Scheme)
-		}
-		if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Path != "" || u.Opaque != "" {
-			t.Fatalf("%q: not an origin: %#v", raw, u)
-		}
-		if h := u.Hostname(); h != "127.0.0.1" && h != "localhost" && h != "::1" {
-			t.Fatalf("%q: host %q", raw, h)
-		}
-		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
-			t.Fatalf("%q: port %q", raw, u.Port())
-		}
-		if strings.ContainsAny(raw, "#%@?") {
-			t.Fatalf("%q accepted with a fragment, escape, userinfo or query", raw)
-		}
-		again, err := url.Parse(u.String())
-		if err != nil || again.String() != u.String() {
-			t.Fatalf("%q: result %q does not round-trip: %v", raw, u, err)
-		}
-	})
 }
 
 func FuzzParseToken(f *testing.F) {

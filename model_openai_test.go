@@ -1,4 +1,4 @@
-// openai_test.go tests the OpenAI-compatible client against loopback fake
+// model_openai_test.go tests the OpenAI-compatible client against loopback fake
 // chat completions servers: what the server sees, and what a reply becomes.
 package main
 

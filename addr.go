@@ -1,0 +1,227 @@
+// addr.go owns the one definition of loopback: the guard endpoint, the
+// provider's listen address, serve's --hostname and the Host and Origin
+// headers a loopback daemon accepts. Names are folded in ASCII only.
+package main
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The loopback names an origin, a listen address or a Host header may use.
+// A bind address may also be any other loopback IP (parseHostname).
+const (
+	loopbackV4   = "127.0.0.1"
+	loopbackV6   = "::1" // written [::1] in an address
+	loopbackName = "localhost"
+)
+
+// loopbackHost is the one loopback rule: host, with its brackets removed
+// and bracketed saying whether it had them, must be 127.0.0.1, localhost in
+// any ASCII case, or [::1]. It returns the name with localhost in lower case.
+func loopbackHost(host string, bracketed bool) (string, bool) {
+	switch {
+	case bracketed:
+		return host, host == loopbackV6
+	case host == loopbackV4:
+		return host, true
+	case asciiEqualFold(host, loopbackName):
+		return loopbackName, true
+	}
+	return "", false
+}
+
+// loopbackListen checks that listen (host:port) is a loopback listen
+// address and returns it with localhost as 127.0.0.1, the address a client
+// dials for it, so no resolver decides where a server listens.
+func loopbackListen(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", usagef("listen address %q: %w", listen, err)
+	}
+	if asciiEqualFold(host, loopbackName) {
+		return net.JoinHostPort(loopbackV4, port), nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", usagef("listen address %q is not loopback (use 127.0.0.1, [::1] or localhost)", listen)
+	}
+	return listen, nil
+}
+
+// isLoopbackOrigin reports whether a browser Origin names a page served from
+// this machine's loopback names over http or https.
+func isLoopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	_, ok := loopbackHost(u.Hostname(), strings.HasPrefix(u.Host, "["))
+	return ok
+}
+
+// loopbackHostHeader implements "Loopback binds check the Host header
+// (localhost, 127.0.0.1, [::1] with the port) against DNS rebinding": the
+// header names a loopback name or bound (the bound address as a Host header
+// spells it), with port when it has one.
+func loopbackHostHeader(header, port, bound string) bool {
+	name := header
+	if h, p, err := net.SplitHostPort(header); err == nil {
+		if p != port {
+			return false
+		}
+		name = h
+		if strings.HasPrefix(header, "[") {
+			name = "[" + h + "]"
+		}
+	}
+	if asciiEqualFold(name, bound) {
+		return true
+	}
+	inner, bracketed := strings.CutPrefix(name, "[")
+	if bracketed {
+		if inner, bracketed = strings.CutSuffix(inner, "]"); !bracketed {
+			return false
+		}
+	}
+	_, ok := loopbackHost(inner, bracketed)
+	return ok
+}
+
+// parseEndpoint validates --external-tool-guard-endpoint: "an origin-only
+// loopback HTTP(S) endpoint". It returns the origin with a lower-case scheme
+// and an explicit port (the scheme default when none was given), so the
+// Host header is always host:port and "localhost" is spelled in lower case.
+func parseEndpoint(raw string) (*url.URL, error) {
+	bad := func(rule string) error {
+		return usagef("--%s %q: %s", flagGuardEndpoint, raw, rule)
+	}
+	switch {
+	case raw == "":
+		return nil, bad("required when --" + flagGuardMode + " is " + guardModeRequired)
+	// url.Parse drops an empty fragment without a trace, so look at the text.
+	case strings.Contains(raw, "#"):
+		return nil, bad("must not have a fragment")
+	// url.Parse decodes escapes in the host ("%6c" is "l"): the host must be
+	// spelled out, and nothing else of an origin may carry an escape.
+	case strings.Contains(raw, "%"):
+		return nil, bad("must not contain percent-encoding")
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, bad("not a valid URL")
+	case u.Scheme == "" || u.Opaque != "" || u.Host == "":
+		return nil, bad("must be an absolute http or https URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, bad("scheme must be http or https")
+	case u.User != nil:
+		return nil, bad("must not contain userinfo")
+	case u.ForceQuery || u.RawQuery != "":
+		return nil, bad("must not have a query")
+	case u.EscapedPath() != "" && u.EscapedPath() != "/":
+		return nil, bad("path must be empty or /")
+	}
+	host, ok := loopbackHost(u.Hostname(), strings.HasPrefix(u.Host, "["))
+	if !ok {
+		return nil, bad("host must be 127.0.0.1, localhost or [::1]")
+	}
+	port := u.Port()
+	if port == "" {
+		if strings.HasSuffix(u.Host, ":") {
+			return nil, bad("port must not be empty")
+		}
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return nil, bad("port must be 1-65535")
+	}
+	return &url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(host, strconv.FormatUint(n, 10))}, nil
+}
+
+// asciiEqualFold is strings.EqualFold without Unicode folding, under which
+// "localhoſt" (long s) would equal "localhost".
+func asciiEqualFold(s, t string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return strings.EqualFold(s, t)
+}
+
+// parseListen validates the provider's --listen: "Refuses non-loopback
+// listen addresses." localhost becomes 127.0.0.1, the address the client
+// dials for it, so no resolver decides where the provider listens.
+func parseListen(raw string) (string, error) {
+	host, port, err := net.SplitHostPort(raw)
+	if err != nil {
+		return "", usagef("--listen %q: must be host:port", raw)
+	}
+	host, ok := loopbackHost(host, strings.HasPrefix(raw, "["))
+	if !ok {
+		return "", usagef("--listen %q: host must be 127.0.0.1, localhost or [::1]", raw)
+	}
+	if host == loopbackName {
+		host = loopbackV4
+	}
+	if _, err := parsePort(port); err != nil {
+		return "", usagef("--listen %q: %v", raw, err)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// parsePort accepts a decimal port 0-65535; 0 asks the system for a free one.
+func parsePort(raw string) (int, error) {
+	n, ok := parseDigits(raw)
+	if !ok || n > 65535 {
+		return 0, errors.New("port must be an integer from 0 through 65535")
+	}
+	return n, nil
+}
+
+// parseHostname validates serve's --hostname and says whether it is a
+// loopback address. A host name other than localhost counts as non-loopback
+// whatever it resolves to.
+func parseHostname(raw string) (host string, loopback bool, err error) {
+	h := raw
+	if inner, ok := strings.CutPrefix(h, "["); ok {
+		h, ok = strings.CutSuffix(inner, "]")
+		if !ok {
+			return "", false, usagef("--hostname %q: unbalanced brackets", raw)
+		}
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String(), ip.IsLoopback(), nil
+	}
+	if asciiEqualFold(h, loopbackName) {
+		return loopbackV4, true, nil
+	}
+	if !validHostName(h) {
+		return "", false, usagef("--hostname %q: must be an IP address or a host name", raw)
+	}
+	return h, false, nil
+}
+
+// validHostName accepts letters, digits, '-' and '.' in labels of a DNS name.
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,308 @@
+// flags_usage.go owns the --help text of every subcommand.
+package main
+
+const demoUsage = `Usage: acpguard demo [--keep]
+
+Runs the guarded path end to end in a temporary workspace: the reference
+provider with a built-in sample policy, serve in required mode, one session,
+and three scripted prompts: an allowed write, a shell command the policy
+denies, and a call made after the provider was stopped. Prints a transcript
+and cleans everything up.
+
+Flags:
+  --keep
+        after the transcript, start the provider again, leave it and serve
+        running and print curl commands to drive them by hand; stop with
+        Ctrl-C.
+  -h, --help
+        print this text.
+`
+
+const guardFlagsUsage = `  --external-tool-guard-mode off|required
+        off (default): no provider is constructed or called. required: every
+        tool call needs one allow from the policy provider, asked exactly once
+        right before the tool runs; any failure denies.
+  --external-tool-guard-endpoint URL
+        the provider's origin, required in required mode: http or https, host
+        127.0.0.1, localhost or [::1], optional port, no path, query, fragment
+        or userinfo. Example: http://127.0.0.1:8787
+  --external-tool-guard-timeout-ms N
+        bound on one provider call, in milliseconds: 100 through 30000
+        (default 3000).
+  --external-tool-guard-token-file FILE
+        read the provider's bearer token from FILE once at start, instead of
+        QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN (both is an error): a regular file
+        of the current user, mode 0600 or stricter, not a symbolic link; one
+        trailing newline is removed, then the variable's rules apply. Read
+        only in required mode.
+`
+
+const scrubUsage = `Children (tools, hooks, MCP servers, ACP children) never see the variables
+above, nor LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV or BASH_FUNC_*.
+`
+
+const providerUsage = `Usage: acpguard provider --policy FILE [flags]
+       acpguard provider check --policy FILE [--cases FILE]
+
+Runs the reference policy provider: POST /v1/handshake and POST /v1/prepare
+on a loopback HTTP(S) address, one decision per prepare from the policy file,
+and GET /metrics. "acpguard provider check" tests a policy without serving
+(see "acpguard provider check --help").
+
+Flags:
+  --listen HOST:PORT
+        loopback address to listen on: host 127.0.0.1, localhost or [::1];
+        port 0 picks a free one (default 127.0.0.1:8787).
+  --policy FILE
+        the JSON policy file (required); reloaded on SIGHUP.
+  --audit FILE|-
+        append one JSON line per decision to FILE, or to stdout with "-"
+        (default: no audit log).
+  --audit-arguments
+        put the raw arguments in the audit log and the debug log, not only
+        their SHA-256.
+  --shadow
+        shadow rollout: evaluate the policy, log the decision it would have
+        made ("shadow":true and "wouldDecide" in every audit line, a warning
+        per call on stderr), and answer allow to every well-formed prepare.
+        Clients never fail open; only this provider does, and says so.
+  --tls-cert FILE, --tls-key FILE
+        serve HTTPS with this PEM certificate chain and key (both or neither).
+        Clients verify it with their system roots (SSL_CERT_FILE, SSL_CERT_DIR).
+  --log-format text|json
+        format of the log on stderr (default text).
+  --log-level debug|info|warn|error
+        least severe level logged (default info). debug logs every decision
+        (identity, tool, rule, argument hash) and each TLS client's server name.
+  -h, --help
+        print this text.
+
+Metrics: GET /metrics answers in the Prometheus text format 0.0.4 and, like
+every route, requires the bearer token (Prometheus: authorization.credentials).
+
+Logs never contain the token, and raw arguments only with --audit-arguments.
+
+Environment:
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+        the bearer token every client must send (required); read and removed
+        from the environment at start.
+  QWEN_SERVER_TOKEN
+        read and removed at start; not used.
+
+` + scrubUsage
+
+const providerCheckUsage = `Usage: acpguard provider check --policy FILE [--cases FILE]
+
+Validates a policy file as the provider does at startup (exit 2 when it is
+invalid), then decides every example case of the cases file and compares the
+decision with the expected one. Prints each mismatch with the rule that
+decided, then "N passed, M failed". Exit 0 when every case passes, 1 on any
+mismatch, 2 on an invalid policy or cases file.
+
+Flags:
+  --policy FILE
+        the JSON policy file (required).
+  --cases FILE
+        the cases file (default: the policy's name with .json replaced by
+        .cases.json, e.g. policy.cases.json beside policy.json; when that file
+        does not exist only the policy is validated).
+  -h, --help
+        print this text.
+
+Cases file: a JSON array, strictly decoded, of
+  {"name": "optional label", "tool": "canonical_tool_name",
+   "arguments": {...final arguments...}, "expect": "allow" | "deny",
+   "reason": "optional: the exact denial reason a client would show"}
+A deny without a reason shows "` + denyDefaultReason + `".
+
+Environment:
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN, QWEN_SERVER_TOKEN
+        read and removed at start; not used.
+`
+
+const acpUsage = `Usage: acpguard acp [flags]
+
+Runs the guarded ACP v1 agent on stdin/stdout: JSON-RPC 2.0, one message per
+line. Logs go to stderr.
+
+Flags:
+` + guardFlagsUsage + `  --model scripted|openai|parent
+        the model: the built-in scripted model (default), an
+        OpenAI-compatible chat completions service (default when
+        OPENAI_BASE_URL is set), or parent: acpguard serve makes the model
+        calls with its own key (set by serve; stdin and stdout must then be
+        a Unix socket).
+  --model-key-file FILE
+        read the model's API key from FILE once at start, instead of
+        OPENAI_API_KEY (both is an error); the file rules of the token file
+        above.
+  --settings FILE
+        settings in Qwen Code's format: tools.approvalMode, tools.disabled,
+        permissions.allow|ask|deny, hooks.PreToolUse, model.name,
+        model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs,
+        tools.sandbox (true|false), tools.sandboxRead, tools.sandboxWrite,
+        tools.sandboxNetwork, tools.sandboxUnix (a --sandbox* flag wins).
+  --allow-slash-command NAME
+        (repeatable) a slash command a managed child may run; set by serve.
+  --disabled-slash-commands NAME[,NAME...]
+        (repeatable) slash commands refused, added to slashCommands.disabled.
+` + sandboxFlagsUsage + `  --log-format text|json
+        the format of the log on stderr (default text).
+  --log-level debug|info|warn|error
+        the least severe log level written (default info).
+  -h, --help
+        print this text.
+
+Environment:
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+        the provider's bearer token, required in required mode unless
+        --external-tool-guard-token-file is given; read and removed from the
+        environment at start.
+  OPENAI_BASE_URL, OPENAI_MODEL
+        the OpenAI-compatible service and model name.
+  OPENAI_API_KEY
+        its API key unless --model-key-file is given; read and removed at
+        start, sent only to that service.
+  QWEN_SERVER_TOKEN
+        read and removed at start; not used.
+  QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD
+        required-v1, set only by "acpguard serve" for the ACP children it
+        manages: serve decides every guarded call; stdin and stdout must be a
+        Unix socket. Read and removed at start.
+  QWEN_CODE_PRIVATE_ACP_CAPABILITY
+        read and removed at start; not used.
+  GOMAXPROCS
+        unset, the runtime runs on one scheduler slot: its work is short steps
+        between waits, and one slot answers a guard decision sooner.
+
+` + scrubUsage
+
+const serveUsage = `Usage: acpguard serve [flags]
+
+Runs the managed daemon: a host HTTP API on a loopback address, one private
+guarded ACP child per workspace, and in required mode one provider call per
+guarded tool call.
+
+Flags:
+  --hostname HOST
+        address to listen on (default 127.0.0.1). A non-loopback address
+        requires a host token (--token, --token-file or QWEN_SERVER_TOKEN).
+  --port N
+        port to listen on, 0 picks a free one (default 4170).
+  --workspace DIR
+        a directory sessions may use; repeatable. The first is the default
+        session cwd (default: the current directory).
+  --settings FILE
+        settings file for the ACP children (permissions, hooks, the
+        tools.sandbox* keys; a --sandbox* flag wins over its key).
+  --token T
+        bearer token every host request must send; wins over QWEN_SERVER_TOKEN.
+        Prefer the variable or --token-file: a flag is visible to other local
+        users.
+  --token-file FILE
+        the host token's file, instead of --token or QWEN_SERVER_TOKEN (with
+        either is an error). An existing FILE is read once at start: a regular
+        file of the current user, mode 0600 or stricter, not a symbolic link,
+        one trailing newline removed. A FILE that does not exist is created
+        at start with a new random token (mode 0600, in a directory no other
+        user can write to) and kept for the next start.
+  --allow-tokenless-loopback
+        required mode only: accept host requests without a token on a
+        loopback address, as in off mode; warned at start. Without it, and
+        without a token, required mode generates a host token into a fresh
+        directory under $XDG_RUNTIME_DIR (or the temporary directory), prints
+        "acpguard serve: host token in FILE" after the listening line, and
+        removes the directory at exit.
+` + guardFlagsUsage + `  --model-key-file FILE
+        read the model's API key from FILE once at start, instead of
+        OPENAI_API_KEY (both is an error); the same file rules as --token-file.
+  --decision-log FILE
+        append one JSON line per guard decision to FILE (default: stderr).
+  --max-pending-prompts-per-session N
+        prompts one session may queue, 1 through 1000 (default 5).
+  --allow-slash-command NAME
+        accept prompts starting with /NAME in required mode; repeatable.
+  --disabled-slash-commands NAME[,NAME...]
+        refuse prompts starting with these commands (400) in every mode and
+        disable them in the children; repeatable.
+` + sandboxFlagsUsage + `  --log-format text|json
+        format of the log on stderr (default text).
+  --log-level debug|info|warn|error
+        least severe level logged (default info).
+  -h, --help
+        print this text.
+
+Limits (each hit is answered with a status and a code, logged, and counted
+in acpguard_serve_limit_hits_total):
+  --max-sessions N
+        live sessions, 1 through 10000 (default 32); one more is 503
+        session_limit_exceeded with Retry-After.
+  --max-subscribers-per-session N
+        event streams of one session, 1 through 1000 (default 8); one more is
+        429 subscriber_limit_exceeded.
+  --event-ring-size N
+        events each session keeps for Last-Event-ID replay, 1 through 1048576
+        (default 4096).
+  --initialize-timeout-ms N
+        a new ACP child that has not answered initialize by then is killed and
+        the session creation fails 503 initialize_timeout; 100 through 600000
+        (default 10000).
+  --prompt-deadline-ms N
+        a prompt still running N ms after it started is cancelled as if the
+        host had cancelled it; 0 through 86400000 (default 0: no deadline).
+  --permission-response-timeout-ms N
+        a permission request the host has not answered after N ms is answered
+        cancelled, so the call does not run; 0 through 86400000 (default 0:
+        wait).
+  --session-idle-timeout-ms N
+        a session without a prompt or a host request for N ms is closed with
+        session_closed; 1000 through 604800000 (default 1800000).
+  --max-event-memory BYTES
+        bytes of events that every session's replay ring and every event
+        stream's queue may hold together; a K, M or G suffix multiplies by
+        1024, 1024^2 or 1024^3; 1M through 1024G (default 256M). Over it the
+        oldest events of the largest rings are evicted first, until a
+        sixteenth of it is free (code event_memory); a stream that still
+        needed them, or that resumes before them, gets stream_dropped.
+
+Host request bodies are at most 1 MiB (413 payload_too_large) and a prompt at
+most 256 content blocks (413 prompt_too_large). A host request from one of
+serve's own descendants (a tool, a hook, an MCP server, what they start) is
+403 host_is_descendant, whatever token it carries.
+
+Metrics: GET /metrics answers in the Prometheus text format 0.0.4 and, like
+every route, requires the host token when one is set. Families, all prefixed
+acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
+provider_request_duration_seconds (histogram), sessions, sessions_created_total,
+prompts_total{result}, tool_executions_total{tool,status}, children,
+children_started_total, children_died_total, limit_hits_total{code},
+event_memory_bytes, event_streams, sandbox_enabled, sandbox_landlock_abi.
+
+Sandbox: serve checks the kernel once at start, gives its choice to every
+child as flags, and reports it in GET /capabilities ("sandbox") and the
+listening log line.
+
+Logs never contain a token or a tool call's arguments.
+
+Signals: SIGINT and SIGTERM shut down. In required mode SIGHUP runs the provider
+handshake again: a provider restarted as this user listens on a new socket,
+and calls to it fail (category identity) until a handshake accepts it. A
+handshake that fails keeps the provider of the last successful one.
+
+Environment:
+  QWEN_SERVER_TOKEN
+        bearer token for host requests when --token is not given; read and
+        removed from the environment at start.
+  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+        the provider's bearer token, required in required mode unless
+        --external-tool-guard-token-file is given; read and removed at start,
+        kept in the daemon only.
+  OPENAI_BASE_URL, OPENAI_MODEL
+        the OpenAI-compatible service and model name the children use; without
+        them the children run the scripted model. serve makes every model call
+        itself, for a session's running prompt only.
+  OPENAI_API_KEY
+        its API key unless --model-key-file is given; read and removed at
+        start, kept in the daemon only and sent only to that service.
+
+` + scrubUsage

@@ -1,0 +1,492 @@
+// jsonstrict.go owns the one strict JSON decoder every reader of another
+// process's bytes uses, and the settings file: member names spelled exactly,
+// none given twice, no trailing data, numbers kept as written.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// decodeStrict decodes exactly one JSON value from data into v, rejecting
+// unknown fields, a member name given twice in one object, and trailing
+// data. Every decoder of another process's bytes goes through it.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := decodeOne(dec, v); err != nil {
+		return err
+	}
+	if err := duplicateMember(data); err != nil {
+		return err
+	}
+	return exactNames(data, v)
+}
+
+// decodeObject decodes data, exactly one JSON object, into its members,
+// numbers kept as written (json.Number) so none is rounded.
+func decodeObject(data []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := decodeOne(dec, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("null instead of an object")
+	}
+	return m, nil
+}
+
+// decodeOne decodes the one JSON value dec reads into v: nothing may follow.
+func decodeOne(dec *json.Decoder, v any) error {
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after JSON value")
+	}
+	return nil
+}
+
+// exactNames refuses a top-level member of a struct's object whose name is
+// not spelled exactly as one of the struct's: encoding/json matches names
+// ignoring case, so {"decision":"deny","Decision":"allow"} would decode as
+// allow. Nested structs that carry decisions are decoded on their own.
+func exactNames(data []byte, v any) error {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil // null: encoding/json leaves the struct alone
+	}
+	var names []string
+	for _, f := range jsonFields(t.Elem()) {
+		names = append(names, f.name)
+	}
+	_, err := decodeWireObject(data, names...)
+	return err
+}
+
+// jsonField is one member encoding/json decodes into a struct: its name
+// and its Go type.
+type jsonField struct {
+	name string
+	typ  reflect.Type
+}
+
+// jsonFields is the one reading of json tags: the members of struct type t,
+// an untagged embedded struct's members among them.
+func jsonFields(t reflect.Type) []jsonField {
+	var fields []jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct:
+			fields = append(fields, jsonFields(f.Type)...)
+		case name == "":
+			fields = append(fields, jsonField{f.Name, f.Type})
+		default:
+			fields = append(fields, jsonField{name, f.Type})
+		}
+	}
+	return fields
+}
+
+// duplicateMember reports the first member name given twice in one object,
+// at any depth of data, which must be valid JSON. encoding/json lets the
+// last one win: a policy rule could say deny, then allow.
+func duplicateMember(data []byte) error {
+	w := wireWalk{data: data}
+	return w.noDuplicates()
+}
+
+// duplicateError names a member given twice and where: "rules[0]".
+type duplicateError struct {
+	key string
+	at  string // built on the way out, so a clean walk builds nothing
+}
+
+func (e *duplicateError) Error() string {
+	if e.at == "" {
+		return fmt.Sprintf("duplicate field %q", e.key)
+	}
+	return fmt.Sprintf("duplicate field %q in %s", e.key, strings.TrimPrefix(e.at, "."))
+}
+
+// within prefixes the path of a duplicate found inside the value at seg.
+func within(err error, seg string) error {
+	if d, ok := err.(*duplicateError); ok {
+		d.at = seg + d.at
+	}
+	return err
+}
+
+// noDuplicates walks one value. Any input ends the walk: each step either
+// moves forward or returns.
+func (w *wireWalk) noDuplicates() error {
+	w.space()
+	if w.i >= len(w.data) {
+		return errors.New("unexpected end of JSON")
+	}
+	switch w.data[w.i] {
+	case '{':
+		seen := map[string]bool{}
+		return w.object(func(key string) error {
+			if seen[key] {
+				return &duplicateError{key: key}
+			}
+			seen[key] = true
+			return within(w.noDuplicates(), "."+key)
+		})
+	case '[':
+		w.i++
+		for n := 0; ; n++ {
+			w.space()
+			if w.eat(']') {
+				break
+			}
+			if n > 0 && !w.eat(',') {
+				return errors.New("malformed array")
+			}
+			if err := w.noDuplicates(); err != nil {
+				return within(err, "["+strconv.Itoa(n)+"]")
+			}
+		}
+	default:
+		if len(w.value()) == 0 {
+			return errors.New("malformed value")
+		}
+	}
+	return nil
+}
+
+// decodeWireObject splits one JSON object from data into its members, whose
+// keys must be spelled exactly as one of allowed and appear at most once;
+// encoding/json alone would accept "Allowed" for "allowed" and let a
+// duplicate key win. It is DisallowUnknownFields with exact spelling, for
+// objects whose members are all kept raw. data must be valid JSON
+// (json.Valid): the walk relies on it and only finds the members' bounds.
+// The values alias data. It walks the bytes once and builds no error text
+// for a member it accepts, so it stays cheap on every JSON-RPC envelope.
+func decodeWireObject(data []byte, allowed ...string) (map[string]json.RawMessage, error) {
+	w := wireWalk{data: data}
+	m := make(map[string]json.RawMessage, len(allowed))
+	err := w.object(func(key string) error {
+		if _, dup := m[key]; dup {
+			return fmt.Errorf("duplicate field %q", key)
+		}
+		if !slices.Contains(allowed, key) {
+			return fmt.Errorf("unknown field %q", key)
+		}
+		m[key] = w.value()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.space()
+	if w.i != len(data) {
+		return nil, errors.New("trailing data after the object")
+	}
+	return m, nil
+}
+
+// object walks the object at the walk's position, calling member with each
+// name and the walk at its value, which member must move past.
+func (w *wireWalk) object(member func(key string) error) error {
+	w.space()
+	if !w.eat('{') {
+		return fmt.Errorf("%s instead of an object", w.describe())
+	}
+	for n := 0; ; n++ {
+		w.space()
+		if w.eat('}') {
+			return nil
+		}
+		if n > 0 && !w.eat(',') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		key, err := w.key()
+		if err != nil {
+			return err
+		}
+		w.space()
+		if !w.eat(':') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		if err := member(key); err != nil {
+			return err
+		}
+	}
+}
+
+// wireWalk walks valid JSON; on other input it stops early, never panics.
+type wireWalk struct {
+	data []byte
+	i    int
+}
+
+func (w *wireWalk) space() {
+	for w.i < len(w.data) {
+		switch w.data[w.i] {
+		case ' ', '\t', '\r', '\n':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+func (w *wireWalk) eat(c byte) bool {
+	if w.i < len(w.data) && w.data[w.i] == c {
+		w.i++
+		return true
+	}
+	return false
+}
+
+// describe names the value at the walk's position for an error.
+func (w *wireWalk) describe() string {
+	if w.i >= len(w.data) {
+		return "nothing"
+	}
+	switch c := w.data[w.i]; {
+	case c == 'n':
+		return "null"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	}
+	return "a number"
+}
+
+// key reads one member name, unescaped.
+func (w *wireWalk) key() (string, error) {
+	raw := w.value()
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", errors.New("malformed object")
+	}
+	inner := raw[1 : len(raw)-1]
+	if !bytes.ContainsAny(inner, "\\") && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var key string
+	if err := json.Unmarshal(raw, &key); err != nil {
+		return "", fmt.Errorf("member name: %w", err)
+	}
+	return key, nil
+}
+
+// value returns the next value as written and moves past it.
+func (w *wireWalk) value() json.RawMessage {
+	start, depth := w.i, 0
+	for w.i < len(w.data) {
+		switch w.data[w.i] {
+		case '"':
+			w.i++
+			for w.i < len(w.data) && w.data[w.i] != '"' {
+				if w.data[w.i] == '\\' {
+					w.i++
+				}
+				w.i++
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return w.data[start:w.i]
+			}
+			depth--
+		case ',', ' ', '\t', '\r', '\n', ':':
+			if depth == 0 {
+				return w.data[start:w.i]
+			}
+		}
+		w.i++
+		if depth == 0 && w.i > start && (w.data[start] == '"' || w.data[start] == '{' || w.data[start] == '[') {
+			return w.data[start:min(w.i, len(w.data))]
+		}
+	}
+	return w.data[start:min(w.i, len(w.data))]
+}
+
+// checkShape checks that data is exactly one JSON value of Go type t, at
+// every depth: member names spelled exactly as t's, none given twice,
+// integers exact, strings at most maxString bytes, and each value of its
+// type. An error names the path of the key ("tools.approvalMode",
+// "permissions.allow[2]"). Decode data only after it passed.
+func checkShape(data []byte, t reflect.Type, maxString int) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	w := shapeWalker{dec: dec, maxString: maxString}
+	if err := w.value(t, ""); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// shapeWalker follows the JSON tokens of one value along a Go type.
+type shapeWalker struct {
+	dec       *json.Decoder
+	maxString int
+}
+
+func (w shapeWalker) value(t reflect.Type, at string) error {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return shapeSyntaxError(w.dec, err)
+	}
+	got := jsonTokenKind(tok)
+	if c, ok := reflect.Zero(t).Interface().(tokenChecker); ok {
+		return c.checkToken(at, tok)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if got != "object" {
+			return shapeTypeError(at, "an object", got)
+		}
+		fields := map[string]reflect.Type{}
+		for _, f := range jsonFields(t) {
+			fields[f.name] = f.typ
+		}
+		return w.object(at, func(key string) (reflect.Type, bool) {
+			ft, ok := fields[key]
+			return ft, ok
+		})
+	case reflect.Map:
+		if got != "object" {
+			return shapeTypeError(at, "an object", got)
+		}
+		return w.object(at, func(string) (reflect.Type, bool) { return t.Elem(), true })
+	case reflect.Slice:
+		if got != "array" {
+			return shapeTypeError(at, "an array", got)
+		}
+		for i := 0; w.dec.More(); i++ {
+			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+		return w.end()
+	case reflect.String:
+		if got != "string" {
+			return shapeTypeError(at, "a string", got)
+		}
+		return checkStringLen(at, tok.(string), w.maxString)
+	case reflect.Bool:
+		if got != "boolean" {
+			return shapeTypeError(at, "a boolean", got)
+		}
+	case reflect.Int:
+		if got != "number" {
+			return shapeTypeError(at, "an integer", got)
+		}
+		if _, err := strconv.ParseInt(tok.(json.Number).String(), 10, 32); err != nil {
+			return fmt.Errorf("key %q: want an integer, got %s", at, tok)
+		}
+	default:
+		return fmt.Errorf("key %q: unsupported type %s", at, t)
+	}
+	return nil
+}
+
+// checkStringLen refuses a string value longer than max bytes.
+func checkStringLen(at, s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("key %q: string longer than %d bytes", at, max)
+	}
+	return nil
+}
+
+// tokenChecker is a type of one JSON scalar that may take more than one JSON
+// type (tools.sandbox: a boolean or a string), checked by the type itself.
+type tokenChecker interface {
+	checkToken(at string, tok json.Token) error
+}
+
+// object walks the members of an object whose '{' was read.
+func (w shapeWalker) object(at string, field func(string) (reflect.Type, bool)) error {
+	seen := map[string]bool{}
+	for w.dec.More() {
+		tok, err := w.dec.Token()
+		if err != nil {
+			return shapeSyntaxError(w.dec, err)
+		}
+		key := tok.(string)
+		p := key
+		if at != "" {
+			p = at + "." + key
+		}
+		if seen[key] {
+			return fmt.Errorf("duplicate key %q", p)
+		}
+		seen[key] = true
+		ft, ok := field(key)
+		if !ok {
+			return fmt.Errorf("unknown key %q", p)
+		}
+		if err := w.value(ft, p); err != nil {
+			return err
+		}
+	}
+	return w.end()
+}
+
+// end reads the '}' or ']' that closes an object or array.
+func (w shapeWalker) end() error {
+	if _, err := w.dec.Token(); err != nil {
+		return shapeSyntaxError(w.dec, err)
+	}
+	return nil
+}
+
+func shapeTypeError(at, want, got string) error {
+	if at == "" {
+		return fmt.Errorf("want %s, got %s", want, got)
+	}
+	return fmt.Errorf("key %q: want %s, got %s", at, want, got)
+}
+
+func shapeSyntaxError(dec *json.Decoder, err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("invalid JSON at byte %d: %w", dec.InputOffset(), err)
+}
+
+func jsonTokenKind(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '{' {
+			return "object"
+		}
+		return "array"
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
+}
