@@ -5,21 +5,7 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"time"
-)
-
-// Codes of the limits a host request can hit.
-const (
-	// "--max-sessions 32 live sessions (503, code session_limit_exceeded, Retry-After)."
-	codeSessionLimit = "session_limit_exceeded"
-	// "prompt arrays at most 256 blocks"
-	codePromptTooLarge = "prompt_too_large"
-	// "--max-subscribers-per-session 8 SSE streams"
-	codeSubscriberLimit = "subscriber_limit_exceeded"
-	// "a child that does not answer is killed and the session creation fails 503"
-	codeInitializeTimeout = "initialize_timeout"
 )
 
 // Names under which limits that end something, rather than refuse a
@@ -47,93 +33,108 @@ const (
 	maxIdleCheckInterval = time.Minute
 )
 
-// liveSessionsLocked counts the sessions not yet ended; d.mu is held.
-func (d *daemon) liveSessionsLocked() int {
-	n := 0
-	for _, s := range d.sessions {
-		if !s.isEnded() {
-			n++
-		}
-	}
-	return n
-}
+// Limits of the host API.
+const (
+	// "A serialized request may not exceed 1 MiB": host bodies get the same bound.
+	maxHostBody = 1 << 20
+	// A child's session ids travel in URL paths and logs.
+	maxSessionIDLen = 128
+)
 
-func (s *hostSession) isEnded() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ended
-}
+// Limits of the private ACP channel.
+const (
+	// Every read from another process is bounded; updates carry tool output.
+	maxChildLine = 8 << 20
+	// session/new of a healthy child takes milliseconds.
+	childCallTimeout = 15 * time.Second
+	// "SIGINT/SIGTERM: ... end children and their process groups, exit 0
+	// within 5 s": a child gets this long to end its tools after SIGTERM.
+	childStopGrace = 2 * time.Second
+	// In-flight host requests get this long to finish at shutdown.
+	httpShutdownGrace = time.Second
+)
 
-// touch records a host request on the session.
-func (s *hostSession) touch() {
-	s.mu.Lock()
-	s.lastUsed = time.Now()
-	s.mu.Unlock()
-}
+// hostIdleConnTimeout closes a host's keep-alive connection that carries no
+// request; an event stream is a response in progress, never idle.
+const hostIdleConnTimeout = 2 * time.Minute
 
-// idleFor is how long the session has had no prompt and no host request:
-// zero while a prompt runs or waits.
-func (s *hostSession) idleFor(now time.Time) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.active != nil || len(s.queue) > 0 {
-		return 0
-	}
-	return now.Sub(s.lastUsed)
-}
+// Limits of the event streams.
+const (
+	// "Honour Last-Event-ID from a bounded ring": the ring of a log that
+	// newStreamLog builds; sessions get --event-ring-size.
+	eventRingSize = defaultEventRingSize
+	// "a slow subscriber is dropped, never allowed to stall the child"
+	subscriberQueue = 256
+	// A subscriber's queue is bounded in bytes too. A healthy host's handler
+	// takes its whole queue each time it writes, so only a host that stopped
+	// reading lets more than one child line's worth of events wait. An event
+	// larger than this still enters an empty queue.
+	subscriberQueueBytes = maxChildLine
+	// A replay is taken from the ring in batches of at most this many bytes
+	// (at least one event), so a stream replaying a full ring holds no more
+	// than one batch outside the ring.
+	replayBatchBytes = subscriberQueueBytes
+	// The ring is also bounded in bytes: a tool update may be large, and
+	// --event-ring-size events of it must not hold gigabytes per session.
+	// The oldest events leave the ring first; the newest always stays.
+	eventRingBytes = 64 << 20
+	// "Heartbeat comments keep the stream alive."
+	heartbeatInterval = 15 * time.Second
+	// Every write to an event stream, and every flush, must end within this
+	// long. A host on loopback takes a frame at once; one that has not
+	// taken it in 30 s has stopped reading, and a heartbeat at least every
+	// 15 s makes even an idle stream notice. The host reconnects with
+	// Last-Event-ID.
+	streamWriteTimeout = 30 * time.Second
+	// A dropped subscriber's handler offers the host the stream_dropped
+	// notice for at most this long; its queue is already released, and a
+	// write that was blocked when the drop came has already failed.
+	dropNoticeTimeout = time.Second
+	// "Qwen Code starts the stream with retry: 3000"
+	sseRetryMillis = 3000
+)
 
-// reapIdleSessions closes idle sessions until ctx is done. The daemon's
-// WaitGroup owns it.
-func (d *daemon) reapIdleSessions(ctx context.Context) {
-	defer d.wg.Done()
-	t := time.NewTicker(min(d.limits.SessionIdleTimeout/idleChecksPerTimeout, maxIdleCheckInterval))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			d.reapIdle(now)
-		}
-	}
-}
+// --max-event-memory: the bytes of events that every session's ring and
+// every subscriber's queue may hold together.
+const (
+	// Four full rings (eventRingBytes each).
+	defaultMaxEventMemory = 256 << 20
+	// Below a few events no replay is possible; above a terabyte the bound
+	// is no bound on this kind of host.
+	minMaxEventMemory = 1 << 20
+	maxMaxEventMemory = 1 << 40
+	// Over the budget, events are evicted until a sixteenth of it is free:
+	// a full budget then costs one eviction, and one log line, per 16 MiB
+	// published (at the default) rather than one per event.
+	eventMemorySlack = 16
+)
 
-// reapIdle closes every session idle for the timeout, the ones whose child
-// died included: they would otherwise stay registered for good.
-func (d *daemon) reapIdle(now time.Time) {
-	d.mu.Lock()
-	var idle []*hostSession
-	for id, s := range d.sessions {
-		if s.idleFor(now) >= d.limits.SessionIdleTimeout {
-			delete(d.sessions, id)
-			idle = append(idle, s)
-		}
-	}
-	d.mu.Unlock()
-	for _, s := range idle {
-		d.obs.limitHit(limitSessionIdle, "sessionId", s.id, "idleTimeout", d.limits.SessionIdleTimeout)
-		s.end(eventSessionClosed, fmt.Sprintf("Session closed after %v without a prompt or a host request", d.limits.SessionIdleTimeout))
-	}
-}
+// limitEventMemory is logged and counted each time the daemon's event
+// memory budget evicts events from a session's ring or drops a stream.
+const limitEventMemory = "event_memory"
 
-// startDeadline cancels job at the prompt deadline, as a host's cancel
-// would. The returned stop waits for a deadline that already fired, so
-// no timer goroutine outlives the prompt.
-func (s *hostSession) startDeadline(job *promptJob) (stop func()) {
-	deadline := s.d.limits.PromptDeadline
-	if deadline <= 0 {
-		return func() {}
-	}
-	fired := make(chan struct{})
-	t := time.AfterFunc(deadline, func() {
-		defer close(fired)
-		if s.cancelPrompt(job) {
-			s.d.obs.limitHit(limitPromptDeadline, "sessionId", s.id, "promptId", job.id, "deadline", deadline)
-		}
-	})
-	return func() {
-		if !t.Stop() {
-			<-fired
-		}
-	}
-}
+// Bounds of the model calls serve makes for one prompt: over either, the
+// call fails and the child ends the turn with an error.
+const (
+	// The prompt loop makes one model call per turn, so a prompt needs at
+	// most the settings' model.maxTurns calls; no settings file allows more
+	// than this.
+	maxModelCallsPerPrompt = maxMaxTurns
+	// Request and reply bytes together. A reply is at most openAIMaxReply
+	// and a request at most the channel's line; a prompt of many turns
+	// resends its growing history each time. The bound keeps a child that
+	// loops, or a process posing as it, from spending the operator's model
+	// budget without end.
+	maxModelBytesPerPrompt = 256 << 20
+	// modelChunkSize is the most reply bytes one notification carries
+	// (before base64), well under the child's line bound.
+	modelChunkSize = 32 << 10
+	// maxModelStreamID bounds the child's name for one call's reply.
+	maxModelStreamID = 64
+)
+
+// limit_hits_total codes of the model bounds.
+const (
+	limitModelCalls = "model_calls_exceeded"
+	limitModelBytes = "model_bytes_exceeded"
+)

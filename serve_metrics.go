@@ -33,10 +33,6 @@ const (
 
 var serveDecisionNames = [decisionKinds]string{"allowed", "denied", "failed"}
 
-// outcomeDecisionLog is an allow turned into a denial because the decision
-// log could not be written: "never an unaudited allow".
-const outcomeDecisionLog = "decision_log_failed"
-
 // serveFailureCategories are the reasons a prepare ended without a
 // decision: the provider client's categories, then the bridge's own.
 var serveFailureCategories = [...]string{

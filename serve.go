@@ -1,0 +1,245 @@
+// serve.go owns "acpguard serve" as a command: its options, start-up,
+// shutdown and signals (DESIGN.md §9).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+func runServe(ctx context.Context, sys *system, args []string) error {
+	opts, err := parseServeArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
+	if err := hideEnviron(log); err != nil {
+		return err
+	}
+	tok, err := prepareHostToken(&opts, envOf(sys), log)
+	if err != nil {
+		return err
+	}
+	defer tok.cleanup()
+	return serveDaemon(ctx, sys, opts, func(url string) {
+		fmt.Fprintf(sys.stdout, "acpguard serve: listening on %s\n", url)
+		tok.announce(sys.stdout)
+	})
+}
+
+// daemon is one running "acpguard serve".
+type daemon struct {
+	sys          *system
+	token        string
+	guarded      bool            // required mode completed its handshake
+	provider     *providerClient // nil in off mode: "no provider is constructed"
+	decisions    *decisionLog
+	workspaces   []string // absolute, cleaned; the first is the primary
+	maxPending   int
+	limits       serveLimits
+	events       *eventBudget // every session's event memory: --max-event-memory
+	obs          *serveObserver
+	allowSlash   []string
+	disabled     []string // --disabled-slash-commands
+	childLog     []string // --log-format and --log-level for the children
+	settingsFile string
+	sandbox      sandboxInForce // checked against the kernel; given to every child
+	port         string
+	bindHost     string // the bound address as a Host header spells it
+	checkHost    bool
+
+	model          *openAIModel // the children's model service; nil: the scripted model
+	modelCallLimit int          // model calls of one prompt (model_proxy.go)
+
+	runCtx context.Context // cancelled when shutdown begins
+	wg     sync.WaitGroup  // children's readers and prompt runners
+
+	mu       sync.Mutex
+	closing  bool
+	slots    map[string]*workspaceSlot
+	chans    map[*acpChannel]struct{} // every child not yet reaped
+	sessions map[string]*hostSession
+	creating int // session creations past the --max-sessions check
+}
+
+// workspaceSlot serializes the start of the one child of a workspace.
+type workspaceSlot struct {
+	mu sync.Mutex
+	ch *acpChannel // nil until first use and after the child ended
+}
+
+// serveDaemon runs the daemon until ctx is done. ready is called with the
+// base URL once the listener is open.
+func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func(url string)) error {
+	loopback := isLoopbackBind(opts.Hostname)
+	if !loopback && opts.Token == "" {
+		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname)
+	}
+	// parseServeArgs made every workspace absolute and defaulted to the
+	// current directory; a relative one here could never match a cwd.
+	if len(opts.Workspaces) == 0 {
+		return usagef("no workspace given")
+	}
+	for _, ws := range opts.Workspaces {
+		if !filepath.IsAbs(ws) {
+			return usagef("--workspace %q: not an absolute path", ws)
+		}
+	}
+	d := &daemon{
+		sys:          sys,
+		token:        opts.Token,
+		workspaces:   opts.Workspaces,
+		maxPending:   opts.MaxPendingPrompts,
+		limits:       opts.Limits.withDefaults(),
+		obs:          newServeObserver(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)),
+		allowSlash:   opts.AllowSlashCommands,
+		disabled:     opts.DisabledSlashCommands,
+		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
+		settingsFile: opts.SettingsFile,
+		checkHost:    loopback,
+		slots:        map[string]*workspaceSlot{},
+		chans:        map[*acpChannel]struct{}{},
+		sessions:     map[string]*hostSession{},
+	}
+	if d.maxPending < 1 {
+		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
+	}
+	if err := d.setModel(opts); err != nil {
+		return err
+	}
+	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
+	if err != nil {
+		return err
+	}
+	d.sandbox, d.obs.sandbox = sandbox, sandbox
+	d.events = newEventBudget(d.limits.MaxEventMemory)
+	d.obs.events = d.events
+	if opts.Guard.required() {
+		// "daemon startup performs an authenticated, versioned handshake"
+		// before the listener opens or any child starts.
+		pc := newProviderClient(opts.Guard)
+		if err := pc.handshake(ctx); err != nil {
+			return fmt.Errorf("external tool guard provider handshake failed: %w", err)
+		}
+		d.provider, d.guarded = pc, true
+	}
+	logw := sys.stderr
+	if opts.DecisionLog != "" {
+		f, err := os.OpenFile(opts.DecisionLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open decision log %q: %w", opts.DecisionLog, err)
+		}
+		defer f.Close()
+		logw = f
+	}
+	d.decisions = &decisionLog{w: logw}
+
+	host := opts.Hostname
+	if strings.EqualFold(host, "localhost") {
+		// Pinned like the provider endpoint: never resolved through DNS.
+		host = "127.0.0.1"
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return fmt.Errorf("listen on %q port %d: %w", opts.Hostname, opts.Port, err)
+	}
+	bound, port, _ := net.SplitHostPort(ln.Addr().String())
+	d.port, d.bindHost = port, bound
+	if strings.Contains(bound, ":") {
+		d.bindHost = "[" + bound + "]"
+	}
+
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	d.runCtx = runCtx
+	if d.guarded {
+		// SIGHUP re-runs the provider handshake (serve_identity.go).
+		defer d.handshakeOnSIGHUP(runCtx)()
+	}
+	srv := &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// An idle keep-alive connection holds a descriptor; without a bound
+		// anyone who can connect could hold them all.
+		IdleTimeout: hostIdleConnTimeout,
+		BaseContext: func(net.Listener) context.Context { return runCtx },
+		ConnContext: d.peerConnContext,
+		ErrorLog:    slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	d.wg.Add(1)
+	go d.reapIdleSessions(runCtx)
+	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions, d.sandbox.logAttr())
+	if ready != nil {
+		ready("http://" + ln.Addr().String())
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	d.shutdown(srv, stopRun)
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("serve http: %w", serveErr)
+}
+
+// shutdown stops accepting, cancels active prompts, ends every child and
+// its process group, and waits for every goroutine the daemon started.
+func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+
+	stopRun() // ends event streams and in-flight host requests
+	sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+	if srv.Shutdown(sctx) != nil {
+		srv.Close()
+	}
+	cancel()
+
+	// closing is set: no session or child can be added from here on.
+	d.mu.Lock()
+	sessions := make([]*hostSession, 0, len(d.sessions))
+	for _, s := range d.sessions {
+		sessions = append(sessions, s)
+	}
+	chans := make([]*acpChannel, 0, len(d.chans))
+	for ch := range d.chans {
+		chans = append(chans, ch)
+	}
+	d.mu.Unlock()
+
+	for _, s := range sessions {
+		s.cancelActive()
+	}
+	var stops sync.WaitGroup
+	for _, ch := range chans {
+		stops.Go(ch.stop)
+	}
+	stops.Wait()
+	d.wg.Wait()
+	if d.provider != nil {
+		d.provider.close()
+	}
+	if d.model != nil {
+		d.model.client.CloseIdleConnections()
+	}
+}
