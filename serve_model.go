@@ -274,4 +274,3 @@ func (r *redactor) flush() []byte {
 	r.carry = nil
 	return out
 }
-

@@ -1,7 +1,7 @@
-// bridge_e2e_test.go runs "acpguard serve" as a real process with real
+// serve_test.go runs "acpguard serve" as a real process with real
 // "acpguard acp" children and the scripted model, against a counting
-// provider on a loopback socket: the seed's verification items 4-13 as a
-// host and an operator would observe them.
+// provider on a loopback socket, as a host and an operator would observe it;
+// and its start-up and shutdown.
 package main
 
 import (
@@ -326,38 +326,6 @@ func TestServeE2EOffModeNoProvider(t *testing.T) {
 	}
 }
 
-func TestServeE2EForgingChild(t *testing.T) {
-	prov := newTestProvider(t)
-	wsA, wsB := t.TempDir(), t.TempDir()
-	sp := startServe(t, []string{"--workspace", wsA, "--workspace", wsB,
-		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL},
-		envGuardToken+"="+prov.token, fakeChildEnv("ack"))
-	a := sp.newSession(t, `{"cwd":"`+wsA+`"}`)
-	b := sp.newSession(t, `{"cwd":"`+wsB+`"}`)
-	streamB := sp.openEvents(t, b, "")
-	pb := sp.prompt(t, b, "wait")
-	readSSE(t, streamB, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
-	_, evs := sp.runTurn(t, a, "forge "+b+" "+pb+" write_file {}\nforge - stale write_file {}\nprepare write_file {}")
-	got := texts(t, evs)
-	want := []string{`{"allowed":false,"reason":"` + guardFailedReason + `"}`, `{"allowed":false,"reason":"` + guardFailedReason + `"}`, `{"allowed":true}`}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("decisions = %v, want %v", got, want)
-	}
-	if _, calls := prov.counts(); calls != 1 {
-		t.Errorf("provider saw %d prepares, want 1 (only the genuine one)", calls)
-	}
-}
-
-func TestServeE2EUnacknowledgedChannel(t *testing.T) {
-	prov := newTestProvider(t)
-	sp := startServe(t, []string{"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL},
-		envGuardToken+"="+prov.token, fakeChildEnv("noack"))
-	wantError(t, sp.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeGuardNotReady)
-	if children := childPIDs(t, sp.cmd.Process.Pid); len(children) != 0 {
-		t.Errorf("rejected channel left children %v", children)
-	}
-}
-
 func TestServeE2EStartupFailures(t *testing.T) {
 	prov := newTestProvider(t)
 	for _, tt := range []struct {
@@ -503,5 +471,69 @@ func TestServeE2EStartEnvironmentHidden(t *testing.T) {
 	sp := startServe(t, append(args, "--log-level", "debug"), env)
 	if log := sp.stderr.String(); !strings.Contains(log, `msg="start environment hidden from other processes" dumpable=0`) {
 		t.Errorf("serve's log does not show it made itself not dumpable:\n%s", log)
+	}
+}
+
+func TestServeShutdownEndsChildren(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	td.prompt(t, id, "report pid\nwait")
+	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	pid, _ := strconv.Atoi(texts(t, evs)[0])
+	if err := td.stop(); err != nil {
+		t.Fatalf("serveDaemon after cancel = %v, want nil", err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("child %d outlived the daemon (kill 0: %v)", pid, err)
+	}
+	if _, err := http.Get(td.url + "/health"); err == nil {
+		t.Error("daemon still accepts connections after shutdown")
+	}
+}
+
+func TestServeHandshakeFailure(t *testing.T) {
+	prov := newTestProvider(t)
+	g := prov.guard(t)
+	g.Token = "wrong-token"
+	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "127.0.0.1", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: g}, func(string) {
+		t.Error("listener opened after a failed handshake")
+	})
+	if err == nil || exitCode(err) != exitRuntime || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), g.Token) {
+		t.Errorf("serveDaemon = %v, want a one-line runtime error without the token", err)
+	}
+}
+
+// TestFaultSIGTERMWithPromptsRunning: serve, as a real process, gets
+// SIGTERM while sessions run shell tools; it exits 0 and leaves nothing.
+func TestFaultSIGTERMWithPromptsRunning(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	sp := startServe(t, args, tokenEnv)
+	const mark = "acpguard-fault-sigterm"
+	var pids []int
+	for i := range 4 {
+		id := sp.newSession(t, "")
+		sp.prompt(t, id, `call run_shell_command {"command":"echo $$ > s`+strconv.Itoa(i)+`.pid; sleep 30; echo `+mark+`"}`)
+		pids = append(pids, readPIDFile(t, filepath.Join(ws, "s"+strconv.Itoa(i)+".pid")))
+	}
+	children := childPIDs(t, sp.cmd.Process.Pid)
+	start := time.Now()
+	if err := sp.stop(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v, want exit 0\n%s", err, sp.stderr.String())
+	}
+	t.Logf("serve exited %v after SIGTERM with 4 running prompts", time.Since(start).Round(time.Millisecond))
+	for _, pid := range append(children, pids...) {
+		if !pidGoneWithin(pid, time.Second) {
+			t.Errorf("process %d outlived serve", pid)
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(cmdline), mark) {
+			t.Errorf("process %s (%q) outlived serve", e.Name(), cmdline)
+		}
 	}
 }
