@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 func runServe(ctx context.Context, sys *system, args []string) error {
@@ -169,7 +168,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	}
 	srv := &http.Server{
 		Handler:           d.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: hostReadHeaderTimeout,
 		// An idle keep-alive connection holds a descriptor; without a bound
 		// anyone who can connect could hold them all.
 		IdleTimeout: hostIdleConnTimeout,

@@ -45,7 +45,7 @@ func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostE
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
-		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+		return nil, errShuttingDown
 	}
 	slot := d.slots[ws]
 	if slot == nil {
@@ -113,12 +113,9 @@ type initializeResult struct {
 // (channel.go) and initializes it. In required mode the child must
 // acknowledge required-v1, or it is killed before any session exists on it.
 func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hostError) {
-	unavailable := func(format string, a ...any) *hostError {
-		return &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf(format, a...)}
-	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, unavailable("Cannot locate the acpguard executable: %v", err)
+		return nil, childUnavailable("Cannot locate the acpguard executable: %v", err)
 	}
 	cmd := d.childCommand(exe)
 	cmd.Dir = ws
@@ -127,7 +124,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	cmd.WaitDelay = childStopGrace
 	ends, err := newChannel()
 	if err != nil {
-		return nil, unavailable("Start ACP child: %v", err)
+		return nil, childUnavailable("Start ACP child: %v", err)
 	}
 	// The child's ends are its stdin and stdout; serve keeps only its own.
 	cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
@@ -136,13 +133,13 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	if d.closing {
 		d.mu.Unlock()
 		ends.closeAll()
-		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+		return nil, errShuttingDown
 	}
 	// In a session of its own, with a parent-death signal (lifeline.go).
 	if err := startChild(cmd); err != nil {
 		d.mu.Unlock()
 		ends.closeAll()
-		return nil, unavailable("Start ACP child: %v", err)
+		return nil, childUnavailable("Start ACP child: %v", err)
 	}
 	ends.closeChild()
 	sock := ends.conn(cmd.Process.Pid)
@@ -173,12 +170,12 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 			return nil, &hostError{http.StatusServiceUnavailable, codeInitializeTimeout,
 				fmt.Sprintf("ACP child did not answer initialize within %v; it was killed", d.limits.InitializeTimeout)}
 		}
-		return nil, unavailable("ACP child failed to initialize: %v", err)
+		return nil, childUnavailable("ACP child failed to initialize: %v", err)
 	}
 	var res initializeResult
 	if err := decodeStrict(raw, &res); err != nil || res.ProtocolVersion != 1 {
 		ch.stop()
-		return nil, unavailable("ACP child answered initialize with an invalid result %q", truncateForError(raw))
+		return nil, childUnavailable("ACP child answered initialize with an invalid result %q", truncateForError(raw))
 	}
 	if d.guarded && guardAcknowledgement(res.AgentCapabilities) != privateGuardMarker {
 		ch.stop()
@@ -312,9 +309,8 @@ func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.
 
 // truncateForError shortens another process's bytes for an error message.
 func truncateForError(b []byte) string {
-	const max = 200
-	if len(b) > max {
-		return string(b[:max]) + "..."
+	if len(b) > maxErrorQuote {
+		return string(b[:maxErrorQuote]) + "..."
 	}
 	return string(b)
 }

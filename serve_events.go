@@ -1,7 +1,7 @@
-// serve_events.go owns the event streams of "acpguard serve": each
-// session's event log (a bounded ring for Last-Event-ID replay and its
-// subscribers), the daemon-wide budget of event memory, and the SSE writer
-// of GET /session/:id/events.
+// serve_events.go owns the event streams of "acpguard serve": the events a
+// host gets, each session's event log (a bounded ring for Last-Event-ID
+// replay and its subscribers), the daemon-wide budget of event memory, and
+// GET /session/:id/events with its SSE writer.
 //
 // Memory: an event is stored once, at its exact size, and counted (with a
 // fixed header) in the daemon's budget (--max-event-memory) from its
@@ -23,6 +23,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+)
+
+// Event types of GET /session/:id/events.
+const (
+	eventSessionUpdate      = "session_update"
+	eventPermissionRequest  = "permission_request"
+	eventPermissionResolved = "permission_resolved"
+	eventTurnComplete       = "turn_complete"
+	eventTurnError          = "turn_error"
+	eventSessionDied        = "session_died"
+	eventSessionClosed      = "session_closed"
+	// The last event a dropped slow subscriber gets. It carries no id, so
+	// the host's Last-Event-ID still names the last event it received.
+	eventStreamDropped = "stream_dropped"
 )
 
 // Reasons a stream_dropped notice gives the host.
@@ -718,20 +732,6 @@ func (b *eventBudget) dropLargestStream() bool {
 	}
 	return true
 }
-
-// Event types of GET /session/:id/events.
-const (
-	eventSessionUpdate      = "session_update"
-	eventPermissionRequest  = "permission_request"
-	eventPermissionResolved = "permission_resolved"
-	eventTurnComplete       = "turn_complete"
-	eventTurnError          = "turn_error"
-	eventSessionDied        = "session_died"
-	eventSessionClosed      = "session_closed"
-	// The last event a dropped slow subscriber gets. It carries no id, so
-	// the host's Last-Event-ID still names the last event it received.
-	eventStreamDropped = "stream_dropped"
-)
 
 func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	// "its sessions get session_died, later calls on them 410": a stream

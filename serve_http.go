@@ -44,7 +44,41 @@ const (
 	codeGuardNotReady     = "guard_not_acknowledged"
 	codeShuttingDown      = "shutting_down"
 	codeInternal          = "internal_error"
+	// The limits a host request can hit.
+	// "--max-sessions 32 live sessions (503, code session_limit_exceeded, Retry-After)."
+	codeSessionLimit = "session_limit_exceeded"
+	// "prompt arrays at most 256 blocks"
+	codePromptTooLarge = "prompt_too_large"
+	// "--max-subscribers-per-session 8 SSE streams"
+	codeSubscriberLimit = "subscriber_limit_exceeded"
+	// "a child that does not answer is killed and the session creation fails 503"
+	codeInitializeTimeout = "initialize_timeout"
+	// A peer that is a descendant of the daemon (serve_peer.go).
+	codeHostIsDescendant = "host_is_descendant"
 )
+
+// hostError is a failure with the status and code a host sees.
+type hostError struct {
+	status    int
+	code, msg string
+}
+
+// errShuttingDown refuses what would add a session or a child at shutdown.
+var errShuttingDown = &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+
+func sessionNotFound(id string) *hostError {
+	return &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id)}
+}
+
+func sessionDied(id string) *hostError {
+	return &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id)}
+}
+
+func childUnavailable(format string, a ...any) *hostError {
+	return &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf(format, a...)}
+}
+
+func (e *hostError) write(w http.ResponseWriter) { writeHostError(w, e.status, e.code, e.msg) }
 
 // isLoopbackBind reports whether a --hostname binds loopback only.
 func isLoopbackBind(host string) bool {
@@ -280,16 +314,10 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		if herr.code == codeSessionLimit {
 			w.Header().Set("Retry-After", sessionLimitRetryAfter)
 		}
-		writeHostError(w, herr.status, herr.code, herr.msg)
+		herr.write(w)
 		return
 	}
 	writeHostJSON(w, http.StatusOK, newSessionResponse{SessionID: s.id, WorkspaceCwd: ws})
-}
-
-// hostError is a failure with the status and code a host sees.
-type hostError struct {
-	status    int
-	code, msg string
 }
 
 func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) *hostSession {
@@ -298,11 +326,11 @@ func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) 
 	s := d.sessions[id]
 	d.mu.Unlock()
 	if s == nil {
-		writeHostError(w, http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id))
+		sessionNotFound(id).write(w)
 		return nil
 	}
 	if !allowDead && s.isDead() {
-		writeHostError(w, http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id))
+		sessionDied(id).write(w)
 		return nil
 	}
 	s.touch()
@@ -367,7 +395,7 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 	}
 	job, herr := d.enqueue(s, req.Prompt)
 	if herr != nil {
-		writeHostError(w, herr.status, herr.code, herr.msg)
+		herr.write(w)
 		return
 	}
 	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
@@ -405,7 +433,7 @@ func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if herr := s.vote(r.PathValue("requestId"), *vote.Outcome); herr != nil {
-		writeHostError(w, herr.status, herr.code, herr.msg)
+		herr.write(w)
 		return
 	}
 	writeHostJSON(w, http.StatusOK, struct{}{})
@@ -421,24 +449,9 @@ func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
 	d.mu.Unlock()
 	if s.isDead() {
 		// Forgotten all the same; the answer says the session had died.
-		writeHostError(w, http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", s.id))
+		sessionDied(s.id).write(w)
 		return
 	}
 	s.end(eventSessionClosed, "")
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// Codes of the limits a host request can hit.
-const (
-	// "--max-sessions 32 live sessions (503, code session_limit_exceeded, Retry-After)."
-	codeSessionLimit = "session_limit_exceeded"
-	// "prompt arrays at most 256 blocks"
-	codePromptTooLarge = "prompt_too_large"
-	// "--max-subscribers-per-session 8 SSE streams"
-	codeSubscriberLimit = "subscriber_limit_exceeded"
-	// "a child that does not answer is killed and the session creation fails 503"
-	codeInitializeTimeout = "initialize_timeout"
-)
-
-// codeHostIsDescendant is the host API error code of a refused peer.
-const codeHostIsDescendant = "host_is_descendant"

@@ -1,37 +1,11 @@
-// serve_limits.go owns the limits of "acpguard serve" ("a daemon on a
-// shared host must bound what any one caller can make it hold"): their
-// codes, and the ones that end something on a clock rather than refuse a
-// request: the idle-session reaper and the prompt deadline.
+// serve_limits.go owns every limit of "acpguard serve" (DESIGN.md §6: "a
+// daemon on a shared host must bound what any one caller can make it hold"),
+// each with its reason, and the names under which the ones that end
+// something are logged and counted. The operator's flags and their defaults
+// are parsed with the other options (config.go).
 package main
 
-import (
-	"time"
-)
-
-// Names under which limits that end something, rather than refuse a
-// request, are logged and counted.
-const (
-	// "a slow one is dropped ..., the others and the child are unaffected"
-	limitSubscriberDropped = "subscriber_dropped"
-	// "a prompt still running at its deadline is cancelled as if the host had cancelled it"
-	limitPromptDeadline = "prompt_deadline_exceeded"
-	// "when it expires the permission is answered cancelled, so the call does not run"
-	limitPermissionTimeout = "permission_timeout"
-	// "Idle sessions reaped after --session-idle-timeout-ms 1800000 with session_closed."
-	limitSessionIdle = "session_idle_timeout"
-)
-
-const (
-	// "Host request bodies at most 1 MiB (413); prompt arrays at most 256 blocks."
-	maxPromptBlocks = 256
-	// A full daemon frees a session when a host deletes one or one idles
-	// out; a host asked to come back in seconds does not hammer it.
-	sessionLimitRetryAfter = "5"
-	// The reaper looks for idle sessions a few times per idle timeout, so a
-	// session outlives its timeout by a fraction of it at most.
-	idleChecksPerTimeout = 4
-	maxIdleCheckInterval = time.Minute
-)
+import "time"
 
 // Limits of the host API.
 const (
@@ -39,6 +13,26 @@ const (
 	maxHostBody = 1 << 20
 	// A child's session ids travel in URL paths and logs.
 	maxSessionIDLen = 128
+	// "Host request bodies at most 1 MiB (413); prompt arrays at most 256 blocks."
+	maxPromptBlocks = 256
+	// A full daemon frees a session when a host deletes one or one idles
+	// out; a host asked to come back in seconds does not hammer it.
+	sessionLimitRetryAfter = "5"
+	// A client gets this long to send its request's headers.
+	hostReadHeaderTimeout = 10 * time.Second
+	// hostIdleConnTimeout closes a host's keep-alive connection that carries
+	// no request; an event stream is a response in progress, never idle.
+	hostIdleConnTimeout = 2 * time.Minute
+	// In-flight host requests get this long to finish at shutdown.
+	httpShutdownGrace = time.Second
+)
+
+// Limits of sessions.
+const (
+	// The reaper looks for idle sessions a few times per idle timeout, so a
+	// session outlives its timeout by a fraction of it at most.
+	idleChecksPerTimeout = 4
+	maxIdleCheckInterval = time.Minute
 )
 
 // Limits of the private ACP channel.
@@ -50,13 +44,9 @@ const (
 	// "SIGINT/SIGTERM: ... end children and their process groups, exit 0
 	// within 5 s": a child gets this long to end its tools after SIGTERM.
 	childStopGrace = 2 * time.Second
-	// In-flight host requests get this long to finish at shutdown.
-	httpShutdownGrace = time.Second
+	// Another process's bytes quoted in an error message are cut to this.
+	maxErrorQuote = 200
 )
-
-// hostIdleConnTimeout closes a host's keep-alive connection that carries no
-// request; an event stream is a response in progress, never idle.
-const hostIdleConnTimeout = 2 * time.Minute
 
 // Limits of the event streams.
 const (
@@ -109,10 +99,6 @@ const (
 	eventMemorySlack = 16
 )
 
-// limitEventMemory is logged and counted each time the daemon's event
-// memory budget evicts events from a session's ring or drops a stream.
-const limitEventMemory = "event_memory"
-
 // Bounds of the model calls serve makes for one prompt: over either, the
 // call fails and the child ends the turn with an error.
 const (
@@ -133,8 +119,28 @@ const (
 	maxModelStreamID = 64
 )
 
-// limit_hits_total codes of the model bounds.
+// Tool executions are labelled with the child's _meta.toolName, which a
+// model and an MCP server choose: only canonical-looking names become a
+// label, and only so many of them.
 const (
+	maxToolLabelLen = 128
+	maxToolSeries   = 256
+)
+
+// Names under which limits that end something, rather than refuse a
+// request, are logged and counted (limit_hits_total).
+const (
+	// "a slow one is dropped ..., the others and the child are unaffected"
+	limitSubscriberDropped = "subscriber_dropped"
+	// "a prompt still running at its deadline is cancelled as if the host had cancelled it"
+	limitPromptDeadline = "prompt_deadline_exceeded"
+	// "when it expires the permission is answered cancelled, so the call does not run"
+	limitPermissionTimeout = "permission_timeout"
+	// "Idle sessions reaped after --session-idle-timeout-ms 1800000 with session_closed."
+	limitSessionIdle = "session_idle_timeout"
+	// The event memory budget evicted events from a ring or dropped a stream.
+	limitEventMemory = "event_memory"
+	// A prompt's model calls or bytes went over their bounds.
 	limitModelCalls = "model_calls_exceeded"
 	limitModelBytes = "model_bytes_exceeded"
 )

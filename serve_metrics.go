@@ -61,12 +61,9 @@ var serveLimitCodes = [...]string{
 	limitModelCalls, limitModelBytes,
 }
 
-// Tool executions are labelled with the child's _meta.toolName, which a
-// model and an MCP server choose: only canonical-looking names become a
-// label, and only so many of them.
+// Tool execution labels beyond maxToolSeries, or not canonical, and the
+// status of a failed one.
 const (
-	maxToolLabelLen  = 128
-	maxToolSeries    = 256
 	toolLabelOther   = "other"
 	toolStatusFailed = "failed"
 )
@@ -216,13 +213,7 @@ func (o *serveObserver) childDied() {
 
 func (d *daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
-	live := 0
-	for _, s := range d.sessions {
-		if !s.isEnded() {
-			live++
-		}
-	}
-	children := len(d.chans)
+	live, children := d.liveSessionsLocked(), len(d.chans)
 	d.mu.Unlock()
 	body := d.obs.render(live, children)
 	h := w.Header()

@@ -1,10 +1,9 @@
-// serve_model.go owns the model calls of serve's children. A child never
-// holds the model key: it builds the chat completions request (openai.go),
-// asks serve over its private channel with methodModelComplete, and reads
-// the reply that serve streams back with methodModelChunk through the same
-// reader a standalone acp uses. serve makes the HTTP call itself, with the
-// endpoint, model name and key of its own configuration, and only for the
-// running prompt of a session that child owns, bounded per prompt.
+// serve_model.go owns serve's end of its children's model calls. A child
+// never holds the model key: it asks serve over its private channel with
+// methodModelComplete (model_parent.go), and serve makes the HTTP call
+// itself, with the endpoint, model name and key of its own configuration,
+// only for the running prompt of a session that child owns, bounded per
+// prompt, and streams the reply back with methodModelChunk, key redacted.
 package main
 
 import (

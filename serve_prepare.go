@@ -24,6 +24,9 @@ const (
 	outcomeIdentityMismatch = "identity_mismatch"
 	outcomeStalePrompt      = "stale_prompt"
 	outcomeNotConfigured    = "not_configured"
+	// An allow turned into a denial because the decision log could not be
+	// written: "never an unaudited allow".
+	outcomeDecisionLog = "decision_log_failed"
 )
 
 // session returns the session with this id if this channel owns it.
@@ -216,7 +219,3 @@ func (l *decisionLog) write(rec decisionRecord) error {
 	}
 	return nil
 }
-
-// outcomeDecisionLog is an allow turned into a denial because the decision
-// log could not be written: "never an unaudited allow".
-const outcomeDecisionLog = "decision_log_failed"

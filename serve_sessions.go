@@ -64,6 +64,18 @@ type hostPendingPermission struct {
 	resolved chan hostVoteOutcome // capacity 1
 }
 
+// voteCancelled is the answer to a permission request that got no vote.
+var voteCancelled = hostVoteOutcome{Outcome: "cancelled"}
+
+// cancelPermsLocked answers every pending permission request cancelled;
+// s.mu is held.
+func (s *hostSession) cancelPermsLocked() {
+	for id, p := range s.perms {
+		delete(s.perms, id)
+		p.resolved <- voteCancelled
+	}
+}
+
 func (s *hostSession) isDead() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,7 +111,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	defer cancel()
 	raw, err := ch.conn.call(cctx, "session/new", map[string]any{"cwd": ws, "mcpServers": []any{}, "_meta": map[string]string{metaSessionID: id}})
 	if err != nil {
-		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child refused session/new: %v", err)}
+		return nil, childUnavailable("ACP child refused session/new: %v", err)
 	}
 	var res struct {
 		SessionID     string          `json:"sessionId"`
@@ -109,7 +121,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 		Meta          json.RawMessage `json:"_meta"`
 	}
 	if err := decodeStrict(raw, &res); err != nil || res.SessionID != id {
-		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child answered session/new with %q, not the session id %q the daemon generated", truncateForError(raw), id)}
+		return nil, childUnavailable("ACP child answered session/new with %q, not the session id %q the daemon generated", truncateForError(raw), id)
 	}
 	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, d.events, func(code string, attrs ...any) {
 		d.obs.limitHit(code, append([]any{"sessionId", res.SessionID}, attrs...)...)
@@ -118,10 +130,10 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
-		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+		return nil, errShuttingDown
 	}
 	if _, taken := d.sessions[s.id]; taken || ch.ended() {
-		return nil, &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf("ACP child returned an unusable session id %q", s.id)}
+		return nil, childUnavailable("ACP child returned an unusable session id %q", s.id)
 	}
 	d.sessions[s.id] = s
 	d.obs.sessionCreated()
@@ -154,13 +166,13 @@ func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, 
 	switch {
 	case d.closing:
 		cancel()
-		return nil, &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+		return nil, errShuttingDown
 	case s.dead:
 		cancel()
-		return nil, &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", s.id)}
+		return nil, sessionDied(s.id)
 	case s.ended:
 		cancel()
-		return nil, &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", s.id)}
+		return nil, sessionNotFound(s.id)
 	case len(s.queue) >= d.maxPending:
 		cancel()
 		d.obs.limitHit(codeQueueFull, "sessionId", s.id, "pending", len(s.queue))
@@ -252,10 +264,7 @@ func (s *hostSession) cancelPrompt(only *promptJob) bool {
 	}
 	job.cancelled = true
 	job.cancel()
-	for id, p := range s.perms {
-		delete(s.perms, id)
-		p.resolved <- hostVoteOutcome{Outcome: "cancelled"}
-	}
+	s.cancelPermsLocked()
 	s.mu.Unlock()
 	s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
 	return true
@@ -278,10 +287,7 @@ func (s *hostSession) end(typ, message string) {
 		job.cancel()
 	}
 	s.queue = nil
-	for id, p := range s.perms {
-		delete(s.perms, id)
-		p.resolved <- hostVoteOutcome{Outcome: "cancelled"}
-	}
+	s.cancelPermsLocked()
 	s.mu.Unlock()
 	if active != nil {
 		active.cancel()
@@ -344,7 +350,7 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
-		return hostVoteOutcome{Outcome: "cancelled"}
+		return voteCancelled
 	}
 	promptID := ""
 	if s.active != nil {
@@ -367,7 +373,7 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 		s.mu.Lock()
 		delete(s.perms, requestID)
 		s.mu.Unlock()
-		out = hostVoteOutcome{Outcome: "cancelled"}
+		out = voteCancelled
 	case <-expired:
 		s.mu.Lock()
 		_, unanswered := s.perms[requestID]
@@ -375,7 +381,7 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 		s.mu.Unlock()
 		if unanswered {
 			s.d.obs.limitHit(limitPermissionTimeout, "sessionId", s.id, "requestId", requestID, "timeout", s.d.limits.PermissionTimeout)
-			out = hostVoteOutcome{Outcome: "cancelled"}
+			out = voteCancelled
 		} else {
 			// A vote or a cancel won the race; it is already buffered.
 			out = <-pend.resolved
@@ -393,7 +399,7 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 		return &hostError{http.StatusNotFound, codePermissionUnknown, fmt.Sprintf("No pending permission request with id %q", requestID)}
 	}
 	switch {
-	case out.Outcome == "cancelled" && out.OptionID == "":
+	case out == voteCancelled:
 	case out.Outcome == "selected" && slices.Contains(p.options, out.OptionID):
 	default:
 		return &hostError{http.StatusBadRequest, codeBadRequest, fmt.Sprintf("outcome must be cancelled or selected with one of the offered optionIds, got %q/%q", out.Outcome, out.OptionID)}
