@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +11,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 func runServe(ctx context.Context, sys *system, args []string) error {
@@ -58,7 +62,7 @@ type daemon struct {
 	checkHost    bool
 
 	model          *openAIModel // the children's model service; nil: the scripted model
-	modelCallLimit int          // model calls of one prompt (model_proxy.go)
+	modelCallLimit int          // model calls of one prompt (serve_model.go)
 
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners
@@ -69,12 +73,6 @@ type daemon struct {
 	chans    map[*acpChannel]struct{} // every child not yet reaped
 	sessions map[string]*hostSession
 	creating int // session creations past the --max-sessions check
-}
-
-// workspaceSlot serializes the start of the one child of a workspace.
-type workspaceSlot struct {
-	mu sync.Mutex
-	ch *acpChannel // nil until first use and after the child ended
 }
 
 // serveDaemon runs the daemon until ctx is done. ready is called with the
@@ -163,7 +161,6 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	defer stopRun()
 	d.runCtx = runCtx
 	if d.guarded {
-		// SIGHUP re-runs the provider handshake (serve_identity.go).
 		defer d.handshakeOnSIGHUP(runCtx)()
 	}
 	srv := &http.Server{
@@ -240,5 +237,83 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 	}
 	if d.model != nil {
 		d.model.client.CloseIdleConnections()
+	}
+}
+
+// The log messages of a SIGHUP's handshake; the demo waits for them.
+const (
+	logHUPAccepted = "provider handshake on SIGHUP accepted"
+	logHUPFailed   = "provider handshake on SIGHUP failed: the provider of the last successful handshake stays the only one accepted"
+)
+
+// handshakeOnSIGHUP catches SIGHUP until the returned stop is called and
+// re-runs the provider handshake for each one, until ctx ends. It is the one
+// way to make a running serve accept a provider that now listens on another
+// socket; until then every call to it fails with category identity, and a
+// failed handshake keeps the provider of the last successful one. The
+// daemon's WaitGroup owns the goroutine.
+func (d *daemon) handshakeOnSIGHUP(ctx context.Context) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				d.rehandshake(ctx)
+			}
+		}
+	}()
+	return func() { signal.Stop(hup) }
+}
+
+// rehandshake runs one handshake and logs its result.
+func (d *daemon) rehandshake(ctx context.Context) {
+	before := d.provider.identity()
+	if err := d.provider.handshake(ctx); err != nil {
+		d.obs.logger().Error(logHUPFailed, "provider", before.String(), "err", err)
+		return
+	}
+	after := d.provider.identity()
+	d.obs.logger().Info(logHUPAccepted, "provider", after.String(), "changed", !before.same(after))
+}
+
+// hupWatch is a log writer that reports the result of each SIGHUP's
+// handshake on results (logHUPAccepted or logHUPFailed), dropping it when
+// nobody waits. It lets the demo, which runs serve in its own process,
+// wait for serve to accept the provider it restarted.
+type hupWatch struct{ results chan string }
+
+func (w hupWatch) Write(p []byte) (int, error) {
+	for _, msg := range [...]string{logHUPAccepted, logHUPFailed} {
+		if bytes.Contains(p, []byte(msg)) {
+			select {
+			case w.results <- msg:
+			default:
+			}
+		}
+	}
+	return len(p), nil
+}
+
+// rehandshakeSelf sends SIGHUP to this process, whose serve runs the
+// provider handshake again, and waits for the result w reports.
+func (w hupWatch) rehandshakeSelf(ctx context.Context, within time.Duration) error {
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		return fmt.Errorf("send SIGHUP to serve: %w", err)
+	}
+	select {
+	case msg := <-w.results:
+		if msg != logHUPAccepted {
+			return errors.New("serve's handshake with the restarted provider failed")
+		}
+		return nil
+	case <-time.After(within):
+		return fmt.Errorf("serve did not run its handshake within %v of SIGHUP", within)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

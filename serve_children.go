@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -313,4 +314,10 @@ func truncateForError(b []byte) string {
 		return string(b[:maxErrorQuote]) + "..."
 	}
 	return string(b)
+}
+
+// workspaceSlot serializes the start of the one child of a workspace.
+type workspaceSlot struct {
+	mu sync.Mutex
+	ch *acpChannel // nil until first use and after the child ended
 }
