@@ -72,8 +72,8 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 		writeHostError(w, http.StatusInternalServerError, codeInternal, fmt.Sprintf("event stream unsupported: the connection takes no write deadline: %v", err))
 		return
 	}
-	log.budget.streamStarted()
-	defer log.budget.streamEnded()
+	log.budget.streamsAdd(1)
+	defer log.budget.streamsAdd(-1)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -635,15 +635,10 @@ func (b *eventBudget) runningStreams() int64 {
 	return b.streams.Load()
 }
 
-func (b *eventBudget) streamStarted() {
+// streamsAdd counts event stream handlers that start (1) or end (-1).
+func (b *eventBudget) streamsAdd(n int64) {
 	if b != nil {
-		b.streams.Add(1)
-	}
-}
-
-func (b *eventBudget) streamEnded() {
-	if b != nil {
-		b.streams.Add(-1)
+		b.streams.Add(n)
 	}
 }
 

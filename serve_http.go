@@ -139,8 +139,12 @@ func (d *daemon) routes() http.Handler {
 			// "Host request bodies at most 1 MiB (413)", on every route and
 			// before any lookup: a cancel or an unknown session included.
 			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
-			if err != nil {
-				d.bodyReadFailed(w, r, err)
+			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+				d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
+				writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+				return
+			} else if err != nil {
+				writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(data))
@@ -222,24 +226,11 @@ func writeHostJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// readHostBody decodes a bounded, strict JSON body into v. An empty body is
-// allowed only when emptyOK. It writes the error response itself.
-// bodyReadFailed answers a request whose body could not be read whole.
-func (d *daemon) bodyReadFailed(w http.ResponseWriter, r *http.Request, err error) {
-	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-		d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
-		writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
-		return
-	}
-	writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
-}
-
+// readHostBody decodes a strict JSON body, which routes read whole and
+// bounded, into v. An empty body is allowed only when emptyOK. It writes the
+// error response itself.
 func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
-	if err != nil {
-		d.bodyReadFailed(w, r, err)
-		return false
-	}
+	data, _ := io.ReadAll(r.Body) // a bytes.Reader or http.NoBody
 	if len(bytes.TrimSpace(data)) == 0 && emptyOK {
 		return true
 	}
