@@ -260,7 +260,7 @@ type streamSubscriber struct {
 // newStreamLog returns a log with the default ring, no subscriber bound and
 // no daemon budget.
 func newStreamLog() *streamLog {
-	return newBoundedStreamLog(eventRingSize, 0, nil, func(string, ...any) {})
+	return newBoundedStreamLog(defaultEventRingSize, 0, nil, func(string, ...any) {})
 }
 
 // newBoundedStreamLog keeps ringSize events, accepts at most maxSubs

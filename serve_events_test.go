@@ -166,7 +166,7 @@ func waitHandlerReturn(t *testing.T, ended chan struct{}, what string) {
 func TestEventStreamStalledReaderDropped(t *testing.T) {
 	budget := newEventBudget(1 << 30)
 	var limits limitCounter
-	l := newBoundedStreamLog(eventRingSize, 0, budget, limits.hit)
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, limits.hit)
 	url, ended := streamServer(t, l, time.Hour, time.Hour)
 	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
 		t.Fatalf("stream status %d", status)
@@ -205,7 +205,7 @@ func TestEventStreamStalledReaderDropped(t *testing.T) {
 func TestEventStreamWriteDeadline(t *testing.T) {
 	budget := newEventBudget(1 << 30)
 	var limits limitCounter
-	l := newBoundedStreamLog(eventRingSize, 0, budget, limits.hit)
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, limits.hit)
 	url, ended := streamServer(t, l, time.Hour, 200*time.Millisecond)
 	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
 		t.Fatalf("stream status %d", status)
@@ -233,7 +233,7 @@ func TestEventStreamWriteDeadline(t *testing.T) {
 // to send ends at its heartbeat's write deadline.
 func TestEventStreamIdleStalledEndsByHeartbeat(t *testing.T) {
 	budget := newEventBudget(1 << 30)
-	l := newBoundedStreamLog(eventRingSize, 0, budget, func(string, ...any) {})
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, func(string, ...any) {})
 	url, ended := streamServer(t, l, time.Millisecond, 200*time.Millisecond)
 	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
 		t.Fatalf("stream status %d", status)
@@ -261,9 +261,9 @@ func TestEventBudgetEvictsLargestRingFirst(t *testing.T) {
 	// Ten events fit; over it, eviction goes on down to 9.4 events.
 	budget := newEventBudget(int64(10*size + 100))
 	var la, lb, lc limitCounter
-	a := newBoundedStreamLog(eventRingSize, 0, budget, la.hit)
-	b := newBoundedStreamLog(eventRingSize, 0, budget, lb.hit)
-	c := newBoundedStreamLog(eventRingSize, 0, budget, lc.hit)
+	a := newBoundedStreamLog(defaultEventRingSize, 0, budget, la.hit)
+	b := newBoundedStreamLog(defaultEventRingSize, 0, budget, lb.hit)
+	c := newBoundedStreamLog(defaultEventRingSize, 0, budget, lc.hit)
 	publish := func(l *streamLog, n int) {
 		for range n {
 			l.publish(eventSessionUpdate, "", payload)
@@ -342,7 +342,7 @@ func TestEventBudgetDropsStreamWhenRingsAreEmpty(t *testing.T) {
 	payload := strings.Repeat("x", 64<<10)
 	budget := newEventBudget(1 << 30)
 	var lq, lr limitCounter
-	queued := newBoundedStreamLog(eventRingSize, 0, budget, lq.hit)
+	queued := newBoundedStreamLog(defaultEventRingSize, 0, budget, lq.hit)
 	aborted := 0
 	sub := queued.subscribe(0, func() { aborted++ })
 	for range 2 {
@@ -351,7 +351,7 @@ func TestEventBudgetDropsStreamWhenRingsAreEmpty(t *testing.T) {
 	// Closed: its ring is freed, and the stream still has two events to write.
 	queued.close()
 	budget.limit = 64<<10 + 1000 // one event
-	other := newBoundedStreamLog(eventRingSize, 0, budget, lr.hit)
+	other := newBoundedStreamLog(defaultEventRingSize, 0, budget, lr.hit)
 	other.publish(eventSessionUpdate, "", payload) // over the budget
 	if held := budget.heldBytes(); held > budget.limit {
 		t.Errorf("budget counts %d bytes, over its %d", held, budget.limit)
@@ -376,7 +376,7 @@ func TestEventBudgetDropsStreamWhenRingsAreEmpty(t *testing.T) {
 // of exactly its length, not the encoder's buffer with its spare capacity.
 func TestStreamEventStoredAtExactSize(t *testing.T) {
 	budget := newEventBudget(1 << 30)
-	l := newBoundedStreamLog(eventRingSize, 0, budget, func(string, ...any) {})
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, func(string, ...any) {})
 	for _, n := range []int{0, 1, 1000, 5000, 100000} {
 		l.publish(eventSessionUpdate, "p1", strings.Repeat("y", n))
 	}

@@ -347,21 +347,21 @@ func TestArgumentsDigest(t *testing.T) {
 
 func TestEventLogReplayAndRing(t *testing.T) {
 	l := newStreamLog()
-	for i := range eventRingSize + 10 {
+	for i := range defaultEventRingSize + 10 {
 		l.publish("t", "", map[string]int{"n": i})
 	}
 	sub := l.subscribe(0, nil)
 	defer l.unsubscribe(sub)
 	replay, _, _ := takeAll(l, sub)
-	if len(replay) != eventRingSize || replay[0].id != 11 || replay[len(replay)-1].id != eventRingSize+10 {
+	if len(replay) != defaultEventRingSize || replay[0].id != 11 || replay[len(replay)-1].id != defaultEventRingSize+10 {
 		t.Fatalf("replay from 0: %d events, ids %d..%d", len(replay), replay[0].id, replay[len(replay)-1].id)
 	}
-	if replay2 := replayOf(l, eventRingSize+5); len(replay2) != 5 || replay2[0].id != eventRingSize+6 {
-		t.Fatalf("replay after %d: %d events", eventRingSize+5, len(replay2))
+	if replay2 := replayOf(l, defaultEventRingSize+5); len(replay2) != 5 || replay2[0].id != defaultEventRingSize+6 {
+		t.Fatalf("replay after %d: %d events", defaultEventRingSize+5, len(replay2))
 	}
 	l.publish("next", "p1", map[string]string{"k": "v"})
 	evs, _, _ := takeAll(l, sub)
-	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"}}`, eventRingSize+11)
+	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"}}`, defaultEventRingSize+11)
 	if len(evs) != 1 || string(evs[0].data) != want {
 		t.Errorf("live events = %v, want one with data %s", evs, want)
 	}

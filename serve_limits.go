@@ -25,10 +25,6 @@ const (
 	hostIdleConnTimeout = 2 * time.Minute
 	// In-flight host requests get this long to finish at shutdown.
 	httpShutdownGrace = time.Second
-)
-
-// Limits of sessions.
-const (
 	// The reaper looks for idle sessions a few times per idle timeout, so a
 	// session outlives its timeout by a fraction of it at most.
 	idleChecksPerTimeout = 4
@@ -50,9 +46,6 @@ const (
 
 // Limits of the event streams.
 const (
-	// "Honour Last-Event-ID from a bounded ring": the ring of a log that
-	// newStreamLog builds; sessions get --event-ring-size.
-	eventRingSize = defaultEventRingSize
 	// "a slow subscriber is dropped, never allowed to stall the child"
 	subscriberQueue = 256
 	// A subscriber's queue is bounded in bytes too. A healthy host's handler
