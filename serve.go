@@ -14,11 +14,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,14 +211,8 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 
 	// closing is set: no session or child can be added from here on.
 	d.mu.Lock()
-	sessions := make([]*hostSession, 0, len(d.sessions))
-	for _, s := range d.sessions {
-		sessions = append(sessions, s)
-	}
-	chans := make([]*acpChannel, 0, len(d.chans))
-	for ch := range d.chans {
-		chans = append(chans, ch)
-	}
+	sessions := slices.Collect(maps.Values(d.sessions))
+	chans := slices.Collect(maps.Keys(d.chans))
 	d.mu.Unlock()
 
 	for _, s := range sessions {

@@ -257,12 +257,6 @@ type streamSubscriber struct {
 	dropped        string // the notice of a dropped subscriber
 }
 
-// newStreamLog returns a log with the default ring, no subscriber bound and
-// no daemon budget.
-func newStreamLog() *streamLog {
-	return newBoundedStreamLog(defaultEventRingSize, 0, nil, func(string, ...any) {})
-}
-
 // newBoundedStreamLog keeps ringSize events, accepts at most maxSubs
 // subscribers (0: any number), and counts its events in budget (nil: no
 // daemon bound). It calls limitHit, with the log locked, for each

@@ -553,3 +553,9 @@ func TestFaultStalledReader(t *testing.T) {
 		t.Errorf("stalled reader got %d of %d events before its stream ended, want some but not all", n, len(got))
 	}
 }
+
+// newStreamLog returns a log with the default ring, no subscriber bound and
+// no daemon budget.
+func newStreamLog() *streamLog {
+	return newBoundedStreamLog(defaultEventRingSize, 0, nil, func(string, ...any) {})
+}

@@ -44,14 +44,10 @@ const (
 	codeGuardNotReady     = "guard_not_acknowledged"
 	codeShuttingDown      = "shutting_down"
 	codeInternal          = "internal_error"
-	// The limits a host request can hit.
-	// "--max-sessions 32 live sessions (503, code session_limit_exceeded, Retry-After)."
-	codeSessionLimit = "session_limit_exceeded"
-	// "prompt arrays at most 256 blocks"
-	codePromptTooLarge = "prompt_too_large"
-	// "--max-subscribers-per-session 8 SSE streams"
-	codeSubscriberLimit = "subscriber_limit_exceeded"
-	// "a child that does not answer is killed and the session creation fails 503"
+	// The limits a host request can hit (serve_limits.go).
+	codeSessionLimit      = "session_limit_exceeded"
+	codePromptTooLarge    = "prompt_too_large"
+	codeSubscriberLimit   = "subscriber_limit_exceeded"
 	codeInitializeTimeout = "initialize_timeout"
 	// A peer that is a descendant of the daemon (serve_peer.go).
 	codeHostIsDescendant = "host_is_descendant"
@@ -122,10 +118,9 @@ func (d *daemon) routes() http.Handler {
 			writeHostError(w, http.StatusUnauthorized, codeUnauthorized, "Unauthorized")
 			return
 		}
-		if _, pattern := mux.Handler(r); pattern == "" {
+		if h, pattern := mux.Handler(r); pattern == "" {
 			// The mux's own 404 and 405 are plain text; hosts expect JSON.
 			rec := &statusRecorder{header: http.Header{}}
-			h, _ := mux.Handler(r)
 			h.ServeHTTP(rec, r)
 			if rec.status == http.StatusMethodNotAllowed {
 				w.Header().Set("Allow", rec.header.Get("Allow"))
