@@ -1,10 +1,7 @@
-// serve.go owns "acpguard serve" as a command: its options, start-up,
-// shutdown and signals (DESIGN.md §9), and where its host token comes from:
-// --token, QWEN_SERVER_TOKEN or --token-file, and, in required mode when none
-// is given, a random token serve generates and writes to a file only its user
-// can read, so that a tool started by serve cannot act as a host just by
-// reaching the loopback port. --allow-tokenless-loopback restores Qwen Code's
-// tokenless loopback mode, with a warning.
+// serve.go owns "acpguard serve" as a command: its options and host token,
+// start-up, shutdown and signals (DESIGN.md §9). In required mode serve makes
+// a host token when none is given, so that a tool it started cannot act as a
+// host just by reaching the loopback port.
 package main
 
 import (

@@ -286,11 +286,8 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ws := d.workspaces[0]
 	if req.Cwd != nil {
-		ws = ""
-		if filepath.IsAbs(*req.Cwd) && slices.Contains(d.workspaces, filepath.Clean(*req.Cwd)) {
-			ws = filepath.Clean(*req.Cwd)
-		}
-		if ws == "" {
+		ws = filepath.Clean(*req.Cwd)
+		if !filepath.IsAbs(ws) || !slices.Contains(d.workspaces, ws) {
 			writeHostError(w, http.StatusBadRequest, codeWorkspaceMismatch, fmt.Sprintf("cwd %q is not a registered workspace", *req.Cwd))
 			return
 		}

@@ -62,10 +62,12 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	start := time.Now()
 	var p guardPrepareParams
 	rec := decisionRecord{}
+	record := func(outcome string) error {
+		rec.Outcome, rec.LatencyUs = outcome, time.Since(start).Microseconds()
+		return d.decisions.write(rec)
+	}
 	deny := func(outcome, reason string) guardDecision {
-		rec.Outcome = outcome
-		rec.LatencyUs = time.Since(start).Microseconds()
-		d.decisions.write(rec)
+		record(outcome)
 		d.obs.decided(outcome)
 		return guardDecision{Allowed: false, Reason: reason}
 	}
@@ -92,8 +94,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stopAfter := context.AfterFunc(job.ctx, cancel)
-	defer stopAfter()
+	defer context.AfterFunc(job.ctx, cancel)()
 	called := time.Now()
 	res := d.provider.prepare(pctx, prepareCall{SessionID: p.SessionID, PromptID: p.PromptID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Arguments: p.Arguments})
 	d.obs.providerLatency(time.Since(called))
@@ -115,9 +116,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		}
 		return deny(outcomeDenied, reason)
 	}
-	rec.Outcome = outcomeAllowed
-	rec.LatencyUs = time.Since(start).Microseconds()
-	if err := d.decisions.write(rec); err != nil {
+	if err := record(outcomeAllowed); err != nil {
 		// Never an unaudited allow.
 		d.obs.decided(outcomeDecisionLog)
 		d.obs.logger().Error("decision log failed: allow turned into a denial", "requestId", rec.RequestID, "err", err)
