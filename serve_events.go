@@ -271,10 +271,6 @@ func newBoundedStreamLog(ringSize, maxSubs int, budget *eventBudget, limitHit fu
 // keeps an exact copy, never the buffer and its spare capacity.
 var envelopeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// maxPooledEnvelope keeps a buffer that grew for one huge update out of
-// the pool, so it does not outlive the update.
-const maxPooledEnvelope = 64 << 10
-
 func (l *streamLog) publish(typ, promptID string, data any) {
 	buf := envelopeBuffers.Get().(*bytes.Buffer)
 	defer func() {

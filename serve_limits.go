@@ -42,6 +42,14 @@ const (
 	childStopGrace = 2 * time.Second
 	// Another process's bytes quoted in an error message are cut to this.
 	maxErrorQuote = 200
+	// How long serve keeps reading a channel after its child exited. What the
+	// child wrote before it exited is already queued and is read at once; the
+	// bound matters only when another process still holds a copy of the
+	// child's end, so that the end of the child is not missed.
+	channelExitDrain = time.Second
+	// A /proc/<pid>/stat line is a few hundred bytes even with a long comm;
+	// a longer one is not the kernel's (the peer check, serve_peer.go).
+	maxProcStatSize = 4 << 10
 )
 
 // Limits of the event streams.
@@ -75,6 +83,9 @@ const (
 	dropNoticeTimeout = time.Second
 	// "Qwen Code starts the stream with retry: 3000"
 	sseRetryMillis = 3000
+	// An encoder buffer that grew past this for one huge update leaves the
+	// pool, so it does not outlive the update.
+	maxPooledEnvelope = 64 << 10
 )
 
 // --max-event-memory: the bytes of events that every session's ring and

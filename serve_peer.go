@@ -40,10 +40,6 @@ import (
 	"syscall"
 )
 
-// Bounds on what serve reads of /proc for one check: a stat line is a few
-// hundred bytes even with a long comm; a longer one is not the kernel's.
-const maxProcStatSize = 4 << 10
-
 // Link texts of /proc/<pid>/fd entries.
 const (
 	socketLinkPrefix = "socket:["
