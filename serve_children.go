@@ -40,6 +40,12 @@ func (ch *acpChannel) ended() bool {
 	}
 }
 
+// workspaceSlot serializes the start of the one child of a workspace.
+type workspaceSlot struct {
+	mu sync.Mutex
+	ch *acpChannel // nil until first use and after the child ended
+}
+
 // channelFor returns the workspace's child, starting it on first use or
 // after the previous one ended.
 func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostError) {
@@ -314,10 +320,4 @@ func truncateForError(b []byte) string {
 		return string(b[:maxErrorQuote]) + "..."
 	}
 	return string(b)
-}
-
-// workspaceSlot serializes the start of the one child of a workspace.
-type workspaceSlot struct {
-	mu sync.Mutex
-	ch *acpChannel // nil until first use and after the child ended
 }
