@@ -47,12 +47,6 @@ import (
 	"unsafe"
 )
 
-// channelExitDrain is how long serve keeps reading a channel after its child
-// exited. What the child wrote before it exited is already queued and is read
-// at once; the bound matters only when another process still holds a copy of
-// the child's end, so that the end of the child is not missed.
-const channelExitDrain = time.Second
-
 // channelCredSpace is room for exactly one SCM_CREDENTIALS message per read:
 // a writer that also sends descriptors (SCM_RIGHTS) makes the read truncated,
 // which is refused, and the kernel closes those descriptors undelivered.

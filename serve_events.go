@@ -1,7 +1,7 @@
-// serve_events.go owns the event streams of "acpguard serve": each
-// session's event log (a bounded ring for Last-Event-ID replay and its
-// subscribers), the daemon-wide budget of event memory, and the SSE writer
-// of GET /session/:id/events.
+// serve_events.go owns the event streams of "acpguard serve": the events a
+// host gets, each session's event log (a bounded ring for Last-Event-ID
+// replay and its subscribers), the daemon-wide budget of event memory, and
+// GET /session/:id/events with its SSE writer.
 //
 // Memory: an event is stored once, at its exact size, and counted (with a
 // fixed header) in the daemon's budget (--max-event-memory) from its
@@ -19,65 +19,25 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Limits of the event streams.
+// Event types of GET /session/:id/events.
 const (
-	// "Honour Last-Event-ID from a bounded ring": the ring of a log that
-	// newStreamLog builds; sessions get --event-ring-size.
-	eventRingSize = defaultEventRingSize
-	// "a slow subscriber is dropped, never allowed to stall the child"
-	subscriberQueue = 256
-	// A subscriber's queue is bounded in bytes too. A healthy host's handler
-	// takes its whole queue each time it writes, so only a host that stopped
-	// reading lets more than one child line's worth of events wait. An event
-	// larger than this still enters an empty queue.
-	subscriberQueueBytes = maxChildLine
-	// A replay is taken from the ring in batches of at most this many bytes
-	// (at least one event), so a stream replaying a full ring holds no more
-	// than one batch outside the ring.
-	replayBatchBytes = subscriberQueueBytes
-	// The ring is also bounded in bytes: a tool update may be large, and
-	// --event-ring-size events of it must not hold gigabytes per session.
-	// The oldest events leave the ring first; the newest always stays.
-	eventRingBytes = 64 << 20
-	// "Heartbeat comments keep the stream alive."
-	heartbeatInterval = 15 * time.Second
-	// Every write to an event stream, and every flush, must end within this
-	// long. A host on loopback takes a frame at once; one that has not
-	// taken it in 30 s has stopped reading, and a heartbeat at least every
-	// 15 s makes even an idle stream notice. The host reconnects with
-	// Last-Event-ID.
-	streamWriteTimeout = 30 * time.Second
-	// A dropped subscriber's handler offers the host the stream_dropped
-	// notice for at most this long; its queue is already released, and a
-	// write that was blocked when the drop came has already failed.
-	dropNoticeTimeout = time.Second
-	// "Qwen Code starts the stream with retry: 3000"
-	sseRetryMillis = 3000
+	eventSessionUpdate      = "session_update"
+	eventPermissionRequest  = "permission_request"
+	eventPermissionResolved = "permission_resolved"
+	eventTurnComplete       = "turn_complete"
+	eventTurnError          = "turn_error"
+	eventSessionDied        = "session_died"
+	eventSessionClosed      = "session_closed"
+	// The last event a dropped slow subscriber gets. It carries no id, so
+	// the host's Last-Event-ID still names the last event it received.
+	eventStreamDropped = "stream_dropped"
 )
-
-// --max-event-memory: the bytes of events that every session's ring and
-// every subscriber's queue may hold together.
-const (
-	// Four full rings (eventRingBytes each).
-	defaultMaxEventMemory = 256 << 20
-	// Below a few events no replay is possible; above a terabyte the bound
-	// is no bound on this kind of host.
-	minMaxEventMemory = 1 << 20
-	maxMaxEventMemory = 1 << 40
-	// Over the budget, events are evicted until a sixteenth of it is free:
-	// a full budget then costs one eviction, and one log line, per 16 MiB
-	// published (at the default) rather than one per event.
-	eventMemorySlack = 16
-)
-
-// limitEventMemory is logged and counted each time the daemon's event
-// memory budget evicts events from a session's ring or drops a stream.
-const limitEventMemory = "event_memory"
 
 // Reasons a stream_dropped notice gives the host.
 const (
@@ -112,8 +72,8 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 		writeHostError(w, http.StatusInternalServerError, codeInternal, fmt.Sprintf("event stream unsupported: the connection takes no write deadline: %v", err))
 		return
 	}
-	log.budget.streamStarted()
-	defer log.budget.streamEnded()
+	log.budget.streamsAdd(1)
+	defer log.budget.streamsAdd(-1)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -297,12 +257,6 @@ type streamSubscriber struct {
 	dropped        string // the notice of a dropped subscriber
 }
 
-// newStreamLog returns a log with the default ring, no subscriber bound and
-// no daemon budget.
-func newStreamLog() *streamLog {
-	return newBoundedStreamLog(eventRingSize, 0, nil, func(string, ...any) {})
-}
-
 // newBoundedStreamLog keeps ringSize events, accepts at most maxSubs
 // subscribers (0: any number), and counts its events in budget (nil: no
 // daemon bound). It calls limitHit, with the log locked, for each
@@ -316,10 +270,6 @@ func newBoundedStreamLog(ringSize, maxSubs int, budget *eventBudget, limitHit fu
 // envelopeBuffers holds encoder buffers between publications; an event
 // keeps an exact copy, never the buffer and its spare capacity.
 var envelopeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooledEnvelope keeps a buffer that grew for one huge update out of
-// the pool, so it does not outlive the update.
-const maxPooledEnvelope = 64 << 10
 
 func (l *streamLog) publish(typ, promptID string, data any) {
 	buf := envelopeBuffers.Get().(*bytes.Buffer)
@@ -675,15 +625,10 @@ func (b *eventBudget) runningStreams() int64 {
 	return b.streams.Load()
 }
 
-func (b *eventBudget) streamStarted() {
+// streamsAdd counts event stream handlers that start (1) or end (-1).
+func (b *eventBudget) streamsAdd(n int64) {
 	if b != nil {
-		b.streams.Add(1)
-	}
-}
-
-func (b *eventBudget) streamEnded() {
-	if b != nil {
-		b.streams.Add(-1)
+		b.streams.Add(n)
 	}
 }
 
@@ -771,4 +716,51 @@ func (b *eventBudget) dropLargestStream() bool {
 		abortAll([]*streamSubscriber{sub})
 	}
 	return true
+}
+
+func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
+	// "its sessions get session_died, later calls on them 410": a stream
+	// open when the child died got the event; a new one gets the 410.
+	s := d.lookup(w, r, false)
+	if s == nil {
+		return
+	}
+	var after int64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Last-Event-ID %q is not an event id", v))
+			return
+		}
+		after = n
+	}
+	streamEvents(w, r, s.events, after, heartbeatInterval, streamWriteTimeout)
+}
+
+type turnComplete struct {
+	PromptID   string `json:"promptId"`
+	StopReason string `json:"stopReason"`
+}
+
+type turnError struct {
+	PromptID string `json:"promptId"`
+	Message  string `json:"message"`
+}
+
+type permissionRequestEvent struct {
+	RequestID string                 `json:"requestId"`
+	SessionID string                 `json:"sessionId"`
+	ToolCall  json.RawMessage        `json:"toolCall"`
+	Options   []hostPermissionOption `json:"options"`
+}
+
+type permissionResolvedEvent struct {
+	RequestID string          `json:"requestId"`
+	SessionID string          `json:"sessionId"`
+	Outcome   hostVoteOutcome `json:"outcome"`
+}
+
+type sessionUpdateEvent struct {
+	SessionID string          `json:"sessionId"`
+	Update    json.RawMessage `json:"update"`
 }

@@ -1,12 +1,19 @@
+// serve_events_test.go tests the event streams: the ring and its replay, the
+// event memory budget, and slow or stalled readers, which are dropped and
+// never stall the child.
 package main
 
 import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -159,7 +166,7 @@ func waitHandlerReturn(t *testing.T, ended chan struct{}, what string) {
 func TestEventStreamStalledReaderDropped(t *testing.T) {
 	budget := newEventBudget(1 << 30)
 	var limits limitCounter
-	l := newBoundedStreamLog(eventRingSize, 0, budget, limits.hit)
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, limits.hit)
 	url, ended := streamServer(t, l, time.Hour, time.Hour)
 	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
 		t.Fatalf("stream status %d", status)
@@ -198,7 +205,7 @@ func TestEventStreamStalledReaderDropped(t *testing.T) {
 func TestEventStreamWriteDeadline(t *testing.T) {
 	budget := newEventBudget(1 << 30)
 	var limits limitCounter
-	l := newBoundedStreamLog(eventRingSize, 0, budget, limits.hit)
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, limits.hit)
 	url, ended := streamServer(t, l, time.Hour, 200*time.Millisecond)
 	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
 		t.Fatalf("stream status %d", status)
@@ -226,7 +233,7 @@ func TestEventStreamWriteDeadline(t *testing.T) {
 // to send ends at its heartbeat's write deadline.
 func TestEventStreamIdleStalledEndsByHeartbeat(t *testing.T) {
 	budget := newEventBudget(1 << 30)
-	l := newBoundedStreamLog(eventRingSize, 0, budget, func(string, ...any) {})
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, func(string, ...any) {})
 	url, ended := streamServer(t, l, time.Millisecond, 200*time.Millisecond)
 	if _, status := openStalledStream(t, url, "/"); status != http.StatusOK {
 		t.Fatalf("stream status %d", status)
@@ -254,9 +261,9 @@ func TestEventBudgetEvictsLargestRingFirst(t *testing.T) {
 	// Ten events fit; over it, eviction goes on down to 9.4 events.
 	budget := newEventBudget(int64(10*size + 100))
 	var la, lb, lc limitCounter
-	a := newBoundedStreamLog(eventRingSize, 0, budget, la.hit)
-	b := newBoundedStreamLog(eventRingSize, 0, budget, lb.hit)
-	c := newBoundedStreamLog(eventRingSize, 0, budget, lc.hit)
+	a := newBoundedStreamLog(defaultEventRingSize, 0, budget, la.hit)
+	b := newBoundedStreamLog(defaultEventRingSize, 0, budget, lb.hit)
+	c := newBoundedStreamLog(defaultEventRingSize, 0, budget, lc.hit)
 	publish := func(l *streamLog, n int) {
 		for range n {
 			l.publish(eventSessionUpdate, "", payload)
@@ -335,7 +342,7 @@ func TestEventBudgetDropsStreamWhenRingsAreEmpty(t *testing.T) {
 	payload := strings.Repeat("x", 64<<10)
 	budget := newEventBudget(1 << 30)
 	var lq, lr limitCounter
-	queued := newBoundedStreamLog(eventRingSize, 0, budget, lq.hit)
+	queued := newBoundedStreamLog(defaultEventRingSize, 0, budget, lq.hit)
 	aborted := 0
 	sub := queued.subscribe(0, func() { aborted++ })
 	for range 2 {
@@ -344,7 +351,7 @@ func TestEventBudgetDropsStreamWhenRingsAreEmpty(t *testing.T) {
 	// Closed: its ring is freed, and the stream still has two events to write.
 	queued.close()
 	budget.limit = 64<<10 + 1000 // one event
-	other := newBoundedStreamLog(eventRingSize, 0, budget, lr.hit)
+	other := newBoundedStreamLog(defaultEventRingSize, 0, budget, lr.hit)
 	other.publish(eventSessionUpdate, "", payload) // over the budget
 	if held := budget.heldBytes(); held > budget.limit {
 		t.Errorf("budget counts %d bytes, over its %d", held, budget.limit)
@@ -369,7 +376,7 @@ func TestEventBudgetDropsStreamWhenRingsAreEmpty(t *testing.T) {
 // of exactly its length, not the encoder's buffer with its spare capacity.
 func TestStreamEventStoredAtExactSize(t *testing.T) {
 	budget := newEventBudget(1 << 30)
-	l := newBoundedStreamLog(eventRingSize, 0, budget, func(string, ...any) {})
+	l := newBoundedStreamLog(defaultEventRingSize, 0, budget, func(string, ...any) {})
 	for _, n := range []int{0, 1, 1000, 5000, 100000} {
 		l.publish(eventSessionUpdate, "p1", strings.Repeat("y", n))
 	}
@@ -466,4 +473,89 @@ func TestServeStalledStreamsStayWithinEventMemory(t *testing.T) {
 		m := td.scrape(t)
 		return m["acpguard_serve_event_streams"] == 0 && m["acpguard_serve_event_memory_bytes"] == 0
 	})
+}
+
+func TestServeSlowSubscriberDropped(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	slow := td.openEvents(t, id, "") // never read until the turn is over
+	fast := td.openEvents(t, id, "")
+	const n = 2000 // 16 MB: more than the subscriber queue and the socket buffers
+	pid := td.prompt(t, id, fmt.Sprintf("flood %d 8192", n))
+	if got := readSSE(t, fast, untilTurnEnd(pid)); len(got) != n+1 {
+		t.Fatalf("reading subscriber got %d events, want %d", len(got), n+1)
+	}
+	// The child was not stalled by the slow reader; the slow stream was
+	// cut: with a stream_dropped notice when its connection could still
+	// take one, else by the connection's end in the middle of a write.
+	dropped, err := collectSSE(slow, func(sseEvent) bool { return false })
+	if err != io.EOF && err != io.ErrUnexpectedEOF {
+		t.Fatalf("the slow stream ended with %v", err)
+	}
+	if k := len(dropped) - 1; k >= 0 && dropped[k].typ == eventStreamDropped {
+		if dropped[k].id != "" {
+			t.Fatalf("the %s notice has id %q", eventStreamDropped, dropped[k].id)
+		}
+		dropped = dropped[:k]
+	}
+	if len(dropped) == 0 || len(dropped) >= n+1 {
+		t.Fatalf("slow subscriber got %d events before its stream ended, want some but not all", len(dropped))
+	}
+	// Reconnecting with Last-Event-ID loses nothing.
+	rest := readSSE(t, td.openEvents(t, id, dropped[len(dropped)-1].id), untilTurnEnd(pid))
+	if len(dropped)+len(rest) != n+1 {
+		t.Errorf("dropped %d + replayed %d events, want %d", len(dropped), len(rest), n+1)
+	}
+}
+
+// TestFaultStalledReader: a host that stops reading its event stream is cut
+// off; the child, another reader of the same session and another session on
+// the same child go on.
+func TestFaultStalledReader(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
+	id := td.newSession(t, "")
+	other := td.newSession(t, "")
+	stalled := td.openEvents(t, id, "") // never read until the end
+	reader := td.openEvents(t, id, "")
+	// 150 calls of 100 kB output each: more events than the subscriber
+	// queue holds and more bytes than the socket buffers take.
+	const calls = 150
+	var lines []string
+	for i := range calls {
+		lines = append(lines, `call run_shell_command {"command":"head -c 100000 /dev/zero | tr '\\0' a; echo > big`+strconv.Itoa(i)+`.done"}`)
+	}
+	pid := td.prompt(t, id, strings.Join(lines, "\n"))
+	got := readSSE(t, reader, untilTurnEnd(pid))
+	if last := got[len(got)-1]; last.typ != eventTurnComplete {
+		t.Fatalf("reading host saw %s, want turn_complete", last.typ)
+	}
+	for i := range calls {
+		if _, err := os.Stat(filepath.Join(ws, "big"+strconv.Itoa(i)+".done")); err != nil {
+			t.Errorf("call %d did not run: %v", i, err)
+		}
+	}
+	if td.runTurn(t, other, writeCall("other.txt")); !fileExists(filepath.Join(ws, "other.txt")) {
+		t.Errorf("the other session's call did not run")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "other.txt")); err != nil {
+		t.Errorf("the other session's write did not run: %v", err)
+	}
+	// The stalled stream was cut, not left to grow: it ends before the turn
+	// does, in the middle of a write its drop cut short or after a
+	// stream_dropped notice.
+	cut, err := collectSSE(stalled, func(sseEvent) bool { return false })
+	if err != io.EOF && err != io.ErrUnexpectedEOF {
+		t.Errorf("the stalled stream ended with %v", err)
+	}
+	if n := len(cut); n == 0 || n >= len(got) {
+		t.Errorf("stalled reader got %d of %d events before its stream ended, want some but not all", n, len(got))
+	}
+}
+
+// newStreamLog returns a log with the default ring, no subscriber bound and
+// no daemon budget.
+func newStreamLog() *streamLog {
+	return newBoundedStreamLog(defaultEventRingSize, 0, nil, func(string, ...any) {})
 }

@@ -1,29 +1,138 @@
-// serve_limits.go owns the limits of "acpguard serve" ("a daemon on a
-// shared host must bound what any one caller can make it hold"): their
-// codes, and the ones that end something on a clock rather than refuse a
-// request: the idle-session reaper and the prompt deadline.
+// serve_limits.go owns every limit of "acpguard serve" (DESIGN.md §6: "a
+// daemon on a shared host must bound what any one caller can make it hold"),
+// each with its reason, and the names under which the ones that end
+// something are logged and counted. The operator's flags and their defaults
+// are parsed with the other options (config.go).
 package main
 
-import (
-	"context"
-	"fmt"
-	"time"
+import "time"
+
+// Limits of the host API.
+const (
+	// "A serialized request may not exceed 1 MiB": host bodies get the same bound.
+	maxHostBody = 1 << 20
+	// A child's session ids travel in URL paths and logs.
+	maxSessionIDLen = 128
+	// "Host request bodies at most 1 MiB (413); prompt arrays at most 256 blocks."
+	maxPromptBlocks = 256
+	// A full daemon frees a session when a host deletes one or one idles
+	// out; a host asked to come back in seconds does not hammer it.
+	sessionLimitRetryAfter = "5"
+	// A client gets this long to send its request's headers.
+	hostReadHeaderTimeout = 10 * time.Second
+	// hostIdleConnTimeout closes a host's keep-alive connection that carries
+	// no request; an event stream is a response in progress, never idle.
+	hostIdleConnTimeout = 2 * time.Minute
+	// In-flight host requests get this long to finish at shutdown.
+	httpShutdownGrace = time.Second
+	// The reaper looks for idle sessions a few times per idle timeout, so a
+	// session outlives its timeout by a fraction of it at most.
+	idleChecksPerTimeout = 4
+	maxIdleCheckInterval = time.Minute
 )
 
-// Codes of the limits a host request can hit.
+// Limits of the private ACP channel.
 const (
-	// "--max-sessions 32 live sessions (503, code session_limit_exceeded, Retry-After)."
-	codeSessionLimit = "session_limit_exceeded"
-	// "prompt arrays at most 256 blocks"
-	codePromptTooLarge = "prompt_too_large"
-	// "--max-subscribers-per-session 8 SSE streams"
-	codeSubscriberLimit = "subscriber_limit_exceeded"
-	// "a child that does not answer is killed and the session creation fails 503"
-	codeInitializeTimeout = "initialize_timeout"
+	// Every read from another process is bounded; updates carry tool output.
+	maxChildLine = 8 << 20
+	// session/new of a healthy child takes milliseconds.
+	childCallTimeout = 15 * time.Second
+	// "SIGINT/SIGTERM: ... end children and their process groups, exit 0
+	// within 5 s": a child gets this long to end its tools after SIGTERM.
+	childStopGrace = 2 * time.Second
+	// Another process's bytes quoted in an error message are cut to this.
+	maxErrorQuote = 200
+	// How long serve keeps reading a channel after its child exited. What the
+	// child wrote before it exited is already queued and is read at once; the
+	// bound matters only when another process still holds a copy of the
+	// child's end, so that the end of the child is not missed.
+	channelExitDrain = time.Second
+	// A /proc/<pid>/stat line is a few hundred bytes even with a long comm;
+	// a longer one is not the kernel's (the peer check, serve_peer.go).
+	maxProcStatSize = 4 << 10
+)
+
+// Limits of the event streams.
+const (
+	// "a slow subscriber is dropped, never allowed to stall the child"
+	subscriberQueue = 256
+	// A subscriber's queue is bounded in bytes too. A healthy host's handler
+	// takes its whole queue each time it writes, so only a host that stopped
+	// reading lets more than one child line's worth of events wait. An event
+	// larger than this still enters an empty queue.
+	subscriberQueueBytes = maxChildLine
+	// A replay is taken from the ring in batches of at most this many bytes
+	// (at least one event), so a stream replaying a full ring holds no more
+	// than one batch outside the ring.
+	replayBatchBytes = subscriberQueueBytes
+	// The ring is also bounded in bytes: a tool update may be large, and
+	// --event-ring-size events of it must not hold gigabytes per session.
+	// The oldest events leave the ring first; the newest always stays.
+	eventRingBytes = 64 << 20
+	// "Heartbeat comments keep the stream alive."
+	heartbeatInterval = 15 * time.Second
+	// Every write to an event stream, and every flush, must end within this
+	// long. A host on loopback takes a frame at once; one that has not
+	// taken it in 30 s has stopped reading, and a heartbeat at least every
+	// 15 s makes even an idle stream notice. The host reconnects with
+	// Last-Event-ID.
+	streamWriteTimeout = 30 * time.Second
+	// A dropped subscriber's handler offers the host the stream_dropped
+	// notice for at most this long; its queue is already released, and a
+	// write that was blocked when the drop came has already failed.
+	dropNoticeTimeout = time.Second
+	// "Qwen Code starts the stream with retry: 3000"
+	sseRetryMillis = 3000
+	// An encoder buffer that grew past this for one huge update leaves the
+	// pool, so it does not outlive the update.
+	maxPooledEnvelope = 64 << 10
+)
+
+// --max-event-memory: the bytes of events that every session's ring and
+// every subscriber's queue may hold together.
+const (
+	// Four full rings (eventRingBytes each).
+	defaultMaxEventMemory = 256 << 20
+	// Below a few events no replay is possible; above a terabyte the bound
+	// is no bound on this kind of host.
+	minMaxEventMemory = 1 << 20
+	maxMaxEventMemory = 1 << 40
+	// Over the budget, events are evicted until a sixteenth of it is free:
+	// a full budget then costs one eviction, and one log line, per 16 MiB
+	// published (at the default) rather than one per event.
+	eventMemorySlack = 16
+)
+
+// Bounds of the model calls serve makes for one prompt: over either, the
+// call fails and the child ends the turn with an error.
+const (
+	// The prompt loop makes one model call per turn, so a prompt needs at
+	// most the settings' model.maxTurns calls; no settings file allows more
+	// than this.
+	maxModelCallsPerPrompt = maxMaxTurns
+	// Request and reply bytes together. A reply is at most openAIMaxReply
+	// and a request at most the channel's line; a prompt of many turns
+	// resends its growing history each time. The bound keeps a child that
+	// loops, or a process posing as it, from spending the operator's model
+	// budget without end.
+	maxModelBytesPerPrompt = 256 << 20
+	// modelChunkSize is the most reply bytes one notification carries
+	// (before base64), well under the child's line bound.
+	modelChunkSize = 32 << 10
+	// maxModelStreamID bounds the child's name for one call's reply.
+	maxModelStreamID = 64
+)
+
+// Tool executions are labelled with the child's _meta.toolName, which a
+// model and an MCP server choose: only canonical-looking names become a
+// label, and only so many of them.
+const (
+	maxToolLabelLen = 128
+	maxToolSeries   = 256
 )
 
 // Names under which limits that end something, rather than refuse a
-// request, are logged and counted.
+// request, are logged and counted (limit_hits_total).
 const (
 	// "a slow one is dropped ..., the others and the child are unaffected"
 	limitSubscriberDropped = "subscriber_dropped"
@@ -33,107 +142,9 @@ const (
 	limitPermissionTimeout = "permission_timeout"
 	// "Idle sessions reaped after --session-idle-timeout-ms 1800000 with session_closed."
 	limitSessionIdle = "session_idle_timeout"
+	// The event memory budget evicted events from a ring or dropped a stream.
+	limitEventMemory = "event_memory"
+	// A prompt's model calls or bytes went over their bounds.
+	limitModelCalls = "model_calls_exceeded"
+	limitModelBytes = "model_bytes_exceeded"
 )
-
-const (
-	// "Host request bodies at most 1 MiB (413); prompt arrays at most 256 blocks."
-	maxPromptBlocks = 256
-	// A full daemon frees a session when a host deletes one or one idles
-	// out; a host asked to come back in seconds does not hammer it.
-	sessionLimitRetryAfter = "5"
-	// The reaper looks for idle sessions a few times per idle timeout, so a
-	// session outlives its timeout by a fraction of it at most.
-	idleChecksPerTimeout = 4
-	maxIdleCheckInterval = time.Minute
-)
-
-// liveSessionsLocked counts the sessions not yet ended; d.mu is held.
-func (d *daemon) liveSessionsLocked() int {
-	n := 0
-	for _, s := range d.sessions {
-		if !s.isEnded() {
-			n++
-		}
-	}
-	return n
-}
-
-func (s *hostSession) isEnded() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ended
-}
-
-// touch records a host request on the session.
-func (s *hostSession) touch() {
-	s.mu.Lock()
-	s.lastUsed = time.Now()
-	s.mu.Unlock()
-}
-
-// idleFor is how long the session has had no prompt and no host request:
-// zero while a prompt runs or waits.
-func (s *hostSession) idleFor(now time.Time) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.active != nil || len(s.queue) > 0 {
-		return 0
-	}
-	return now.Sub(s.lastUsed)
-}
-
-// reapIdleSessions closes idle sessions until ctx is done. The daemon's
-// WaitGroup owns it.
-func (d *daemon) reapIdleSessions(ctx context.Context) {
-	defer d.wg.Done()
-	t := time.NewTicker(min(d.limits.SessionIdleTimeout/idleChecksPerTimeout, maxIdleCheckInterval))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			d.reapIdle(now)
-		}
-	}
-}
-
-// reapIdle closes every session idle for the timeout, the ones whose child
-// died included: they would otherwise stay registered for good.
-func (d *daemon) reapIdle(now time.Time) {
-	d.mu.Lock()
-	var idle []*hostSession
-	for id, s := range d.sessions {
-		if s.idleFor(now) >= d.limits.SessionIdleTimeout {
-			delete(d.sessions, id)
-			idle = append(idle, s)
-		}
-	}
-	d.mu.Unlock()
-	for _, s := range idle {
-		d.obs.limitHit(limitSessionIdle, "sessionId", s.id, "idleTimeout", d.limits.SessionIdleTimeout)
-		s.end(eventSessionClosed, fmt.Sprintf("Session closed after %v without a prompt or a host request", d.limits.SessionIdleTimeout))
-	}
-}
-
-// startDeadline cancels job at the prompt deadline, as a host's cancel
-// would. The returned stop waits for a deadline that already fired, so
-// no timer goroutine outlives the prompt.
-func (s *hostSession) startDeadline(job *promptJob) (stop func()) {
-	deadline := s.d.limits.PromptDeadline
-	if deadline <= 0 {
-		return func() {}
-	}
-	fired := make(chan struct{})
-	t := time.AfterFunc(deadline, func() {
-		defer close(fired)
-		if s.cancelPrompt(job) {
-			s.d.obs.limitHit(limitPromptDeadline, "sessionId", s.id, "promptId", job.id, "deadline", deadline)
-		}
-	})
-	return func() {
-		if !t.Stop() {
-			<-fired
-		}
-	}
-}

@@ -33,10 +33,6 @@ const (
 
 var serveDecisionNames = [decisionKinds]string{"allowed", "denied", "failed"}
 
-// outcomeDecisionLog is an allow turned into a denial because the decision
-// log could not be written: "never an unaudited allow".
-const outcomeDecisionLog = "decision_log_failed"
-
 // serveFailureCategories are the reasons a prepare ended without a
 // decision: the provider client's categories, then the bridge's own.
 var serveFailureCategories = [...]string{
@@ -65,12 +61,9 @@ var serveLimitCodes = [...]string{
 	limitModelCalls, limitModelBytes,
 }
 
-// Tool executions are labelled with the child's _meta.toolName, which a
-// model and an MCP server choose: only canonical-looking names become a
-// label, and only so many of them.
+// Tool execution labels beyond maxToolSeries, or not canonical, and the
+// status of a failed one.
 const (
-	maxToolLabelLen  = 128
-	maxToolSeries    = 256
 	toolLabelOther   = "other"
 	toolStatusFailed = "failed"
 )
@@ -220,13 +213,7 @@ func (o *serveObserver) childDied() {
 
 func (d *daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
-	live := 0
-	for _, s := range d.sessions {
-		if !s.isEnded() {
-			live++
-		}
-	}
-	children := len(d.chans)
+	live, children := d.liveSessionsLocked(), len(d.chans)
 	d.mu.Unlock()
 	body := d.obs.render(live, children)
 	h := w.Header()
@@ -244,6 +231,10 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 	family := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 	}
+	single := func(name, typ, help string, v int64) {
+		family(name, typ, help)
+		fmt.Fprintf(&b, "%s %d\n", name, v)
+	}
 	family("acpguard_serve_decisions_total", "counter", "Guard decisions sent to ACP children, by outcome.")
 	for i, name := range serveDecisionNames {
 		fmt.Fprintf(&b, "acpguard_serve_decisions_total{outcome=%q} %d\n", name, o.decisions[i].Load())
@@ -253,10 +244,8 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 		fmt.Fprintf(&b, "acpguard_serve_decision_failures_total{category=%q} %d\n", c, o.failures[i].Load())
 	}
 	writePromHistogram(&b, "acpguard_serve_provider_request_duration_seconds", "Time of one provider prepare call, from request to answer or failure.", &o.latency)
-	family("acpguard_serve_sessions", "gauge", "Live sessions.")
-	fmt.Fprintf(&b, "acpguard_serve_sessions %d\n", liveSessions)
-	family("acpguard_serve_sessions_created_total", "counter", "Sessions created.")
-	fmt.Fprintf(&b, "acpguard_serve_sessions_created_total %d\n", o.sessionsCreated.Load())
+	single("acpguard_serve_sessions", "gauge", "Live sessions.", int64(liveSessions))
+	single("acpguard_serve_sessions_created_total", "counter", "Sessions created.", o.sessionsCreated.Load())
 	family("acpguard_serve_prompts_total", "counter", "Prompts that ended, by stop reason, or error.")
 	for i, r := range servePromptResults {
 		fmt.Fprintf(&b, "acpguard_serve_prompts_total{result=%q} %d\n", r, o.prompts[i].Load())
@@ -274,21 +263,16 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 		fmt.Fprintf(&b, "acpguard_serve_tool_executions_total{tool=%q,status=%q} %d\n", k.tool, k.status, o.tools[k])
 	}
 	o.toolMu.Unlock()
-	family("acpguard_serve_children", "gauge", "Live ACP children.")
-	fmt.Fprintf(&b, "acpguard_serve_children %d\n", liveChildren)
-	family("acpguard_serve_children_started_total", "counter", "ACP children started.")
-	fmt.Fprintf(&b, "acpguard_serve_children_started_total %d\n", o.childrenStarted.Load())
-	family("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.")
-	fmt.Fprintf(&b, "acpguard_serve_children_died_total %d\n", o.childrenDied.Load())
+	single("acpguard_serve_children", "gauge", "Live ACP children.", int64(liveChildren))
+	single("acpguard_serve_children_started_total", "counter", "ACP children started.", o.childrenStarted.Load())
+	single("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.", o.childrenDied.Load())
 	family("acpguard_serve_limit_hits_total", "counter", "Times a limit refused or ended something, by code.")
 	for i, c := range serveLimitCodes {
 		fmt.Fprintf(&b, "acpguard_serve_limit_hits_total{code=%q} %d\n", c, o.limits[i].Load())
 	}
 	writeSandboxMetrics(&b, o.sandbox)
-	family("acpguard_serve_event_memory_bytes", "gauge", "Bytes of events held by every session's replay ring, stream queues and stream writes in progress.")
-	fmt.Fprintf(&b, "acpguard_serve_event_memory_bytes %d\n", o.events.heldBytes())
-	family("acpguard_serve_event_streams", "gauge", "Event streams being written.")
-	fmt.Fprintf(&b, "acpguard_serve_event_streams %d\n", o.events.runningStreams())
+	single("acpguard_serve_event_memory_bytes", "gauge", "Bytes of events held by every session's replay ring, stream queues and stream writes in progress.", o.events.heldBytes())
+	single("acpguard_serve_event_streams", "gauge", "Event streams being written.", o.events.runningStreams())
 	return b.Bytes()
 }
 

@@ -40,13 +40,6 @@ import (
 	"syscall"
 )
 
-// codeHostIsDescendant is the host API error code of a refused peer.
-const codeHostIsDescendant = "host_is_descendant"
-
-// Bounds on what serve reads of /proc for one check: a stat line is a few
-// hundred bytes even with a long comm; a longer one is not the kernel's.
-const maxProcStatSize = 4 << 10
-
 // Link texts of /proc/<pid>/fd entries.
 const (
 	socketLinkPrefix = "socket:["

@@ -1,4 +1,4 @@
-// bridge_limits_test.go hits every limit of "acpguard serve" in process:
+// serve_limits_test.go hits every limit of "acpguard serve" in process:
 // the host sees the status and code, the operator a log line and a metric,
 // and the daemon goes on serving everyone else.
 package main

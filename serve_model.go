@@ -1,16 +1,14 @@
-// model_proxy.go owns the model calls of serve's children. A child never
-// holds the model key: it builds the chat completions request (openai.go),
-// asks serve over its private channel with methodModelComplete, and reads
-// the reply that serve streams back with methodModelChunk through the same
-// reader a standalone acp uses. serve makes the HTTP call itself, with the
-// endpoint, model name and key of its own configuration, and only for the
-// running prompt of a session that child owns, bounded per prompt.
+// serve_model.go owns serve's end of its children's model calls. A child
+// never holds the model key: it asks serve over its private channel with
+// methodModelComplete (model_parent.go), and serve makes the HTTP call
+// itself, with the endpoint, model name and key of its own configuration,
+// only for the running prompt of a session that child owns, bounded per
+// prompt, and streams the reply back with methodModelChunk, key redacted.
 package main
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,32 +30,6 @@ const (
 
 // modelParent is "acpguard acp --model parent": serve's children ask serve.
 const modelParent = "parent"
-
-// Bounds of the model calls serve makes for one prompt: over either, the
-// call fails and the child ends the turn with an error.
-const (
-	// The prompt loop makes one model call per turn, so a prompt needs at
-	// most the settings' model.maxTurns calls; no settings file allows more
-	// than this.
-	maxModelCallsPerPrompt = maxMaxTurns
-	// Request and reply bytes together. A reply is at most openAIMaxReply
-	// and a request at most the channel's line; a prompt of many turns
-	// resends its growing history each time. The bound keeps a child that
-	// loops, or a process posing as it, from spending the operator's model
-	// budget without end.
-	maxModelBytesPerPrompt = 256 << 20
-	// modelChunkSize is the most reply bytes one notification carries
-	// (before base64), well under the child's line bound.
-	modelChunkSize = 32 << 10
-	// maxModelStreamID bounds the child's name for one call's reply.
-	maxModelStreamID = 64
-)
-
-// limit_hits_total codes of the model bounds.
-const (
-	limitModelCalls = "model_calls_exceeded"
-	limitModelBytes = "model_bytes_exceeded"
-)
 
 // modelCompleteParams is one model call of a child.
 type modelCompleteParams struct {
@@ -300,142 +272,4 @@ func (r *redactor) flush() []byte {
 	out := r.carry
 	r.carry = nil
 	return out
-}
-
-// ---- the child's side ----
-
-// promptIdentityKey carries, in a prompt's context, the session and the
-// prompt id serve gave it, which a model call through serve names.
-type promptIdentityKey struct{}
-
-type promptIdentity struct{ sessionID, promptID string }
-
-func withPromptIdentity(ctx context.Context, sessionID, promptID string) context.Context {
-	return context.WithValue(ctx, promptIdentityKey{}, promptIdentity{sessionID, promptID})
-}
-
-// errModelStreamDone ends the delivery of a reply nobody reads any more.
-var errModelStreamDone = errors.New("model reply no longer read")
-
-// parentModel is the model of serve's child: serve makes each call.
-type parentModel struct {
-	a       *agent
-	mu      sync.Mutex
-	streams map[string]*modelStream
-}
-
-// modelStream is one call's reply as it arrives.
-type modelStream struct {
-	mediaType chan string // capacity 1: sent before any byte
-	typed     bool        // the read goroutine's: the media type came
-	pr        *io.PipeReader
-	pw        *io.PipeWriter
-}
-
-func newParentModel(a *agent) *parentModel {
-	return &parentModel{a: a, streams: map[string]*modelStream{}}
-}
-
-func (m *parentModel) next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error) {
-	id, _ := ctx.Value(promptIdentityKey{}).(promptIdentity)
-	body, err := openAIRequestBody("", history, tools)
-	if err != nil {
-		return modelTurn{}, err
-	}
-	streamID := rand.Text()
-	pr, pw := io.Pipe()
-	st := &modelStream{mediaType: make(chan string, 1), pr: pr, pw: pw}
-	m.mu.Lock()
-	m.streams[streamID] = st
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.streams, streamID)
-		m.mu.Unlock()
-	}()
-
-	callCtx, stopCall := context.WithCancel(ctx)
-	defer stopCall()
-	called := make(chan error, 1)
-	go func() {
-		_, err := m.a.conn.call(callCtx, methodModelComplete, modelCompleteParams{
-			SessionID: id.sessionID, PromptID: id.promptID, StreamID: streamID, Request: body,
-		})
-		// The answer is read after every chunk before it was delivered.
-		if err != nil {
-			pw.CloseWithError(err)
-		} else {
-			pw.Close()
-		}
-		called <- err
-	}()
-	var mediaType string
-	var callErr error
-	answered := false
-	select {
-	case mediaType = <-st.mediaType:
-	case callErr = <-called:
-		answered = true
-		select {
-		case mediaType = <-st.mediaType:
-		default:
-		}
-	}
-	t := newOpenAITurn("") // serve redacted its key already
-	var readErr error
-	if mediaType != "" {
-		readErr = readOpenAIReply(ctx, mediaType, pr, t, text)
-	}
-	pr.CloseWithError(errModelStreamDone)
-	if readErr != nil {
-		stopCall() // serve stops reading the reply
-	}
-	if !answered {
-		callErr = <-called
-	}
-	switch {
-	case readErr != nil:
-		return modelTurn{}, readErr
-	case callErr != nil:
-		return modelTurn{}, fmt.Errorf("model call through serve: %w", callErr)
-	case mediaType == "":
-		return modelTurn{}, errors.New("model call through serve: answered without a reply")
-	}
-	return t.turn(history)
-}
-
-// deliver takes one chunk from serve, on the connection's read goroutine,
-// and waits until the reply's reader took it or stopped reading. A chunk out
-// of order ends its reply with an error.
-func (m *parentModel) deliver(params json.RawMessage) {
-	var c modelChunk
-	err := decodeStrict(params, &c)
-	if err != nil {
-		// Read loosely only to find the reply it would belong to.
-		c = modelChunk{}
-		if json.Unmarshal(params, &c) != nil {
-			return
-		}
-	}
-	m.mu.Lock()
-	st := m.streams[c.StreamID]
-	m.mu.Unlock()
-	switch {
-	case st == nil:
-		return // a reply nobody waits for any more
-	case err != nil:
-		st.pw.CloseWithError(fmt.Errorf("model reply from serve: invalid chunk: %v", err))
-	case c.ContentType != "" && st.typed:
-		st.pw.CloseWithError(errors.New("model reply from serve: a second content type"))
-	case c.ContentType != "":
-		st.typed = true
-		st.mediaType <- c.ContentType
-		if len(c.Data) > 0 {
-			st.pw.Write(c.Data)
-		}
-	case !st.typed:
-		st.pw.CloseWithError(errors.New("model reply from serve: bytes before the content type"))
-	case len(c.Data) > 0:
-		st.pw.Write(c.Data) // fails at once when the reader stopped
-	}
 }

@@ -1,6 +1,7 @@
-// bridge_test.go tests the host HTTP API of "acpguard serve" in process:
-// routing, host auth, the Host check, body limits, error shapes, the event
-// ring and the decision log.
+// serve_http_test.go tests the host HTTP API of "acpguard serve": routing,
+// host auth, the Host check, body limits, error shapes and slash-command
+// rules in process, and malformed and hostile requests to a running serve in
+// required mode (a 4xx each, no child started, no tool run).
 package main
 
 import (
@@ -15,6 +16,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -344,21 +347,21 @@ func TestArgumentsDigest(t *testing.T) {
 
 func TestEventLogReplayAndRing(t *testing.T) {
 	l := newStreamLog()
-	for i := range eventRingSize + 10 {
+	for i := range defaultEventRingSize + 10 {
 		l.publish("t", "", map[string]int{"n": i})
 	}
 	sub := l.subscribe(0, nil)
 	defer l.unsubscribe(sub)
 	replay, _, _ := takeAll(l, sub)
-	if len(replay) != eventRingSize || replay[0].id != 11 || replay[len(replay)-1].id != eventRingSize+10 {
+	if len(replay) != defaultEventRingSize || replay[0].id != 11 || replay[len(replay)-1].id != defaultEventRingSize+10 {
 		t.Fatalf("replay from 0: %d events, ids %d..%d", len(replay), replay[0].id, replay[len(replay)-1].id)
 	}
-	if replay2 := replayOf(l, eventRingSize+5); len(replay2) != 5 || replay2[0].id != eventRingSize+6 {
-		t.Fatalf("replay after %d: %d events", eventRingSize+5, len(replay2))
+	if replay2 := replayOf(l, defaultEventRingSize+5); len(replay2) != 5 || replay2[0].id != defaultEventRingSize+6 {
+		t.Fatalf("replay after %d: %d events", defaultEventRingSize+5, len(replay2))
 	}
 	l.publish("next", "p1", map[string]string{"k": "v"})
 	evs, _, _ := takeAll(l, sub)
-	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"}}`, eventRingSize+11)
+	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"}}`, defaultEventRingSize+11)
 	if len(evs) != 1 || string(evs[0].data) != want {
 		t.Errorf("live events = %v, want one with data %s", evs, want)
 	}
@@ -502,4 +505,192 @@ func TestStreamLogBoundedInBytes(t *testing.T) {
 	if replay := replayOf(l, n); len(replay) != 1 || replay[0].id != n+1 {
 		t.Errorf("after an oversized event the ring replays %d events", len(replay))
 	}
+}
+
+// acpChildren returns this process's children that run "acpguard acp": the
+// children an in-process daemon started.
+func acpChildren(t *testing.T) []int {
+	t.Helper()
+	var out []int
+	for _, pid := range childPIDs(t, os.Getpid()) {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == "acp" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// pwnedPrompt is a prompt body whose text, were it ever run, writes pwned.txt.
+func pwnedPrompt(prefix, suffix string) string {
+	return prefix + `{"type":"text","text":"call write_file {\"file_path\":\"pwned.txt\",\"content\":\"x\"}"}` + suffix
+}
+
+func TestHostileHostRequests(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
+	huge := strings.Repeat(`{"type":"text","text":"call write_file {\"file_path\":\"pwned.txt\",\"content\":\"x\"}"},`, maxHostBody/80+1)
+
+	// Before any session exists: none of these may start a child.
+	for _, tt := range []hostileRequest{
+		{"cwd number", "POST", "/session", `{"cwd":1}`, nil, 400, codeBadRequest},
+		{"cwd null scope object", "POST", "/session", `{"sessionScope":{}}`, nil, 400, codeBadRequest},
+		{"cwd traversal", "POST", "/session", `{"cwd":"/../../etc"}`, nil, 400, codeWorkspaceMismatch},
+		{"cwd traversal out of workspace", "POST", "/session", `{"cwd":` + strconv.Quote(ws+"/../../etc") + `}`, nil, 400, codeWorkspaceMismatch},
+		{"cwd parent of workspace", "POST", "/session", `{"cwd":` + strconv.Quote(ws+"/..") + `}`, nil, 400, codeWorkspaceMismatch},
+		{"cwd below workspace", "POST", "/session", `{"cwd":` + strconv.Quote(filepath.Join(ws, "sub")) + `}`, nil, 400, codeWorkspaceMismatch},
+		{"cwd invalid UTF-8", "POST", "/session", "{\"cwd\":\"" + ws + "\xff\"}", nil, 400, codeBadRequest},
+		{"cwd NUL", "POST", "/session", `{"cwd":"` + ws + `\u0000"}`, nil, 400, codeWorkspaceMismatch},
+		{"unknown field", "POST", "/session", `{"cwd":` + strconv.Quote(ws) + `,"model":"x"}`, nil, 400, codeBadRequest},
+		{"two values", "POST", "/session", `{}{}`, nil, 400, codeBadRequest},
+		{"array body", "POST", "/session", `[{"cwd":"/"}]`, nil, 400, codeBadRequest},
+		{"truncated body", "POST", "/session", `{"cwd":"`, nil, 400, codeBadRequest},
+		{"oversized body", "POST", "/session", `{"cwd":"` + strings.Repeat("a", maxHostBody) + `"}`, nil, 413, codeTooLarge},
+		// The size is checked before the session is looked up.
+		{"oversized body, unknown session", "POST", "/session/nope/prompt", `{"prompt":"` + strings.Repeat("a", maxHostBody) + `"}`, nil, 413, codeTooLarge},
+		{"unknown route", "POST", "/sessions", `{}`, nil, 404, codeNotFound},
+		{"provider route on the daemon", "POST", "/v1/prepare", `{}`, nil, 404, codeNotFound},
+		{"deep unknown route", "POST", "/session/x/prompt/y", pwnedPrompt(`{"prompt":[`, `]}`), nil, 404, codeNotFound},
+		{"encoded traversal in id", "POST", "/session/..%2f..%2fetc/prompt", pwnedPrompt(`{"prompt":[`, `]}`), nil, 404, codeSessionNotFound},
+		{"wrong method on session", "PUT", "/session", `{}`, nil, 405, codeMethodNotAllowed},
+		{"wrong method on health", "DELETE", "/health", "", nil, 405, codeMethodNotAllowed},
+		{"foreign Host", "POST", "/session", `{}`, []string{"Host", "attacker.example"}, 403, codeHostNotAllowed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, td.do(t, tt.method, tt.path, tt.body, tt.header...), tt.status, tt.code)
+		})
+	}
+	if kids := acpChildren(t); len(kids) != 0 {
+		t.Fatalf("refused requests started ACP children %v", kids)
+	}
+
+	// With a live session: none of these may queue a prompt or run a tool.
+	id := td.newSession(t, "")
+	kids := acpChildren(t)
+	for _, tt := range []hostileRequest{
+		{"prompt string", "POST", "/session/" + id + "/prompt", `{"prompt":"call write_file {}"}`, nil, 400, codeBadRequest},
+		{"prompt object", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":`, `}`), nil, 400, codeBadRequest},
+		{"prompt empty", "POST", "/session/" + id + "/prompt", `{"prompt":[]}`, nil, 400, codeBadRequest},
+		{"prompt null", "POST", "/session/" + id + "/prompt", `{"prompt":null}`, nil, 400, codeBadRequest},
+		{"prompt missing", "POST", "/session/" + id + "/prompt", `{}`, nil, 400, codeBadRequest},
+		{"block number", "POST", "/session/" + id + "/prompt", `{"prompt":[1]}`, nil, 400, codeBadRequest},
+		{"block without type", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"text":"a"},`, `]}`), nil, 400, codeBadRequest},
+		{"block type number", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":7},`, `]}`), nil, 400, codeBadRequest},
+		// Blocks the child could not read: refused here, not after a 202.
+		{"text block without text", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text"}]}`, nil, 400, codeBadRequest},
+		{"blank text", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text","text":"  "}]}`, nil, 400, codeBadRequest},
+		{"image block", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"image","data":"AA==","mimeType":"image/png"},`, `]}`), nil, 400, codeBadRequest},
+		{"embedded resource", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"resource","resource":{"uri":"file:///x","text":"y"}},`, `]}`), nil, 400, codeBadRequest},
+		{"resource_link without uri", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"resource_link","name":"x"},`, `]}`), nil, 400, codeBadRequest},
+		{"unknown block field", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"text","text":"a","colour":"red"},`, `]}`), nil, 400, codeBadRequest},
+		{"unknown top-level field", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"promptId":"mine","prompt":[`, `]}`), nil, 400, codeBadRequest},
+		{"huge prompt array", "POST", "/session/" + id + "/prompt", `{"prompt":[` + huge + `{"type":"text","text":"x"}]}`, nil, 413, codeTooLarge},
+		{"oversized cancel body", "POST", "/session/" + id + "/cancel", strings.Repeat(" ", maxHostBody+1), nil, 413, codeTooLarge},
+		{"trailing garbage", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[`, `]}x`), nil, 400, codeBadRequest},
+		{"slash command", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text","text":"/fork"}]}`, nil, 400, codeSlashRejected},
+		{"wrong method on prompt", "GET", "/session/" + id + "/prompt", "", nil, 405, codeMethodNotAllowed},
+		{"vote for unknown request", "POST", "/session/" + id + "/permission/nope", `{"outcome":{"outcome":"selected","optionId":"proceed_always"}}`, nil, 404, codePermissionUnknown},
+		{"vote wrong type", "POST", "/session/" + id + "/permission/nope", `{"outcome":"allow"}`, nil, 400, codeBadRequest},
+		{"vote without outcome", "POST", "/session/" + id + "/permission/nope", `{}`, nil, 400, codeBadRequest},
+		{"bad Last-Event-ID", "GET", "/session/" + id + "/events", "", []string{"Last-Event-ID", "-1"}, 400, codeBadRequest},
+		{"non-numeric Last-Event-ID", "GET", "/session/" + id + "/events", "", []string{"Last-Event-ID", "1e3"}, 400, codeBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, td.do(t, tt.method, tt.path, tt.body, tt.header...), tt.status, tt.code)
+		})
+	}
+	if after := acpChildren(t); len(after) != len(kids) {
+		t.Errorf("ACP children went from %v to %v", kids, after)
+	}
+	// The first turn the session runs is the valid one below: no refused
+	// prompt was queued ahead of it.
+	pid, evs := td.runTurn(t, id, "hello")
+	all := readSSE(t, td.openEvents(t, id, ""), untilTurnEnd(pid))
+	if len(all) != len(evs) {
+		t.Errorf("the event stream holds %d events, %d of them from the valid turn", len(all), len(evs))
+	}
+	if _, err := os.Stat(filepath.Join(ws, "pwned.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused request ran a tool (stat: %v)", err)
+	}
+	if _, calls := prov.counts(); calls != 0 {
+		t.Errorf("refused requests caused %d provider calls", calls)
+	}
+}
+
+// TestHostileContentType: a browser page may POST text/plain cross-origin
+// without a preflight, and its Host header is then a loopback name; on a
+// loopback daemon without a host token only a Content-Type or Origin check
+// can stop a web page from starting ACP children.
+func TestHostileContentType(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{}, quickRaceExit)
+	r := td.do(t, "POST", "/session", `{}`, "Content-Type", "text/plain", "Origin", "http://attacker.example")
+	wantError(t, r, http.StatusForbidden, codeOriginNotAllowed)
+	if kids := acpChildren(t); len(kids) != 0 {
+		t.Errorf("refused request started ACP children %v", kids)
+	}
+}
+
+// TestHostileInvalidUTF8Prompt: the issue lists invalid UTF-8 among the
+// inputs a host request must be refused for; prompt blocks travel to the
+// child as raw JSON, so serve itself must check them.
+func TestHostileInvalidUTF8Prompt(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	body := "{\"prompt\":[{\"type\":\"text\",\"text\":\"call write_file {\\\"file_path\\\":\\\"utf8.txt\\\",\\\"content\\\":\\\"a\xffb\\\"}\"}]}"
+	r := td.do(t, "POST", "/session/"+id+"/prompt", body)
+	if r.status/100 == 4 {
+		if _, calls := prov.counts(); calls != 0 {
+			t.Errorf("a refused prompt reached the provider")
+		}
+		return
+	}
+	var acc promptAccepted
+	if decodeStrict(r.body, &acc) != nil {
+		t.Fatalf("prompt = %d %s", r.status, r.body)
+	}
+	readSSE(t, stream, untilTurnEnd(acc.PromptID))
+	written, _ := os.ReadFile(filepath.Join(ws, "utf8.txt"))
+	_, calls := prov.counts()
+	t.Errorf("a prompt with invalid UTF-8 was accepted (%d) and ran (%d provider calls, file holds %q)", r.status, calls, written)
+}
+
+func TestServeSlashCommands(t *testing.T) {
+	prov := newTestProvider(t)
+	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), AllowSlashCommands: []string{"help"}}, fakeChildEnv("ack"))
+	id := td.newSession(t, "")
+	for _, text := range []string{"/fork", "  /memory add x", "/tmp", "/tools\n"} {
+		body, _ := json.Marshal(map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}})
+		wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", string(body)), 400, codeSlashRejected)
+	}
+	td.prompt(t, id, "/help")
+	// Text that only starts with "/" is a prompt like any other.
+	for _, text := range []string{"/tmp/notes.txt contains the plan; summarise it", "//127.0.0.1/x", "/ tmp", "/"} {
+		td.prompt(t, id, text)
+	}
+
+	off := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
+	off.prompt(t, off.newSession(t, ""), "/fork")
+}
+
+// TestServeDisabledSlashCommands: a command disabled on serve's command line
+// is a 400 in every mode, before anything reaches a child.
+func TestServeDisabledSlashCommands(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{DisabledSlashCommands: []string{"tools"}}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"/tools"}]}`), http.StatusBadRequest, codeSlashRejected)
+	if pid := td.prompt(t, id, "/help"); pid == "" {
+		t.Error("an open slash command was refused in off mode")
+	}
+}
+
+// hostileRequest is one host request that must be refused.
+type hostileRequest struct {
+	name, method, path, body string
+	header                   []string
+	status                   int
+	code                     string
 }

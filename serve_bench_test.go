@@ -1,4 +1,4 @@
-// bridge_bench_test.go measures serve: one guarded prompt turn through the
+// serve_bench_test.go measures serve: one guarded prompt turn through the
 // host API and a real ACP child, and event publishing to subscribers.
 package main
 

@@ -1,4 +1,4 @@
-// model_proxy_test.go tests the model calls of serve's children through
+// serve_model_test.go tests the model calls of serve's children through
 // serve, against a fake OpenAI-compatible service on loopback: a real serve
 // and real acp children for the whole path, the scripted fake child for
 // what a forged child may ask.

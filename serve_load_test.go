@@ -1,4 +1,4 @@
-// load_test.go holds the load run and the footprint measurement of
+// serve_load_test.go holds the load run and the footprint measurement of
 // "acpguard serve". Both are off by default; run them with
 //
 //	ACPGUARD_LOAD=1 go test -run 'TestLoadServe|TestLoadEventRingMemory|TestFootprint' -v -count=1 .

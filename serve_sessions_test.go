@@ -1,17 +1,17 @@
-// bridge_child_test.go drives serveDaemon in process against a scripted fake
-// ACP child (this test binary, re-executed) and a counting policy provider on
-// a loopback socket: sessions, prompts, events, permissions, the prepare
-// bridge's identity checks, the decision log, child death and shutdown.
+// serve_sessions_test.go drives serveDaemon in process against a scripted
+// fake ACP child (this test binary, re-executed) and a counting policy
+// provider on a loopback socket: sessions, prompts, the queue, permissions,
+// and a host that walks away from a permission request.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -492,39 +492,6 @@ func TestServeSessionPromptEvents(t *testing.T) {
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 404, codeSessionNotFound)
 }
 
-func TestServeSlowSubscriberDropped(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
-	id := td.newSession(t, "")
-	slow := td.openEvents(t, id, "") // never read until the turn is over
-	fast := td.openEvents(t, id, "")
-	const n = 2000 // 16 MB: more than the subscriber queue and the socket buffers
-	pid := td.prompt(t, id, fmt.Sprintf("flood %d 8192", n))
-	if got := readSSE(t, fast, untilTurnEnd(pid)); len(got) != n+1 {
-		t.Fatalf("reading subscriber got %d events, want %d", len(got), n+1)
-	}
-	// The child was not stalled by the slow reader; the slow stream was
-	// cut: with a stream_dropped notice when its connection could still
-	// take one, else by the connection's end in the middle of a write.
-	dropped, err := collectSSE(slow, func(sseEvent) bool { return false })
-	if err != io.EOF && err != io.ErrUnexpectedEOF {
-		t.Fatalf("the slow stream ended with %v", err)
-	}
-	if k := len(dropped) - 1; k >= 0 && dropped[k].typ == eventStreamDropped {
-		if dropped[k].id != "" {
-			t.Fatalf("the %s notice has id %q", eventStreamDropped, dropped[k].id)
-		}
-		dropped = dropped[:k]
-	}
-	if len(dropped) == 0 || len(dropped) >= n+1 {
-		t.Fatalf("slow subscriber got %d events before its stream ended, want some but not all", len(dropped))
-	}
-	// Reconnecting with Last-Event-ID loses nothing.
-	rest := readSSE(t, td.openEvents(t, id, dropped[len(dropped)-1].id), untilTurnEnd(pid))
-	if len(dropped)+len(rest) != n+1 {
-		t.Errorf("dropped %d + replayed %d events, want %d", len(dropped), len(rest), n+1)
-	}
-}
-
 func TestServeTurnError(t *testing.T) {
 	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
 	id := td.newSession(t, "")
@@ -662,238 +629,6 @@ func TestServeCancelResolvesPendingPermission(t *testing.T) {
 	wantError(t, td.do(t, "GET", "/session/"+id+"/events", "", "Last-Event-ID", "abc"), 400, codeBadRequest)
 }
 
-// decisions parses the decision log lines written so far.
-func decisions(t *testing.T, log string) []decisionRecord {
-	t.Helper()
-	var out []decisionRecord
-	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
-		if !strings.HasPrefix(line, `{"time"`) {
-			continue
-		}
-		var rec decisionRecord
-		if err := decodeStrict([]byte(line), &rec); err != nil {
-			t.Fatalf("decision log line %q: %v", line, err)
-		}
-		out = append(out, rec)
-	}
-	return out
-}
-
-func TestServeOffModeDeniesPrepareWithoutProvider(t *testing.T) {
-	prov := newTestProvider(t)
-	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
-	id := td.newSession(t, "")
-	_, evs := td.runTurn(t, id, `prepare write_file {"file_path":"a.txt","content":"x"}`)
-	got := texts(t, evs)
-	if len(got) != 1 || got[0] != `{"allowed":false,"reason":"`+guardFailedReason+`"}` {
-		t.Errorf("decision = %v", got)
-	}
-	if conns, calls := prov.counts(); conns != 0 || calls != 0 {
-		t.Errorf("off mode made %d provider connections, %d prepares", conns, calls)
-	}
-	recs := decisions(t, td.stderr.String())
-	if len(recs) != 1 || recs[0].Outcome != outcomeNotConfigured || recs[0].ToolName != "write_file" || recs[0].SessionID != id {
-		t.Errorf("decision log = %+v", recs)
-	}
-}
-
-func TestServeRequiredModePrepare(t *testing.T) {
-	prov := newTestProvider(t)
-	prov.verdict = func(tool string, _ json.RawMessage) (int, bool, string) {
-		if tool == "run_shell_command" {
-			return 200, false, "no shell here"
-		}
-		return 200, true, ""
-	}
-	logPath := filepath.Join(t.TempDir(), "decisions.jsonl")
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), DecisionLog: logPath}, fakeChildEnv("ack"))
-	var caps capabilitiesBody
-	decodeStrict(td.do(t, "GET", "/capabilities", "").body, &caps)
-	if !strings.Contains(strings.Join(caps.Features, ","), featureExternalToolGuard) {
-		t.Errorf("required mode features = %v", caps.Features)
-	}
-	id := td.newSession(t, "")
-	pid, evs := td.runTurn(t, id, "prepare write_file {\"file_path\":\"a.txt\"}\nprepare run_shell_command {\"command\":\"ls\"}")
-	got := texts(t, evs)
-	want := []string{`{"allowed":true}`, `{"allowed":false,"reason":"no shell here"}`}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("decisions = %v, want %v", got, want)
-	}
-	_, calls := prov.counts()
-	if calls != 2 {
-		t.Fatalf("provider saw %d prepares, want 2", calls)
-	}
-	for i, tool := range []string{"write_file", "run_shell_command"} {
-		c := prov.calls[i]
-		for k, v := range map[string]string{"sessionId": id, "promptId": pid, "toolCallId": "call_" + tool, "toolName": tool} {
-			if string(c[k]) != strconv.Quote(v) {
-				t.Errorf("prepare %d %s = %s, want %q", i, k, c[k], v)
-			}
-		}
-	}
-	data, _ := os.ReadFile(logPath)
-	recs := decisions(t, string(data))
-	if len(recs) != 2 || recs[0].Outcome != outcomeAllowed || recs[1].Outcome != outcomeDenied {
-		t.Fatalf("decision log = %s", data)
-	}
-	for i, rec := range recs {
-		if string(prov.calls[i]["requestId"]) != strconv.Quote(rec.RequestID) || rec.PromptID != pid || rec.SessionID != id || len(rec.ArgumentsSha256) != 64 {
-			t.Errorf("decision record %+v does not match provider request %s", rec, prov.calls[i]["requestId"])
-		}
-	}
-}
-
-func TestServeRejectsForeignAndStalePrepare(t *testing.T) {
-	prov := newTestProvider(t)
-	wsA, wsB := t.TempDir(), t.TempDir()
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), Workspaces: []string{wsA, wsB}}, fakeChildEnv("ack"))
-	a := td.newSession(t, `{"cwd":"`+wsA+`"}`)
-	a2 := td.newSession(t, `{"cwd":"`+wsA+`"}`)
-	b := td.newSession(t, `{"cwd":"`+wsB+`"}`)
-	// b has an active prompt, so its identity would pass if only ids counted.
-	streamB := td.openEvents(t, b, "")
-	pb := td.prompt(t, b, "wait")
-	readSSE(t, streamB, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
-
-	args := `{"command":"rm -rf /"}`
-	script := strings.Join([]string{
-		"forge " + b + " " + pb + " run_shell_command " + args, // another channel's session
-		"forge " + a2 + " - run_shell_command " + args,         // own channel, idle session
-		"forge - stale-prompt run_shell_command " + args,       // own session, wrong prompt
-		"forge - - run_shell_command null",                     // not an object
-	}, "\n")
-	_, evs := td.runTurn(t, a, script)
-	for i, got := range texts(t, evs) {
-		if got != `{"allowed":false,"reason":"`+guardFailedReason+`"}` {
-			t.Errorf("forged prepare %d = %s", i, got)
-		}
-	}
-	if _, calls := prov.counts(); calls != 0 {
-		t.Errorf("forged prepares reached the provider %d times", calls)
-	}
-	var outcomes []string
-	for _, rec := range decisions(t, td.stderr.String()) {
-		outcomes = append(outcomes, rec.Outcome)
-	}
-	if got := strings.Join(outcomes, " "); got != "identity_mismatch stale_prompt stale_prompt malformed_request" {
-		t.Errorf("decision outcomes = %s", got)
-	}
-	td.do(t, "POST", "/session/"+b+"/cancel", "")
-}
-
-func TestServeCancelWhileProviderDecides(t *testing.T) {
-	prov := newTestProvider(t)
-	prov.gate, prov.inCall = make(chan struct{}), make(chan struct{}, 1)
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv("ack"))
-	id := td.newSession(t, "")
-	stream := td.openEvents(t, id, "")
-	pid := td.prompt(t, id, `prepare write_file {"file_path":"a.txt"}`)
-	<-prov.inCall
-	if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
-		t.Fatalf("cancel = %d", r.status)
-	}
-	close(prov.gate) // the provider allows, too late
-	got := texts(t, readSSE(t, stream, untilTurnEnd(pid)))
-	for _, g := range got {
-		if strings.Contains(g, `"allowed":true`) {
-			t.Errorf("an allow reached the child after cancel: %v", got)
-		}
-	}
-	if _, calls := prov.counts(); calls != 1 {
-		t.Errorf("provider saw %d prepares, want 1", calls)
-	}
-	// A cancellation, logged and counted as one, not as a stale prompt.
-	var recs []decisionRecord
-	for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		recs = decisions(t, td.stderr.String())
-	}
-	if len(recs) != 1 || recs[0].Outcome != failCancelled || recs[0].PromptID != pid {
-		t.Errorf("decision log = %+v, want one %q for prompt %s", recs, failCancelled, pid)
-	}
-	m := td.scrape(t)
-	for series, want := range map[string]float64{
-		`acpguard_serve_decision_failures_total{category="cancelled"}`:    1,
-		`acpguard_serve_decision_failures_total{category="stale_prompt"}`: 0,
-		`acpguard_serve_decisions_total{outcome="allowed"}`:               0,
-	} {
-		if m[series] != want {
-			t.Errorf("%s = %v, want %v", series, m[series], want)
-		}
-	}
-}
-
-// TestServePrepareForCancelledPromptIsCancelled: a prepare the child sends
-// for a prompt the host cancelled, before the child answered it, is a
-// cancellation before evaluation: no provider request, logged cancelled.
-func TestServePrepareForCancelledPromptIsCancelled(t *testing.T) {
-	prov := newTestProvider(t)
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv("ack"))
-	id := td.newSession(t, "")
-	stream := td.openEvents(t, id, "")
-	// The fake child asks after its wait ends, with the prompt's identity,
-	// on a context of its own that the cancel does not end.
-	pid := td.prompt(t, id, "wait\nlateprepare write_file {\"file_path\":\"a.txt\"}")
-	readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
-	if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
-		t.Fatalf("cancel = %d", r.status)
-	}
-	got := texts(t, readSSE(t, stream, untilTurnEnd(pid)))
-	if want := `{"allowed":false,"reason":"` + guardFailedReason + `"}`; len(got) != 1 || got[0] != want {
-		t.Errorf("child heard %v, want a denial", got)
-	}
-	if _, calls := prov.counts(); calls != 0 {
-		t.Errorf("provider saw %d prepares, want 0", calls)
-	}
-	if recs := decisions(t, td.stderr.String()); len(recs) != 1 || recs[0].Outcome != failCancelled {
-		t.Errorf("decision log = %+v, want one %q", recs, failCancelled)
-	}
-}
-
-func TestServeUnauditedAllowIsDenied(t *testing.T) {
-	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("no /dev/full")
-	}
-	prov := newTestProvider(t)
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), DecisionLog: "/dev/full"}, fakeChildEnv("ack"))
-	id := td.newSession(t, "")
-	_, evs := td.runTurn(t, id, `prepare write_file {"file_path":"a.txt"}`)
-	if got := texts(t, evs); len(got) != 1 || got[0] != `{"allowed":false,"reason":"`+guardFailedReason+`"}` {
-		t.Errorf("decision with a failing decision log = %v", got)
-	}
-}
-
-func TestServeRejectsUnacknowledgedChannel(t *testing.T) {
-	for _, mode := range []string{"", "badack"} {
-		t.Run("mode="+mode, func(t *testing.T) {
-			prov := newTestProvider(t)
-			td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv(mode))
-			wantError(t, td.do(t, "POST", "/session", ""), 503, codeGuardNotReady)
-			if _, calls := prov.counts(); calls != 0 {
-				t.Errorf("provider saw %d prepares", calls)
-			}
-		})
-	}
-}
-
-func TestServeSlashCommands(t *testing.T) {
-	prov := newTestProvider(t)
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), AllowSlashCommands: []string{"help"}}, fakeChildEnv("ack"))
-	id := td.newSession(t, "")
-	for _, text := range []string{"/fork", "  /memory add x", "/tmp", "/tools\n"} {
-		body, _ := json.Marshal(map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}})
-		wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", string(body)), 400, codeSlashRejected)
-	}
-	td.prompt(t, id, "/help")
-	// Text that only starts with "/" is a prompt like any other.
-	for _, text := range []string{"/tmp/notes.txt contains the plan; summarise it", "//127.0.0.1/x", "/ tmp", "/"} {
-		td.prompt(t, id, text)
-	}
-
-	off := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
-	off.prompt(t, off.newSession(t, ""), "/fork")
-}
-
 // TestServeGeneratesSessionIDs: "sessionId is generated by the daemon". A
 // child that names a session otherwise gets no session.
 func TestServeGeneratesSessionIDs(t *testing.T) {
@@ -906,142 +641,83 @@ func TestServeGeneratesSessionIDs(t *testing.T) {
 	wantError(t, own.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeChildUnavailable)
 }
 
-func TestServeChildDeath(t *testing.T) {
+// TestFaultHostLeavesPermissionRequest: in the default approval mode the
+// child asks the host; the host's stream goes away mid-question. Nothing
+// runs while the question is open, and a cancel ends the turn without a
+// provider call.
+func TestFaultHostLeavesPermissionRequest(t *testing.T) {
+	prov := newTestProvider(t)
 	ws := t.TempDir()
-	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}, Guard: prov.guard(t), DecisionLog: filepath.Join(t.TempDir(), "d.jsonl")}, quickRaceExit)
 	id := td.newSession(t, "")
-	stream := td.openEvents(t, id, "")
-	_, evs := td.runTurn(t, id, "report pid")
-	pid1, _ := strconv.Atoi(texts(t, evs)[0])
-	td.prompt(t, id, "die")
-	evs = readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionDied })
-	if last := parseEnvelope(t, evs[len(evs)-1]); !strings.Contains(string(last.Data), id) {
-		t.Errorf("session_died data = %s", last.Data)
+	stream, closeStream := openEventsClosable(t, td, id)
+	pid := td.prompt(t, id, writeCall("asked.txt"))
+	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventPermissionRequest })
+	last := evs[len(evs)-1]
+	closeStream()
+	time.Sleep(3 * faultGuardTimeout)
+	if _, err := os.Stat(filepath.Join(ws, "asked.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the call ran with its permission question unanswered (stat: %v)", err)
 	}
-	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 410, codeSessionDied)
-	wantError(t, td.do(t, "POST", "/session/"+id+"/cancel", ""), 410, codeSessionDied)
-	wantError(t, td.do(t, "GET", "/session/"+id+"/events", ""), 410, codeSessionDied)
-	// DELETE says the session had died, and forgets it.
-	wantError(t, td.do(t, "DELETE", "/session/"+id, ""), 410, codeSessionDied)
-	wantError(t, td.do(t, "DELETE", "/session/"+id, ""), 404, codeSessionNotFound)
-	if err := syscall.Kill(pid1, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("dead child %d still exists (kill 0: %v)", pid1, err)
+	// The question is still there for a host that reconnects.
+	replay := readSSE(t, td.openEvents(t, id, ""), func(ev sseEvent) bool { return ev.id == last.id })
+	if replay[len(replay)-1].typ != eventPermissionRequest {
+		t.Fatalf("reconnecting host does not see the open question")
 	}
-	id2 := td.newSession(t, "")
-	_, evs = td.runTurn(t, id2, "report pid")
-	if pid2, _ := strconv.Atoi(texts(t, evs)[0]); pid2 == pid1 || pid2 == 0 {
-		t.Errorf("new session runs in child %d, old one was %d", pid2, pid1)
+	if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
+		t.Fatalf("cancel = %d %s", r.status, r.body)
 	}
-}
-
-func TestServeShutdownEndsChildren(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
-	id := td.newSession(t, "")
-	stream := td.openEvents(t, id, "")
-	td.prompt(t, id, "report pid\nwait")
-	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
-	pid, _ := strconv.Atoi(texts(t, evs)[0])
-	if err := td.stop(); err != nil {
-		t.Fatalf("serveDaemon after cancel = %v, want nil", err)
-	}
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("child %d outlived the daemon (kill 0: %v)", pid, err)
-	}
-	if _, err := http.Get(td.url + "/health"); err == nil {
-		t.Error("daemon still accepts connections after shutdown")
-	}
-}
-
-func TestServeHandshakeFailure(t *testing.T) {
-	prov := newTestProvider(t)
-	g := prov.guard(t)
-	g.Token = "wrong-token"
-	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: &syncBuffer{}}
-	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "127.0.0.1", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: g}, func(string) {
-		t.Error("listener opened after a failed handshake")
+	// The child may end the turn before the relay publishes the resolution:
+	// the contract orders neither before the other, so wait for both.
+	turnEnd, resolved, end := untilTurnEnd(pid), false, sseEvent{}
+	rest := readSSE(t, td.openEvents(t, id, last.id), func(ev sseEvent) bool {
+		resolved = resolved || ev.typ == eventPermissionResolved
+		if turnEnd(ev) {
+			end = ev
+		}
+		return resolved && end.typ != ""
 	})
-	if err == nil || exitCode(err) != exitRuntime || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), g.Token) {
-		t.Errorf("serveDaemon = %v, want a one-line runtime error without the token", err)
+	if !resolved || end.typ != eventTurnComplete {
+		t.Errorf("events after cancel = %v, want permission_resolved and turn_complete, in either order", rest)
 	}
-}
-
-// TestChildSchedulerSlots: the ACP runtime serve starts runs on one
-// scheduler slot unless the operator set GOMAXPROCS (runACP says why).
-func TestChildSchedulerSlots(t *testing.T) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		t.Skip("GOMAXPROCS is set for the whole test run")
-	}
-	for _, tt := range []struct {
-		name string
-		env  []string
-		want string
-	}{
-		{"default", nil, "gomaxprocs=1"},
-		{"operator's choice", []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			td := startTestDaemon(t, serveOptions{Workspaces: []string{t.TempDir()}, LogLevel: slog.LevelDebug}, append(tt.env, quickRaceExit)...)
-			td.newSession(t, "")
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+" ") {
-				if time.Now().After(deadline) {
-					t.Fatalf("no %q in the child's log:\n%s", tt.want, td.stderr.String())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			// The child's start environment may hold the model key: its
-			// tools, same user, must not read /proc/<child>/environ.
-			if !strings.Contains(td.stderr.String(), `msg="start environment hidden from other processes" dumpable=0`) {
-				t.Errorf("the child did not make itself not dumpable:\n%s", td.stderr.String())
-			}
-		})
-	}
-}
-
-// TestServeDisabledSlashCommands: a command disabled on serve's command line
-// is a 400 in every mode, before anything reaches a child.
-func TestServeDisabledSlashCommands(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{DisabledSlashCommands: []string{"tools"}}, fakeChildEnv(""))
-	id := td.newSession(t, "")
-	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"/tools"}]}`), http.StatusBadRequest, codeSlashRejected)
-	if pid := td.prompt(t, id, "/help"); pid == "" {
-		t.Error("an open slash command was refused in off mode")
-	}
-}
-
-// TestServePrepareAfterPromptAnswerIsStale: the child answers its prompt
-// end_turn and asks for a decision for that prompt in the same write. serve
-// applies the answer before it reads the prepare, so the prepare finds the
-// prompt over: no provider request, stale_prompt in the decision log. Run
-// many times, since the old order lost a race only some of the time.
-func TestServePrepareAfterPromptAnswerIsStale(t *testing.T) {
-	prov := newTestProvider(t)
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv("ack"))
-	id := td.newSession(t, "")
-	stream := td.openEvents(t, id, "")
-	const turns = 30
-	for range turns {
-		pid := td.prompt(t, id, `endprepare write_file {"file_path":"a.txt","content":"x"}`)
-		evs := readSSE(t, stream, untilTurnEnd(pid))
-		if end := evs[len(evs)-1]; end.typ != eventTurnComplete {
-			t.Fatalf("turn ended with %s", end.data)
-		}
-	}
-	var recs []decisionRecord
-	deadline := time.Now().Add(10 * time.Second)
-	for len(recs) < turns && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		recs = decisions(t, td.stderr.String())
-	}
-	if len(recs) != turns {
-		t.Fatalf("decision log has %d records, want %d", len(recs), turns)
-	}
-	for _, rec := range recs {
-		if rec.Outcome != outcomeStalePrompt || rec.ToolCallID != "call_late" {
-			t.Errorf("decision %+v, want stale_prompt", rec)
-		}
+	if _, err := os.Stat(filepath.Join(ws, "asked.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a cancelled permission question let the call run")
 	}
 	if _, calls := prov.counts(); calls != 0 {
-		t.Errorf("stale prepares reached the provider %d times", calls)
+		t.Errorf("provider saw %d prepares for a call the host never approved", calls)
+	}
+}
+
+// openEventsClosable opens a session's event stream that the test can drop.
+func openEventsClosable(t *testing.T, td *testDaemon, id string) (*bufio.Reader, func()) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", td.url+"/session/"+id+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return bufio.NewReader(resp.Body), func() { resp.Body.Close() }
+}
+
+// TestServeDeleteEndsSessionProcesses: a host that deletes a session ends
+// what the session started in the background; the child lives on for others.
+func TestServeDeleteEndsSessionProcesses(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
+	id := td.newSession(t, "")
+	other := td.newSession(t, "")
+	td.runTurn(t, id, `call run_shell_command {"command":"echo $$ > bg.pid; exec sleep 30","is_background":true}`)
+	pid := readPIDFile(t, filepath.Join(ws, "bg.pid"))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if r := td.do(t, "DELETE", "/session/"+id, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d %s", r.status, r.body)
+	}
+	if !pidGoneWithin(pid, 5*time.Second) {
+		t.Errorf("background process %d outlived its deleted session", pid)
+	}
+	if td.runTurn(t, other, writeCall("other.txt")); !fileExists(filepath.Join(ws, "other.txt")) {
+		t.Errorf("the other session on the same child no longer works")
 	}
 }

@@ -1,0 +1,150 @@
+// model_parent.go owns the model of a managed acp child: each model call
+// goes to serve over the private channel (serve_model.go) and its reply is
+// read as a direct one is (openai.go).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// promptIdentityKey carries, in a prompt's context, the session and the
+// prompt id serve gave it, which a model call through serve names.
+type promptIdentityKey struct{}
+
+type promptIdentity struct{ sessionID, promptID string }
+
+func withPromptIdentity(ctx context.Context, sessionID, promptID string) context.Context {
+	return context.WithValue(ctx, promptIdentityKey{}, promptIdentity{sessionID, promptID})
+}
+
+// errModelStreamDone ends the delivery of a reply nobody reads any more.
+var errModelStreamDone = errors.New("model reply no longer read")
+
+// parentModel is the model of serve's child: serve makes each call.
+type parentModel struct {
+	a       *agent
+	mu      sync.Mutex
+	streams map[string]*modelStream
+}
+
+// modelStream is one call's reply as it arrives.
+type modelStream struct {
+	mediaType chan string // capacity 1: sent before any byte
+	typed     bool        // the read goroutine's: the media type came
+	pr        *io.PipeReader
+	pw        *io.PipeWriter
+}
+
+func newParentModel(a *agent) *parentModel {
+	return &parentModel{a: a, streams: map[string]*modelStream{}}
+}
+
+func (m *parentModel) next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error) {
+	id, _ := ctx.Value(promptIdentityKey{}).(promptIdentity)
+	body, err := openAIRequestBody("", history, tools)
+	if err != nil {
+		return modelTurn{}, err
+	}
+	streamID := rand.Text()
+	pr, pw := io.Pipe()
+	st := &modelStream{mediaType: make(chan string, 1), pr: pr, pw: pw}
+	m.mu.Lock()
+	m.streams[streamID] = st
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.streams, streamID)
+		m.mu.Unlock()
+	}()
+
+	callCtx, stopCall := context.WithCancel(ctx)
+	defer stopCall()
+	called := make(chan error, 1)
+	go func() {
+		_, err := m.a.conn.call(callCtx, methodModelComplete, modelCompleteParams{
+			SessionID: id.sessionID, PromptID: id.promptID, StreamID: streamID, Request: body,
+		})
+		// The answer is read after every chunk before it was delivered.
+		if err != nil {
+			pw.CloseWithError(err)
+		} else {
+			pw.Close()
+		}
+		called <- err
+	}()
+	var mediaType string
+	var callErr error
+	answered := false
+	select {
+	case mediaType = <-st.mediaType:
+	case callErr = <-called:
+		answered = true
+		select {
+		case mediaType = <-st.mediaType:
+		default:
+		}
+	}
+	t := newOpenAITurn("") // serve redacted its key already
+	var readErr error
+	if mediaType != "" {
+		readErr = readOpenAIReply(ctx, mediaType, pr, t, text)
+	}
+	pr.CloseWithError(errModelStreamDone)
+	if readErr != nil {
+		stopCall() // serve stops reading the reply
+	}
+	if !answered {
+		callErr = <-called
+	}
+	switch {
+	case readErr != nil:
+		return modelTurn{}, readErr
+	case callErr != nil:
+		return modelTurn{}, fmt.Errorf("model call through serve: %w", callErr)
+	case mediaType == "":
+		return modelTurn{}, errors.New("model call through serve: answered without a reply")
+	}
+	return t.turn(history)
+}
+
+// deliver takes one chunk from serve, on the connection's read goroutine,
+// and waits until the reply's reader took it or stopped reading. A chunk out
+// of order ends its reply with an error.
+func (m *parentModel) deliver(params json.RawMessage) {
+	var c modelChunk
+	err := decodeStrict(params, &c)
+	if err != nil {
+		// Read loosely only to find the reply it would belong to.
+		c = modelChunk{}
+		if json.Unmarshal(params, &c) != nil {
+			return
+		}
+	}
+	m.mu.Lock()
+	st := m.streams[c.StreamID]
+	m.mu.Unlock()
+	switch {
+	case st == nil:
+		return // a reply nobody waits for any more
+	case err != nil:
+		st.pw.CloseWithError(fmt.Errorf("model reply from serve: invalid chunk: %v", err))
+	case c.ContentType != "" && st.typed:
+		st.pw.CloseWithError(errors.New("model reply from serve: a second content type"))
+	case c.ContentType != "":
+		st.typed = true
+		st.mediaType <- c.ContentType
+		if len(c.Data) > 0 {
+			st.pw.Write(c.Data)
+		}
+	case !st.typed:
+		st.pw.CloseWithError(errors.New("model reply from serve: bytes before the content type"))
+	case len(c.Data) > 0:
+		st.pw.Write(c.Data) // fails at once when the reader stopped
+	}
+}

@@ -1,0 +1,450 @@
+// serve.go owns "acpguard serve" as a command: its options and host token,
+// start-up, shutdown and signals (DESIGN.md §9). In required mode serve makes
+// a host token when none is given, so that a tool it started cannot act as a
+// host just by reaching the loopback port.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func runServe(ctx context.Context, sys *system, args []string) error {
+	opts, err := parseServeArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
+	if err := hideEnviron(log); err != nil {
+		return err
+	}
+	tok, err := prepareHostToken(&opts, envOf(sys), log)
+	if err != nil {
+		return err
+	}
+	defer tok.cleanup()
+	return serveDaemon(ctx, sys, opts, func(url string) {
+		fmt.Fprintf(sys.stdout, "acpguard serve: listening on %s\n", url)
+		tok.announce(sys.stdout)
+	})
+}
+
+// daemon is one running "acpguard serve".
+type daemon struct {
+	sys          *system
+	token        string
+	guarded      bool            // required mode completed its handshake
+	provider     *providerClient // nil in off mode: "no provider is constructed"
+	decisions    *decisionLog
+	workspaces   []string // absolute, cleaned; the first is the primary
+	maxPending   int
+	limits       serveLimits
+	events       *eventBudget // every session's event memory: --max-event-memory
+	obs          *serveObserver
+	allowSlash   []string
+	disabled     []string // --disabled-slash-commands
+	childLog     []string // --log-format and --log-level for the children
+	settingsFile string
+	sandbox      sandboxInForce // checked against the kernel; given to every child
+	port         string
+	bindHost     string // the bound address as a Host header spells it
+	checkHost    bool
+
+	model          *openAIModel // the children's model service; nil: the scripted model
+	modelCallLimit int          // model calls of one prompt (serve_model.go)
+
+	runCtx context.Context // cancelled when shutdown begins
+	wg     sync.WaitGroup  // children's readers and prompt runners
+
+	mu       sync.Mutex
+	closing  bool
+	slots    map[string]*workspaceSlot
+	chans    map[*acpChannel]struct{} // every child not yet reaped
+	sessions map[string]*hostSession
+	creating int // session creations past the --max-sessions check
+}
+
+// serveDaemon runs the daemon until ctx is done. ready is called with the
+// base URL once the listener is open.
+func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func(url string)) error {
+	loopback := isLoopbackBind(opts.Hostname)
+	if !loopback && opts.Token == "" {
+		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname)
+	}
+	d := &daemon{
+		sys:          sys,
+		token:        opts.Token,
+		workspaces:   opts.Workspaces,
+		maxPending:   opts.MaxPendingPrompts,
+		limits:       opts.Limits.withDefaults(),
+		obs:          newServeObserver(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)),
+		allowSlash:   opts.AllowSlashCommands,
+		disabled:     opts.DisabledSlashCommands,
+		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
+		settingsFile: opts.SettingsFile,
+		checkHost:    loopback,
+		slots:        map[string]*workspaceSlot{},
+		chans:        map[*acpChannel]struct{}{},
+		sessions:     map[string]*hostSession{},
+	}
+	if d.maxPending < 1 {
+		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
+	}
+	if err := d.setModel(opts); err != nil {
+		return err
+	}
+	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
+	if err != nil {
+		return err
+	}
+	d.sandbox, d.obs.sandbox = sandbox, sandbox
+	d.events = newEventBudget(d.limits.MaxEventMemory)
+	d.obs.events = d.events
+	if opts.Guard.required() {
+		// "daemon startup performs an authenticated, versioned handshake"
+		// before the listener opens or any child starts.
+		pc := newProviderClient(opts.Guard)
+		if err := pc.handshake(ctx); err != nil {
+			return fmt.Errorf("external tool guard provider handshake failed: %w", err)
+		}
+		d.provider, d.guarded = pc, true
+	}
+	logw := sys.stderr
+	if opts.DecisionLog != "" {
+		f, err := os.OpenFile(opts.DecisionLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open decision log %q: %w", opts.DecisionLog, err)
+		}
+		defer f.Close()
+		logw = f
+	}
+	d.decisions = &decisionLog{w: logw}
+
+	host := opts.Hostname
+	if strings.EqualFold(host, "localhost") {
+		// Pinned like the provider endpoint: never resolved through DNS.
+		host = "127.0.0.1"
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return fmt.Errorf("listen on %q port %d: %w", opts.Hostname, opts.Port, err)
+	}
+	bound, port, _ := net.SplitHostPort(ln.Addr().String())
+	d.port, d.bindHost = port, bound
+	if strings.Contains(bound, ":") {
+		d.bindHost = "[" + bound + "]"
+	}
+
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	d.runCtx = runCtx
+	if d.guarded {
+		defer d.handshakeOnSIGHUP(runCtx)()
+	}
+	srv := &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: hostReadHeaderTimeout,
+		// An idle keep-alive connection holds a descriptor; without a bound
+		// anyone who can connect could hold them all.
+		IdleTimeout: hostIdleConnTimeout,
+		BaseContext: func(net.Listener) context.Context { return runCtx },
+		ConnContext: d.peerConnContext,
+		ErrorLog:    slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	d.wg.Add(1)
+	go d.reapIdleSessions(runCtx)
+	d.obs.log.Info("listening", "url", "http://"+ln.Addr().String(), "guarded", d.guarded, "maxSessions", d.limits.MaxSessions, d.sandbox.logAttr())
+	if ready != nil {
+		ready("http://" + ln.Addr().String())
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	d.shutdown(srv, stopRun)
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("serve http: %w", serveErr)
+}
+
+// shutdown stops accepting, cancels active prompts, ends every child and
+// its process group, and waits for every goroutine the daemon started.
+func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+
+	stopRun() // ends event streams and in-flight host requests
+	sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+	if srv.Shutdown(sctx) != nil {
+		srv.Close()
+	}
+	cancel()
+
+	// closing is set: no session or child can be added from here on.
+	d.mu.Lock()
+	sessions := slices.Collect(maps.Values(d.sessions))
+	chans := slices.Collect(maps.Keys(d.chans))
+	d.mu.Unlock()
+
+	for _, s := range sessions {
+		s.cancelActive()
+	}
+	var stops sync.WaitGroup
+	for _, ch := range chans {
+		stops.Go(ch.stop)
+	}
+	stops.Wait()
+	d.wg.Wait()
+	if d.provider != nil {
+		d.provider.close()
+	}
+	if d.model != nil {
+		d.model.client.CloseIdleConnections()
+	}
+}
+
+// The log messages of a SIGHUP's handshake; the demo waits for them.
+const (
+	logHUPAccepted = "provider handshake on SIGHUP accepted"
+	logHUPFailed   = "provider handshake on SIGHUP failed: the provider of the last successful handshake stays the only one accepted"
+)
+
+// handshakeOnSIGHUP catches SIGHUP until the returned stop is called and
+// re-runs the provider handshake for each one, until ctx ends. It is the one
+// way to make a running serve accept a provider that now listens on another
+// socket; until then every call to it fails with category identity, and a
+// failed handshake keeps the provider of the last successful one. The
+// daemon's WaitGroup owns the goroutine.
+func (d *daemon) handshakeOnSIGHUP(ctx context.Context) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				d.rehandshake(ctx)
+			}
+		}
+	}()
+	return func() { signal.Stop(hup) }
+}
+
+// rehandshake runs one handshake and logs its result.
+func (d *daemon) rehandshake(ctx context.Context) {
+	before := d.provider.identity()
+	if err := d.provider.handshake(ctx); err != nil {
+		d.obs.logger().Error(logHUPFailed, "provider", before.String(), "err", err)
+		return
+	}
+	after := d.provider.identity()
+	d.obs.logger().Info(logHUPAccepted, "provider", after.String(), "changed", !before.same(after))
+}
+
+// hupWatch is a log writer that reports the result of each SIGHUP's
+// handshake on results (logHUPAccepted or logHUPFailed), dropping it when
+// nobody waits. It lets the demo, which runs serve in its own process,
+// wait for serve to accept the provider it restarted.
+type hupWatch struct{ results chan string }
+
+func (w hupWatch) Write(p []byte) (int, error) {
+	for _, msg := range [...]string{logHUPAccepted, logHUPFailed} {
+		if bytes.Contains(p, []byte(msg)) {
+			select {
+			case w.results <- msg:
+			default:
+			}
+		}
+	}
+	return len(p), nil
+}
+
+// rehandshakeSelf sends SIGHUP to this process, whose serve runs the
+// provider handshake again, and waits for the result w reports.
+func (w hupWatch) rehandshakeSelf(ctx context.Context, within time.Duration) error {
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		return fmt.Errorf("send SIGHUP to serve: %w", err)
+	}
+	select {
+	case msg := <-w.results:
+		if msg != logHUPAccepted {
+			return errors.New("serve's handshake with the restarted provider failed")
+		}
+		return nil
+	case <-time.After(within):
+		return fmt.Errorf("serve did not run its handshake within %v of SIGHUP", within)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// flagAllowTokenlessLoopback restores tokenless loopback in required mode.
+const flagAllowTokenlessLoopback = "allow-tokenless-loopback"
+
+// hostTokenBytes is the size of a generated host token: 256 random bits,
+// sent as 64 hex digits.
+const hostTokenBytes = 32
+
+// A generated token without --token-file goes to a file of this name in a
+// fresh directory (mode 0700) under $XDG_RUNTIME_DIR, or under the system's
+// temporary directory when that is not set; both are removed at exit.
+const (
+	envRuntimeDir         = "XDG_RUNTIME_DIR"
+	hostTokenDirPattern   = "acpguard-serve-*"
+	hostTokenFileName     = "host-token"
+	hostTokenAnnouncement = "acpguard serve: host token in "
+)
+
+// resolveHostToken decides serve's host token from the flags and env: the
+// value of --token (which wins over QWEN_SERVER_TOKEN, as in Qwen Code) or
+// of the variable; or --token-file, read when the file exists and generated
+// at start when it does not. --token-file together with either of the
+// others is refused. In required mode a loopback daemon with none of them
+// gets a generated token unless --allow-tokenless-loopback is given.
+func resolveHostToken(opts *serveOptions, token, tokenFile *onceValue, tokenless bool, env *procEnv, hostname string, loopback bool) error {
+	var err error
+	switch {
+	case tokenFile.count > 0 && token.count > 0:
+		return usagef("--%s %q and --token: both set; give the host token one way", flagHostTokenFile, tokenFile.value)
+	case tokenFile.count > 0 && env.serverTokenSet:
+		return usagef("--%s %q and %s: both set; give the host token one way", flagHostTokenFile, tokenFile.value, envServerToken)
+	case tokenFile.count > 0:
+		err = hostTokenFromFile(opts, tokenFile.value)
+	// "Host auth: --token or env QWEN_SERVER_TOKEN"; the flag wins.
+	case token.count > 0:
+		opts.Token, err = parseSecret("--token", token.value)
+	case env.serverTokenSet:
+		opts.Token, err = parseSecret(envServerToken, env.serverToken)
+	}
+	if err != nil {
+		return err
+	}
+	given := opts.Token != "" || opts.GenerateToken
+	if tokenless {
+		switch {
+		case given:
+			return usagef("--%s: a host token is also given (--token, --%s or %s); give one or the other", flagAllowTokenlessLoopback, flagHostTokenFile, envServerToken)
+		case !loopback:
+			return usagef("--%s: --hostname %q is not a loopback address, which always requires a host token", flagAllowTokenlessLoopback, hostname)
+		}
+		opts.AllowTokenlessLoopback = true
+		return nil
+	}
+	// "Binding a non-loopback address without a token is refused."
+	if !loopback && !given {
+		return usagef("--hostname %q: a non-loopback address requires --token, --%s or %s", hostname, flagHostTokenFile, envServerToken)
+	}
+	if !given && opts.Guard.required() {
+		opts.GenerateToken = true
+	}
+	return nil
+}
+
+// hostTokenFromFile reads --token-file when the file exists; when nothing
+// is there yet, serve generates the token into it at start.
+func hostTokenFromFile(opts *serveOptions, path string) error {
+	if path == "" {
+		return usagef("--%s \"\": must name a file", flagHostTokenFile)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return usagef("--%s %q: %v", flagHostTokenFile, path, err)
+	}
+	exists, err := secretFileExists(flagHostTokenFile, abs)
+	if err != nil {
+		return err
+	}
+	opts.TokenFile = abs
+	if !exists {
+		opts.GenerateToken = true
+		return nil
+	}
+	opts.Token, err = readSecretFile(flagHostTokenFile, abs)
+	return err
+}
+
+// hostToken is the host token of a starting serve as the operator sees it.
+type hostToken struct {
+	file      string // the token file to announce, "" none
+	removeDir string // a fresh directory to remove at exit, "" none
+}
+
+// prepareHostToken generates the host token when opts asks for one, writes
+// it to its file and puts it in opts.Token. It warns once when required mode
+// runs without a host token. The caller calls cleanup at exit.
+func prepareHostToken(opts *serveOptions, env *procEnv, log *slog.Logger) (*hostToken, error) {
+	ht := &hostToken{file: opts.TokenFile}
+	if opts.GenerateToken {
+		tok, err := randomHex(hostTokenBytes)
+		if err != nil {
+			return nil, fmt.Errorf("generate the host token: %w", err)
+		}
+		path := opts.TokenFile
+		if path == "" {
+			base := os.TempDir()
+			if d := env.lookup(envRuntimeDir); filepath.IsAbs(d) {
+				base = d
+			}
+			dir, err := os.MkdirTemp(base, hostTokenDirPattern)
+			if err != nil {
+				return nil, fmt.Errorf("create a directory for the host token under %q: %w; give --%s FILE", base, err, flagHostTokenFile)
+			}
+			ht.removeDir = dir
+			path = filepath.Join(dir, hostTokenFileName)
+		}
+		if err := createSecretFile(flagHostTokenFile, path, tok); err != nil {
+			ht.cleanup()
+			return nil, err
+		}
+		opts.Token, opts.TokenFile, ht.file = tok, path, path
+	}
+	if opts.Guard.required() && opts.Token == "" && opts.AllowTokenlessLoopback {
+		log.Warn("required mode without a host token (--" + flagAllowTokenlessLoopback + "): every local process, the tools of this daemon included, can act as a host")
+	}
+	return ht, nil
+}
+
+// announce prints the token file's path on its own line, after the
+// listening line that hosts parse.
+func (ht *hostToken) announce(w io.Writer) {
+	if ht.file != "" {
+		fmt.Fprintf(w, "%s%s\n", hostTokenAnnouncement, ht.file)
+	}
+}
+
+// cleanup removes a token file serve generated in a fresh directory; a
+// token file named by --token-file stays for the next start to read.
+func (ht *hostToken) cleanup() {
+	if ht.removeDir != "" {
+		os.RemoveAll(ht.removeDir)
+	}
+}

@@ -1,0 +1,323 @@
+// serve_children.go owns the private acp children of serve: starting one per
+// workspace on its channel (channel.go), reading it, and ending it and what it left.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// acpChannel is one private ACP child and the JSON-RPC connection to it.
+type acpChannel struct {
+	d      *daemon
+	cmd    *exec.Cmd
+	conn   *rpcConn
+	sock   *channelConn       // serve's end of the private channel (channel.go)
+	cancel context.CancelFunc // ends conn.serve
+	done   chan struct{}      // closed once the child is reaped
+	// stopping is set once the daemon ends the child: an exit before
+	// that is a death.
+	stopping atomic.Bool
+}
+
+func (ch *acpChannel) ended() bool {
+	select {
+	case <-ch.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// workspaceSlot serializes the start of the one child of a workspace.
+type workspaceSlot struct {
+	mu sync.Mutex
+	ch *acpChannel // nil until first use and after the child ended
+}
+
+// channelFor returns the workspace's child, starting it on first use or
+// after the previous one ended.
+func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostError) {
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		return nil, errShuttingDown
+	}
+	slot := d.slots[ws]
+	if slot == nil {
+		slot = &workspaceSlot{}
+		d.slots[ws] = slot
+	}
+	d.mu.Unlock()
+
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.ch != nil && !slot.ch.ended() {
+		return slot.ch, nil
+	}
+	slot.ch = nil
+	ch, herr := d.startChannel(ctx, ws)
+	if herr != nil {
+		return nil, herr
+	}
+	slot.ch = ch
+	return ch, nil
+}
+
+// childLogArgs makes the children log as the daemon does: their stderr is
+// the daemon's.
+func childLogArgs(logJSON bool, level slog.Level) []string {
+	format := "text"
+	if logJSON {
+		format = "json"
+	}
+	return []string{"--log-format", format, "--log-level", strings.ToLower(level.String())}
+}
+
+// childCommand is "acpguard acp" with the operator's settings, opened slash
+// commands and model choice, and the scrubbed environment; in required mode
+// that environment also carries the required-v1 marker, and never a secret.
+// Nothing else is added: what the child leaves behind is found by its
+// session (reaper.go).
+func (d *daemon) childCommand(exe string) *exec.Cmd {
+	args := append([]string{"acp"}, d.childModelArgs()...)
+	if d.settingsFile != "" {
+		args = append(args, "--settings", d.settingsFile)
+	}
+	for _, name := range d.allowSlash {
+		args = append(args, "--allow-slash-command", name)
+	}
+	if len(d.disabled) > 0 {
+		args = append(args, "--disabled-slash-commands", strings.Join(d.disabled, ","))
+	}
+	args = append(args, d.childLog...)
+	args = append(args, d.sandbox.childArgs()...)
+	cmd := exec.Command(exe, args...)
+	cmd.Env = d.sys.env.acpChildEnv(d.guarded)
+	return cmd
+}
+
+type initializeResult struct {
+	ProtocolVersion   int                        `json:"protocolVersion"`
+	AgentCapabilities map[string]json.RawMessage `json:"agentCapabilities"`
+	AuthMethods       json.RawMessage            `json:"authMethods"`
+	AgentInfo         json.RawMessage            `json:"agentInfo"`
+	Meta              json.RawMessage            `json:"_meta"`
+}
+
+// startChannel spawns "acpguard acp" for a workspace on a private socket pair
+// (channel.go) and initializes it. In required mode the child must
+// acknowledge required-v1, or it is killed before any session exists on it.
+func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hostError) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, childUnavailable("Cannot locate the acpguard executable: %v", err)
+	}
+	cmd := d.childCommand(exe)
+	cmd.Dir = ws
+	cmd.Stderr = d.sys.stderr
+	// A descendant that kept the child's stderr open cannot hold Wait.
+	cmd.WaitDelay = childStopGrace
+	ends, err := newChannel()
+	if err != nil {
+		return nil, childUnavailable("Start ACP child: %v", err)
+	}
+	// The child's ends are its stdin and stdout; serve keeps only its own.
+	cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
+
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		ends.closeAll()
+		return nil, errShuttingDown
+	}
+	// In a session of its own, with a parent-death signal (lifeline.go).
+	if err := startChild(cmd); err != nil {
+		d.mu.Unlock()
+		ends.closeAll()
+		return nil, childUnavailable("Start ACP child: %v", err)
+	}
+	ends.closeChild()
+	sock := ends.conn(cmd.Process.Pid)
+	// Not derived from runCtx: at shutdown the child gets its grace period
+	// to end its tools before the connection is cut.
+	connCtx, cancel := context.WithCancel(context.Background())
+	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{})}
+	ch.conn = newRPCConn(sock, sock, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
+	d.chans[ch] = struct{}{}
+	d.wg.Add(1)
+	go ch.run(connCtx)
+	d.mu.Unlock()
+	d.obs.childStarted()
+	d.obs.logger().Info("ACP child started", "pid", cmd.Process.Pid, "workspace", ws)
+
+	initParams := map[string]any{
+		"protocolVersion":    1,
+		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false},
+		"clientInfo":         map[string]string{"name": "acpguard-serve", "version": version},
+	}
+	cctx, cancelCall := context.WithTimeout(ctx, d.limits.InitializeTimeout)
+	defer cancelCall()
+	raw, err := ch.conn.call(cctx, "initialize", initParams)
+	if err != nil {
+		ch.stop()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			d.obs.limitHit(codeInitializeTimeout, "pid", cmd.Process.Pid, "timeout", d.limits.InitializeTimeout)
+			return nil, &hostError{http.StatusServiceUnavailable, codeInitializeTimeout,
+				fmt.Sprintf("ACP child did not answer initialize within %v; it was killed", d.limits.InitializeTimeout)}
+		}
+		return nil, childUnavailable("ACP child failed to initialize: %v", err)
+	}
+	var res initializeResult
+	if err := decodeStrict(raw, &res); err != nil || res.ProtocolVersion != 1 {
+		ch.stop()
+		return nil, childUnavailable("ACP child answered initialize with an invalid result %q", truncateForError(raw))
+	}
+	if d.guarded && guardAcknowledgement(res.AgentCapabilities) != privateGuardMarker {
+		ch.stop()
+		return nil, &hostError{http.StatusServiceUnavailable, codeGuardNotReady,
+			fmt.Sprintf("ACP child did not acknowledge the external tool guard (want agentCapabilities._meta[%q] = %q); channel rejected", metaGuardReady, privateGuardMarker)}
+	}
+	return ch, nil
+}
+
+// guardAcknowledgement returns the child's required-v1 acknowledgement, or
+// "" when it is missing or malformed.
+func guardAcknowledgement(caps map[string]json.RawMessage) string {
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(caps["_meta"], &meta) != nil {
+		return ""
+	}
+	var ack string
+	if json.Unmarshal(meta[metaGuardReady], &ack) != nil {
+		return ""
+	}
+	return ack
+}
+
+// run owns the child: it serves the connection until the child's end of it
+// closes (or the child exited, or another process wrote to it), then makes
+// sure the whole process group is gone and reaps it.
+func (ch *acpChannel) run(ctx context.Context) {
+	defer ch.d.wg.Done()
+	drained := ch.sock.drainAfterExit()
+	serveErr := ch.conn.serve(ctx)
+	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	ch.sock.Close()
+	if fw, ok := errors.AsType[*foreignWriterError](serveErr); ok {
+		ch.d.obs.logger().Error("another process wrote to an ACP child's private channel: the child was ended", "pid", fw.child, "writer", fw.writer, "err", fw)
+	}
+	// A child that died without ending its tool, hook and MCP process
+	// groups (SIGKILL) leaves them running: end them by its session while
+	// the unreaped child still holds its pid (reaper.go).
+	waitExited(ch.cmd.Process.Pid)
+	if n := endLeftBehind(ch.cmd.Process.Pid); n > 0 {
+		ch.d.obs.logger().Warn("ended processes the ACP child left behind", "pid", ch.cmd.Process.Pid, "processes", n)
+	}
+	err := ch.cmd.Wait()
+	<-drained
+	forgetChild(ch.cmd.Process.Pid)
+	if !ch.stopping.Load() {
+		ch.d.obs.childDied()
+		ch.d.obs.logger().Warn("ACP child exited", "pid", ch.cmd.Process.Pid, "status", fmt.Sprint(err))
+	}
+	close(ch.done)
+	ch.d.channelEnded(ch)
+}
+
+// stop ends the child: EOF (shutdown of serve's writing side) and SIGTERM
+// first, so it can end its own tool process groups, then SIGKILL to the
+// group after a grace period.
+func (ch *acpChannel) stop() {
+	ch.stopping.Store(true)
+	ch.sock.CloseWrite()
+	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGTERM)
+	t := time.NewTimer(childStopGrace)
+	defer t.Stop()
+	select {
+	case <-ch.done:
+		return
+	case <-t.C:
+	}
+	syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	ch.cancel()
+	<-ch.done
+}
+
+// channelEnded marks every session of an ended child as died.
+func (d *daemon) channelEnded(ch *acpChannel) {
+	d.mu.Lock()
+	delete(d.chans, ch)
+	var dying []*hostSession
+	for _, s := range d.sessions {
+		if s.ch == ch {
+			dying = append(dying, s)
+		}
+	}
+	d.mu.Unlock()
+	for _, s := range dying {
+		s.end(eventSessionDied, "ACP child exited")
+	}
+}
+
+func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
+	if method != "session/update" {
+		return
+	}
+	// The hottest decoder of the daemon: three updates per tool call. params
+	// is a member of a line rpcConn checked with json.Valid.
+	m, err := decodeWireObject(params, "sessionId", "update", "_meta")
+	if err != nil {
+		return
+	}
+	sessionID, err := wireString(m, "sessionId")
+	update := m["update"]
+	if err != nil || len(update) == 0 || string(update) == "null" {
+		return
+	}
+	s := ch.session(sessionID)
+	if s == nil {
+		return
+	}
+	ch.d.obs.toolUpdate(update)
+	s.events.publish(eventSessionUpdate, s.activePromptID(), sessionUpdateEvent{SessionID: sessionID, Update: update})
+}
+
+func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case methodGuardPrepare:
+		return ch.d.prepare(ctx, ch, params), nil
+	case methodModelComplete:
+		return ch.d.modelComplete(ctx, ch, params)
+	case "session/request_permission":
+		var p hostPermissionParams
+		if err := decodeStrict(params, &p); err != nil {
+			return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("invalid session/request_permission params: %v", err)}
+		}
+		s := ch.session(p.SessionID)
+		if s == nil {
+			return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("unknown session %q", p.SessionID)}
+		}
+		return map[string]hostVoteOutcome{"outcome": s.askPermission(ctx, p)}, nil
+	}
+	return nil, &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
+}
+
+// truncateForError shortens another process's bytes for an error message.
+func truncateForError(b []byte) string {
+	if len(b) > maxErrorQuote {
+		return string(b[:maxErrorQuote]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,222 @@
+// serve_children_test.go tests serve's acp children: the required-v1
+// acknowledgement, the scheduler's slot per workspace, a child that dies or is
+// killed mid-turn, and what it leaves behind.
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// faultGuardTimeout is the shortest provider timeout the design allows
+// ("an integer from 100 through 30000 ms") with room for a busy CI machine.
+const faultGuardTimeout = 300 * time.Millisecond
+
+// quickRaceExit keeps a race-enabled ACP child from sleeping a second at
+// exit, as acpguardCmd does for the processes it starts.
+const quickRaceExit = "GORACE=atexit_sleep_ms=0"
+
+// guardedYolo returns serve options in required mode against g, in the yolo
+// approval mode so the guard is the only gate a call meets.
+func guardedYolo(t testing.TB, ws string, g guardConfig) serveOptions {
+	settings := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: filepath.Join(t.TempDir(), "d.jsonl")}
+}
+
+// writeCall is a scripted prompt line proposing one write_file of name.
+func writeCall(name string) string {
+	return `call write_file {"file_path":"` + name + `","content":"x"}`
+}
+
+// wantDeniedWrite checks that the only tool call of evs failed with the
+// guard failure text and that its file does not exist.
+func wantDeniedWrite(t *testing.T, evs []sseEvent, ws, name, reason string) {
+	t.Helper()
+	ups := toolUpdates(t, evs)
+	if len(ups) == 0 {
+		t.Fatalf("no tool updates in %d events", len(evs))
+	}
+	last := ups[len(ups)-1]
+	if last.Status != "failed" || !strings.Contains(string(last.RawOutput), errTypeExecutionDenied) || !strings.Contains(string(last.RawOutput), reason) {
+		t.Errorf("final update of %s = %+v, want failed %s %q", name, last, errTypeExecutionDenied, reason)
+	}
+	for _, u := range ups {
+		if u.Status == "in_progress" {
+			t.Errorf("%s reached in_progress without a decision", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s was written without an allow (stat: %v)", name, err)
+	}
+}
+
+// pidGoneWithin waits until pid no longer runs.
+func pidGoneWithin(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if processGone(pid) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// parentPID reads a process's parent from /proc.
+func parentPID(pid int) int {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(fields[1])
+	return n
+}
+
+// readPIDFile polls for a file holding a pid, written by a shell tool.
+func readPIDFile(t *testing.T, path string) int {
+	t.Helper()
+	for range 500 {
+		if data, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(data), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+			if err != nil {
+				t.Fatalf("pid file %s holds %q", path, data)
+			}
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the shell tool never wrote %s", path)
+	return 0
+}
+
+// TestFaultChildKilledMidTurn kills the ACP child with SIGKILL while its
+// shell tool runs. The session dies visibly, later calls get 410, and the
+// tool process does not outlive the child that owned it.
+func TestFaultChildKilledMidTurn(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	td.prompt(t, id, `call run_shell_command {"command":"echo $$ > sleep.pid; exec sleep 30"}`)
+	sleepPID := readPIDFile(t, filepath.Join(ws, "sleep.pid"))
+	t.Cleanup(func() { syscall.Kill(sleepPID, syscall.SIGKILL) })
+	child := parentPID(sleepPID)
+	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/cmdline")
+	if child == 0 || parentPID(child) != os.Getpid() || !strings.Contains(string(cmdline), "acp") {
+		t.Fatalf("the sleep's parent %d (%q) is not an ACP child of this daemon", child, cmdline)
+	}
+	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionDied })
+	if len(evs) == 0 || evs[len(evs)-1].typ != eventSessionDied {
+		t.Fatalf("stream ended without session_died: %v", evs)
+	}
+	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"hi"}]}`), http.StatusGone, codeSessionDied)
+	if !pidGoneWithin(child, 5*time.Second) {
+		t.Errorf("killed ACP child %d still exists", child)
+	}
+	if !pidGoneWithin(sleepPID, 5*time.Second) {
+		t.Errorf("tool process %d (now a child of %d) outlives its SIGKILLed ACP child %d", sleepPID, parentPID(sleepPID), child)
+	}
+}
+
+func TestServeRejectsUnacknowledgedChannel(t *testing.T) {
+	for _, mode := range []string{"", "badack"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			prov := newTestProvider(t)
+			td := startTestDaemon(t, serveOptions{Guard: prov.guard(t)}, fakeChildEnv(mode))
+			wantError(t, td.do(t, "POST", "/session", ""), 503, codeGuardNotReady)
+			if _, calls := prov.counts(); calls != 0 {
+				t.Errorf("provider saw %d prepares", calls)
+			}
+		})
+	}
+}
+
+func TestServeChildDeath(t *testing.T) {
+	ws := t.TempDir()
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	_, evs := td.runTurn(t, id, "report pid")
+	pid1, _ := strconv.Atoi(texts(t, evs)[0])
+	td.prompt(t, id, "die")
+	evs = readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionDied })
+	if last := parseEnvelope(t, evs[len(evs)-1]); !strings.Contains(string(last.Data), id) {
+		t.Errorf("session_died data = %s", last.Data)
+	}
+	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 410, codeSessionDied)
+	wantError(t, td.do(t, "POST", "/session/"+id+"/cancel", ""), 410, codeSessionDied)
+	wantError(t, td.do(t, "GET", "/session/"+id+"/events", ""), 410, codeSessionDied)
+	// DELETE says the session had died, and forgets it.
+	wantError(t, td.do(t, "DELETE", "/session/"+id, ""), 410, codeSessionDied)
+	wantError(t, td.do(t, "DELETE", "/session/"+id, ""), 404, codeSessionNotFound)
+	if err := syscall.Kill(pid1, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("dead child %d still exists (kill 0: %v)", pid1, err)
+	}
+	id2 := td.newSession(t, "")
+	_, evs = td.runTurn(t, id2, "report pid")
+	if pid2, _ := strconv.Atoi(texts(t, evs)[0]); pid2 == pid1 || pid2 == 0 {
+		t.Errorf("new session runs in child %d, old one was %d", pid2, pid1)
+	}
+}
+
+// TestChildSchedulerSlots: the ACP runtime serve starts runs on one
+// scheduler slot unless the operator set GOMAXPROCS (runACP says why).
+func TestChildSchedulerSlots(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set for the whole test run")
+	}
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"default", nil, "gomaxprocs=1"},
+		{"operator's choice", []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			td := startTestDaemon(t, serveOptions{Workspaces: []string{t.TempDir()}, LogLevel: slog.LevelDebug}, append(tt.env, quickRaceExit)...)
+			td.newSession(t, "")
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+" ") {
+				if time.Now().After(deadline) {
+					t.Fatalf("no %q in the child's log:\n%s", tt.want, td.stderr.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The child's start environment may hold the model key: its
+			// tools, same user, must not read /proc/<child>/environ.
+			if !strings.Contains(td.stderr.String(), `msg="start environment hidden from other processes" dumpable=0`) {
+				t.Errorf("the child did not make itself not dumpable:\n%s", td.stderr.String())
+			}
+		})
+	}
+}
+
+func TestServeE2EUnacknowledgedChannel(t *testing.T) {
+	prov := newTestProvider(t)
+	sp := startServe(t, []string{"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL},
+		envGuardToken+"="+prov.token, fakeChildEnv("noack"))
+	wantError(t, sp.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeGuardNotReady)
+	if children := childPIDs(t, sp.cmd.Process.Pid); len(children) != 0 {
+		t.Errorf("rejected channel left children %v", children)
+	}
+}

@@ -1,0 +1,287 @@
+// serve_fuzz_test.go fuzzes every decoder of another process's bytes in
+// serve: host request bodies, a child's prepare requests, session/update
+// notifications and model calls, the child's reading of serve's model reply
+// chunks, the redaction of a reply cut anywhere, and the /proc text that
+// links serve to its descendants.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fuzzDaemon is a daemon with one session "s1" on a channel that has no
+// process, running prompt "p1"; it is closing, so nothing can spawn.
+func fuzzDaemon(log io.Writer) (*daemon, *acpChannel, *hostSession) {
+	d := &daemon{
+		sys:        &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard},
+		guarded:    true,
+		decisions:  &decisionLog{w: log},
+		workspaces: []string{"/nonexistent-acpguard-fuzz-workspace"},
+		maxPending: 1,
+		checkHost:  true,
+		port:       "4170",
+		runCtx:     context.Background(),
+		closing:    true,
+		slots:      map[string]*workspaceSlot{},
+		chans:      map[*acpChannel]struct{}{},
+		sessions:   map[string]*hostSession{},
+	}
+	ch := &acpChannel{d: d, done: make(chan struct{})}
+	s := &hostSession{d: d, id: "s1", ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.active = &promptJob{id: "p1", ctx: ctx, cancel: cancel}
+	s.perms["r1"] = &hostPendingPermission{options: []string{"allow"}, resolved: make(chan hostVoteOutcome, 1)}
+	d.sessions[s.id] = s
+	return d, ch, s
+}
+
+func FuzzServeHostBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"prompt":[{"type":"text","text":"hi"}]}`,
+		`{"prompt":[{"type":"text","text":"/fork"}],"_meta":{"qwen-code/invocation":{}}}`,
+		`{"cwd":"/nonexistent-acpguard-fuzz-workspace"}`,
+		`{"outcome":{"outcome":"selected","optionId":"allow"}}`,
+		`{"outcome":{"outcome":"cancelled"}}`,
+		``, `null`, `[]`, `{"prompt":[1]}`, `{"a":1}{"b":2}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		d, _, _ := fuzzDaemon(io.Discard)
+		h := d.routes()
+		for _, route := range []string{"/session", "/session/s1/prompt", "/session/s1/permission/r1"} {
+			req := httptest.NewRequest("POST", route, strings.NewReader(body))
+			req.Host = "127.0.0.1:4170"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code == http.StatusOK && route == "/session/s1/permission/r1" {
+				continue // a valid vote
+			}
+			var e apiErrorBody
+			if err := decodeStrict(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Error == "" {
+				t.Fatalf("POST %s %q = %d %q: not an error body", route, body, rec.Code, rec.Body.Bytes())
+			}
+			switch rec.Code {
+			case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable, http.StatusNotFound:
+			default:
+				t.Fatalf("POST %s %q = %d %s", route, body, rec.Code, rec.Body.Bytes())
+			}
+		}
+	})
+}
+
+func FuzzServePrepareRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"sessionId":"s1","promptId":"p1","toolCallId":"c","toolName":"write_file","arguments":{"file_path":"/x"}}`,
+		`{"sessionId":"s1","promptId":"p1","toolCallId":"c","toolName":"write_file","arguments":{},"_meta":{}}`,
+		`{"sessionId":"s2","promptId":"p1","toolCallId":"c","toolName":"x","arguments":{}}`,
+		`{"sessionId":"s1","promptId":"p1","toolCallId":"c","toolName":"x","arguments":null}`,
+		`{}`, `null`, `[]`, `"x"`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, params []byte) {
+		var log bytes.Buffer
+		d, ch, _ := fuzzDaemon(&log)
+		// No provider is configured: whatever a child sends, nothing is allowed.
+		dec := d.prepare(context.Background(), ch, params)
+		if dec.Allowed || dec.Reason != guardFailedReason {
+			t.Fatalf("prepare(%q) = %+v", params, dec)
+		}
+		lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+		var rec decisionRecord
+		if len(lines) != 1 || decodeStrict([]byte(lines[0]), &rec) != nil || rec.Outcome == outcomeAllowed {
+			t.Fatalf("decision log for %q = %q", params, log.String())
+		}
+	})
+}
+
+func FuzzServeSessionUpdate(f *testing.F) {
+	for _, seed := range []string{
+		`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a\nb"}}}`,
+		`{"sessionId":"s1","update":{"x":"\u2028<\u0000>"},"_meta":{}}`,
+		`{"sessionId":"s1","update":[1,2,  3]}`,
+		`{"sessionId":"s2","update":{}}`,
+		`{}`, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, params []byte) {
+		_, ch, s := fuzzDaemon(io.Discard)
+		ch.onNotify("session/update", params)
+		for _, ev := range replayOf(s.events, 0) {
+			// One event is one data line: no raw line break may split it.
+			if bytes.ContainsAny(ev.data, "\r\n") || !json.Valid(ev.data) {
+				t.Fatalf("update %q became streamEvent data %q", params, ev.data)
+			}
+			var e struct {
+				Data sessionUpdateEvent `json:"data"`
+			}
+			if err := json.Unmarshal(ev.data, &e); err != nil || e.Data.SessionID != "s1" {
+				t.Fatalf("event %q: %v", ev.data, err)
+			}
+		}
+	})
+}
+
+// A child's model call either is refused or leaves serve as a chat
+// completions request with serve's model name and only the members serve
+// knows.
+func FuzzModelCompleteParams(f *testing.F) {
+	for _, seed := range []string{
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"","messages":[{"role":"user","content":"hi"}],"stream":true}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"gpt-4o","messages":[],"stream":true}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"stream":true,"Model":"x"}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"base_url":"http://evil"}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"","request":{}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"","model":"x"}}`,
+		`null`, `[]`, `{}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, params string) {
+		p, body, err := decodeModelComplete(json.RawMessage(params), "serve-model")
+		if err != nil {
+			return
+		}
+		if p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
+			t.Fatalf("accepted streamId %q", p.StreamID)
+		}
+		var req openAIRequest
+		if err := decodeStrict(body, &req); err != nil {
+			t.Fatalf("serve would send a body it cannot read back: %v: %s", err, body)
+		}
+		if req.Model != "serve-model" {
+			t.Fatalf("serve would send model %q", req.Model)
+		}
+
+		// The same params on a daemon without a model service: refused,
+		// whatever they say, and nothing panics.
+		d, ch, _ := fuzzDaemon(io.Discard)
+		if res, err := d.modelComplete(context.Background(), ch, json.RawMessage(params)); err == nil {
+			t.Fatalf("a daemon without a model answered %v", res)
+		}
+	})
+}
+
+// Whatever serve's chunks say, delivering them never blocks the child's
+// reading of its channel and never hands the reply reader more than the
+// bytes of well-formed chunks after the content type.
+func FuzzModelChunk(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`{"streamId":"s","contentType":"text/event-stream"}`, `{"streamId":"s","data":"ZGF0YTogW0RPTkVdCgo="}`},
+		{`{"streamId":"s","data":"eA=="}`, `{"streamId":"s","contentType":"application/json"}`},
+		{`{"streamId":"s","contentType":"a"}`, `{"streamId":"s","contentType":"b"}`},
+		{`{"streamId":"other","data":"eA=="}`, `{"streamId":"s","data":"not base64"}`},
+		{`null`, `{"streamId":"s","data":"eA==","extra":1}`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, first, second string) {
+		m := newParentModel(nil)
+		pr, pw := io.Pipe()
+		st := &modelStream{mediaType: make(chan string, 1), pr: pr, pw: pw}
+		m.streams["s"] = st
+		var got bytes.Buffer
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			io.Copy(&got, pr)
+		}()
+		delivered := make(chan struct{})
+		go func() {
+			defer close(delivered)
+			m.deliver(json.RawMessage(first))
+			m.deliver(json.RawMessage(second))
+		}()
+		select {
+		case <-delivered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("deliver blocked")
+		}
+		pw.Close()
+		<-read
+		var want bytes.Buffer
+		typed := false
+	chunks:
+		for _, raw := range []string{first, second} {
+			var c modelChunk
+			err := decodeStrict([]byte(raw), &c)
+			if err != nil {
+				c = modelChunk{}
+				if json.Unmarshal([]byte(raw), &c) != nil {
+					continue
+				}
+			}
+			switch {
+			case c.StreamID != "s":
+				continue
+			case err != nil, c.ContentType != "" && typed, c.ContentType == "" && !typed:
+				break chunks // the reply ends with an error
+			}
+			typed = true
+			want.Write(c.Data)
+		}
+		if !bytes.HasPrefix(want.Bytes(), got.Bytes()) {
+			t.Fatalf("reader got %q, want at most %q", got.Bytes(), want.Bytes())
+		}
+	})
+}
+
+// Redacting a stream cut anywhere is redacting it whole.
+func FuzzRedactor(f *testing.F) {
+	f.Add("sk-123", "a sk-123 b sk-12sk-123", uint8(3))
+	f.Add("aa", "aaaaa", uint8(1))
+	f.Add("", "x", uint8(0))
+	f.Fuzz(func(t *testing.T, secret, data string, cut uint8) {
+		r := redactor{secret: []byte(secret)}
+		var out []byte
+		step := int(cut)%7 + 1
+		for i := 0; i < len(data); i += step {
+			out = append(out, r.push([]byte(data[i:min(i+step, len(data))]))...)
+		}
+		out = append(out, r.flush()...)
+		want := data
+		if secret != "" {
+			want = string(bytes.ReplaceAll([]byte(data), []byte(secret), []byte(openAIRedactedKey)))
+		}
+		if string(out) != want {
+			t.Fatalf("redact %q in %q by %d = %q, want %q", secret, data, step, out, want)
+		}
+	})
+}
+
+func FuzzStatPPID(f *testing.F) {
+	for _, seed := range []string{
+		"1234 (bash) S 1 1234 1234 34816 1234 4194304 ...",
+		"77 (a) b) c) R 76 77 77 0 -1",
+		"9 () Z 0 ",
+		"9 (x) S -1 ",
+		"9 (x) S 99999999999999999999 ",
+		"no parenthesis",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, stat []byte) {
+		ppid, ok := parseStatPPID(stat)
+		if !ok {
+			return
+		}
+		if ppid < 0 {
+			t.Fatalf("%q: negative ppid %d", stat, ppid)
+		}
+		// Only what follows the last ')' counts: a longer comm before it
+		// changes nothing.
+		if again, ok := parseStatPPID(append([]byte("1 (s) p) q"), stat...)); !ok || again != ppid {
+			t.Fatalf("%q: ppid %d, after a longer comm %d %v", stat, ppid, again, ok)
+		}
+	})
+}

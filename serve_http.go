@@ -1,0 +1,440 @@
+// serve_http.go owns the host HTTP API (DESIGN.md §7): routing, the
+// loopback, peer and token checks, the handlers, and every error code a host sees.
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Feature tags of GET /capabilities. "The capability is external_tool_guard
+// and is advertised only when required mode completed its startup handshake."
+var baseFeatures = []string{"session_create", "session_prompt", "session_events", "session_cancel", "session_permission_vote"}
+
+const featureExternalToolGuard = "external_tool_guard"
+
+// Host API error codes, as Qwen Code sends them.
+const (
+	codeUnauthorized      = "unauthorized"
+	codeHostNotAllowed    = "host_not_allowed"
+	codeOriginNotAllowed  = "origin_not_allowed"
+	codeNotFound          = "not_found"
+	codeMethodNotAllowed  = "method_not_allowed"
+	codeBadRequest        = "invalid_request"
+	codeTooLarge          = "payload_too_large"
+	codeSessionNotFound   = "session_not_found"
+	codeSessionDied       = "session_died"
+	codeWorkspaceMismatch = "workspace_mismatch"
+	codeQueueFull         = "prompt_queue_full"
+	codeSlashRejected     = "slash_command_rejected"
+	codePermissionUnknown = "permission_not_found"
+	codeChildUnavailable  = "child_unavailable"
+	codeGuardNotReady     = "guard_not_acknowledged"
+	codeShuttingDown      = "shutting_down"
+	codeInternal          = "internal_error"
+	// The limits a host request can hit (serve_limits.go).
+	codeSessionLimit      = "session_limit_exceeded"
+	codePromptTooLarge    = "prompt_too_large"
+	codeSubscriberLimit   = "subscriber_limit_exceeded"
+	codeInitializeTimeout = "initialize_timeout"
+	// A peer that is a descendant of the daemon (serve_peer.go).
+	codeHostIsDescendant = "host_is_descendant"
+)
+
+// hostError is a failure with the status and code a host sees.
+type hostError struct {
+	status    int
+	code, msg string
+}
+
+// errShuttingDown refuses what would add a session or a child at shutdown.
+var errShuttingDown = &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+
+func sessionNotFound(id string) *hostError {
+	return &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id)}
+}
+
+func sessionDied(id string) *hostError {
+	return &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id)}
+}
+
+func childUnavailable(format string, a ...any) *hostError {
+	return &hostError{http.StatusServiceUnavailable, codeChildUnavailable, fmt.Sprintf(format, a...)}
+}
+
+func (e *hostError) write(w http.ResponseWriter) { writeHostError(w, e.status, e.code, e.msg) }
+
+// isLoopbackBind reports whether a --hostname binds loopback only.
+func isLoopbackBind(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+func (d *daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", d.handleHealth)
+	mux.HandleFunc("GET /capabilities", d.handleCapabilities)
+	mux.HandleFunc("POST /session", d.handleNewSession)
+	mux.HandleFunc("POST /session/{id}/prompt", d.handlePrompt)
+	mux.HandleFunc("GET /session/{id}/events", d.handleEvents)
+	mux.HandleFunc("POST /session/{id}/cancel", d.handleCancel)
+	mux.HandleFunc("POST /session/{id}/permission/{requestId}", d.handlePermission)
+	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
+	mux.HandleFunc("GET "+serveMetricsPath, d.handleMetrics)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.checkHost && !d.hostAllowed(r.Host) {
+			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
+			return
+		}
+		// A web page can POST to a loopback daemon without a preflight; its
+		// browser names the page in Origin, which hosts and curl never send.
+		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !loopbackOrigin(o) {
+			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("Origin %q is not a loopback origin", o))
+			return
+		}
+		if !d.peerAllowed(w, r) {
+			return
+		}
+		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {
+			// Closed after the answer: a client without the token holds no
+			// connection, so it cannot use up the daemon's descriptors.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeHostError(w, http.StatusUnauthorized, codeUnauthorized, "Unauthorized")
+			return
+		}
+		if h, pattern := mux.Handler(r); pattern == "" {
+			// The mux's own 404 and 405 are plain text; hosts expect JSON.
+			rec := &statusRecorder{header: http.Header{}}
+			h.ServeHTTP(rec, r)
+			if rec.status == http.StatusMethodNotAllowed {
+				w.Header().Set("Allow", rec.header.Get("Allow"))
+				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %q", r.Method, r.URL.Path))
+				return
+			}
+			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("No route for %q", r.URL.Path))
+			return
+		}
+		if r.Body != http.NoBody {
+			// "Host request bodies at most 1 MiB (413)", on every route and
+			// before any lookup: a cancel or an unknown session included.
+			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
+			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+				d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
+				writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+				return
+			} else if err != nil {
+				writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(data))
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder learns which status the mux chose for an unmatched request.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header { return r.header }
+
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+
+func (r *statusRecorder) WriteHeader(code int) { r.status = code }
+
+// hostAllowed implements "Loopback binds check the Host header (localhost,
+// 127.0.0.1, [::1] with the port) against DNS rebinding".
+func (d *daemon) hostAllowed(hostHeader string) bool {
+	name := hostHeader
+	if h, port, err := net.SplitHostPort(hostHeader); err == nil {
+		if port != d.port {
+			return false
+		}
+		name = h
+		if h == "::1" {
+			name = "[::1]"
+		}
+	}
+	switch strings.ToLower(name) {
+	case "localhost", "127.0.0.1", "[::1]", d.bindHost:
+		return true
+	}
+	return false
+}
+
+// loopbackOrigin reports whether a browser Origin names a page served from
+// this machine's loopback names.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
+// bearerMatches compares in constant time, also in the token's length.
+func bearerMatches(header, token string) bool {
+	scheme, got, _ := strings.Cut(header, " ")
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && strings.EqualFold(scheme, "Bearer")
+}
+
+type apiErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func writeHostError(w http.ResponseWriter, status int, code, msg string) {
+	writeHostJSON(w, status, apiErrorBody{Error: msg, Code: code})
+}
+
+func writeHostJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal error","code":"internal_error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// readHostBody decodes a strict JSON body, which routes read whole and
+// bounded, into v. An empty body is allowed only when emptyOK. It writes the
+// error response itself.
+func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+	data, _ := io.ReadAll(r.Body) // a bytes.Reader or http.NoBody
+	if len(bytes.TrimSpace(data)) == 0 && emptyOK {
+		return true
+	}
+	// encoding/json would quietly turn invalid bytes into U+FFFD, and a
+	// prompt is forwarded raw: refuse it whole instead.
+	if !utf8.Valid(data) {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "Request body is not valid UTF-8")
+		return false
+	}
+	if err := decodeStrict(data, v); err != nil {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Invalid JSON body: %v", err))
+		return false
+	}
+	return true
+}
+
+func (d *daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeHostJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type capabilitiesBody struct {
+	V            int      `json:"v"`
+	Mode         string   `json:"mode"`
+	Features     []string `json:"features"`
+	WorkspaceCwd string   `json:"workspaceCwd"`
+	// Sandbox is what confines the children's tools; absent in off mode
+	// with the sandbox off.
+	Sandbox *sandboxReport `json:"sandbox,omitempty"`
+}
+
+func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
+	features := slices.Clone(baseFeatures)
+	if d.guarded {
+		features = append(features, featureExternalToolGuard)
+	}
+	body := capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]}
+	if d.sandbox.reported(d.guarded) {
+		r := d.sandbox.report()
+		body.Sandbox = &r
+	}
+	writeHostJSON(w, http.StatusOK, body)
+}
+
+type newSessionRequest struct {
+	Cwd          *string `json:"cwd"`
+	SessionScope string  `json:"sessionScope"` // Qwen Code's; acpguard always creates a new session
+}
+
+type newSessionResponse struct {
+	SessionID    string `json:"sessionId"`
+	WorkspaceCwd string `json:"workspaceCwd"`
+}
+
+func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
+	var req newSessionRequest
+	if !d.readHostBody(w, r, &req, true) {
+		return
+	}
+	ws := d.workspaces[0]
+	if req.Cwd != nil {
+		ws = filepath.Clean(*req.Cwd)
+		if !filepath.IsAbs(ws) || !slices.Contains(d.workspaces, ws) {
+			writeHostError(w, http.StatusBadRequest, codeWorkspaceMismatch, fmt.Sprintf("cwd %q is not a registered workspace", *req.Cwd))
+			return
+		}
+	}
+	s, herr := d.newSession(r.Context(), ws)
+	if herr != nil {
+		if herr.code == codeSessionLimit {
+			w.Header().Set("Retry-After", sessionLimitRetryAfter)
+		}
+		herr.write(w)
+		return
+	}
+	writeHostJSON(w, http.StatusOK, newSessionResponse{SessionID: s.id, WorkspaceCwd: ws})
+}
+
+func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) *hostSession {
+	id := r.PathValue("id")
+	d.mu.Lock()
+	s := d.sessions[id]
+	d.mu.Unlock()
+	if s == nil {
+		sessionNotFound(id).write(w)
+		return nil
+	}
+	if !allowDead && s.isDead() {
+		sessionDied(id).write(w)
+		return nil
+	}
+	s.touch()
+	return s
+}
+
+type promptRequest struct {
+	Prompt []json.RawMessage `json:"prompt"`
+	Meta   json.RawMessage   `json:"_meta"` // caller metadata: stripped
+}
+
+type promptAccepted struct {
+	PromptID string `json:"promptId"`
+}
+
+func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, false)
+	if s == nil {
+		return
+	}
+	var req promptRequest
+	if !d.readHostBody(w, r, &req, false) {
+		return
+	}
+	if len(req.Prompt) == 0 {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt must be a non-empty array of content blocks")
+		return
+	}
+	if len(req.Prompt) > maxPromptBlocks {
+		d.obs.limitHit(codePromptTooLarge, "sessionId", s.id, "blocks", len(req.Prompt))
+		writeHostError(w, http.StatusRequestEntityTooLarge, codePromptTooLarge, fmt.Sprintf("prompt has %d content blocks, more than %d", len(req.Prompt), maxPromptBlocks))
+		return
+	}
+	empty := true
+	for i, raw := range req.Prompt {
+		// The child's own rules, so that a bad block is a 400 here rather
+		// than a turn_error after a 202.
+		var block contentBlock
+		if err := decodeStrict(raw, &block); err != nil {
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d] is not a content block: %v", i, err))
+			return
+		}
+		if err := block.check(); err != nil {
+			writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("prompt[%d]: %v", i, err))
+			return
+		}
+		empty = empty && block.empty()
+		if name, ok := slashCommand(block.Text); ok && block.Type == "text" {
+			switch {
+			case slices.Contains(d.disabled, name):
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is disabled (--disabled-slash-commands)", "/"+name))
+				return
+			case d.guarded && !slices.Contains(d.allowSlash, name):
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
+				return
+			}
+		}
+	}
+	if empty {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt is empty: no text and no resource link")
+		return
+	}
+	job, herr := d.enqueue(s, req.Prompt)
+	if herr != nil {
+		herr.write(w)
+		return
+	}
+	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
+}
+
+func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, false)
+	if s == nil {
+		return
+	}
+	s.cancelActive()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type hostVote struct {
+	Outcome *hostVoteOutcome `json:"outcome"`
+}
+
+type hostVoteOutcome struct {
+	Outcome  string `json:"outcome"`
+	OptionID string `json:"optionId,omitempty"`
+}
+
+func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, false)
+	if s == nil {
+		return
+	}
+	var vote hostVote
+	if !d.readHostBody(w, r, &vote, false) {
+		return
+	}
+	if vote.Outcome == nil {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "outcome is required")
+		return
+	}
+	if herr := s.vote(r.PathValue("requestId"), *vote.Outcome); herr != nil {
+		herr.write(w)
+		return
+	}
+	writeHostJSON(w, http.StatusOK, struct{}{})
+}
+
+func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
+	s := d.lookup(w, r, true)
+	if s == nil {
+		return
+	}
+	d.mu.Lock()
+	delete(d.sessions, s.id)
+	d.mu.Unlock()
+	if s.isDead() {
+		// Forgotten all the same; the answer says the session had died.
+		sessionDied(s.id).write(w)
+		return
+	}
+	s.end(eventSessionClosed, "")
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,220 @@
+// serve_prepare.go owns the prepare bridge, what "no decision, no execution"
+// rests on in serve (DESIGN.md §1): the channel owns the session, the prompt is
+// running, exactly one provider call, and the decision log.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Decision log outcomes that the bridge decides before or after the
+// provider; the provider's own failure categories are logged as they are.
+const (
+	outcomeAllowed          = "allowed"
+	outcomeDenied           = "denied"
+	outcomeMalformed        = "malformed_request"
+	outcomeIdentityMismatch = "identity_mismatch"
+	outcomeStalePrompt      = "stale_prompt"
+	outcomeNotConfigured    = "not_configured"
+	// An allow turned into a denial because the decision log could not be
+	// written: "never an unaudited allow".
+	outcomeDecisionLog = "decision_log_failed"
+)
+
+// session returns the session with this id if this channel owns it.
+func (ch *acpChannel) session(id string) *hostSession {
+	ch.d.mu.Lock()
+	defer ch.d.mu.Unlock()
+	s := ch.d.sessions[id]
+	if s == nil || s.ch != ch {
+		return nil
+	}
+	return s
+}
+
+type guardPrepareParams struct {
+	SessionID  string          `json:"sessionId"`
+	PromptID   string          `json:"promptId"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Meta       json.RawMessage `json:"_meta"`
+}
+
+type guardDecision struct {
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// prepare answers one child's request for a decision: the channel must own
+// the session and the prompt must be the session's active one, or it is
+// denied without a provider call; then exactly one provider prepare, and a
+// re-check that the prompt is still active before an allow leaves.
+func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMessage) guardDecision {
+	start := time.Now()
+	var p guardPrepareParams
+	rec := decisionRecord{}
+	record := func(outcome string) error {
+		rec.Outcome, rec.LatencyUs = outcome, time.Since(start).Microseconds()
+		return d.decisions.write(rec)
+	}
+	deny := func(outcome, reason string) guardDecision {
+		record(outcome)
+		d.obs.decided(outcome)
+		return guardDecision{Allowed: false, Reason: reason}
+	}
+	if err := decodeStrict(params, &p); err != nil {
+		return deny(outcomeMalformed, guardFailedReason)
+	}
+	rec.SessionID, rec.PromptID, rec.ToolCallID, rec.ToolName = p.SessionID, p.PromptID, p.ToolCallID, p.ToolName
+	digest, ok := argumentsDigest(p.Arguments)
+	rec.ArgumentsSha256 = digest
+	if !ok || p.ToolName == "" {
+		return deny(outcomeMalformed, guardFailedReason)
+	}
+	s := ch.session(p.SessionID)
+	if s == nil {
+		return deny(outcomeIdentityMismatch, guardFailedReason)
+	}
+	job := s.activeJob(p.PromptID)
+	if job == nil {
+		return deny(s.inactiveOutcome(p.PromptID, nil), guardFailedReason)
+	}
+	if d.provider == nil {
+		return deny(outcomeNotConfigured, guardFailedReason)
+	}
+
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(job.ctx, cancel)()
+	called := time.Now()
+	res := d.provider.prepare(pctx, prepareCall{SessionID: p.SessionID, PromptID: p.PromptID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Arguments: p.Arguments})
+	d.obs.providerLatency(time.Since(called))
+	rec.RequestID = res.RequestID
+
+	if s.activeJob(p.PromptID) != job {
+		return deny(s.inactiveOutcome(p.PromptID, job), guardFailedReason)
+	}
+	switch {
+	case res.Category != "":
+		if res.Category == failIdentity {
+			d.obs.logger().Error("provider identity check failed: call denied", "requestId", res.RequestID, "tool", p.ToolName, "err", res.Err)
+		}
+		return deny(res.Category, guardFailedReason)
+	case !res.Allowed:
+		reason := res.Reason
+		if reason == "" {
+			reason = denyDefaultReason
+		}
+		return deny(outcomeDenied, reason)
+	}
+	if err := record(outcomeAllowed); err != nil {
+		// Never an unaudited allow.
+		d.obs.decided(outcomeDecisionLog)
+		d.obs.logger().Error("decision log failed: allow turned into a denial", "requestId", rec.RequestID, "err", err)
+		return guardDecision{Allowed: false, Reason: guardFailedReason}
+	}
+	d.obs.decided(outcomeAllowed)
+	return guardDecision{Allowed: true}
+}
+
+// activeJob returns the running prompt if its id is promptID and it was
+// neither cancelled nor finished.
+func (s *hostSession) activeJob(promptID string) *promptJob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job := s.active
+	if job == nil || s.ended || promptID == "" || job.id != promptID || job.ctx.Err() != nil {
+		return nil
+	}
+	return job
+}
+
+// promptAnswered ends job as the child's answer to it is read, on the
+// channel's read goroutine: the child's messages are then applied in the
+// order it sent them, and a prepare it wrote after that answer finds the
+// prompt over and makes no provider request.
+func (s *hostSession) promptAnswered(job *promptJob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job.answered = true
+	job.cancel()
+}
+
+// inactiveOutcome is the decision-log outcome of a prepare for promptID
+// that is not the running prompt (any more): a cancellation when the prompt
+// was cancelled while the prepare waited for the provider (job, the prompt
+// it was admitted for) or, before that, while the child had not answered it
+// yet (job nil); stale_prompt for every other prompt.
+func (s *hostSession) inactiveOutcome(promptID string, job *promptJob) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if job == nil {
+		if job = s.active; job == nil || job.id != promptID || promptID == "" || job.answered {
+			return outcomeStalePrompt
+		}
+	}
+	if job.cancelled {
+		return failCancelled
+	}
+	return outcomeStalePrompt
+}
+
+// argumentsDigest is the SHA-256 of the arguments in canonical form
+// (compact, keys sorted, numbers as written), the form the reference
+// provider's audit log hashes; ok is false unless they are a JSON object.
+func argumentsDigest(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil || v == nil || dec.More() {
+		return "", false
+	}
+	canon, err := json.Marshal(v)
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), true
+}
+
+// decisionRecord is one line of the decision log.
+type decisionRecord struct {
+	Time            string `json:"time"`
+	SessionID       string `json:"sessionId"`
+	PromptID        string `json:"promptId"`
+	ToolCallID      string `json:"toolCallId"`
+	RequestID       string `json:"requestId"`
+	ToolName        string `json:"toolName"`
+	ArgumentsSha256 string `json:"argumentsSha256"`
+	Outcome         string `json:"outcome"`
+	LatencyUs       int64  `json:"latencyUs"`
+}
+
+// decisionLog writes one JSON line per decision, whole lines only.
+type decisionLog struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *decisionLog) write(rec decisionRecord) error {
+	rec.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode decision record: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.w.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write decision log: %w", err)
+	}
+	return nil
+}
