@@ -8,12 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -28,8 +25,7 @@ const (
 	hookMaxTimeoutMS     = 600000
 	maxHookOutputBytes   = 64 << 10 // each of stdout and stderr
 	maxHookReasonBytes   = 2000     // a reason shown to the user and the model
-	hookDrainGrace       = 2 * time.Second
-	maxHookCommandShown  = 80 // bytes of a hook command quoted in a message
+	maxHookCommandShown  = 80       // bytes of a hook command quoted in a message
 )
 
 // hookMatcher is one entry of hooks.PreToolUse.
@@ -282,69 +278,17 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 	cmd.Env = env.Env.childEnv(env.Sandbox.env()...)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = hookDrainGrace
-	// Our own pipes: Wait then returns when bash exits, not when the last
-	// descendant holding a pipe does, and the readers are bounded by a deadline.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return "", "", fmt.Sprintf("could not start: %v", err)
-	}
-	defer outR.Close()
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outW.Close()
-		return "", "", fmt.Sprintf("could not start: %v", err)
-	}
-	defer errR.Close()
-	cmd.Stdout, cmd.Stderr = outW, errW
-	err = env.Sandbox.start(cmd)
-	outW.Close()
-	errW.Close()
+	cmd.WaitDelay = procDrainGrace
+	stdout := &limitedBuffer{max: maxHookOutputBytes, full: make(chan struct{})}
+	stderr := &limitedBuffer{max: maxHookOutputBytes}
+	// A full stdout ends the hook: no valid answer can follow.
+	timedOut, err := runGroup(ctx, cmd, env.Sandbox, stdout, stderr, timeout, stdout.full)
 	if err != nil {
 		if se := (*sandboxStartError)(nil); errors.As(err, &se) {
 			return "", "", fmt.Sprintf("%s: %v", hookNotConfined, err)
 		}
 		return "", "", fmt.Sprintf("could not start: %v", err)
 	}
-	pgid := cmd.Process.Pid
-	stdout, stderr := newHookBuffer(), newHookBuffer()
-	read := make(chan struct{}, 2)
-	for _, p := range []struct {
-		r *os.File
-		b *hookBuffer
-	}{{outR, stdout}, {errR, stderr}} {
-		go func() {
-			defer func() { read <- struct{}{} }()
-			io.Copy(p.b, p.r)
-		}()
-	}
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		waitExited(pgid) // tools.go: the group id stays reserved until Wait
-	}()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	timedOut := false
-	select {
-	case <-exited:
-	case <-timer.C:
-		timedOut = true
-	case <-stdout.full: // no valid answer can follow
-	case <-ctx.Done():
-	}
-	// Kill the whole group before bash is reaped: its pid, and so the group
-	// id, cannot be reused while it is an unreaped zombie.
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	<-exited
-	cmd.Wait()
-	deadline := time.Now().Add(hookDrainGrace)
-	outR.SetReadDeadline(deadline)
-	errR.SetReadDeadline(deadline)
-	<-read
-	<-read
-
 	state := cmd.ProcessState
 	switch {
 	case ctx.Err() != nil:
@@ -356,7 +300,7 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 	case !state.Exited():
 		return "", "", fmt.Sprintf("crashed: %v", state)
 	case state.ExitCode() == 2:
-		return hookDeny, hookReasonText(stderr.String()), ""
+		return hookDeny, hookReasonText(stderr.buf.String()), ""
 	case state.ExitCode() != 0:
 		return "", "", fmt.Sprintf("failed with exit status %d", state.ExitCode())
 	}
@@ -457,29 +401,3 @@ func hookReasonText(s string) string {
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
-
-// hookBuffer keeps the first max bytes written and counts the rest, so a
-// hook that prints without end neither blocks nor fills memory. full is
-// closed when the first byte is dropped.
-type hookBuffer struct {
-	buf     bytes.Buffer
-	max     int
-	dropped int
-	full    chan struct{}
-}
-
-func newHookBuffer() *hookBuffer {
-	return &hookBuffer{max: maxHookOutputBytes, full: make(chan struct{})}
-}
-
-func (b *hookBuffer) Write(p []byte) (int, error) {
-	room := min(b.max-b.buf.Len(), len(p))
-	b.buf.Write(p[:room])
-	if b.dropped == 0 && room < len(p) {
-		close(b.full)
-	}
-	b.dropped += len(p) - room
-	return len(p), nil
-}
-
-func (b *hookBuffer) String() string { return b.buf.String() }

@@ -69,12 +69,7 @@ const (
 // Stopping a server follows the MCP stdio shutdown: close its stdin, then
 // SIGTERM, then SIGKILL, each after a short grace, so that the runtime still
 // "exits 0 within 5 s" with several servers stopping at once.
-const (
-	mcpStopGrace = 500 * time.Millisecond
-	// mcpWaitDelay bounds how long Wait copies stderr after the group is
-	// gone: a descendant that left the group may hold the pipe.
-	mcpWaitDelay = 2 * time.Second
-)
+const mcpStopGrace = 500 * time.Millisecond
 
 // mcpServerConfig is one stdio MCP server, whichever source named it: the
 // settings file's mcpServers object or a session/new mcpServers entry.

@@ -16,7 +16,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -30,18 +29,14 @@ type mcpServer struct {
 	callTimeout time.Duration
 	log         *slog.Logger
 	conn        *rpcConn
-	cmd         *exec.Cmd
+	group       *procGroup
 	stdin       *os.File
 
 	// life ends when the server can no longer be used; its cause says why.
 	life  context.Context
 	brake context.CancelCauseFunc
 
-	mu     sync.Mutex // guards reaped against signalling a reused group id
-	reaped bool
-
-	exited chan struct{} // the process was reaped
-	done   chan struct{} // the process was reaped and the connection has ended
+	done chan struct{} // the process was reaped and the connection has ended
 }
 
 // startMCPServer starts one server, initializes it and lists its tools.
@@ -69,31 +64,28 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 	cmd.Dir = opts.Cwd
 	cmd.Stdin, cmd.Stdout = inR, outW
 	cmd.Stderr = &mcpStderr{log: opts.Log, server: cfg.Name, budget: mcpStderrLogBudget}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = mcpWaitDelay
-	err = opts.Sandbox.start(cmd)
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		return nil, nil, fmt.Errorf("start %q: %w", cfg.Command, err)
-	}
-
+	cmd.WaitDelay = procDrainGrace
 	s := &mcpServer{
 		name:        cfg.Name,
 		cwd:         opts.Cwd,
 		callTimeout: cfg.CallTimeout,
 		log:         opts.Log,
-		cmd:         cmd,
 		stdin:       inW,
-		exited:      make(chan struct{}),
 		done:        make(chan struct{}),
+	}
+	s.life, s.brake = context.WithCancelCause(context.Background())
+	s.group, err = startGroup(cmd, opts.Sandbox, func() { s.breakDown(errors.New("its process exited")) })
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		s.brake(err)
+		inW.Close()
+		outR.Close()
+		return nil, nil, fmt.Errorf("start %q: %w", cfg.Command, err)
 	}
 	if s.callTimeout == 0 {
 		s.callTimeout = opts.CallTimeout
 	}
-	s.life, s.brake = context.WithCancelCause(context.Background())
 	s.conn = newRPCConn(outR, &mcpWire{w: inW, onUnreadable: func() {
 		s.breakDown(errors.New("it sent a message that is not JSON-RPC"))
 	}}, rpcConfig{MaxLine: mcpMaxMessage, OnRequest: s.answer, CancelNotice: mcpCancelNotice})
@@ -106,7 +98,6 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 		s.breakDown(errors.New("it closed its stdout"))
 		outR.Close()
 	}()
-	go s.reap()
 	go func() {
 		defer close(s.done)
 		<-s.life.Done()
@@ -122,41 +113,18 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 	return s, tools, nil
 }
 
-// reap waits for the server to exit, ends what it left in its group, and
-// reaps it.
-func (s *mcpServer) reap() {
-	pid := s.cmd.Process.Pid
-	waitExited(pid)
-	s.breakDown(errors.New("its process exited"))
-	s.mu.Lock()
-	// The leader is an unreaped zombie: its pid, the group id, cannot be reused yet.
-	syscall.Kill(-pid, syscall.SIGKILL)
-	s.reaped = true
-	s.mu.Unlock()
-	s.cmd.Wait()
-	close(s.exited)
-}
-
 // terminate ends the process group: stdin closed, then SIGTERM, then SIGKILL.
 func (s *mcpServer) terminate() {
 	s.stdin.Close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		select {
-		case <-s.exited:
+		case <-s.group.exited:
 			return
 		case <-time.After(mcpStopGrace):
 		}
-		s.signal(sig)
+		s.group.signal(sig)
 	}
-	<-s.exited
-}
-
-func (s *mcpServer) signal(sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.reaped {
-		syscall.Kill(-s.cmd.Process.Pid, sig)
-	}
+	<-s.group.exited
 }
 
 // breakDown marks the server unusable for the rest of the session; the first

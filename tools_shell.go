@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -21,10 +19,6 @@ const (
 	shellMaxTimeoutMS     = 600000
 )
 
-// shellDrainGrace bounds how long output is still read after a shell's
-// process group was killed: a descendant that left the group may hold the pipe.
-const shellDrainGrace = 2 * time.Second
-
 func shellDir(env *toolEnv, args map[string]any) string {
 	if d := argStr(args, "directory"); d != "" {
 		return d
@@ -32,8 +26,8 @@ func shellDir(env *toolEnv, args map[string]any) string {
 	return filepath.Clean(env.Cwd)
 }
 
-// shellCmd builds `bash -c command` in its own process group, with the
-// scrubbed environment and empty stdin.
+// shellCmd builds `bash -c command` with the scrubbed environment and
+// empty stdin, to run in its own process group.
 func shellCmd(env *toolEnv, args map[string]any) (*exec.Cmd, error) {
 	if env.Env == nil {
 		return nil, errors.New("no process environment configured")
@@ -41,7 +35,6 @@ func shellCmd(env *toolEnv, args map[string]any) (*exec.Cmd, error) {
 	cmd := exec.Command("bash", "-c", argStr(args, "command"))
 	cmd.Env = env.Env.childEnv(env.Sandbox.env()...) // never nil: nil would inherit everything
 	cmd.Dir = shellDir(env, args)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
 }
 
@@ -54,59 +47,24 @@ func execShell(ctx context.Context, env *toolEnv, args map[string]any) toolResul
 		return failed(errTypeExecutionFailed, "run shell command: %v", err)
 	}
 	timeout := time.Duration(argInt(args, "timeout", shellDefaultTimeoutMS)) * time.Millisecond
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
-	// Our own pipe: Wait then returns when bash exits, not when the last
-	// descendant holding the pipe does, and the reader is bounded by a deadline.
-	r, w, err := os.Pipe()
+	out := &limitedBuffer{max: maxToolOutput}
+	timedOut, err := runGroup(ctx, cmd, env.Sandbox, out, nil, timeout, nil)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "run shell command: %v", err)
 	}
-	defer r.Close()
-	cmd.Stdout, cmd.Stderr = w, w
-	out := &limitedBuffer{max: maxToolOutput}
-	if err := env.Sandbox.start(cmd); err != nil {
-		w.Close()
-		return failed(errTypeExecutionFailed, "run shell command: %v", err)
-	}
-	w.Close()
-	pgid := cmd.Process.Pid
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		io.Copy(out, r)
-	}()
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		waitExited(pgid)
-	}()
-	select {
-	case <-exited:
-	case <-tctx.Done():
-	}
-	// Kill the whole group before bash is reaped: its pid, and so the group
-	// id, cannot be reused while it is an unreaped zombie.
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	<-exited
-	werr := cmd.Wait()
-	r.SetReadDeadline(time.Now().Add(shellDrainGrace))
-	<-copied
-
 	code := cmd.ProcessState.ExitCode()
-	raw := map[string]any{"exitCode": code, "pid": pgid}
+	raw := map[string]any{"exitCode": code, "pid": cmd.Process.Pid}
 	text := out.String()
 	switch {
 	case ctx.Err() != nil:
 		return toolResult{Status: statusCancelled, Output: text + "\n[command cancelled]", RawOutput: raw}
-	case tctx.Err() != nil:
+	case timedOut:
 		raw["timedOut"] = true
 		return toolResult{Status: statusFailed, ErrorType: errTypeExecutionFailed, RawOutput: raw,
 			Output: fmt.Sprintf("%s\n[command timed out after %d ms and was killed]", text, timeout.Milliseconds())}
-	case werr != nil && code < 0:
+	case code < 0:
 		return toolResult{Status: statusFailed, ErrorType: errTypeExecutionFailed, RawOutput: raw,
-			Output: fmt.Sprintf("%s\n[command ended: %v]", text, werr)}
+			Output: fmt.Sprintf("%s\n[command ended: %v]", text, cmd.ProcessState)}
 	case code != 0:
 		return toolResult{Status: statusFailed, ErrorType: errTypeExecutionFailed, RawOutput: raw,
 			Output: fmt.Sprintf("%s\n[exit code %d]", text, code)}
@@ -134,39 +92,34 @@ func startBackground(env *toolEnv, args map[string]any) toolResult {
 // process exits". The zero value is ready to use.
 type processSet struct {
 	mu     sync.Mutex
-	pgids  map[int]struct{}
+	groups map[*procGroup]struct{}
 	closed bool
-	wg     sync.WaitGroup // one reaper per started process
+	wg     sync.WaitGroup // one per started process, done once it is reaped
 }
 
-// start starts cmd (already in its own process group) in sb and tracks it
-// until it exits. Its output goes nowhere: nobody would read it.
+// start starts cmd in its own process group in sb and tracks it until it
+// exits. Its output goes nowhere: nobody would read it.
 func (p *processSet) start(cmd *exec.Cmd, sb *sandboxSession) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return 0, errors.New("the session is ending; no new background process starts")
 	}
-	if err := sb.start(cmd); err != nil {
+	g, err := startGroup(cmd, sb, nil)
+	if err != nil {
 		return 0, err
 	}
-	pid := cmd.Process.Pid
-	if p.pgids == nil {
-		p.pgids = make(map[int]struct{})
+	if p.groups == nil {
+		p.groups = make(map[*procGroup]struct{})
 	}
-	p.pgids[pid] = struct{}{}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		waitExited(pid)
+	p.groups[g] = struct{}{}
+	p.wg.Go(func() {
+		<-g.exited
 		p.mu.Lock()
-		delete(p.pgids, pid)
-		// The leader is gone; what it left in its group goes with it.
-		syscall.Kill(-pid, syscall.SIGKILL)
+		delete(p.groups, g)
 		p.mu.Unlock()
-		cmd.Wait()
-	}()
-	return pid, nil
+	})
+	return cmd.Process.Pid, nil
 }
 
 // killAll ends every tracked process group, refuses new ones, and waits
@@ -174,8 +127,8 @@ func (p *processSet) start(cmd *exec.Cmd, sb *sandboxSession) (int, error) {
 func (p *processSet) killAll() {
 	p.mu.Lock()
 	p.closed = true
-	for pgid := range p.pgids {
-		syscall.Kill(-pgid, syscall.SIGKILL)
+	for g := range p.groups {
+		g.signal(syscall.SIGKILL)
 	}
 	p.mu.Unlock()
 	p.wg.Wait()

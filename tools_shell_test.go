@@ -123,7 +123,7 @@ func TestBackgroundExitsByItself(t *testing.T) {
 	waitGone(t, child)
 	for range 1000 {
 		env.Background.mu.Lock()
-		n := len(env.Background.pgids)
+		n := len(env.Background.groups)
 		env.Background.mu.Unlock()
 		if n == 0 {
 			return
