@@ -1,13 +1,19 @@
 // glob.go owns the one glob engine: brace expansion, "**" over path
 // segments, and the patterns of the glob tool and of path permission rules.
+// A backslash escapes the next byte, in braces as in path.Match.
 package main
 
 import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
+
+// maxBraceExpansion bounds the patterns one {a,b} pattern expands to, so
+// that matching stays cheap whatever the model or a rule writes.
+const maxBraceExpansion = 64
 
 // globMatcher matches slash-separated paths relative to a search root.
 type globMatcher struct {
@@ -25,111 +31,39 @@ func compileGlob(pattern string) (*globMatcher, error) {
 	}
 	pats, err := expandBraces(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("pattern %q: %w", pattern, err)
+		return nil, err
 	}
 	m := &globMatcher{}
 	for _, p := range pats {
 		if strings.HasPrefix(p, "/") {
 			return nil, fmt.Errorf("pattern %q is absolute; give a pattern relative to path", pattern)
 		}
+		if err := checkPathPattern(p); err != nil {
+			return nil, err
+		}
 		segs := strings.Split(p, "/")
-		for _, s := range segs {
-			if s == ".." {
-				return nil, fmt.Errorf("pattern %q leaves the search directory", pattern)
-			}
-			if _, err := path.Match(s, ""); err != nil {
-				return nil, fmt.Errorf("pattern %q: %w", pattern, err)
-			}
+		if slices.Contains(segs, "..") {
+			return nil, fmt.Errorf("pattern %q leaves the search directory", pattern)
 		}
 		m.alternatives = append(m.alternatives, segs)
 	}
 	return m, nil
 }
 
-// expandBraces expands {a,b} alternatives, nested or not.
-func expandBraces(p string) ([]string, error) {
-	open := strings.IndexByte(p, '{')
-	if open < 0 {
-		if strings.IndexByte(p, '}') >= 0 {
-			return nil, errors.New("unbalanced '}'")
-		}
-		return []string{p}, nil
-	}
-	depth, start := 0, open+1
-	var parts []string
-	for i := open; i < len(p); i++ {
-		switch p[i] {
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				parts = append(parts, p[start:i])
-				var out []string
-				for _, part := range parts {
-					tails, err := expandBraces(part + p[i+1:])
-					if err != nil {
-						return nil, err
-					}
-					for _, t := range tails {
-						out = append(out, p[:open]+t)
-						if len(out) > maxBraceExpansion {
-							return nil, fmt.Errorf("more than %d alternatives", maxBraceExpansion)
-						}
-					}
-				}
-				return out, nil
-			}
-		case ',':
-			if depth == 1 {
-				parts = append(parts, p[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return nil, errors.New("unbalanced '{'")
-}
-
 func (m *globMatcher) match(rel string) bool {
 	name := strings.Split(rel, "/")
 	for _, alt := range m.alternatives {
-		if matchSegments(alt, name) {
+		if globSegments(alt, name, globFull) {
 			return true
 		}
 	}
 	return false
 }
 
-// matchSegments matches pattern segments against name segments in
-// O(len(pat)*len(name)) time, whatever the number of "**".
-func matchSegments(pat, name []string) bool {
-	cur := make([]bool, len(name)+1) // cur[j]: the segments so far match name[:j]
-	cur[0] = true
-	next := make([]bool, len(name)+1)
-	for _, seg := range pat {
-		clear(next)
-		if seg == "**" {
-			seen := false
-			for j := range cur {
-				seen = seen || cur[j]
-				next[j] = seen
-			}
-		} else {
-			for j := 1; j <= len(name); j++ {
-				if cur[j-1] {
-					next[j], _ = path.Match(seg, name[j-1])
-				}
-			}
-		}
-		cur, next = next, cur
-	}
-	return cur[len(name)]
-}
-
-// expandPathBraces expands {a,b} alternatives in a path specifier. A brace
-// left as a literal would make a deny rule like Read(**/*.{env,pem}) match
-// nothing, silently.
-func expandPathBraces(p string) ([]string, error) {
+// expandBraces expands {a,b} alternatives, nested or not. A brace left as a
+// literal would make a deny rule like Read(**/*.{env,pem}) match nothing,
+// silently; an unbalanced one is an error.
+func expandBraces(p string) ([]string, error) {
 	open, depth := -1, 0
 	for i := 0; i < len(p); i++ {
 		switch p[i] {
@@ -168,13 +102,13 @@ func expandPathBraces(p string) ([]string, error) {
 			alts = append(alts, p[start:i])
 			var out []string
 			for _, a := range alts {
-				more, err := expandPathBraces(p[:open] + a + p[i+1:])
+				more, err := expandBraces(p[:open] + a + p[i+1:])
 				if err != nil {
 					return nil, err
 				}
 				out = append(out, more...)
-				if len(out) > maxRuleExpansions {
-					return nil, fmt.Errorf("%q expands to more than %d patterns", p, maxRuleExpansions)
+				if len(out) > maxBraceExpansion {
+					return nil, fmt.Errorf("%q expands to more than %d patterns", p, maxBraceExpansion)
 				}
 			}
 			return out, nil
@@ -202,20 +136,24 @@ func pathSegments(p string) []string {
 // globMode says which paths a glob is tested against.
 type globMode int
 
+const (
+	globFull     globMode = iota // the name itself
+	globAnyBelow                 // some path at or below the name
+	globAllBelow                 // every path at or below the name
+)
+
 // globSegments matches path segments against pattern segments, "**"
-// standing for any number of segments, in O(len(pat)·len(name)) whatever
-// the model sends.
+// standing for any number of segments, in O(len(pat)·len(name)) time and
+// O(len(pat)+len(name)) memory whatever the model sends.
 func globSegments(pat, name []string, mode globMode) bool {
 	np, nn := len(pat), len(name)
 	onlyStars := make([]bool, np+1) // pat[i:] is one or more "**"
 	for i := np - 1; i >= 0; i-- {
 		onlyStars[i] = pat[i] == "**" && (i == np-1 || onlyStars[i+1])
 	}
-	// m[i][j]: pat[i:] against name[j:] (and what lies below it, by mode).
-	m := make([][]bool, np+1)
-	for i := range m {
-		m[i] = make([]bool, nn+1)
-	}
+	// row[j]: pat[i:] against name[j:] (and what lies below it, by mode);
+	// below is the same for pat[i+1:].
+	row, below := make([]bool, nn+1), make([]bool, nn+1)
 	for i := np; i >= 0; i-- {
 		for j := nn; j >= 0; j-- {
 			var v bool
@@ -227,19 +165,14 @@ func globSegments(pat, name []string, mode globMode) bool {
 			case i == np:
 				v = mode == globFull && j == nn
 			case pat[i] == "**":
-				v = m[i+1][j] || j < nn && m[i][j+1]
+				v = below[j] || j < nn && row[j+1]
 			case j < nn:
 				ok, _ := path.Match(pat[i], name[j])
-				v = ok && m[i+1][j+1]
+				v = ok && below[j+1]
 			}
-			m[i][j] = v
+			row[j] = v
 		}
+		row, below = below, row
 	}
-	return m[0][0]
+	return below[0]
 }
-
-const (
-	globFull     globMode = iota // the name itself
-	globAnyBelow                 // some path at or below the name
-	globAllBelow                 // every path at or below the name
-)

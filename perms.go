@@ -35,12 +35,9 @@ const (
 	verdictDeny  verdict = "deny"
 )
 
-// Limits of operator-written rules, so that matching stays cheap whatever
-// the model sends.
-const (
-	maxRuleBytes      = 4096 // one permission rule
-	maxRuleExpansions = 64   // patterns one {a,b} path specifier expands to
-)
+// maxRuleBytes bounds one operator-written rule, so that matching stays
+// cheap whatever the model sends.
+const maxRuleBytes = 4096
 
 // permClass is how an approval mode treats a tool when no rule matched.
 type permClass int
@@ -205,7 +202,7 @@ func parsePermRule(raw string) (permRule, error) {
 	if tools[0] == "run_shell_command" {
 		rule.command, err = compileCommandPattern(spec)
 	} else {
-		rule.paths, err = expandPathBraces(spec)
+		rule.paths, err = expandBraces(spec)
 		for _, p := range rule.paths {
 			if err == nil {
 				err = checkPathPattern(p)

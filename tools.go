@@ -71,16 +71,15 @@ func isNestedAgentTool(name string) bool {
 
 // Limits of what a tool reads and returns: "bounded captured output".
 const (
-	maxToolOutput     = 1 << 20  // bytes of text one call returns
-	maxReadFileBytes  = 10 << 20 // bytes read_file and edit load
-	readDefaultLines  = 2000     // lines read_file returns without a limit, as Qwen Code
-	binarySniffBytes  = 8000     // a NUL byte in this prefix marks a binary file
-	maxGlobResults    = 1000     // paths glob returns
-	grepDefaultLimit  = 100      // matches grep_search returns without a limit
-	grepMaxLimit      = 1000     // the largest limit grep_search accepts
-	maxGrepLineRunes  = 500      // characters of one matching line shown
-	maxPatternBytes   = 4096     // a glob or regexp pattern
-	maxBraceExpansion = 64       // alternatives one {a,b} glob pattern expands to
+	maxToolOutput    = 1 << 20  // bytes of text one call returns
+	maxReadFileBytes = 10 << 20 // bytes read_file and edit load
+	readDefaultLines = 2000     // lines read_file returns without a limit, as Qwen Code
+	binarySniffBytes = 8000     // a NUL byte in this prefix marks a binary file
+	maxGlobResults   = 1000     // paths glob returns
+	grepDefaultLimit = 100      // matches grep_search returns without a limit
+	grepMaxLimit     = 1000     // the largest limit grep_search accepts
+	maxGrepLineRunes = 500      // characters of one matching line shown
+	maxPatternBytes  = 4096     // a glob or regexp pattern
 )
 
 // argType is the JSON type of one argument.
