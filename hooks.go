@@ -98,17 +98,17 @@ func splitUnescapedBars(s string) []string {
 // Qwen Code maps them; they match only exactly.
 func hookToolAliases(tool string) []string {
 	switch tool {
-	case "run_shell_command":
+	case toolShell:
 		return []string{"Bash", "Shell"}
-	case "read_file":
+	case toolReadFile:
 		return []string{"Read"}
-	case "write_file":
+	case toolWriteFile:
 		return []string{"Write"}
-	case "edit":
+	case toolEdit:
 		return []string{"Edit"}
-	case "grep_search":
+	case toolGrepSearch:
 		return []string{"Grep"}
-	case "glob":
+	case toolGlob:
 		return []string{"Glob"}
 	}
 	return nil

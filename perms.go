@@ -43,23 +43,22 @@ const maxRuleBytes = 4096
 type permClass int
 
 const (
-	classRead    permClass = iota // read_file, list_directory, glob, grep_search
-	classEdit                     // edit, write_file
-	classExecute                  // run_shell_command and any other built-in
+	classRead    permClass = iota // a read-only built-in
+	classEdit                     // a built-in of kind edit
+	classExecute                  // any other built-in or unknown name
 	classMCP                      // mcp__server__tool
 )
 
-// permToolClass classifies a canonical tool name. Only the four built-in
-// read-only tools are read-only; an MCP tool is read-only only when its
-// server marked it so.
+// permToolClass classifies a canonical tool name. A built-in is read-only
+// as its spec says; an MCP tool is read-only only when its server marked it so.
 func permToolClass(tool string) permClass {
-	switch tool {
-	case "read_file", "list_directory", "glob", "grep_search":
+	spec, builtin := builtinTool(tool)
+	switch {
+	case spec.ReadOnly:
 		return classRead
-	case "edit", "write_file":
+	case spec.Kind == kindEdit:
 		return classEdit
-	}
-	if strings.HasPrefix(tool, mcpToolPrefix) {
+	case !builtin && strings.HasPrefix(tool, mcpToolPrefix):
 		return classMCP
 	}
 	return classExecute
@@ -72,24 +71,24 @@ func permToolClass(tool string) permClass {
 // that a copied rule means the same here.
 func ruleToolNames(name string) ([]string, bool) {
 	switch name {
-	case "Bash", "Shell", "ShellTool", "run_shell_command":
-		return []string{"run_shell_command"}, true
+	case "Bash", "Shell", "ShellTool", toolShell:
+		return []string{toolShell}, true
 	case "Read":
-		return []string{"read_file", "grep_search", "glob", "list_directory"}, true
+		return readOnlyToolNames(), true
 	case "Edit":
-		return []string{"edit", "write_file"}, true
-	case "Write", "WriteFile", "WriteFileTool", "write_file":
-		return []string{"write_file"}, true
-	case "ReadFile", "ReadFileTool", "read_file":
-		return []string{"read_file"}, true
-	case "EditTool", "edit", "replace":
-		return []string{"edit"}, true
-	case "Grep", "GrepTool", "SearchFiles", "grep_search", "search_file_content":
-		return []string{"grep_search"}, true
-	case "Glob", "GlobTool", "FindFiles", "glob":
-		return []string{"glob"}, true
-	case "ListFiles", "ListFilesTool", "ReadFolder", "list_directory":
-		return []string{"list_directory"}, true
+		return []string{toolEdit, toolWriteFile}, true
+	case "Write", "WriteFile", "WriteFileTool", toolWriteFile:
+		return []string{toolWriteFile}, true
+	case "ReadFile", "ReadFileTool", toolReadFile:
+		return []string{toolReadFile}, true
+	case "EditTool", toolEdit, "replace":
+		return []string{toolEdit}, true
+	case "Grep", "GrepTool", "SearchFiles", toolGrepSearch, "search_file_content":
+		return []string{toolGrepSearch}, true
+	case "Glob", "GlobTool", "FindFiles", toolGlob:
+		return []string{toolGlob}, true
+	case "ListFiles", "ListFilesTool", "ReadFolder", toolListDirectory:
+		return []string{toolListDirectory}, true
 	}
 	if canonical, ok := qwenOnlyTools[name]; ok {
 		return []string{canonical}, true
@@ -199,7 +198,7 @@ func parsePermRule(raw string) (permRule, error) {
 		return rule, nil
 	}
 	var err error
-	if tools[0] == "run_shell_command" {
+	if tools[0] == toolShell {
 		rule.command, err = compileCommandPattern(spec)
 	} else {
 		rule.paths, err = expandBraces(spec)
@@ -250,7 +249,7 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 		r = &permissionRules{}
 	}
 	call := permCall{tool: tool, args: args, cwd: cwd, home: home}
-	if tool == "run_shell_command" {
+	if tool == toolShell {
 		if cmd, ok := args["command"].(string); ok {
 			call.parts, call.complex = splitShellCommand(cmd)
 			call.hasCommand = true
@@ -355,12 +354,12 @@ func matchMCPRule(pattern, tool string) bool {
 // reads a whole directory tree (list_directory, glob, grep_search).
 func permPathArg(c permCall) (p string, tree, ok bool) {
 	switch c.tool {
-	case "read_file", "write_file", "edit":
+	case toolReadFile, toolWriteFile, toolEdit:
 		p, ok = c.args["file_path"].(string)
-	case "list_directory":
+	case toolListDirectory:
 		p, ok = c.args["path"].(string)
 		tree = true
-	case "glob", "grep_search":
+	case toolGlob, toolGrepSearch:
 		tree = true
 		if v, present := c.args["path"]; present {
 			p, ok = v.(string)

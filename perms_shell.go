@@ -81,7 +81,7 @@ func matchShellParts(re *regexp.Regexp, parts []string) bool {
 // understand is never allowed by a pattern. It returns the rules used,
 // joined by ", ", or "".
 func (r *permissionRules) allowShellParts(c permCall) string {
-	if c.tool != "run_shell_command" || !c.hasCommand || c.complex || len(c.parts) == 0 {
+	if c.tool != toolShell || !c.hasCommand || c.complex || len(c.parts) == 0 {
 		return ""
 	}
 	var used []string

@@ -127,6 +127,17 @@ func builtinToolNames() []string {
 	return []string{toolReadFile, toolWriteFile, toolEdit, toolListDirectory, toolGlob, toolGrepSearch, toolShell}
 }
 
+// readOnlyToolNames lists the built-ins whose spec is ReadOnly.
+func readOnlyToolNames() []string {
+	var out []string
+	for _, n := range builtinToolNames() {
+		if spec, _ := builtinTool(n); spec.ReadOnly {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // builtinTool is the table of built-in tools. It builds the spec on each
 // call so that no caller can change what another sees.
 func builtinTool(name string) (toolSpec, bool) {
