@@ -92,8 +92,7 @@ func execReadFile(ctx context.Context, env *toolEnv, args map[string]any) toolRe
 	}
 	// offset <= len(lines) here, so this cannot overflow as offset+limit can.
 	end := offset + min(limit, int64(len(lines))-offset)
-	var out limitedBuffer
-	out.max = maxToolOutput
+	out := &limitedBuffer{max: maxToolOutput}
 	for _, l := range lines[offset:end] {
 		out.WriteString(l)
 	}
@@ -178,14 +177,13 @@ func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) t
 	}
 	// Directories first, each group by name, as Qwen Code lists them.
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].IsDir() && !entries[j].IsDir() })
-	var out limitedBuffer
-	out.max = maxToolOutput
-	fmt.Fprintf(&out, "Directory listing for %s:\n", p)
+	out := &limitedBuffer{max: maxToolOutput}
+	fmt.Fprintf(out, "Directory listing for %s:\n", p)
 	for _, e := range entries {
 		if e.IsDir() {
-			fmt.Fprintf(&out, "[DIR] %s\n", e.Name())
+			fmt.Fprintf(out, "[DIR] %s\n", e.Name())
 		} else {
-			fmt.Fprintf(&out, "%s\n", e.Name())
+			fmt.Fprintf(out, "%s\n", e.Name())
 		}
 	}
 	return completed(out.String(), map[string]any{"path": p, "entries": len(entries)})

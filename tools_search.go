@@ -93,15 +93,14 @@ func execGlob(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 		return failed(errTypeExecutionFailed, "glob: %v", err)
 	}
 	sort.Strings(found)
-	var out limitedBuffer
-	out.max = maxToolOutput
+	out := &limitedBuffer{max: maxToolOutput}
 	if len(found) == 0 {
-		fmt.Fprintf(&out, "No files found matching %q in %s", argStr(args, "pattern"), root)
+		fmt.Fprintf(out, "No files found matching %q in %s", argStr(args, "pattern"), root)
 	} else {
-		fmt.Fprintf(&out, "Found %d file(s) matching %q in %s:\n%s", len(found), argStr(args, "pattern"), root, strings.Join(found, "\n"))
+		fmt.Fprintf(out, "Found %d file(s) matching %q in %s:\n%s", len(found), argStr(args, "pattern"), root, strings.Join(found, "\n"))
 	}
 	if truncated {
-		fmt.Fprintf(&out, "\n[results limited to %d files]", maxGlobResults)
+		fmt.Fprintf(out, "\n[results limited to %d files]", maxGlobResults)
 	}
 	return completed(out.String(), map[string]any{"files": found, "truncated": truncated})
 }
@@ -119,8 +118,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	}
 	limit := int(argInt(args, "limit", grepDefaultLimit))
 	root := searchRoot(env, args)
-	var out limitedBuffer
-	out.max = maxToolOutput
+	out := &limitedBuffer{max: maxToolOutput}
 	matches, truncated := 0, false
 	err = walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, read func() ([]byte, error)) bool {
 		if filter != nil {
@@ -148,7 +146,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 			if r := []rune(line); len(r) > maxGrepLineRunes {
 				line = string(r[:maxGrepLineRunes]) + "..."
 			}
-			fmt.Fprintf(&out, "%s:%d:%s\n", abs, i+1, line)
+			fmt.Fprintf(out, "%s:%d:%s\n", abs, i+1, line)
 		}
 		return true
 	})
