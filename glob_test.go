@@ -21,6 +21,8 @@ func TestGlobMatch(t *testing.T) {
 		{"a/*/c", "a/x/y/c", false},
 		{"{a,b}/*.go", "b/x.go", true},
 		{"x.{go,{ts,tsx}}", "x.tsx", true},
+		{`\{a,b\}.go`, "{a,b}.go", true}, // escaped braces are literals, as in path rules
+		{`\{a,b\}.go`, "a.go", false},
 		{"**/**/**/**/**/**/**/**/z", strings.Repeat("a/", 40) + "y", false},
 	}
 	for _, tt := range tests {
