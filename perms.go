@@ -49,16 +49,31 @@ const (
 	classMCP                      // mcp__server__tool
 )
 
-// permToolClass classifies a canonical tool name. A built-in is read-only
-// as its spec says; an MCP tool is read-only only when its server marked it so.
+// builtinClasses is each built-in's class, from its spec: read-only as its
+// spec says, edit for the kind edit, execute otherwise.
+var builtinClasses = func() map[string]permClass {
+	m := map[string]permClass{}
+	for _, n := range builtinToolNames() {
+		spec, _ := builtinTool(n)
+		switch {
+		case spec.ReadOnly:
+			m[n] = classRead
+		case spec.Kind == kindEdit:
+			m[n] = classEdit
+		default:
+			m[n] = classExecute
+		}
+	}
+	return m
+}()
+
+// permToolClass classifies a canonical tool name. An MCP tool is read-only
+// only when its server marked it so.
 func permToolClass(tool string) permClass {
-	spec, builtin := builtinTool(tool)
-	switch {
-	case spec.ReadOnly:
-		return classRead
-	case spec.Kind == kindEdit:
-		return classEdit
-	case !builtin && strings.HasPrefix(tool, mcpToolPrefix):
+	if c, ok := builtinClasses[tool]; ok {
+		return c
+	}
+	if strings.HasPrefix(tool, mcpToolPrefix) {
 		return classMCP
 	}
 	return classExecute
