@@ -78,7 +78,6 @@ const procDrainGrace = 2 * time.Second
 // a newer group yet), then reaps the leader.
 type procGroup struct {
 	cmd    *exec.Cmd
-	err    error      // what cmd.Wait returned; read after exited
 	mu     sync.Mutex // guards reaped against signalling a reused group id
 	reaped bool
 	exited chan struct{} // the group was killed and the leader reaped
@@ -105,7 +104,7 @@ func startGroup(cmd *exec.Cmd, sb *sandboxSession, onExit func()) (*procGroup, e
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		g.reaped = true
 		g.mu.Unlock()
-		g.err = cmd.Wait()
+		cmd.Wait()
 		close(g.exited)
 	}()
 	return g, nil
