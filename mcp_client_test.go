@@ -519,7 +519,7 @@ func TestMCPServersEndWithTheRuntime(t *testing.T) {
 	c.stdin.Close()
 	<-c.done
 	for _, pid := range pids {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for processAlive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -644,14 +644,14 @@ func TestMCPCallOutcomes(t *testing.T) {
 		{"echo", statusCompleted, "echo: x", false, ""},
 		{"fail", statusFailed, "it went wrong", false, errTypeExecutionFailed},
 		{"reject", statusFailed, `MCP server "h" answered tools/call "reject" with error -32602: bad arguments`, false, errTypeExecutionFailed},
-		{"hang", statusFailed, `MCP server "h" failed during tools/call "hang" (no answer within 300ms); the outcome is unknown and the call was not retried`, true, errTypeExecutionFailed},
+		{"hang", statusFailed, `MCP server "h" failed during tools/call "hang" (no answer within 2s); the outcome is unknown and the call was not retried`, true, errTypeExecutionFailed},
 		{"garbage", statusFailed, `MCP server "h" failed during tools/call "garbage" (it sent a message that is not JSON-RPC); the outcome is unknown and the call was not retried`, true, errTypeExecutionFailed},
 		{"crash", statusFailed, "the outcome is unknown and the call was not retried", true, errTypeExecutionFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
 			h := newHelperServer(t, "h")
-			s := startTestMCP(t, mcpOptions{CallTimeout: 300 * time.Millisecond}, h.config(t))
+			s := startTestMCP(t, mcpOptions{CallTimeout: 2 * time.Second}, h.config(t)) // hang waits it out
 			res := s.run("mcp__h__"+tt.tool, `{"text":"x"}`)
 			if res.Status != tt.status || !strings.Contains(res.Output, tt.text) || res.ErrorType != tt.errType {
 				t.Errorf("result = %+v, want %s %q %q", res, tt.status, tt.text, tt.errType)
