@@ -475,3 +475,43 @@ func (m *mcpSet) close() {
 	}
 	wg.Wait()
 }
+
+// spec is the toolSpec of one listed tool under its canonical name. Its
+// arguments are checked only as a JSON object (the server validates its own
+// schema) and are not normalized; a broken server refuses the call in
+// normalize, before any guard request.
+func (s *mcpServer) spec(canonical string, def mcpToolDef) *toolSpec {
+	readOnly := def.Annotations != nil && def.Annotations.ReadOnlyHint != nil && *def.Annotations.ReadOnlyHint
+	kind := kindOther
+	if readOnly {
+		kind = kindRead
+		if a := def.Annotations; a.OpenWorldHint != nil && *a.OpenWorldHint {
+			kind = mcpKindFetch
+		}
+	}
+	display := def.Title
+	if display == "" && def.Annotations != nil {
+		display = def.Annotations.Title
+	}
+	if display == "" {
+		display = def.Name
+	}
+	title := fmt.Sprintf("%s (MCP server %s)", display, s.name)
+	tool := def.Name
+	return &toolSpec{
+		Name:        canonical,
+		Kind:        kind,
+		Description: def.Description,
+		ReadOnly:    readOnly,
+		title:       func(map[string]any) string { return title },
+		normalize: func(_ *toolEnv, args map[string]any) (map[string]any, error) {
+			if err := s.unusable(); err != nil {
+				return nil, s.refusal(err)
+			}
+			return args, nil
+		},
+		exec: func(ctx context.Context, _ *toolEnv, args map[string]any) toolResult {
+			return s.callTool(ctx, tool, args)
+		},
+	}
+}
