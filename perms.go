@@ -49,13 +49,11 @@ const (
 	classMCP                      // mcp__server__tool
 )
 
-// builtinClasses is each built-in's class, from its spec: read-only as its
-// spec says, edit for the kind edit, execute otherwise.
+// builtinClasses is each built-in's class, read once from its spec.
 var builtinClasses = func() map[string]permClass {
 	m := map[string]permClass{}
 	for _, n := range builtinToolNames() {
-		spec, _ := builtinTool(n)
-		switch {
+		switch spec, _ := builtinTool(n); {
 		case spec.ReadOnly:
 			m[n] = classRead
 		case spec.Kind == kindEdit:
