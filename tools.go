@@ -399,6 +399,14 @@ func argInt(args map[string]any, name string, def int64) int64 {
 	return def
 }
 
+// argDir is the directory argument name, or the session cwd without one.
+func argDir(env *toolEnv, args map[string]any, name string) string {
+	if d := argStr(args, name); d != "" {
+		return d
+	}
+	return filepath.Clean(env.Cwd)
+}
+
 func argBool(args map[string]any, name string) bool {
 	b, _ := args[name].(bool)
 	return b

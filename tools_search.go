@@ -63,19 +63,12 @@ func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, 
 	})
 }
 
-func searchRoot(env *toolEnv, args map[string]any) string {
-	if p := argStr(args, "path"); p != "" {
-		return p
-	}
-	return filepath.Clean(env.Cwd)
-}
-
 func execGlob(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	m, err := compileGlob(argStr(args, "pattern"))
 	if err != nil {
 		return failed(errTypeInvalidParams, "glob: %v", err)
 	}
-	root := searchRoot(env, args)
+	root := argDir(env, args, "path")
 	var found []string
 	truncated := false
 	err = walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, _ func() ([]byte, error)) bool {
@@ -117,7 +110,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 		}
 	}
 	limit := int(argInt(args, "limit", grepDefaultLimit))
-	root := searchRoot(env, args)
+	root := argDir(env, args, "path")
 	out := &limitedBuffer{max: maxToolOutput}
 	matches, truncated := 0, false
 	err = walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, read func() ([]byte, error)) bool {

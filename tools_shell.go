@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -19,13 +18,6 @@ const (
 	shellMaxTimeoutMS     = 600000
 )
 
-func shellDir(env *toolEnv, args map[string]any) string {
-	if d := argStr(args, "directory"); d != "" {
-		return d
-	}
-	return filepath.Clean(env.Cwd)
-}
-
 // shellCmd builds `bash -c command` with the scrubbed environment and
 // empty stdin, to run in its own process group.
 func shellCmd(env *toolEnv, args map[string]any) (*exec.Cmd, error) {
@@ -34,7 +26,7 @@ func shellCmd(env *toolEnv, args map[string]any) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command("bash", "-c", argStr(args, "command"))
 	cmd.Env = env.Env.childEnv(env.Sandbox.env()...) // never nil: nil would inherit everything
-	cmd.Dir = shellDir(env, args)
+	cmd.Dir = argDir(env, args, "directory")
 	return cmd, nil
 }
 
