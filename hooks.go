@@ -1,0 +1,403 @@
+// hooks.go owns the PreToolUse hooks: matchers, running each hook in its
+// own process group, and reading its answer (DESIGN.md §10).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// hookEventPreToolUse is the hook_event_name and hookEventName of this layer.
+const hookEventPreToolUse = "PreToolUse"
+
+// Hook limits. "timeout (default 60000 ms; kill the group), bounded
+// stdout/stderr".
+const (
+	hookDefaultTimeoutMS = 60000
+	hookMinTimeoutMS     = 100
+	hookMaxTimeoutMS     = 600000
+	maxHookOutputBytes   = 64 << 10 // each of stdout and stderr
+	maxHookReasonBytes   = 2000     // a reason shown to the user and the model
+	maxHookCommandShown  = 80       // bytes of a hook command quoted in a message
+)
+
+// hookMatcher is one entry of hooks.PreToolUse.
+type hookMatcher struct {
+	Matcher string        `json:"matcher"`
+	Hooks   []hookCommand `json:"hooks"`
+	re      *regexp.Regexp
+	all     bool
+}
+
+// hookCommand is one command hook. Timeout is in milliseconds, 0 for the default.
+type hookCommand struct {
+	Type     string `json:"type"`
+	Command  string `json:"command"`
+	Timeout  int    `json:"timeout"`
+	FailOpen bool   `json:"failOpen"`
+}
+
+// compile prepares the matcher with Qwen Code's rules: empty, "*" or ".*"
+// match every tool; otherwise it is an unanchored regular expression over
+// the canonical name, except that a "|" list not starting with "^" or "("
+// is rebuilt from its trimmed entries, and an entry equal to the name or to
+// one of its Claude Code names (Bash, Read, ...) matches exactly.
+func (h *hookMatcher) compile() error {
+	p := strings.TrimSpace(h.Matcher)
+	if p == "" || p == "*" || p == ".*" {
+		h.all = true
+		return nil
+	}
+	expr := p
+	if strings.Contains(p, "|") && !strings.HasPrefix(p, "^") && !strings.HasPrefix(p, "(") {
+		var alts []string
+		for _, e := range splitUnescapedBars(p) {
+			if e = strings.TrimSpace(e); e == "*" || e == ".*" {
+				h.all = true
+				return nil
+			} else if e != "" {
+				alts = append(alts, e)
+			}
+		}
+		expr = strings.Join(alts, "|")
+		if expr == "" {
+			expr = `[^\s\S]` // a matcher made only of "|" matches nothing
+		}
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return fmt.Errorf("matcher %q: %w", h.Matcher, err)
+	}
+	h.re = re
+	return nil
+}
+
+func splitUnescapedBars(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '|':
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
+
+// hookToolAliases are the names Claude Code hooks use for our tools, as
+// Qwen Code maps them; they match only exactly.
+func hookToolAliases(tool string) []string {
+	switch tool {
+	case toolShell:
+		return []string{"Bash", "Shell"}
+	case toolReadFile:
+		return []string{"Read"}
+	case toolWriteFile:
+		return []string{"Write"}
+	case toolEdit:
+		return []string{"Edit"}
+	case toolGrepSearch:
+		return []string{"Grep"}
+	case toolGlob:
+		return []string{"Glob"}
+	}
+	return nil
+}
+
+// matchesTool reports whether the hooks of this entry run for tool. An
+// entry that was not compiled (not loaded by loadSettings) is compiled into
+// a copy, so that sessions sharing the settings never write to them. A
+// matcher that does not compile is an error: the caller denies.
+func (h *hookMatcher) matchesTool(tool string) (bool, error) {
+	m := *h
+	if m.re == nil && !m.all {
+		if err := m.compile(); err != nil {
+			return true, err
+		}
+	}
+	if m.all {
+		return true, nil
+	}
+	p := strings.TrimSpace(m.Matcher)
+	list := strings.Contains(p, "|") && !strings.HasPrefix(p, "^") && !strings.HasPrefix(p, "(")
+	for _, n := range append([]string{tool}, hookToolAliases(tool)...) {
+		if p == n {
+			return true, nil
+		}
+		if list {
+			for _, e := range splitUnescapedBars(p) {
+				if strings.TrimSpace(e) == n {
+					return true, nil
+				}
+			}
+		}
+	}
+	return m.re.MatchString(tool), nil
+}
+
+// hookInput is the JSON a PreToolUse hook reads on stdin. hook_event_name
+// is always "PreToolUse"; runPreToolUseHooks sets it.
+type hookInput struct {
+	SessionID      string         `json:"session_id"`
+	Cwd            string         `json:"cwd"`
+	HookEventName  string         `json:"hook_event_name"`
+	PermissionMode string         `json:"permission_mode"`
+	ToolName       string         `json:"tool_name"`
+	ToolInput      map[string]any `json:"tool_input"`
+	ToolUseID      string         `json:"tool_use_id"`
+}
+
+// hookPermissionMode is the permission_mode a hook sees: Qwen Code spells
+// the approval mode auto-edit as "auto_edit" in hook input.
+func hookPermissionMode(mode string) string {
+	if mode == modeAutoEdit {
+		return "auto_edit"
+	}
+	return mode
+}
+
+// hookDecision is what the hooks of one call decided together.
+type hookDecision string
+
+const (
+	hookNone  hookDecision = "none" // no hook ran, or none decided
+	hookAllow hookDecision = "allow"
+	hookAsk   hookDecision = "ask"
+	hookDeny  hookDecision = "deny"
+)
+
+// hookOutcome is the result of the PreToolUse layer. Reason is user-visible
+// text for deny and ask. Ignored lists the failures of failOpen hooks, for
+// the log.
+type hookOutcome struct {
+	Decision hookDecision
+	Reason   string
+	Ignored  []string
+}
+
+// runPreToolUseHooks runs, one after the other, every hook whose matcher
+// matches input.ToolName, and combines their answers: "any deny wins, then
+// ask, then allow". The first deny ends the layer; later hooks do not run.
+// env gives each hook its complete environment (procEnv.childEnv()) and its
+// sandbox. When ctx ends, the running hook's process group is killed and the
+// outcome is a deny; the caller reports the cancellation.
+func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env spawnEnv) hookOutcome {
+	input.HookEventName = hookEventPreToolUse
+	input.PermissionMode = hookPermissionMode(input.PermissionMode)
+	if input.ToolInput == nil {
+		input.ToolInput = map[string]any{} // an object, never null
+	}
+	out := hookOutcome{Decision: hookNone}
+	var stdin []byte
+	for i := range hooks {
+		m := &hooks[i]
+		match, err := m.matchesTool(input.ToolName)
+		if err != nil {
+			return hookOutcome{Decision: hookDeny, Reason: fmt.Sprintf("PreToolUse hook %s", err)}
+		}
+		if !match {
+			continue
+		}
+		for _, h := range m.Hooks {
+			if stdin == nil {
+				if stdin, err = json.Marshal(input); err != nil {
+					return hookOutcome{Decision: hookDeny, Reason: fmt.Sprintf("PreToolUse hook input: %v", err)}
+				}
+			}
+			d, reason, failure := runHookCommand(ctx, h, stdin, input.Cwd, env)
+			if ctx.Err() != nil {
+				return hookOutcome{Decision: hookDeny, Reason: "PreToolUse hooks cancelled"}
+			}
+			if failure != "" {
+				msg := fmt.Sprintf("PreToolUse hook %s %s", quoteHookCommand(h.Command), failure)
+				// A hook the sandbox could not confine did not run at all:
+				// failOpen covers a hook's own failures, not that.
+				if !h.FailOpen || strings.HasPrefix(failure, hookNotConfined) {
+					return hookOutcome{Decision: hookDeny, Reason: msg + " (the call is blocked: the hook fails closed)", Ignored: out.Ignored}
+				}
+				out.Ignored = append(out.Ignored, msg)
+				continue
+			}
+			switch d {
+			case hookDeny:
+				if reason == "" {
+					reason = "no reason given"
+				}
+				return hookOutcome{Decision: hookDeny, Reason: fmt.Sprintf("PreToolUse hook %s denied the call: %s", quoteHookCommand(h.Command), reason), Ignored: out.Ignored}
+			case hookAsk:
+				if out.Decision != hookAsk {
+					out.Decision, out.Reason = hookAsk, reason
+				}
+			case hookAllow:
+				if out.Decision == hookNone {
+					out.Decision, out.Reason = hookAllow, reason
+				}
+			}
+		}
+	}
+	return out
+}
+
+func quoteHookCommand(c string) string {
+	if len(c) > maxHookCommandShown {
+		c = strings.ToValidUTF8(c[:maxHookCommandShown], "") + "..."
+	}
+	return fmt.Sprintf("%q", c)
+}
+
+// hookNotConfined starts the failure of a hook the sandbox could not
+// confine: it never ran, so it blocks the call even with failOpen.
+const hookNotConfined = "could not be confined"
+
+// runHookCommand runs one hook as `bash -c command` in its own process
+// group and reads its answer. failure, when not empty, says how the hook
+// failed to answer (it crashed, timed out or printed something that is not
+// its JSON answer); exit 2 is an answer: a deny with stderr as the reason.
+func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string, env spawnEnv) (d hookDecision, reason, failure string) {
+	timeout := time.Duration(h.Timeout) * time.Millisecond
+	if h.Timeout == 0 {
+		timeout = hookDefaultTimeoutMS * time.Millisecond
+	}
+	if h.Type != "command" || strings.TrimSpace(h.Command) == "" {
+		return "", "", fmt.Sprintf("is not a command hook (type %q)", h.Type)
+	}
+	if ctx.Err() != nil {
+		return "", "", "was cancelled"
+	}
+	cmd := exec.Command("bash", "-c", h.Command)
+	cmd.Env = env.Env.childEnv(env.Sandbox.env()...)
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.WaitDelay = procDrainGrace
+	stdout := &limitedBuffer{max: maxHookOutputBytes, full: make(chan struct{})}
+	stderr := &limitedBuffer{max: maxHookOutputBytes}
+	// A full stdout ends the hook: no valid answer can follow.
+	timedOut, err := runGroup(ctx, cmd, env.Sandbox, stdout, stderr, timeout, stdout.full)
+	if err != nil {
+		if se := (*sandboxStartError)(nil); errors.As(err, &se) {
+			return "", "", fmt.Sprintf("%s: %v", hookNotConfined, err)
+		}
+		return "", "", fmt.Sprintf("could not start: %v", err)
+	}
+	state := cmd.ProcessState
+	switch {
+	case ctx.Err() != nil:
+		return "", "", "was cancelled"
+	case timedOut:
+		return "", "", fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
+	case stdout.dropped > 0:
+		return "", "", fmt.Sprintf("printed more than %d bytes", maxHookOutputBytes)
+	case !state.Exited():
+		return "", "", fmt.Sprintf("crashed: %v", state)
+	case state.ExitCode() == 2:
+		return hookDeny, hookReasonText(stderr.buf.String()), ""
+	case state.ExitCode() != 0:
+		return "", "", fmt.Sprintf("failed with exit status %d", state.ExitCode())
+	}
+	d, reason, err = parseHookOutput(stdout.buf.Bytes())
+	if err != nil {
+		return "", "", fmt.Sprintf("printed an invalid answer: %v", err)
+	}
+	return d, reason, ""
+}
+
+// hookOutputJSON is a PreToolUse hook's answer on stdout. The top-level
+// keys are Qwen Code's HookOutput (packages/core/src/hooks/types.ts); the
+// hookSpecificOutput keys are its PreToolUseOutput. Anything else is refused.
+type hookOutputJSON struct {
+	Continue           *bool           `json:"continue"`
+	StopReason         string          `json:"stopReason"`
+	SuppressOutput     bool            `json:"suppressOutput"`
+	SystemMessage      string          `json:"systemMessage"`
+	TerminalSequence   string          `json:"terminalSequence"`
+	Decision           string          `json:"decision"`
+	Reason             string          `json:"reason"`
+	HookSpecificOutput json.RawMessage `json:"hookSpecificOutput"` // decoded on its own: exact names
+}
+
+type hookPreToolUse struct {
+	// Optional, as Qwen Code reads it; another event's name is refused.
+	HookEventName            string `json:"hookEventName"`
+	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecisionReason string `json:"permissionDecisionReason"`
+	// Context for the model, which Qwen Code's PreToolUse also accepts;
+	// it is read and not used. Any other key (updatedInput, say) asks for
+	// something this runtime does not do, and blocks.
+	AdditionalContext string `json:"additionalContext"`
+}
+
+// parseHookOutput reads the stdout of a hook that exited 0. Empty output is
+// no decision. As in Qwen Code, hookSpecificOutput.permissionDecision wins
+// over the generic decision ("approve" and "block" are its older names),
+// and "continue": false stops the call.
+func parseHookOutput(stdout []byte) (hookDecision, string, error) {
+	if len(bytes.TrimSpace(stdout)) == 0 {
+		return hookNone, "", nil
+	}
+	var o hookOutputJSON
+	if err := decodeStrict(stdout, &o); err != nil {
+		return "", "", err
+	}
+	reason := o.Reason
+	d := hookNone
+	switch o.Decision {
+	case "":
+	case "allow", "approve":
+		d = hookAllow
+	case "deny", "block":
+		d = hookDeny
+	case "ask":
+		d = hookAsk
+	default:
+		return "", "", fmt.Errorf("unknown decision %q", o.Decision)
+	}
+	if o.HookSpecificOutput != nil && string(o.HookSpecificOutput) != "null" {
+		s := &hookPreToolUse{}
+		if err := decodeStrict(o.HookSpecificOutput, s); err != nil {
+			return "", "", fmt.Errorf("hookSpecificOutput: %w", err)
+		}
+		if s.HookEventName != "" && s.HookEventName != hookEventPreToolUse {
+			return "", "", fmt.Errorf("hookEventName %q is not %q", s.HookEventName, hookEventPreToolUse)
+		}
+		switch s.PermissionDecision {
+		case "":
+		case "allow":
+			d = hookAllow
+		case "deny":
+			d = hookDeny
+		case "ask":
+			d = hookAsk
+		default:
+			return "", "", fmt.Errorf("unknown permissionDecision %q", s.PermissionDecision)
+		}
+		if s.PermissionDecisionReason != "" {
+			reason = s.PermissionDecisionReason
+		}
+	}
+	if o.Continue != nil && !*o.Continue {
+		d = hookDeny
+		if o.StopReason != "" {
+			reason = o.StopReason
+		}
+	}
+	return d, hookReasonText(reason), nil
+}
+
+// hookReasonText bounds a reason written by a hook.
+func hookReasonText(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > maxHookReasonBytes {
+		s = s[:maxHookReasonBytes] + "..."
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}

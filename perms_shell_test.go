@@ -1,0 +1,144 @@
+// perms_shell_test.go checks Bash(...) rules: command patterns and the
+// splitting of compound commands.
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestShellCommandPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, command string
+		want             bool
+	}{
+		{"*", "anything at all", true},
+		{"git *", "git", true},
+		{"git *", "git status", true},
+		{"git *", "gitk", false},
+		{"git*", "gitk", true},
+		{"git commit", "git commit", true},
+		{"git commit", "git commit -m x", true},
+		{"git commit", "git commitx", false},
+		{"git commit", "git", false},
+		{"git:*", "git log", true},
+		{"npm run *", "npm run test", true},
+		{"npm run *", "npm install", false},
+		{"* --version", "go --version", true},
+		{"* --version", "go --version x", false},
+		{"rm *", "rm\t-rf   x", true},
+		{"ls", "ls\n", true},
+	} {
+		re, err := compileCommandPattern(tc.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, _ := splitShellCommand(tc.command)
+		got := len(parts) == 1 && re.MatchString(parts[0])
+		if got != tc.want {
+			t.Errorf("pattern %q, command %q: %v, want %v", tc.pattern, tc.command, got, tc.want)
+		}
+	}
+}
+
+func TestSplitShellCommand(t *testing.T) {
+	for _, tc := range []struct {
+		command string
+		parts   []string
+		complex bool
+	}{
+		{"git status && rm -rf /", []string{"git status", "rm -rf /"}, false},
+		{"a || b; c | d |& e & f\ng", []string{"a", "b", "c", "d", "e", "f", "g"}, false},
+		{`echo 'a && b' "c; d"`, []string{`echo 'a && b' "c; d"`}, false},
+		{`echo a\;b`, []string{`echo a\;b`}, false},
+		{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-", []string{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-"}, false},
+		{"make &>log", []string{"make &>log"}, true},
+		{"echo x > ~/.bashrc", []string{"echo x > ~/.bashrc"}, true},
+		{"echo x >>out", []string{"echo x >>out"}, true},
+		{"echo x >&out", []string{"echo x >&out"}, true},
+		{`echo "a (b) > c" 'd > e'`, []string{`echo "a (b) > c" 'd > e'`}, false},
+		{`echo "$(cat "f")" x`, []string{`echo "`, `cat "f"`, `" x`}, true},
+		{"echo $(rm -rf /)", []string{"echo", "rm -rf /"}, true},
+		{`echo "x $(rm -rf /) y"`, []string{`echo "x`, "rm -rf /", `y"`}, true},
+		{"echo `rm -rf /`", []string{"echo", "rm -rf /"}, true},
+		{"(cd x; rm y)", []string{"cd x", "rm y"}, true},
+		{"diff <(ls a) >(ls b)", []string{"diff", "ls a", "ls b"}, true},
+		{"{ rm x; }", []string{"{ rm x", "}"}, true},
+		{"cat <<EOF\nrm x\nEOF", []string{"cat <<EOF", "rm x", "EOF"}, true},
+		{"echo $'a\\'b'", []string{`echo $'a\'b'`}, true},
+		{`echo "unterminated`, []string{`echo "unterminated`}, true},
+		{`echo x\`, []string{`echo x\`}, true},
+		{"  ", nil, false},
+	} {
+		parts, complex := splitShellCommand(tc.command)
+		if strings.Join(parts, "\x00") != strings.Join(tc.parts, "\x00") || complex != tc.complex {
+			t.Errorf("%q: %q complex=%v, want %q complex=%v", tc.command, parts, complex, tc.parts, tc.complex)
+		}
+	}
+}
+
+// The example that matters: `git status && rm -rf /` is not `git *`.
+func TestCompoundShellCommands(t *testing.T) {
+	r := mustRules(t, []string{"Bash(git *)", "Bash(ls)"}, []string{"Bash(npm publish)"}, []string{"Bash(rm *)"})
+	for _, tc := range []struct {
+		command string
+		want    verdict
+		rule    string
+	}{
+		{"git status", verdictAllow, "Bash(git *)"},
+		{"git status && git log", verdictAllow, "Bash(git *)"},
+		{"git status | ls", verdictAllow, "Bash(git *), Bash(ls)"},
+		{"git status && curl x | sh", verdictAsk, ""}, // not every part is allowed: the default asks
+		{"git status && rm -rf /", verdictDeny, "Bash(rm *)"},
+		{"git status; rm -rf /", verdictDeny, "Bash(rm *)"},
+		{"git status & rm -rf /", verdictDeny, "Bash(rm *)"},
+		{"git status\nrm -rf /", verdictDeny, "Bash(rm *)"},
+		{"git log $(rm -rf /)", verdictDeny, "Bash(rm *)"},
+		{"git log `rm -rf /`", verdictDeny, "Bash(rm *)"},
+		{`git log "$(rm -rf /)"`, verdictDeny, "Bash(rm *)"},
+		{"FOO=1 BAR='a b' rm -rf /", verdictDeny, "Bash(rm *)"},
+		{"git log $(date)", verdictAsk, ""}, // too complex to allow
+		{"(git status)", verdictAsk, ""},
+		{`git commit -m "a && rm b"`, verdictAllow, "Bash(git *)"},
+		{"git status && npm publish", verdictAsk, "Bash(npm publish)"}, // any asked part asks
+		{"ls", verdictAllow, "Bash(ls)"},
+		{"git log > /etc/motd", verdictAsk, ""}, // writes a file
+		{"git log 2>/dev/null", verdictAllow, "Bash(git *)"},
+	} {
+		v, rule := r.decide(modeDefault, "run_shell_command", false, map[string]any{"command": tc.command}, testCwd, testHome)
+		if v != tc.want || rule != tc.rule {
+			t.Errorf("%q: %s %q, want %s %q", tc.command, v, rule, tc.want, tc.rule)
+		}
+	}
+	// In yolo, a command that is not fully allowed still runs unless denied.
+	if v, _ := r.decide(modeYolo, "run_shell_command", false, map[string]any{"command": "git status && echo $(rm -rf /)"}, testCwd, testHome); v != verdictDeny {
+		t.Errorf("yolo with a denied substitution: %s", v)
+	}
+}
+
+func BenchmarkDecideShell(b *testing.B) {
+	r := mustRules(b, []string{"Bash(git *)", "Bash(npm run *)"}, []string{"Bash(npm publish)"}, []string{"Bash(rm *)", "Bash(curl *)"})
+	args := map[string]any{"command": "git status && git diff --stat | head -n 20; npm run test"}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.decide(modeDefault, "run_shell_command", false, args, testCwd, testHome)
+	}
+}
+
+func FuzzDecideShell(f *testing.F) {
+	for _, s := range []string{"git status && rm -rf /", "echo $(rm x)", "a|b", `"'`, "rm\t-rf", "(rm)"} {
+		f.Add(s)
+	}
+	r := mustRules(f, []string{"Bash(git *)", "Bash(echo *)"}, nil, []string{"Bash(rm *)"})
+	f.Fuzz(func(t *testing.T, command string) {
+		v, _ := r.decide(modeYolo, "run_shell_command", false, map[string]any{"command": command}, testCwd, testHome)
+		parts, _ := splitShellCommand(command)
+		if v == verdictAllow {
+			for _, p := range parts {
+				if strings.HasPrefix(p, "rm ") || p == "rm" {
+					t.Fatalf("%q allowed with part %q", command, p)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,190 @@
+// tools_fs.go owns the file tools: read_file, write_file, edit and
+// list_directory, each confined to the workspace through os.Root.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// workspaceRoot opens the session cwd as an os.Root and gives p, a path
+// resolveWorkspacePath returned ("" for the cwd itself), relative to it.
+// Executors open files only through the root: a directory that a running
+// process swapped for a symlink after the guard decided cannot lead outside
+// the workspace. The caller closes the root.
+func workspaceRoot(env *toolEnv, p string) (*os.Root, string, error) {
+	realCwd, err := filepath.EvalSymlinks(env.Cwd)
+	if err != nil {
+		return nil, "", fmt.Errorf("resolve session cwd %q: %w", env.Cwd, err)
+	}
+	rel := "."
+	if p != "" {
+		if rel, err = filepath.Rel(realCwd, p); err != nil || !withinDir(realCwd, p) {
+			return nil, "", fmt.Errorf("path %q is outside the workspace %q", p, env.Cwd)
+		}
+	}
+	root, err := os.OpenRoot(realCwd)
+	if err != nil {
+		return nil, "", fmt.Errorf("open the workspace: %w", err)
+	}
+	return root, rel, nil
+}
+
+// readTextFile loads the file rel of root, shown as p, of at most
+// maxReadFileBytes that is not binary.
+func readTextFile(root *os.Root, rel, p string) ([]byte, error) {
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("%q is a directory", p)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxReadFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxReadFileBytes {
+		return nil, fmt.Errorf("file %q is larger than %d bytes", p, maxReadFileBytes)
+	}
+	if isBinary(data) {
+		return nil, fmt.Errorf("file %q is binary", p)
+	}
+	return data, nil
+}
+
+func isBinary(data []byte) bool {
+	return bytes.IndexByte(data[:min(len(data), binarySniffBytes)], 0) >= 0
+}
+
+func execReadFile(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
+	p := argStr(args, "file_path")
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "read file: %v", err)
+	}
+	defer root.Close()
+	data, err := readTextFile(root, rel, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "read file: %v", err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	offset := argInt(args, "offset", 0)
+	limit := argInt(args, "limit", readDefaultLines)
+	if offset > int64(len(lines)) {
+		return failed(errTypeExecutionFailed, "read file: offset %d is past the end of %q (%d lines)", offset, p, len(lines))
+	}
+	// offset <= len(lines) here, so this cannot overflow as offset+limit can.
+	end := offset + min(limit, int64(len(lines))-offset)
+	out := &limitedBuffer{max: maxToolOutput}
+	for _, l := range lines[offset:end] {
+		out.WriteString(l)
+	}
+	text := out.String()
+	if end < int64(len(lines)) {
+		text += fmt.Sprintf("\n[showing lines %d-%d of %d; use offset and limit for more]", offset+1, end, len(lines))
+	}
+	return completed(text, map[string]any{"path": p, "lines": len(lines)})
+}
+
+func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
+	p, content := argStr(args, "file_path"), argStr(args, "content")
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "write file: %v", err)
+	}
+	defer root.Close()
+	if err := writeFile(root, rel, p, content); err != nil {
+		return failed(errTypeExecutionFailed, "write file: %v", err)
+	}
+	return completed(fmt.Sprintf("Wrote %d bytes to %s", len(content), p), map[string]any{"path": p, "bytes": len(content)})
+}
+
+// writeFile writes content to the file rel of root, shown as p, creating
+// the parent directories; an existing file keeps its mode.
+func writeFile(root *os.Root, rel, p, content string) error {
+	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory", p)
+	}
+	if err := root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return err
+	}
+	return root.WriteFile(rel, []byte(content), 0o644)
+}
+
+func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
+	p := argStr(args, "file_path")
+	oldS, newS := argStr(args, "old_string"), argStr(args, "new_string")
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "edit: %v", err)
+	}
+	defer root.Close()
+	data, err := readTextFile(root, rel, p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && oldS == "":
+		if err := writeFile(root, rel, p, newS); err != nil {
+			return failed(errTypeExecutionFailed, "edit: %v", err)
+		}
+		return completed("Created "+p, map[string]any{"path": p, "created": true})
+	case err != nil:
+		return failed(errTypeExecutionFailed, "edit: %v", err)
+	case oldS == "":
+		return failed(errTypeExecutionFailed, "edit: file %q already exists; an empty old_string only creates a new file", p)
+	case oldS == newS:
+		return failed(errTypeExecutionFailed, "edit: old_string and new_string are identical; nothing to change in %q", p)
+	}
+	text := string(data)
+	n := strings.Count(text, oldS)
+	switch {
+	case n == 0:
+		return failed(errTypeExecutionFailed, "edit: old_string not found in %q", p)
+	case n > 1 && !argBool(args, "replace_all"):
+		return failed(errTypeExecutionFailed, "edit: old_string occurs %d times in %q; it must occur exactly once unless replace_all is true", n, p)
+	}
+	if err := writeFile(root, rel, p, strings.ReplaceAll(text, oldS, newS)); err != nil {
+		return failed(errTypeExecutionFailed, "edit: %v", err)
+	}
+	return completed(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, p), map[string]any{"path": p, "replacements": n})
+}
+
+func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
+	p := argStr(args, "path")
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return failed(errTypeExecutionFailed, "list directory: %v", err)
+	}
+	defer root.Close()
+	entries, err := fs.ReadDir(root.FS(), filepath.ToSlash(rel))
+	if err != nil {
+		return failed(errTypeExecutionFailed, "list directory: %v", err)
+	}
+	// Directories first, each group by name, as Qwen Code lists them.
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].IsDir() && !entries[j].IsDir() })
+	out := &limitedBuffer{max: maxToolOutput}
+	fmt.Fprintf(out, "Directory listing for %s:\n", p)
+	for _, e := range entries {
+		if e.IsDir() {
+			fmt.Fprintf(out, "[DIR] %s\n", e.Name())
+		} else {
+			fmt.Fprintf(out, "%s\n", e.Name())
+		}
+	}
+	return completed(out.String(), map[string]any{"path": p, "entries": len(entries)})
+}
