@@ -89,16 +89,10 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 			return fmt.Errorf("demo: write %s: %w", name, err)
 		}
 	}
-	token, err := randomHex(24)
-	if err != nil {
-		return err
-	}
+	token := randomHex(24)
 	// serve's host token, in a file only this user can read, as serve
 	// itself writes one in required mode.
-	hostToken, err := randomHex(hostTokenBytes)
-	if err != nil {
-		return err
-	}
+	hostToken := randomHex(hostTokenBytes)
 	hostTokenFile := filepath.Join(tmp, hostTokenFileName)
 	if err := createSecretFile(flagHostTokenFile, hostTokenFile, hostToken); err != nil {
 		return fmt.Errorf("demo: %w", err)

@@ -126,7 +126,7 @@ func newProviderClient(cfg guardConfig) *providerClient {
 // successful handshake records the provider it met: later connections must
 // reach that one. A failed one leaves the identity recorded before.
 func (c *providerClient) handshake(ctx context.Context) error {
-	nonce := newWireID()
+	nonce := randomHex(randomIDBytes)
 	body, err := json.Marshal(handshakeRequest{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Client: wireClientName})
 	if err != nil {
 		return fmt.Errorf("provider handshake: %w", err)
@@ -187,7 +187,7 @@ type prepareResult struct {
 // prepare asks the provider once whether call may execute now. There is no
 // retry on any outcome: "Qwen Code sends no retries".
 func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepareResult {
-	res := prepareResult{RequestID: newWireID()}
+	res := prepareResult{RequestID: randomHex(randomIDBytes)}
 	fail := func(werr *wireError) prepareResult {
 		res.Category, res.Err = werr.Category, c.redact(werr)
 		return res

@@ -404,10 +404,7 @@ type hostToken struct {
 func prepareHostToken(opts *serveOptions, env *procEnv, log *slog.Logger) (*hostToken, error) {
 	ht := &hostToken{file: opts.TokenFile}
 	if opts.GenerateToken {
-		tok, err := randomHex(hostTokenBytes)
-		if err != nil {
-			return nil, fmt.Errorf("generate the host token: %w", err)
-		}
+		tok := randomHex(hostTokenBytes)
 		path := opts.TokenFile
 		if path == "" {
 			base := os.TempDir()
