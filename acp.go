@@ -409,7 +409,7 @@ func (a *agent) sessionIDFor(meta json.RawMessage) (string, error) {
 	}
 	raw, named := m[metaSessionID]
 	if !named {
-		return randomHex(16)
+		return randomHex(randomIDBytes), nil
 	}
 	var id string
 	if json.Unmarshal(raw, &id) != nil || !validSessionID(id) {
@@ -674,11 +674,7 @@ func (a *agent) promptGuard(s *session, rawInv json.RawMessage) (string, Guard) 
 		}
 		return id, a.parentGuard
 	case a.provider != nil:
-		id, err := randomHex(16)
-		if err != nil {
-			return "", func(context.Context, GuardRequest) (Decision, error) { return Decision{}, err }
-		}
-		return id, a.providerGuard
+		return randomHex(randomIDBytes), a.providerGuard
 	default:
 		if _, viaParent := a.model.(*parentModel); viaParent {
 			// serve's unguarded child: the id names the prompt in model
@@ -689,8 +685,7 @@ func (a *agent) promptGuard(s *session, rawInv json.RawMessage) (string, Guard) 
 			}
 			return id, nil
 		}
-		id, _ := randomHex(16) // only a correlation label on the plain path
-		return id, nil
+		return randomHex(randomIDBytes), nil // only a correlation label on the plain path
 	}
 }
 

@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -33,23 +34,6 @@ func loopbackHost(host string, bracketed bool) (string, bool) {
 		return loopbackName, true
 	}
 	return "", false
-}
-
-// loopbackListen checks that listen (host:port) is a loopback listen
-// address and returns it with localhost as 127.0.0.1, the address a client
-// dials for it, so no resolver decides where a server listens.
-func loopbackListen(listen string) (string, error) {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "", usagef("listen address %q: %w", listen, err)
-	}
-	if asciiEqualFold(host, loopbackName) {
-		return net.JoinHostPort(loopbackV4, port), nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return "", usagef("listen address %q is not loopback (use 127.0.0.1, [::1] or localhost)", listen)
-	}
-	return listen, nil
 }
 
 // isLoopbackOrigin reports whether a browser Origin names a page served from
@@ -154,25 +138,30 @@ func asciiEqualFold(s, t string) bool {
 	return strings.EqualFold(s, t)
 }
 
+// loopbackAddr is a listen address parseListen accepted. Its zero value is
+// no address: listening on it fails rather than binding every interface.
+type loopbackAddr struct{ netip.AddrPort }
+
 // parseListen validates the provider's --listen: "Refuses non-loopback
 // listen addresses." localhost becomes 127.0.0.1, the address the client
 // dials for it, so no resolver decides where the provider listens.
-func parseListen(raw string) (string, error) {
+func parseListen(raw string) (loopbackAddr, error) {
 	host, port, err := net.SplitHostPort(raw)
 	if err != nil {
-		return "", usagef("--listen %q: must be host:port", raw)
+		return loopbackAddr{}, usagef("--listen %q: must be host:port", raw)
 	}
 	host, ok := loopbackHost(host, strings.HasPrefix(raw, "["))
 	if !ok {
-		return "", usagef("--listen %q: host must be 127.0.0.1, localhost or [::1]", raw)
+		return loopbackAddr{}, usagef("--listen %q: host must be 127.0.0.1, localhost or [::1]", raw)
 	}
 	if host == loopbackName {
 		host = loopbackV4
 	}
-	if _, err := parsePort(port); err != nil {
-		return "", usagef("--listen %q: %v", raw, err)
+	n, err := parsePort(port)
+	if err != nil {
+		return loopbackAddr{}, usagef("--listen %q: %v", raw, err)
 	}
-	return net.JoinHostPort(host, port), nil
+	return loopbackAddr{netip.AddrPortFrom(netip.MustParseAddr(host), uint16(n))}, nil
 }
 
 // parsePort accepts a decimal port 0-65535; 0 asks the system for a free one.
@@ -184,27 +173,34 @@ func parsePort(raw string) (int, error) {
 	return n, nil
 }
 
-// parseHostname validates serve's --hostname and says whether it is a
-// loopback address. A host name other than localhost counts as non-loopback
-// whatever it resolves to.
-func parseHostname(raw string) (host string, loopback bool, err error) {
+// bindAddr is serve's --hostname as parseHostname accepted it: an IP address
+// without brackets or a host name, localhost pinned to 127.0.0.1, and
+// whether it binds loopback only.
+type bindAddr struct {
+	host     string
+	loopback bool
+}
+
+// parseHostname validates serve's --hostname. A host name other than
+// localhost counts as non-loopback whatever it resolves to.
+func parseHostname(raw string) (bindAddr, error) {
 	h := raw
 	if inner, ok := strings.CutPrefix(h, "["); ok {
 		h, ok = strings.CutSuffix(inner, "]")
 		if !ok {
-			return "", false, usagef("--hostname %q: unbalanced brackets", raw)
+			return bindAddr{}, usagef("--hostname %q: unbalanced brackets", raw)
 		}
 	}
 	if ip := net.ParseIP(h); ip != nil {
-		return ip.String(), ip.IsLoopback(), nil
+		return bindAddr{ip.String(), ip.IsLoopback()}, nil
 	}
 	if asciiEqualFold(h, loopbackName) {
-		return loopbackV4, true, nil
+		return bindAddr{loopbackV4, true}, nil
 	}
 	if !validHostName(h) {
-		return "", false, usagef("--hostname %q: must be an IP address or a host name", raw)
+		return bindAddr{}, usagef("--hostname %q: must be an IP address or a host name", raw)
 	}
-	return h, false, nil
+	return bindAddr{h, false}, nil
 }
 
 // validHostName accepts letters, digits, '-' and '.' in labels of a DNS name.

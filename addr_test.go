@@ -62,8 +62,8 @@ func TestLoopbackRule(t *testing.T) {
 		{"example.com", "http://example.com", "example.com:4170", false},
 		{"10.0.0.1", "http://10.0.0.1", "10.0.0.1:4170", false},
 	} {
-		if _, got, _ := parseHostname(tt.host); got != tt.loopback {
-			t.Errorf("parseHostname(%q) loopback = %v, want %v", tt.host, got, tt.loopback)
+		if got, _ := parseHostname(tt.host); got.loopback != tt.loopback {
+			t.Errorf("parseHostname(%q) loopback = %v, want %v", tt.host, got.loopback, tt.loopback)
 		}
 		if got := isLoopbackOrigin(tt.origin); got != tt.loopback {
 			t.Errorf("isLoopbackOrigin(%q) = %v, want %v", tt.origin, got, tt.loopback)
@@ -71,9 +71,9 @@ func TestLoopbackRule(t *testing.T) {
 		if got := loopbackHostHeader(tt.header, "4170", "127.0.0.2"); got != tt.loopback {
 			t.Errorf("loopbackHostHeader(%q) = %v, want %v", tt.header, got, tt.loopback)
 		}
-		_, err := loopbackListen(strings.Replace(tt.header, "4170", "0", 1))
+		_, err := parseListen(strings.Replace(tt.header, "4170", "0", 1))
 		if (err == nil) != tt.loopback {
-			t.Errorf("loopbackListen(%q): %v, want loopback %v", tt.header, err, tt.loopback)
+			t.Errorf("parseListen(%q): %v, want loopback %v", tt.header, err, tt.loopback)
 		}
 	}
 	for header, want := range map[string]bool{
@@ -89,15 +89,24 @@ func TestLoopbackRule(t *testing.T) {
 			t.Errorf("isLoopbackOrigin(%q) = true", origin)
 		}
 	}
-	if got, err := loopbackListen("LOCALHOST:8787"); err != nil || got != "127.0.0.1:8787" {
-		t.Errorf("loopbackListen(LOCALHOST:8787) = %q, %v", got, err)
+	if got, err := parseListen("LOCALHOST:8787"); err != nil || got.String() != "127.0.0.1:8787" {
+		t.Errorf("parseListen(LOCALHOST:8787) = %v, %v", got, err)
 	}
-	if got, err := parseListen("[::1]:8787"); err != nil || got != "[::1]:8787" {
-		t.Errorf("parseListen([::1]:8787) = %q, %v", got, err)
+	if got, err := parseListen("[::1]:8787"); err != nil || got.String() != "[::1]:8787" {
+		t.Errorf("parseListen([::1]:8787) = %v, %v", got, err)
 	}
-	for _, raw := range []string{"[127.0.0.1]:8787", "127.0.0.2:8787", "localhoſt:8787"} {
+	for _, raw := range []string{"[127.0.0.1]:8787", "127.0.0.2:8787", "localhoſt:8787", "0.0.0.0:0", ":0", "192.0.2.1:8787", "example.com:8787", "127.0.0.1"} {
 		if _, err := parseListen(raw); err == nil {
 			t.Errorf("parseListen(%q) accepted", raw)
 		}
 	}
+}
+
+// mustListen is parseListen for an address the test knows is valid.
+func mustListen(raw string) loopbackAddr {
+	a, err := parseListen(raw)
+	if err != nil {
+		panic(err)
+	}
+	return a
 }

@@ -420,9 +420,9 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	modelKey := "sk-race-" + randomTestToken(t)
+	modelKey := "sk-race-" + randomHex(randomIDBytes)
 
-	prov := &testProvider{token: "provider-" + randomTestToken(t), verdict: func(tool string, _ json.RawMessage) (int, bool, string) {
+	prov := &testProvider{token: "provider-" + randomHex(randomIDBytes), verdict: func(tool string, _ json.RawMessage) (int, bool, string) {
 		// Slow enough that a forged answer written meanwhile would win.
 		time.Sleep(300 * time.Millisecond)
 		return 200, tool != "write_file", "writes are denied in this test"
@@ -592,15 +592,6 @@ func (atk *raceAttacker) finish() []attackReport {
 	return slices.Clone(atk.report)
 }
 
-// randomTestToken is a fresh value no process could guess.
-func randomTestToken(t *testing.T) string {
-	v, err := randomHex(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // TestStandaloneRaceSecretFiles races 50 standalone "acp" processes that an
 // editor starts with their provider token and model key in files, not in
 // their environment: the attacker, running as the same ordinary user as
@@ -617,8 +608,8 @@ func TestStandaloneRaceSecretFiles(t *testing.T) {
 	run := mkdirFor(t, filepath.Join(base, "run"))
 	loot := mkdirFor(t, filepath.Join(base, "loot"))
 	prov := newTestProvider(t)
-	prov.token = "provider-" + randomTestToken(t)
-	modelKey := "sk-race-" + randomTestToken(t)
+	prov.token = "provider-" + randomHex(randomIDBytes)
+	modelKey := "sk-race-" + randomHex(randomIDBytes)
 	secretFile := func(name, value string) string {
 		f := filepath.Join(run, name)
 		if err := os.WriteFile(f, []byte(value+"\n"), 0o600); err != nil {

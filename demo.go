@@ -89,16 +89,10 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 			return fmt.Errorf("demo: write %s: %w", name, err)
 		}
 	}
-	token, err := randomHex(24)
-	if err != nil {
-		return err
-	}
+	token := randomHex(24)
 	// serve's host token, in a file only this user can read, as serve
 	// itself writes one in required mode.
-	hostToken, err := randomHex(hostTokenBytes)
-	if err != nil {
-		return err
-	}
+	hostToken := randomHex(hostTokenBytes)
 	hostTokenFile := filepath.Join(tmp, hostTokenFileName)
 	if err := createSecretFile(flagHostTokenFile, hostTokenFile, hostToken); err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -111,12 +105,16 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	// The provider, in this process, stoppable on its own for step 3 and
 	// started again on the same address for --keep.
 	startProvider := func(listen string) (addr string, stop func() error, err error) {
+		la, err := parseListen(listen)
+		if err != nil {
+			return "", nil, err
+		}
 		provCtx, cancel := context.WithCancel(ctx)
 		provAddr := make(chan string, 1)
 		provDone := make(chan error, 1)
 		go func() {
 			provDone <- serveProvider(provCtx, quiet, providerOptions{
-				Listen: listen, PolicyFile: filepath.Join(tmp, "policy.json"), Token: token,
+				Listen: la, PolicyFile: filepath.Join(tmp, "policy.json"), Token: token,
 			}, func(addr string) { provAddr <- addr })
 		}()
 		stop = func() error {
@@ -161,7 +159,7 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	serveSys := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: hup}
 	go func() {
 		serveDone <- serveDaemon(ctx, serveSys, serveOptions{
-			Hostname:          "127.0.0.1",
+			Hostname:          bindAddr{host: loopbackV4, loopback: true},
 			Port:              0,
 			Workspaces:        []string{work},
 			Guard:             guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: 3 * time.Second, Token: token},

@@ -191,12 +191,14 @@ func (e *procEnv) buildEnv(markers, add []string) []string {
 	return out
 }
 
+// randomIDBytes makes an id 128 bits: never guessed, never repeated.
+const randomIDBytes = 16
+
 // randomHex returns n random bytes from crypto/rand, hex-encoded: every
-// random id, nonce and token comes from it.
-func randomHex(n int) (string, error) {
+// random id, nonce and token comes from it. crypto/rand.Read never returns
+// an error: it ends the process instead.
+func randomHex(n int) string {
 	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("read random bytes: %w", err)
-	}
-	return hex.EncodeToString(b), nil
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

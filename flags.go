@@ -97,7 +97,7 @@ func (g guardConfig) required() bool { return g.Mode == guardModeRequired }
 // providerOptions are the validated flags of "acpguard provider". Every zero
 // value is the default.
 type providerOptions struct {
-	Listen         string // host:port, localhost already pinned to 127.0.0.1
+	Listen         loopbackAddr
 	PolicyFile     string
 	AuditPath      string // "" none, "-" stdout
 	AuditArguments bool
@@ -139,8 +139,8 @@ const (
 )
 
 type serveOptions struct {
-	Hostname     string // an IP address or host name; localhost pinned to 127.0.0.1
-	Port         int    // 0: pick a free port
+	Hostname     bindAddr
+	Port         int // 0: pick a free port
 	Workspaces   []string
 	SettingsFile string    // "" none
 	Settings     *settings // loaded from SettingsFile, or the defaults
@@ -679,11 +679,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 
-	host, loopback, err := parseHostname(hostname.value)
-	if err != nil {
+	if opts.Hostname, err = parseHostname(hostname.value); err != nil {
 		return serveOptions{}, err
 	}
-	opts.Hostname = host
 	if opts.Port, err = parsePort(port.value); err != nil {
 		return serveOptions{}, usagef("--port %q: %v", port.value, err)
 	}
@@ -696,7 +694,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Guard, err = guard.resolve(env); err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, loopback); err != nil {
+	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, opts.Hostname.loopback); err != nil {
 		return serveOptions{}, err
 	}
 	// serve reads the model key from the file into the place the variable's

@@ -286,15 +286,15 @@ func TestProviderArgs(t *testing.T) {
 		errWhat, errValue, errRule string
 	}{
 		{name: "defaults", args: []string{"--policy", "p.json"},
-			want: providerOptions{Listen: "127.0.0.1:8787", PolicyFile: "p.json", Token: testToken}},
+			want: providerOptions{Listen: mustListen("127.0.0.1:8787"), PolicyFile: "p.json", Token: testToken}},
 		{name: "all flags", args: []string{"--listen=[::1]:0", "--policy=p.json", "--audit", "-", "--audit-arguments"},
-			want: providerOptions{Listen: "[::1]:0", PolicyFile: "p.json", AuditPath: "-", AuditArguments: true, Token: testToken}},
+			want: providerOptions{Listen: mustListen("[::1]:0"), PolicyFile: "p.json", AuditPath: "-", AuditArguments: true, Token: testToken}},
 		{name: "localhost pinned", args: []string{"--listen", "LocalHost:9", "--policy", "p"},
-			want: providerOptions{Listen: "127.0.0.1:9", PolicyFile: "p", Token: testToken}},
+			want: providerOptions{Listen: mustListen("127.0.0.1:9"), PolicyFile: "p", Token: testToken}},
 		{name: "audit file", args: []string{"--policy", "p", "--audit", "a.log"},
-			want: providerOptions{Listen: "127.0.0.1:8787", PolicyFile: "p", AuditPath: "a.log", Token: testToken}},
+			want: providerOptions{Listen: mustListen("127.0.0.1:8787"), PolicyFile: "p", AuditPath: "a.log", Token: testToken}},
 		{name: "token trimmed", args: []string{"--policy", "p"}, env: []string{envGuardToken + "= t "},
-			want: providerOptions{Listen: "127.0.0.1:8787", PolicyFile: "p", Token: "t"}},
+			want: providerOptions{Listen: mustListen("127.0.0.1:8787"), PolicyFile: "p", Token: "t"}},
 		{name: "any address", args: []string{"--listen", "0.0.0.0:8787", "--policy", "p"}, errWhat: "--listen", errValue: "0.0.0.0:8787", errRule: "host must be 127.0.0.1, localhost or [::1]"},
 		{name: "all interfaces", args: []string{"--listen", ":8787", "--policy", "p"}, errWhat: "--listen", errValue: ":8787", errRule: "host must be"},
 		{name: "other loopback", args: []string{"--listen", "127.0.0.2:1", "--policy", "p"}, errWhat: "--listen", errValue: "127.0.0.2:1", errRule: "host must be"},
@@ -355,7 +355,7 @@ func TestServeArgs(t *testing.T) {
 		errWhat, errValue, errRule string
 	}{
 		{name: "defaults", args: nil, check: func(t *testing.T, o serveOptions) {
-			want := serveOptions{Hostname: "127.0.0.1", Port: 4170, Workspaces: []string{wd},
+			want := serveOptions{Hostname: bindAddr{"127.0.0.1", true}, Port: 4170, Workspaces: []string{wd},
 				Guard: guardConfig{Mode: guardModeOff}, MaxPendingPrompts: 5}
 			if !equalServe(o, want) {
 				t.Errorf("got %+v, want %+v", o, want)
@@ -389,18 +389,18 @@ func TestServeArgs(t *testing.T) {
 			}
 		}},
 		{name: "non-loopback with token", args: append([]string{"--hostname", "0.0.0.0", "--token", "t"}, ws...), check: func(t *testing.T, o serveOptions) {
-			if o.Hostname != "0.0.0.0" || o.Token != "t" {
+			if o.Hostname != (bindAddr{"0.0.0.0", false}) || o.Token != "t" {
 				t.Errorf("got %+v", o)
 			}
 		}},
 		{name: "loopback names", args: append([]string{"--hostname", "LOCALHOST"}, ws...), check: func(t *testing.T, o serveOptions) {
-			if o.Hostname != "127.0.0.1" {
-				t.Errorf("hostname = %q, want localhost pinned to 127.0.0.1", o.Hostname)
+			if o.Hostname != (bindAddr{"127.0.0.1", true}) {
+				t.Errorf("hostname = %+v, want localhost pinned to 127.0.0.1", o.Hostname)
 			}
 		}},
 		{name: "ipv6 loopback in brackets", args: append([]string{"--hostname", "[::1]"}, ws...), check: func(t *testing.T, o serveOptions) {
-			if o.Hostname != "::1" {
-				t.Errorf("hostname = %q", o.Hostname)
+			if o.Hostname != (bindAddr{"::1", true}) {
+				t.Errorf("hostname = %+v", o.Hostname)
 			}
 		}},
 		{name: "required guard", args: append(required("http://localhost:8787", "--external-tool-guard-timeout-ms", "500"), ws...),

@@ -58,8 +58,8 @@ func (c *providerClient) close() {
 
 // newProviderClient builds the pinned client for a validated required-mode
 // configuration. An endpoint that is not loopback HTTP(S) still yields a
-// client, one whose every call fails: config.go validates first, this is the
-// second lock.
+// client, one whose every call fails: parseEndpoint validates first, this is
+// the second lock.
 func newProviderClient(cfg guardConfig) *providerClient {
 	c := &providerClient{token: cfg.Token, timeout: cfg.Timeout, selfUID: uint32(os.Geteuid())}
 	u := cfg.Endpoint
@@ -67,17 +67,15 @@ func newProviderClient(cfg guardConfig) *providerClient {
 		c.invalid = errors.New("endpoint is not an http(s) URL")
 		return c
 	}
-	host := strings.ToLower(u.Hostname())
-	// localhost is pinned to 127.0.0.1 (with localhost SNI), never resolved.
-	var dialHost string
-	switch host {
-	case "localhost", "127.0.0.1":
-		dialHost = "127.0.0.1"
-	case "::1":
-		dialHost = "::1"
-	default:
-		c.invalid = fmt.Errorf("endpoint host %q is not loopback", host)
+	host, ok := loopbackHost(u.Hostname(), strings.HasPrefix(u.Host, "["))
+	if !ok {
+		c.invalid = fmt.Errorf("endpoint host %q is not loopback", u.Hostname())
 		return c
+	}
+	// localhost is pinned to 127.0.0.1 (with localhost SNI), never resolved.
+	dialHost := host
+	if host == loopbackName {
+		dialHost = loopbackV4
 	}
 	port := u.Port()
 	if port == "" {
@@ -95,8 +93,8 @@ func newProviderClient(cfg guardConfig) *providerClient {
 	c.origin = u.Scheme + "://" + c.hostPort
 	c.dialAddr = netip.AddrPortFrom(netip.MustParseAddr(dialHost), uint16(portNum))
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12} // system roots only
-	if host == "localhost" {
-		tlsConf.ServerName = "localhost"
+	if host == loopbackName {
+		tlsConf.ServerName = loopbackName
 	}
 	tr := &http.Transport{
 		Proxy: nil, // HTTP_PROXY and friends never see the token
@@ -126,7 +124,7 @@ func newProviderClient(cfg guardConfig) *providerClient {
 // successful handshake records the provider it met: later connections must
 // reach that one. A failed one leaves the identity recorded before.
 func (c *providerClient) handshake(ctx context.Context) error {
-	nonce := newWireID()
+	nonce := randomHex(randomIDBytes)
 	body, err := json.Marshal(handshakeRequest{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Client: wireClientName})
 	if err != nil {
 		return fmt.Errorf("provider handshake: %w", err)
@@ -187,7 +185,7 @@ type prepareResult struct {
 // prepare asks the provider once whether call may execute now. There is no
 // retry on any outcome: "Qwen Code sends no retries".
 func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepareResult {
-	res := prepareResult{RequestID: newWireID()}
+	res := prepareResult{RequestID: randomHex(randomIDBytes)}
 	fail := func(werr *wireError) prepareResult {
 		res.Category, res.Err = werr.Category, c.redact(werr)
 		return res

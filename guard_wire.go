@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -92,13 +91,6 @@ func (e *wireError) Unwrap() error { return e.Err }
 
 func wireFail(category, format string, a ...any) *wireError {
 	return &wireError{Category: category, Err: fmt.Errorf(format, a...)}
-}
-
-// newWireID returns a fresh nonce or requestId: 16 bytes from crypto/rand, hex.
-func newWireID() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails: crypto/rand aborts the process instead
-	return hex.EncodeToString(b[:])
 }
 
 // reasonUnsafe reports why a denial reason may not be shown, or "" when it

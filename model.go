@@ -60,10 +60,7 @@ func (scriptedModel) next(ctx context.Context, history []message, _ []*toolSpec,
 	last := history[len(history)-1]
 	switch last.Role {
 	case roleUser:
-		calls, err := parseScriptedCalls(last.Text)
-		if err != nil {
-			return modelTurn{}, err
-		}
+		calls := parseScriptedCalls(last.Text)
 		if len(calls) == 0 {
 			text(last.Text)
 			return modelTurn{Text: last.Text}, nil
@@ -103,7 +100,7 @@ func scriptedOutcome(r toolResult) string {
 // parseScriptedCalls returns the calls of a scripted prompt. The arguments
 // are passed on as written: a call whose arguments are not a JSON object is
 // still proposed, and fails at the execution boundary like a model's would.
-func parseScriptedCalls(prompt string) ([]toolCall, error) {
+func parseScriptedCalls(prompt string) []toolCall {
 	var calls []toolCall
 	for _, line := range strings.Split(prompt, "\n") {
 		line = strings.TrimSpace(line)
@@ -119,20 +116,10 @@ func parseScriptedCalls(prompt string) ([]toolCall, error) {
 		if args == "" {
 			args = "{}"
 		}
-		id, err := newCallID()
-		if err != nil {
-			return nil, err
-		}
-		calls = append(calls, toolCall{ID: id, Name: name, Args: json.RawMessage(args)})
+		calls = append(calls, toolCall{ID: newCallID(), Name: name, Args: json.RawMessage(args)})
 	}
-	return calls, nil
+	return calls
 }
 
-// newCallID returns a model-style tool call id.
-func newCallID() (string, error) {
-	id, err := randomHex(12)
-	if err != nil {
-		return "", err
-	}
-	return "call_" + id, nil
-}
+// newCallID returns a model-style tool call id: call_ and 24 hex digits.
+func newCallID() string { return "call_" + randomHex(12) }

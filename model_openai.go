@@ -387,10 +387,7 @@ func (t *openAITurn) turn(history []message) (modelTurn, error) {
 	for _, c := range t.calls {
 		id := c.id
 		if !validModelCallID(id) || used[id] {
-			var err error
-			if id, err = newCallID(); err != nil {
-				return modelTurn{}, err
-			}
+			id = newCallID()
 		}
 		used[id] = true
 		args := c.args.String()

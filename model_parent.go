@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +50,7 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 	if err != nil {
 		return modelTurn{}, err
 	}
-	streamID := rand.Text()
+	streamID := randomHex(randomIDBytes)
 	pr, pw := io.Pipe()
 	st := &modelStream{mediaType: make(chan string, 1), pr: pr, pw: pw}
 	m.mu.Lock()

@@ -72,10 +72,6 @@ func providerAnnounce(w io.Writer, logJSON bool, level slog.Level, text, msg str
 // everything before it listens, prints the URL it listens on to stderr, then
 // calls ready (when not nil) with the bound address.
 func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready func(addr string)) error {
-	listen, err := loopbackListenAddr(opts.Listen)
-	if err != nil {
-		return err
-	}
 	if strings.TrimSpace(opts.Token) == "" {
 		return usagef("provider: the token (QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN) is empty")
 	}
@@ -118,7 +114,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	ln, err := net.Listen("tcp", listen)
+	ln, err := net.Listen("tcp", opts.Listen.String())
 	if err != nil {
 		return fmt.Errorf("listen on %q: %w", opts.Listen, err)
 	}
@@ -220,22 +216,6 @@ func (u *providerUnusedConns) closeAll() {
 	for c := range u.conns {
 		c.Close()
 	}
-}
-
-// loopbackListenAddr refuses any listen address that is not loopback
-// (defence in depth behind the flag check) and pins localhost to 127.0.0.1.
-func loopbackListenAddr(listen string) (string, error) {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "", usagef("provider: listen address %q: %w", listen, err)
-	}
-	if strings.EqualFold(host, "localhost") {
-		return net.JoinHostPort("127.0.0.1", port), nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return "", usagef("provider: listen address %q is not loopback (use 127.0.0.1, [::1] or localhost)", listen)
-	}
-	return listen, nil
 }
 
 // tlsConfig loads the provider's certificate before anything listens. The

@@ -8,7 +8,7 @@ import (
 )
 
 func TestProviderOpsArgs(t *testing.T) {
-	base := providerOptions{Listen: "127.0.0.1:8787", PolicyFile: "p.json", Token: testToken}
+	base := providerOptions{Listen: mustListen("127.0.0.1:8787"), PolicyFile: "p.json", Token: testToken}
 	with := func(f func(*providerOptions)) providerOptions {
 		o := base
 		f(&o)

@@ -34,8 +34,8 @@ type refProvider struct {
 // startRefProvider runs serveProvider until the test ends.
 func startRefProvider(t testing.TB, opts providerOptions) *refProvider {
 	t.Helper()
-	if opts.Listen == "" {
-		opts.Listen = "127.0.0.1:0"
+	if opts.Listen == (loopbackAddr{}) {
+		opts.Listen = mustListen("127.0.0.1:0")
 	}
 	if opts.Token == "" {
 		opts.Token = providerTestToken
@@ -298,16 +298,11 @@ func TestProviderStartupRefusals(t *testing.T) {
 		code int
 		err  string
 	}{
-		{"all interfaces", providerOptions{Listen: "0.0.0.0:0"}, exitUsage, `provider: listen address "0.0.0.0:0" is not loopback`},
-		{"empty host", providerOptions{Listen: ":0"}, exitUsage, `provider: listen address ":0" is not loopback`},
-		{"documentation address", providerOptions{Listen: "192.0.2.1:8787"}, exitUsage, `is not loopback`},
-		{"host name", providerOptions{Listen: "example.com:8787"}, exitUsage, `is not loopback`},
-		{"no port", providerOptions{Listen: "127.0.0.1"}, exitUsage, `provider: listen address "127.0.0.1"`},
-		{"empty token", providerOptions{Listen: "127.0.0.1:0", Token: " ", PolicyFile: "examples/policy.json"}, exitUsage, "token"},
-		{"bad regexp", providerOptions{Listen: "127.0.0.1:0", Token: "t", PolicyFile: bad}, exitUsage,
+		{"empty token", providerOptions{Listen: mustListen("127.0.0.1:0"), Token: " ", PolicyFile: "examples/policy.json"}, exitUsage, "token"},
+		{"bad regexp", providerOptions{Listen: mustListen("127.0.0.1:0"), Token: "t", PolicyFile: bad}, exitUsage,
 			fmt.Sprintf("policy %q: rule 3: invalid regexp for \"/command\": error parsing regexp: missing closing ): `(rm`", bad)},
-		{"missing policy", providerOptions{Listen: "127.0.0.1:0", Token: "t", PolicyFile: filepath.Join(dir, "none.json")}, exitUsage, "no such file"},
-		{"audit unwritable", providerOptions{Listen: "127.0.0.1:0", Token: "t", PolicyFile: "examples/policy.json", AuditPath: filepath.Join(dir, "no", "dir")}, exitRuntime, "open audit log"},
+		{"missing policy", providerOptions{Listen: mustListen("127.0.0.1:0"), Token: "t", PolicyFile: filepath.Join(dir, "none.json")}, exitUsage, "no such file"},
+		{"audit unwritable", providerOptions{Listen: mustListen("127.0.0.1:0"), Token: "t", PolicyFile: "examples/policy.json", AuditPath: filepath.Join(dir, "no", "dir")}, exitRuntime, "open audit log"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -333,7 +328,7 @@ func TestProviderListensOnLoopbackNames(t *testing.T) {
 				}
 				ln.Close()
 			}
-			p := startRefProvider(t, providerOptions{Listen: listen, PolicyFile: "examples/policy.json"})
+			p := startRefProvider(t, providerOptions{Listen: mustListen(listen), PolicyFile: "examples/policy.json"})
 			if err := testProviderClient(t, p.url, 5*time.Second).handshake(context.Background()); err != nil {
 				t.Errorf("handshake with %s: %v", p.url, err)
 			}
@@ -474,7 +469,7 @@ func TestProviderShutdownWithUnusedConnection(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- serveProvider(ctx, &system{stdout: io.Discard, stderr: io.Discard},
-			providerOptions{Listen: "127.0.0.1:0", Token: providerTestToken, PolicyFile: "examples/policy.json"}, func(a string) { addr <- a })
+			providerOptions{Listen: mustListen("127.0.0.1:0"), Token: providerTestToken, PolicyFile: "examples/policy.json"}, func(a string) { addr <- a })
 	}()
 	var conn net.Conn
 	select {

@@ -353,7 +353,7 @@ func TestServeCapabilitiesSandboxInProcess(t *testing.T) {
 	// A sandbox asked for that the kernel cannot give: nothing listens.
 	withKernel(t, "ENOSYS")
 	sys, _, _ := testSystem()
-	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "127.0.0.1", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 1,
+	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: bindAddr{"127.0.0.1", true}, Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 1,
 		Guard: guardConfig{Mode: guardModeOff}, Sandbox: sandboxConfig{Profile: sandboxWorkspace, Explicit: true, Network: sandboxAll, Unix: sandboxAll}},
 		func(string) { t.Error("serve listened with a sandbox the kernel cannot give") })
 	if err == nil || exitCode(err) != exitRuntime || !strings.Contains(err.Error(), "the kernel has no Landlock") {

@@ -83,9 +83,8 @@ type daemon struct {
 // serveDaemon runs the daemon until ctx is done. ready is called with the
 // base URL once the listener is open.
 func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func(url string)) error {
-	loopback := isLoopbackBind(opts.Hostname)
-	if !loopback && opts.Token == "" {
-		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname)
+	if !opts.Hostname.loopback && opts.Token == "" {
+		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname.host)
 	}
 	d := &daemon{
 		sys:          sys,
@@ -98,7 +97,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		disabled:     opts.DisabledSlashCommands,
 		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
 		settingsFile: opts.SettingsFile,
-		checkHost:    loopback,
+		checkHost:    opts.Hostname.loopback,
 		slots:        map[string]*workspaceSlot{},
 		chans:        map[*acpChannel]struct{}{},
 		sessions:     map[string]*hostSession{},
@@ -136,15 +135,9 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	}
 	d.decisions = &decisionLog{w: logw}
 
-	host := opts.Hostname
-	if strings.EqualFold(host, "localhost") {
-		// Pinned like the provider endpoint: never resolved through DNS.
-		host = "127.0.0.1"
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Hostname.host, strconv.Itoa(opts.Port)))
 	if err != nil {
-		return fmt.Errorf("listen on %q port %d: %w", opts.Hostname, opts.Port, err)
+		return fmt.Errorf("listen on %q port %d: %w", opts.Hostname.host, opts.Port, err)
 	}
 	bound, port, _ := net.SplitHostPort(ln.Addr().String())
 	d.port, d.bindHost = port, bound
@@ -404,10 +397,7 @@ type hostToken struct {
 func prepareHostToken(opts *serveOptions, env *procEnv, log *slog.Logger) (*hostToken, error) {
 	ht := &hostToken{file: opts.TokenFile}
 	if opts.GenerateToken {
-		tok, err := randomHex(hostTokenBytes)
-		if err != nil {
-			return nil, fmt.Errorf("generate the host token: %w", err)
-		}
+		tok := randomHex(hostTokenBytes)
 		path := opts.TokenFile
 		if path == "" {
 			base := os.TempDir()

@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,15 +74,6 @@ func childUnavailable(format string, a ...any) *hostError {
 
 func (e *hostError) write(w http.ResponseWriter) { writeHostError(w, e.status, e.code, e.msg) }
 
-// isLoopbackBind reports whether a --hostname binds loopback only.
-func isLoopbackBind(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	return ip != nil && ip.IsLoopback()
-}
-
 func (d *daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", d.handleHealth)
@@ -97,13 +86,13 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
 	mux.HandleFunc("GET "+serveMetricsPath, d.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if d.checkHost && !d.hostAllowed(r.Host) {
+		if d.checkHost && !loopbackHostHeader(r.Host, d.port, d.bindHost) {
 			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
 			return
 		}
 		// A web page can POST to a loopback daemon without a preflight; its
 		// browser names the page in Origin, which hosts and curl never send.
-		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !loopbackOrigin(o) {
+		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !isLoopbackOrigin(o) {
 			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("Origin %q is not a loopback origin", o))
 			return
 		}
@@ -159,40 +148,6 @@ func (r *statusRecorder) Header() http.Header { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 
 func (r *statusRecorder) WriteHeader(code int) { r.status = code }
-
-// hostAllowed implements "Loopback binds check the Host header (localhost,
-// 127.0.0.1, [::1] with the port) against DNS rebinding".
-func (d *daemon) hostAllowed(hostHeader string) bool {
-	name := hostHeader
-	if h, port, err := net.SplitHostPort(hostHeader); err == nil {
-		if port != d.port {
-			return false
-		}
-		name = h
-		if h == "::1" {
-			name = "[::1]"
-		}
-	}
-	switch strings.ToLower(name) {
-	case "localhost", "127.0.0.1", "[::1]", d.bindHost:
-		return true
-	}
-	return false
-}
-
-// loopbackOrigin reports whether a browser Origin names a page served from
-// this machine's loopback names.
-func loopbackOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	switch strings.ToLower(u.Hostname()) {
-	case "localhost", "127.0.0.1", "::1":
-		return true
-	}
-	return false
-}
 
 // bearerMatches compares in constant time, also in the token's length.
 func bearerMatches(header, token string) bool {

@@ -35,8 +35,8 @@ type testDaemon struct {
 // the environment its children inherit.
 func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testDaemon {
 	t.Helper()
-	if opts.Hostname == "" {
-		opts.Hostname = "127.0.0.1"
+	if opts.Hostname == (bindAddr{}) {
+		opts.Hostname = bindAddr{"127.0.0.1", true}
 	}
 	if opts.MaxPendingPrompts == 0 {
 		opts.MaxPendingPrompts = 5
@@ -266,7 +266,7 @@ func TestServeRequestErrors(t *testing.T) {
 
 func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
-	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "0.0.0.0", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: guardConfig{Mode: guardModeOff}}, func(string) {
+	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: bindAddr{"0.0.0.0", false}, Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: guardConfig{Mode: guardModeOff}}, func(string) {
 		t.Error("listener opened")
 	})
 	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), `"0.0.0.0"`) {

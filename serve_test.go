@@ -498,7 +498,7 @@ func TestServeHandshakeFailure(t *testing.T) {
 	g := prov.guard(t)
 	g.Token = "wrong-token"
 	sys := &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: &syncBuffer{}}
-	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: "127.0.0.1", Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: g}, func(string) {
+	err := serveDaemon(context.Background(), sys, serveOptions{Hostname: bindAddr{"127.0.0.1", true}, Workspaces: []string{t.TempDir()}, MaxPendingPrompts: 5, Guard: g}, func(string) {
 		t.Error("listener opened after a failed handshake")
 	})
 	if err == nil || exitCode(err) != exitRuntime || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), g.Token) {
