@@ -19,10 +19,9 @@ import (
 	"time"
 )
 
-// Timeouts of both servers: a client gets serverReadHeaderTimeout to send
-// its request's headers, and a keep-alive connection that carries no
-// request, which holds a descriptor, is closed after serverIdleConnTimeout
-// (an event stream is a response in progress, never idle).
+// Timeouts of both servers: a request's headers must arrive within the
+// first; an idle keep-alive connection holds a descriptor, so it is closed
+// after the second (an event stream is a response in progress, never idle).
 const (
 	serverReadHeaderTimeout = 10 * time.Second
 	serverIdleConnTimeout   = 2 * time.Minute
@@ -40,18 +39,16 @@ func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger) *http.
 	}
 }
 
-// bearerMatches reports whether an Authorization header carries token with
-// the Bearer scheme, whose case does not matter (RFC 7235). The token is
-// compared in constant time, also in its length.
+// bearerMatches reports whether an Authorization header is "Bearer <token>",
+// the scheme in any case (RFC 7235), in constant time, also in the length.
 func bearerMatches(header, token string) bool {
 	scheme, got, _ := strings.Cut(header, " ")
 	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(token))
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && strings.EqualFold(scheme, "Bearer")
 }
 
-// writeUnauthorized answers 401 with v, the same whatever was wrong with the
-// credentials, and closes the connection after it: a client without the
-// token holds no connection to use up the server's descriptors.
+// writeUnauthorized answers 401 with v whatever was wrong, then closes the
+// connection: without the token no client holds one to use up descriptors.
 func writeUnauthorized(w http.ResponseWriter, v errorBody, newline bool) {
 	w.Header().Set("Connection", "close")
 	w.Header().Set("WWW-Authenticate", "Bearer")

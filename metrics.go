@@ -82,6 +82,14 @@ func (p *promWriter) single(name, typ, help string, v int64) {
 	p.sample(name, v)
 }
 
+// counters writes a counter family of one sample per label value.
+func (p *promWriter) counters(name, help, label string, values []string, counts []atomic.Int64) {
+	p.family(name, "counter", help)
+	for i, v := range values {
+		p.sample(name, counts[i].Load(), label, v)
+	}
+}
+
 // histogram writes h as a family whose buckets are latencyBounds in seconds.
 func (p *promWriter) histogram(name, help string, h *latencyHistogram) {
 	p.family(name, "histogram", help)

@@ -214,21 +214,12 @@ func (d *daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
 // render writes every metric and every fixed label value from the start.
 func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 	var b promWriter
-	b.family("acpguard_serve_decisions_total", "counter", "Guard decisions sent to ACP children, by outcome.")
-	for i, name := range serveDecisionNames {
-		b.sample("acpguard_serve_decisions_total", o.decisions[i].Load(), "outcome", name)
-	}
-	b.family("acpguard_serve_decision_failures_total", "counter", "Guard decisions that failed closed, by failure category.")
-	for i, c := range serveFailureCategories {
-		b.sample("acpguard_serve_decision_failures_total", o.failures[i].Load(), "category", c)
-	}
+	b.counters("acpguard_serve_decisions_total", "Guard decisions sent to ACP children, by outcome.", "outcome", serveDecisionNames[:], o.decisions[:])
+	b.counters("acpguard_serve_decision_failures_total", "Guard decisions that failed closed, by failure category.", "category", serveFailureCategories[:], o.failures[:])
 	b.histogram("acpguard_serve_provider_request_duration_seconds", "Time of one provider prepare call, from request to answer or failure.", &o.latency)
 	b.single("acpguard_serve_sessions", "gauge", "Live sessions.", int64(liveSessions))
 	b.single("acpguard_serve_sessions_created_total", "counter", "Sessions created.", o.sessionsCreated.Load())
-	b.family("acpguard_serve_prompts_total", "counter", "Prompts that ended, by stop reason, or error.")
-	for i, r := range servePromptResults {
-		b.sample("acpguard_serve_prompts_total", o.prompts[i].Load(), "result", r)
-	}
+	b.counters("acpguard_serve_prompts_total", "Prompts that ended, by stop reason, or error.", "result", servePromptResults[:], o.prompts[:])
 	b.family("acpguard_serve_tool_executions_total", "counter", "Tool calls the ACP children reported ended, by tool and status.")
 	o.toolMu.Lock()
 	keys := make([]toolSeries, 0, len(o.tools))
@@ -245,10 +236,7 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 	b.single("acpguard_serve_children", "gauge", "Live ACP children.", int64(liveChildren))
 	b.single("acpguard_serve_children_started_total", "counter", "ACP children started.", o.childrenStarted.Load())
 	b.single("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.", o.childrenDied.Load())
-	b.family("acpguard_serve_limit_hits_total", "counter", "Times a limit refused or ended something, by code.")
-	for i, c := range serveLimitCodes {
-		b.sample("acpguard_serve_limit_hits_total", o.limits[i].Load(), "code", c)
-	}
+	b.counters("acpguard_serve_limit_hits_total", "Times a limit refused or ended something, by code.", "code", serveLimitCodes[:], o.limits[:])
 	writeSandboxMetrics(&b, o.sandbox)
 	b.single("acpguard_serve_event_memory_bytes", "gauge", "Bytes of events held by every session's replay ring, stream queues and stream writes in progress.", o.events.heldBytes())
 	b.single("acpguard_serve_event_streams", "gauge", "Event streams being written.", o.events.runningStreams())
