@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -17,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,14 +36,12 @@ func runProvider(ctx context.Context, sys *system, args []string) error {
 	return serveProvider(ctx, sys, opts, nil)
 }
 
-// Server limits: headers are bounded like a response, and a slow or idle
-// peer cannot hold a connection for ever.
+// Server limits beyond both servers' (httpx.go): headers are bounded like a
+// response, and a slow peer cannot hold a connection for ever.
 const (
-	providerReadHeaderTimeout = 10 * time.Second
-	providerReadTimeout       = 30 * time.Second
-	providerWriteTimeout      = 30 * time.Second
-	providerIdleConnTimeout   = 2 * time.Minute
-	providerShutdownGrace     = 5 * time.Second
+	providerReadTimeout   = 30 * time.Second
+	providerWriteTimeout  = 30 * time.Second
+	providerShutdownGrace = 5 * time.Second
 )
 
 // auditFailedReason is sent when a decision could not be recorded: "never an
@@ -81,7 +76,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	}
 	logger := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
 	p := &providerServer{
-		token:    sha256.Sum256([]byte(opts.Token)),
+		token:    opts.Token,
 		withArgs: opts.AuditArguments,
 		shadow:   opts.Shadow,
 		log:      logger,
@@ -128,17 +123,9 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	if ready != nil {
 		ready(addr)
 	}
-	srv := &http.Server{
-		Handler:           p,
-		TLSConfig:         tlsConf,
-		ReadHeaderTimeout: providerReadHeaderTimeout,
-		ReadTimeout:       providerReadTimeout,
-		WriteTimeout:      providerWriteTimeout,
-		IdleTimeout:       providerIdleConnTimeout,
-		MaxHeaderBytes:    maxWireResponse,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	srv := newHTTPServer(ctx, p, logger)
+	srv.TLSConfig, srv.MaxHeaderBytes = tlsConf, maxWireResponse
+	srv.ReadTimeout, srv.WriteTimeout = providerReadTimeout, providerWriteTimeout
 	unused := &providerUnusedConns{conns: map[net.Conn]struct{}{}}
 	srv.ConnState = unused.track
 	srv.RegisterOnShutdown(unused.closeAll)
@@ -238,7 +225,7 @@ func (p *providerServer) tlsConfig(certFile, keyFile string) (*tls.Config, error
 
 // providerServer answers the two routes of the wire contract and /metrics.
 type providerServer struct {
-	token    [32]byte                       // SHA-256 of the token: compared in constant time whatever the length
+	token    string
 	current  atomic.Pointer[providerPolicy] // swapped whole on SIGHUP
 	withArgs bool
 	shadow   bool
@@ -249,15 +236,12 @@ type providerServer struct {
 	audit   io.Writer  // nil: no audit log
 }
 
-// The one 401 every authentication failure gets, byte for byte.
-const unauthorizedBody = `{"error":"unauthorized"}`
-
 func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	method := http.MethodPost
 	switch r.URL.Path {
 	case wirePathHandshake, wirePathPrepare:
-	case providerMetricsPath:
+	case metricsPath:
 		method = http.MethodGet
 	default:
 		p.fail(w, http.StatusNotFound, fmt.Sprintf("no route %q", r.URL.Path))
@@ -268,35 +252,23 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %q not allowed", r.Method))
 		return
 	}
-	if !p.authorized(r.Header.Get("Authorization")) {
+	if !bearerMatches(r.Header.Get("Authorization"), p.token) {
 		p.metrics.refused(http.StatusUnauthorized)
-		// Closed after the answer: without the token no connection stays
-		// open to use up the provider's descriptors.
-		w.Header().Set("Connection", "close")
 		p.log.Debug("unauthorized request", "path", r.URL.Path, "remote", r.RemoteAddr)
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeProviderReply(w, http.StatusUnauthorized, wireContentType, []byte(unauthorizedBody))
+		writeUnauthorized(w, errorBody{Error: "unauthorized"}, false)
 		return
 	}
-	if r.URL.Path == providerMetricsPath {
-		p.serveMetrics(w)
+	if r.URL.Path == metricsPath {
+		writeMetrics(w, p.metrics.render(len(p.current.Load().rules)))
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
 		p.fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q, want %s", ct, wireContentType))
 		return
 	}
-	if r.ContentLength > maxWireRequest {
-		p.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWireRequest))
+	body, status, err := readBody(w, r, maxWireRequest)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			p.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxWireRequest))
-			return
-		}
-		p.fail(w, http.StatusBadRequest, "read body: "+err.Error())
+		p.fail(w, status, err.Error())
 		return
 	}
 	if r.URL.Path == wirePathHandshake {
@@ -314,10 +286,7 @@ func (p *providerServer) fail(w http.ResponseWriter, status int, msg string) {
 	p.metrics.refused(status)
 	msg = clipProviderText(msg, maxErrorMessage)
 	p.log.Debug("request refused", "status", status, "error", msg)
-	body, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{msg})
-	writeProviderReply(w, status, wireContentType, body)
+	writeJSON(w, status, errorBody{Error: msg}, false)
 }
 
 // maxProviderLoggedClient bounds the client name a handshake logs: it is the
@@ -330,12 +299,6 @@ func clipProviderText(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
-}
-
-func (p *providerServer) authorized(header string) bool {
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	sum := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(sum[:], p.token[:]) == 1 && ok
 }
 
 func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
@@ -357,8 +320,7 @@ func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
 	p.log.Info("handshake", "client", clipProviderText(client, maxProviderLoggedClient))
 	reply := handshakeResponse{ProtocolVersion: wireProtocolVersion, Nonce: nonce}
 	reply.Capabilities.Prepare = true
-	body, _ = json.Marshal(reply)
-	writeProviderReply(w, http.StatusOK, wireContentType, body)
+	writeJSON(w, http.StatusOK, reply, false)
 }
 
 // prepare answers one prepare and reports whether it was a decision (200).
@@ -409,8 +371,7 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 	}
 	p.logDecision(&rec)
 	p.metrics.answers[providerPairIndex(answer.Allowed)].Add(1)
-	reply, _ := json.Marshal(prepareResponse{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Decision: answer})
-	writeProviderReply(w, http.StatusOK, wireContentType, reply)
+	writeJSON(w, http.StatusOK, prepareResponse{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Decision: answer}, false)
 	return true
 }
 
@@ -471,16 +432,6 @@ func wireID(m map[string]json.RawMessage, key string) (string, error) {
 // the client sent: the provider "always answers within the limits a client
 // enforces".
 const maxErrorMessage = 512
-
-// writeProviderReply sends one whole reply, never cached.
-func writeProviderReply(w http.ResponseWriter, status int, contentType string, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(body)
-}
 
 // providerAuditRecord is one line of the audit log. argumentsSha256 is the
 // digest of canonicalArguments; the arguments are sensitive, so they appear

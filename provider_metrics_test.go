@@ -252,7 +252,7 @@ func TestPrometheusParserRejects(t *testing.T) {
 // scrapeProviderMetrics fetches /metrics with the token and parses it.
 func scrapeProviderMetrics(t *testing.T, hc *http.Client, url string) map[string]float64 {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url+providerMetricsPath, nil)
+	req, _ := http.NewRequest(http.MethodGet, url+metricsPath, nil)
 	req.Header.Set("Authorization", "Bearer "+providerTestToken)
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -311,7 +311,7 @@ func TestProviderMetrics(t *testing.T) {
 	wrong := testProviderClient(t, p.url, 5*time.Second)
 	wrong.token = "wrong-token"
 	wrong.prepare(context.Background(), providerTestCall)
-	req, _ := http.NewRequest(http.MethodGet, p.url+providerMetricsPath, nil)
+	req, _ := http.NewRequest(http.MethodGet, p.url+metricsPath, nil)
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -323,11 +323,11 @@ func TestProviderMetrics(t *testing.T) {
 	for _, v := range []wireRequestVector{
 		{Method: "POST", Path: wirePathPrepare, Auth: "valid", ContentType: wireContentType, Body: `{}`},
 		{Method: "POST", Path: "/v2/prepare", Auth: "valid", ContentType: wireContentType, Body: `{}`},
-		{Method: "POST", Path: providerMetricsPath, Auth: "valid", ContentType: wireContentType, Body: `{}`},
+		{Method: "POST", Path: metricsPath, Auth: "valid", ContentType: wireContentType, Body: `{}`},
 	} {
 		resp := v.send(t, hc, p.url)
 		resp.Body.Close()
-		if v.Path == providerMetricsPath && (resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodGet) {
+		if v.Path == metricsPath && (resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodGet) {
 			t.Errorf("POST /metrics: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 		}
 	}

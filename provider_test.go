@@ -506,7 +506,7 @@ func FuzzProviderRequest(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, handshake bool, body []byte) {
-		p := &providerServer{token: sha256.Sum256([]byte(providerTestToken)), log: slog.New(slog.DiscardHandler), metrics: newProviderMetrics(false)}
+		p := &providerServer{token: providerTestToken, log: slog.New(slog.DiscardHandler), metrics: newProviderMetrics(false)}
 		p.current.Store(pol)
 		route := wirePathPrepare
 		if handshake {

@@ -6,10 +6,8 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
-	"strconv"
 )
 
 // sandboxNetworkABI is the first Landlock ABI that governs TCP bind and
@@ -117,18 +115,11 @@ func (s sandboxInForce) childArgs() []string {
 }
 
 // writeSandboxMetrics writes serve's sandbox gauges.
-func writeSandboxMetrics(b *bytes.Buffer, s sandboxInForce) {
-	enabled := 0
+func writeSandboxMetrics(b *promWriter, s sandboxInForce) {
+	enabled := int64(0)
 	if s.Config.on() {
 		enabled = 1
 	}
-	for _, g := range []struct {
-		name, help string
-		v          int
-	}{
-		{"acpguard_serve_sandbox_enabled", "1 when the children confine tools, hooks and MCP servers with the workspace sandbox, else 0.", enabled},
-		{"acpguard_serve_sandbox_landlock_abi", "The kernel's Landlock ABI version, 0 without Landlock.", s.ABI},
-	} {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %s\n", g.name, g.help, g.name, g.name, strconv.Itoa(g.v))
-	}
+	b.single("acpguard_serve_sandbox_enabled", "gauge", "1 when the children confine tools, hooks and MCP servers with the workspace sandbox, else 0.", enabled)
+	b.single("acpguard_serve_sandbox_landlock_abi", "gauge", "The kernel's Landlock ABI version, 0 without Landlock.", int64(s.ABI))
 }

@@ -151,16 +151,8 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if d.guarded {
 		defer d.handshakeOnSIGHUP(runCtx)()
 	}
-	srv := &http.Server{
-		Handler:           d.routes(),
-		ReadHeaderTimeout: hostReadHeaderTimeout,
-		// An idle keep-alive connection holds a descriptor; without a bound
-		// anyone who can connect could hold them all.
-		IdleTimeout: hostIdleConnTimeout,
-		BaseContext: func(net.Listener) context.Context { return runCtx },
-		ConnContext: d.peerConnContext,
-		ErrorLog:    slog.NewLogLogger(d.obs.log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(runCtx, d.routes(), d.obs.log)
+	srv.ConnContext = d.peerConnContext
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	d.wg.Add(1)

@@ -65,7 +65,7 @@ func FuzzServeHostBody(f *testing.F) {
 			if rec.Code == http.StatusOK && route == "/session/s1/permission/r1" {
 				continue // a valid vote
 			}
-			var e apiErrorBody
+			var e errorBody
 			if err := decodeStrict(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Error == "" {
 				t.Fatalf("POST %s %q = %d %q: not an error body", route, body, rec.Code, rec.Body.Bytes())
 			}

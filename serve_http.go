@@ -4,16 +4,12 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -84,7 +80,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("POST /session/{id}/cancel", d.handleCancel)
 	mux.HandleFunc("POST /session/{id}/permission/{requestId}", d.handlePermission)
 	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
-	mux.HandleFunc("GET "+serveMetricsPath, d.handleMetrics)
+	mux.HandleFunc("GET "+metricsPath, d.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !loopbackHostHeader(r.Host, d.port, d.bindHost) {
 			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
@@ -100,11 +96,7 @@ func (d *daemon) routes() http.Handler {
 			return
 		}
 		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {
-			// Closed after the answer: a client without the token holds no
-			// connection, so it cannot use up the daemon's descriptors.
-			w.Header().Set("Connection", "close")
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeHostError(w, http.StatusUnauthorized, codeUnauthorized, "Unauthorized")
+			writeUnauthorized(w, errorBody{Error: "Unauthorized", Code: codeUnauthorized}, true)
 			return
 		}
 		if h, pattern := mux.Handler(r); pattern == "" {
@@ -122,13 +114,13 @@ func (d *daemon) routes() http.Handler {
 		if r.Body != http.NoBody {
 			// "Host request bodies at most 1 MiB (413)", on every route and
 			// before any lookup: a cancel or an unknown session included.
-			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
-			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			data, status, err := readBody(w, r, maxHostBody)
+			if status == http.StatusRequestEntityTooLarge {
 				d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
-				writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+				writeHostError(w, status, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
 				return
 			} else if err != nil {
-				writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+				writeHostError(w, status, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(data))
@@ -149,32 +141,13 @@ func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 
 func (r *statusRecorder) WriteHeader(code int) { r.status = code }
 
-// bearerMatches compares in constant time, also in the token's length.
-func bearerMatches(header, token string) bool {
-	scheme, got, _ := strings.Cut(header, " ")
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && strings.EqualFold(scheme, "Bearer")
-}
-
-type apiErrorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
+// writeHostError answers with the host API's {"error":...,"code":...}.
 func writeHostError(w http.ResponseWriter, status int, code, msg string) {
-	writeHostJSON(w, status, apiErrorBody{Error: msg, Code: code})
+	writeHostJSON(w, status, errorBody{Error: msg, Code: code})
 }
 
-func writeHostJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal error","code":"internal_error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
+// writeHostJSON sends v as a host API reply, which ends with a newline.
+func writeHostJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v, true) }
 
 // readHostBody decodes a strict JSON body, which routes read whole and
 // bounded, into v. An empty body is allowed only when emptyOK. It writes the

@@ -18,11 +18,6 @@ const (
 	// A full daemon frees a session when a host deletes one or one idles
 	// out; a host asked to come back in seconds does not hammer it.
 	sessionLimitRetryAfter = "5"
-	// A client gets this long to send its request's headers.
-	hostReadHeaderTimeout = 10 * time.Second
-	// hostIdleConnTimeout closes a host's keep-alive connection that carries
-	// no request; an event stream is a response in progress, never idle.
-	hostIdleConnTimeout = 2 * time.Minute
 	// In-flight host requests get this long to finish at shutdown.
 	httpShutdownGrace = time.Second
 	// The reaper looks for idle sessions a few times per idle timeout, so a

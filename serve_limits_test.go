@@ -40,7 +40,7 @@ func init() {
 // scrape fetches serve's /metrics and parses it strictly.
 func (td *testDaemon) scrape(t testing.TB, header ...string) map[string]float64 {
 	t.Helper()
-	r := td.do(t, "GET", serveMetricsPath, "", header...)
+	r := td.do(t, "GET", metricsPath, "", header...)
 	if r.status != http.StatusOK || r.header.Get("Content-Type") != prometheusTextContentType {
 		t.Fatalf("GET /metrics = %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
 	}

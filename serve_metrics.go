@@ -1,27 +1,20 @@
 // serve_metrics.go owns what "acpguard serve" tells its operator: the
 // slog log and GET /metrics (decisions, provider latency, sessions,
-// prompts, tool executions, children and limit hits), written by hand in
-// the Prometheus text exposition format 0.0.4.
+// prompts, tool executions, children and limit hits), written with
+// metrics.go's writer.
 package main
 
 import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// "GET /metrics on serve and provider in the Prometheus text format (written
-// by hand with the standard library)". It sits behind the host token like
-// every route.
-const serveMetricsPath = "/metrics"
 
 // Decisions as the host's tool call sees them.
 const (
@@ -75,7 +68,7 @@ type serveObserver struct {
 
 	decisions       [decisionKinds]atomic.Int64
 	failures        [len(serveFailureCategories)]atomic.Int64
-	latency         providerLatencyHistogram
+	latency         latencyHistogram
 	sessionsCreated atomic.Int64
 	prompts         [len(servePromptResults)]atomic.Int64
 	childrenStarted atomic.Int64
@@ -215,42 +208,19 @@ func (d *daemon) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	live, children := d.liveSessionsLocked(), len(d.chans)
 	d.mu.Unlock()
-	body := d.obs.render(live, children)
-	h := w.Header()
-	h.Set("Content-Type", prometheusTextContentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
+	writeMetrics(w, d.obs.render(live, children))
 }
 
-// render writes every metric with its HELP and TYPE lines, and every fixed
-// label value from the start, so a series never appears out of nowhere.
+// render writes every metric and every fixed label value from the start.
 func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
-	var b bytes.Buffer
-	family := func(name, typ, help string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	}
-	single := func(name, typ, help string, v int64) {
-		family(name, typ, help)
-		fmt.Fprintf(&b, "%s %d\n", name, v)
-	}
-	family("acpguard_serve_decisions_total", "counter", "Guard decisions sent to ACP children, by outcome.")
-	for i, name := range serveDecisionNames {
-		fmt.Fprintf(&b, "acpguard_serve_decisions_total{outcome=%q} %d\n", name, o.decisions[i].Load())
-	}
-	family("acpguard_serve_decision_failures_total", "counter", "Guard decisions that failed closed, by failure category.")
-	for i, c := range serveFailureCategories {
-		fmt.Fprintf(&b, "acpguard_serve_decision_failures_total{category=%q} %d\n", c, o.failures[i].Load())
-	}
-	writePromHistogram(&b, "acpguard_serve_provider_request_duration_seconds", "Time of one provider prepare call, from request to answer or failure.", &o.latency)
-	single("acpguard_serve_sessions", "gauge", "Live sessions.", int64(liveSessions))
-	single("acpguard_serve_sessions_created_total", "counter", "Sessions created.", o.sessionsCreated.Load())
-	family("acpguard_serve_prompts_total", "counter", "Prompts that ended, by stop reason, or error.")
-	for i, r := range servePromptResults {
-		fmt.Fprintf(&b, "acpguard_serve_prompts_total{result=%q} %d\n", r, o.prompts[i].Load())
-	}
-	family("acpguard_serve_tool_executions_total", "counter", "Tool calls the ACP children reported ended, by tool and status.")
+	var b promWriter
+	b.counters("acpguard_serve_decisions_total", "Guard decisions sent to ACP children, by outcome.", "outcome", serveDecisionNames[:], o.decisions[:])
+	b.counters("acpguard_serve_decision_failures_total", "Guard decisions that failed closed, by failure category.", "category", serveFailureCategories[:], o.failures[:])
+	b.histogram("acpguard_serve_provider_request_duration_seconds", "Time of one provider prepare call, from request to answer or failure.", &o.latency)
+	b.single("acpguard_serve_sessions", "gauge", "Live sessions.", int64(liveSessions))
+	b.single("acpguard_serve_sessions_created_total", "counter", "Sessions created.", o.sessionsCreated.Load())
+	b.counters("acpguard_serve_prompts_total", "Prompts that ended, by stop reason, or error.", "result", servePromptResults[:], o.prompts[:])
+	b.family("acpguard_serve_tool_executions_total", "counter", "Tool calls the ACP children reported ended, by tool and status.")
 	o.toolMu.Lock()
 	keys := make([]toolSeries, 0, len(o.tools))
 	for k := range o.tools {
@@ -260,36 +230,15 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 		return cmp.Or(cmp.Compare(a.tool, b.tool), cmp.Compare(a.status, b.status))
 	})
 	for _, k := range keys {
-		fmt.Fprintf(&b, "acpguard_serve_tool_executions_total{tool=%q,status=%q} %d\n", k.tool, k.status, o.tools[k])
+		b.sample("acpguard_serve_tool_executions_total", o.tools[k], "tool", k.tool, "status", k.status)
 	}
 	o.toolMu.Unlock()
-	single("acpguard_serve_children", "gauge", "Live ACP children.", int64(liveChildren))
-	single("acpguard_serve_children_started_total", "counter", "ACP children started.", o.childrenStarted.Load())
-	single("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.", o.childrenDied.Load())
-	family("acpguard_serve_limit_hits_total", "counter", "Times a limit refused or ended something, by code.")
-	for i, c := range serveLimitCodes {
-		fmt.Fprintf(&b, "acpguard_serve_limit_hits_total{code=%q} %d\n", c, o.limits[i].Load())
-	}
+	b.single("acpguard_serve_children", "gauge", "Live ACP children.", int64(liveChildren))
+	b.single("acpguard_serve_children_started_total", "counter", "ACP children started.", o.childrenStarted.Load())
+	b.single("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.", o.childrenDied.Load())
+	b.counters("acpguard_serve_limit_hits_total", "Times a limit refused or ended something, by code.", "code", serveLimitCodes[:], o.limits[:])
 	writeSandboxMetrics(&b, o.sandbox)
-	single("acpguard_serve_event_memory_bytes", "gauge", "Bytes of events held by every session's replay ring, stream queues and stream writes in progress.", o.events.heldBytes())
-	single("acpguard_serve_event_streams", "gauge", "Event streams being written.", o.events.runningStreams())
+	b.single("acpguard_serve_event_memory_bytes", "gauge", "Bytes of events held by every session's replay ring, stream queues and stream writes in progress.", o.events.heldBytes())
+	b.single("acpguard_serve_event_streams", "gauge", "Event streams being written.", o.events.runningStreams())
 	return b.Bytes()
-}
-
-// writePromHistogram writes a latency histogram with the provider's bucket
-// bounds; its buckets are stored per bucket and summed here, so _count
-// always equals the +Inf bucket.
-func writePromHistogram(b *bytes.Buffer, name, help string, h *providerLatencyHistogram) {
-	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-	var cumulative int64
-	for i := range h.buckets {
-		cumulative += h.buckets[i].Load()
-		le := "+Inf"
-		if i < len(providerLatencyBounds) {
-			le = strconv.FormatFloat(providerLatencyBounds[i].Seconds(), 'f', -1, 64)
-		}
-		fmt.Fprintf(b, "%s_bucket{le=%q} %d\n", name, le, cumulative)
-	}
-	sum := strconv.FormatFloat(time.Duration(h.sumNano.Load()).Seconds(), 'f', -1, 64)
-	fmt.Fprintf(b, "%s_sum %s\n%s_count %d\n", name, sum, name, cumulative)
 }

@@ -30,7 +30,7 @@ func TestServeMetrics(t *testing.T) {
 	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), Token: hostToken}, fakeChildEnv("ack"))
 
 	// Like every route, /metrics needs the host token.
-	wantError(t, td.do(t, "GET", serveMetricsPath, ""), http.StatusUnauthorized, codeUnauthorized)
+	wantError(t, td.do(t, "GET", metricsPath, ""), http.StatusUnauthorized, codeUnauthorized)
 	before := td.scrape(t, auth...)
 	for series, v := range before {
 		// The sandbox gauges say what the kernel offers, not what happened.

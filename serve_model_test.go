@@ -221,7 +221,7 @@ func TestServeModelCallLimit(t *testing.T) {
 	if n := len(fm.seen()); n != 2 {
 		t.Errorf("model service saw %d calls, want 2", n)
 	}
-	metrics := string(td.do(t, "GET", serveMetricsPath, "").body)
+	metrics := string(td.do(t, "GET", metricsPath, "").body)
 	if !strings.Contains(metrics, `acpguard_serve_limit_hits_total{code="`+limitModelCalls+`"} 1`) {
 		t.Errorf("metrics do not count the model call limit:\n%s", metrics)
 	}

@@ -82,7 +82,7 @@ func runPeerClient(url string) int {
 		return 1
 	}
 	defer resp.Body.Close()
-	var body apiErrorBody
+	var body errorBody
 	data, _ := io.ReadAll(resp.Body)
 	json.Unmarshal(data, &body)
 	out = strconv.Itoa(resp.StatusCode) + " " + body.Code
