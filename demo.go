@@ -1,7 +1,8 @@
 // demo.go owns "acpguard demo": the whole guarded path on one machine, with
 // no model key and no extra service. It starts the reference provider and
 // serve in required mode on free loopback ports, drives them over the host
-// API as any host would, and prints what happened and what is on disk.
+// API as any host would, and prints what happened and what is on disk. It
+// reads its own serve's answers loosely: it only shows them, deciding nothing.
 package main
 
 import (

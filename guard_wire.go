@@ -321,14 +321,9 @@ func decodeProviderArguments(raw json.RawMessage) (map[string]any, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, errors.New(`field "arguments" is not an object`)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var args map[string]any
-	if err := dec.Decode(&args); err != nil {
+	args, err := decodeObject(raw)
+	if err != nil {
 		return nil, fmt.Errorf(`field "arguments": %w`, err)
-	}
-	if dec.More() {
-		return nil, errors.New(`field "arguments": trailing data after the object`)
 	}
 	return args, nil
 }

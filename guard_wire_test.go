@@ -1,14 +1,11 @@
-// guard_wire_test.go fuzzes the client's decoders of a provider's bytes:
-// the two response decoders and the object walk beneath them.
+// guard_wire_test.go fuzzes the client's decoders of a provider's bytes (the
+// two response decoders) and checks the canonical argument digest.
 package main
 
 import (
-	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -75,118 +72,35 @@ func FuzzDecodeHandshakeResponse(f *testing.F) {
 	})
 }
 
-// tokenWireObject is the json.Decoder token walk decodeWireObject replaced,
-// kept as the oracle it must agree with on every valid JSON input.
-func tokenWireObject(data []byte, allowed ...string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not an object")
-	}
-	m := make(map[string]json.RawMessage)
-	for dec.More() {
-		tok, err := dec.Token()
+// TestCanonicalArguments: one object has one digest however it is spelled,
+// numbers kept as written; serve's decision log and the provider's audit log
+// both hash with it, so their lines correlate.
+func TestCanonicalArguments(t *testing.T) {
+	digest := func(raw string) string {
+		args, err := decodeProviderArguments(json.RawMessage(raw))
 		if err != nil {
-			return nil, err
+			t.Fatalf("decodeProviderArguments(%q): %v", raw, err)
 		}
-		key, _ := tok.(string)
-		if _, dup := m[key]; dup || !slices.Contains(allowed, key) {
-			return nil, errors.New("duplicate or unknown field")
+		canon, d := canonicalArguments(args)
+		if sum := sha256.Sum256(canon); d != hex.EncodeToString(sum[:]) {
+			t.Errorf("digest of %q is not the SHA-256 of %q", raw, canon)
 		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		m[key] = v
+		return d
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
+	a, b := digest(`{"b":1,"a":{"y":2.50,"x":"<"}}`), digest(` { "a" : {"x":"\u003c","y":2.50}, "b":1 } `)
+	if a != b || len(a) != 64 {
+		t.Errorf("digests of one object differ: %q %q", a, b)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data")
+	if digest(`{"b":1,"a":{"y":2.5,"x":"<"}}`) == a {
+		t.Errorf("2.50 and 2.5 hash alike; numbers must be kept as written")
 	}
-	return m, nil
-}
-
-func FuzzWireObject(f *testing.F) {
-	for _, s := range []string{
-		`{"a":1,"b":[1,{"c":"}"}],"\u0063":null}`, `{ "a" : "x\"y" , "b" : {} }`, `{"a":1,"a":2}`,
-		`{"A":1}`, `{}`, ` {"b":true} `, `[1]`, `"a"`, `null`, `{"a":"\\"}`, "{\"b\":\"\xff\"}",
-	} {
-		f.Add([]byte(s))
+	args, _ := decodeProviderArguments(json.RawMessage(`{"b":1,"a":{"y":2.50,"x":"<"}}`))
+	if canon, _ := canonicalArguments(args); string(canon) != `{"a":{"x":"\u003c","y":2.50},"b":1}` {
+		t.Errorf("canonical form %s, want keys sorted, compact, numbers as written", canon)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := decodeWireObject(data, "a", "b", "c")
-		if !json.Valid(data) {
-			return // callers check validity first; reaching here without a panic is the test
+	for _, bad := range []string{``, `null`, `[]`, `"x"`, `1`, `{"a":1} {}`, `{`} {
+		if _, err := decodeProviderArguments(json.RawMessage(bad)); err == nil {
+			t.Errorf("decodeProviderArguments(%q) accepted a non-object", bad)
 		}
-		want, werr := tokenWireObject(data, "a", "b", "c")
-		if (err == nil) != (werr == nil) {
-			t.Fatalf("%q: walk says %v, token walk says %v", data, err, werr)
-		}
-		if err == nil && !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
-			t.Fatalf("%q: walk found %q, token walk %q", data, got, want)
-		}
-	})
-}
-
-// tokenDuplicate is a json.Decoder token walk that finds a member name given
-// twice in one object: the oracle of FuzzDuplicateMember.
-func tokenDuplicate(dec *json.Decoder) (bool, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return false, err
 	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return false, err
-			}
-			key, _ := k.(string)
-			if seen[key] {
-				return true, nil
-			}
-			seen[key] = true
-			if dup, err := tokenDuplicate(dec); dup || err != nil {
-				return dup, err
-			}
-		}
-		_, err = dec.Token()
-	case json.Delim('['):
-		for dec.More() {
-			if dup, err := tokenDuplicate(dec); dup || err != nil {
-				return dup, err
-			}
-		}
-		_, err = dec.Token()
-	}
-	return false, err
-}
-
-func FuzzDuplicateMember(f *testing.F) {
-	for _, s := range []string{
-		`{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"x":1},{"x":1}]`, `{"a":[{"c":1,"\u0063":2}]}`,
-		`{"rules":[{"decision":"deny","decision":"allow"}]}`, `{"a":"}","b":"{\"a\":1,\"a\":2}"}`, `"s"`, `[]`, `1`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		err := duplicateMember(data)
-		if !json.Valid(data) {
-			return // decodeStrict calls it after a successful decode only; no panic or hang is the test
-		}
-		want, werr := tokenDuplicate(json.NewDecoder(bytes.NewReader(data)))
-		if werr != nil {
-			t.Fatalf("%q: oracle failed on valid JSON: %v", data, werr)
-		}
-		if (err != nil) != want {
-			t.Fatalf("%q: walk says %v, token walk says duplicate=%v", data, err, want)
-		}
-	})
 }

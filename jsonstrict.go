@@ -41,7 +41,7 @@ func decodeObject(data []byte) (map[string]any, error) {
 		return nil, err
 	}
 	if m == nil {
-		return nil, errors.New("null instead of an object")
+		return nil, shapeTypeError("", "an object", "null")
 	}
 	return m, nil
 }

@@ -3,8 +3,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,4 +81,120 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// tokenWireObject is a json.Decoder token walk, the oracle decodeWireObject
+// must agree with on every valid JSON input.
+func tokenWireObject(data []byte, allowed ...string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not an object")
+	}
+	m := make(map[string]json.RawMessage)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		if _, dup := m[key]; dup || !slices.Contains(allowed, key) {
+			return nil, errors.New("duplicate or unknown field")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		m[key] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("trailing data")
+	}
+	return m, nil
+}
+
+func FuzzWireObject(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"b":[1,{"c":"}"}],"\u0063":null}`, `{ "a" : "x\"y" , "b" : {} }`, `{"a":1,"a":2}`,
+		`{"A":1}`, `{}`, ` {"b":true} `, `[1]`, `"a"`, `null`, `{"a":"\\"}`, "{\"b\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodeWireObject(data, "a", "b", "c")
+		if !json.Valid(data) {
+			return // callers check validity first; reaching here without a panic is the test
+		}
+		want, werr := tokenWireObject(data, "a", "b", "c")
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: walk says %v, token walk says %v", data, err, werr)
+		}
+		if err == nil && !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("%q: walk found %q, token walk %q", data, got, want)
+		}
+	})
+}
+
+// tokenDuplicate is a json.Decoder token walk that finds a member name given
+// twice in one object: the oracle of FuzzDuplicateMember.
+func tokenDuplicate(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			key, _ := k.(string)
+			if seen[key] {
+				return true, nil
+			}
+			seen[key] = true
+			if dup, err := tokenDuplicate(dec); dup || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token()
+	case json.Delim('['):
+		for dec.More() {
+			if dup, err := tokenDuplicate(dec); dup || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token()
+	}
+	return false, err
+}
+
+func FuzzDuplicateMember(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"x":1},{"x":1}]`, `{"a":[{"c":1,"\u0063":2}]}`,
+		`{"rules":[{"decision":"deny","decision":"allow"}]}`, `{"a":"}","b":"{\"a\":1,\"a\":2}"}`, `"s"`, `[]`, `1`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := duplicateMember(data)
+		if !json.Valid(data) {
+			return // decodeStrict calls it after a successful decode only; no panic or hang is the test
+		}
+		want, werr := tokenDuplicate(json.NewDecoder(bytes.NewReader(data)))
+		if werr != nil {
+			t.Fatalf("%q: oracle failed on valid JSON: %v", data, werr)
+		}
+		if (err != nil) != want {
+			t.Fatalf("%q: walk says %v, token walk says duplicate=%v", data, err, want)
+		}
+	})
 }

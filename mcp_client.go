@@ -186,9 +186,8 @@ type mcpInitializeResult struct {
 // decodeMCPResult decodes an MCP result object into v, a pointer to a
 // struct. Only the top level is open: a member v has no field for is dropped,
 // because the schema's Result carries an index signature
-// ([key: string]: unknown). The members v names are decoded with exact names
-// and unknown fields refused at every depth below, and no member name may
-// appear twice anywhere in raw.
+// ([key: string]: unknown). The members v names are decoded strictly
+// (decodeStrict), and no member name may appear twice anywhere in raw.
 func decodeMCPResult(raw []byte, v any) error {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &members); err != nil {
@@ -200,22 +199,14 @@ func decodeMCPResult(raw []byte, v any) error {
 	if err := duplicateMember(raw); err != nil {
 		return err
 	}
-	known := []byte{'{'}
-	t := reflect.TypeOf(v).Elem()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if m, ok := members[name]; ok {
-			if len(known) > 1 {
-				known = append(known, ',')
-			}
-			// The names are this file's own tags: plain ASCII, no quoting needed.
-			known = append(append(append(known, '"'), name...), "\":"...)
-			known = append(known, m...)
+	known := map[string]json.RawMessage{}
+	for _, f := range jsonFields(reflect.TypeOf(v).Elem()) {
+		if m, ok := members[f.name]; ok {
+			known[f.name] = m
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(append(known, '}')))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	b, _ := json.Marshal(known) // members of valid JSON: cannot fail
+	return decodeStrict(b, v)
 }
 
 // decodeInitializeResult decodes an initialize result and checks that the

@@ -193,7 +193,8 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 }
 
 // guardAcknowledgement returns the child's required-v1 acknowledgement, or
-// "" when it is missing or malformed.
+// "" when it is missing or malformed. caps passed decodeStrict with the
+// initialize result, so a plain read of its members is exact.
 func guardAcknowledgement(caps map[string]json.RawMessage) string {
 	var meta map[string]json.RawMessage
 	if json.Unmarshal(caps["_meta"], &meta) != nil {

@@ -143,7 +143,8 @@ func (o *serveObserver) promptEnded(result string) {
 }
 
 // toolUpdate counts a tool execution when a child reports its end: a
-// tool_call_update whose status is completed or failed.
+// tool_call_update whose status is completed or failed. Read loosely: a
+// counter decides nothing.
 func (o *serveObserver) toolUpdate(update json.RawMessage) {
 	if o == nil || !bytes.Contains(update, []byte(`"tool_call_update"`)) {
 		return

@@ -4,10 +4,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,9 +72,11 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		return deny(outcomeMalformed, guardFailedReason)
 	}
 	rec.SessionID, rec.PromptID, rec.ToolCallID, rec.ToolName = p.SessionID, p.PromptID, p.ToolCallID, p.ToolName
-	digest, ok := argumentsDigest(p.Arguments)
-	rec.ArgumentsSha256 = digest
-	if !ok || p.ToolName == "" {
+	args, err := decodeProviderArguments(p.Arguments)
+	if err == nil {
+		_, rec.ArgumentsSha256 = canonicalArguments(args)
+	}
+	if err != nil || p.ToolName == "" {
 		return deny(outcomeMalformed, guardFailedReason)
 	}
 	s := ch.session(p.SessionID)
@@ -166,24 +165,6 @@ func (s *hostSession) inactiveOutcome(promptID string, job *promptJob) string {
 		return failCancelled
 	}
 	return outcomeStalePrompt
-}
-
-// argumentsDigest is the SHA-256 of the arguments in canonical form
-// (compact, keys sorted, numbers as written), the form the reference
-// provider's audit log hashes; ok is false unless they are a JSON object.
-func argumentsDigest(raw json.RawMessage) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v map[string]any
-	if err := dec.Decode(&v); err != nil || v == nil || dec.More() {
-		return "", false
-	}
-	canon, err := json.Marshal(v)
-	if err != nil {
-		return "", false
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), true
 }
 
 // decisionRecord is one line of the decision log.

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -300,17 +299,9 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return map[string]any{}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var args map[string]any
-	if err := dec.Decode(&args); err != nil {
+	args, err := decodeObject(raw)
+	if err != nil {
 		return nil, fmt.Errorf("decode arguments: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("decode arguments: trailing data after JSON object")
-	}
-	if args == nil {
-		return nil, errors.New("decode arguments: arguments must be a JSON object, got null")
 	}
 	return args, nil
 }
