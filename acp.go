@@ -711,13 +711,9 @@ func invocationPromptID(s *session, rawInv json.RawMessage) (string, error) {
 	return inv.PromptID, nil
 }
 
-// guardAnswer is the managed parent's answer to a prepare request.
-type guardAnswer struct {
-	Allowed *bool           `json:"allowed"`
-	Reason  json.RawMessage `json:"reason,omitempty"` // raw: present as null is malformed too
-}
-
-// parentGuard asks the managed parent, which holds the provider token.
+// parentGuard asks the managed parent, which holds the provider token. Its
+// answer is read by the provider's decision rules: the reason is shown to
+// the model and the client, whoever the parent is.
 func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, error) {
 	raw, err := a.conn.call(ctx, methodGuardPrepare, map[string]any{
 		"sessionId":  req.SessionID,
@@ -729,26 +725,14 @@ func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, er
 	if err != nil {
 		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
 	}
-	var ans guardAnswer
-	if err := decodeStrict(raw, &ans); err != nil {
-		return Decision{}, fmt.Errorf("prepare answer from parent: %w", err)
+	m, werr := decodeObjectBody(raw, "allowed", "reason")
+	if werr == nil {
+		var d Decision
+		if d, werr = decodeDecision(m); werr == nil {
+			return d, nil
+		}
 	}
-	if ans.Allowed == nil {
-		return Decision{}, errors.New("prepare answer from parent: no allowed field")
-	}
-	if ans.Reason == nil {
-		return Decision{Allowed: *ans.Allowed}, nil
-	}
-	if *ans.Allowed {
-		return Decision{}, errors.New("prepare answer from parent: a reason on an allow")
-	}
-	// The same rules as a provider's reason: it is shown to the model and
-	// the client, whoever the parent is.
-	reason, err := shownReason(ans.Reason)
-	if err != nil {
-		return Decision{}, fmt.Errorf("prepare answer from parent: %w", err)
-	}
-	return Decision{Reason: reason}, nil
+	return Decision{}, fmt.Errorf("prepare answer from parent: %w", werr)
 }
 
 // providerGuard asks the provider directly (standalone required mode).
@@ -758,7 +742,7 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 		return Decision{}, fmt.Errorf("encode arguments: %w", err)
 	}
 	start := time.Now()
-	res := a.provider.prepare(ctx, prepareCall{
+	res := a.provider.prepare(ctx, prepareRequest{
 		SessionID:  req.SessionID,
 		PromptID:   req.PromptID,
 		ToolCallID: req.ToolCallID,
@@ -774,7 +758,7 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 	if res.Category != "" {
 		return Decision{}, fmt.Errorf("provider %s: %w", res.Category, res.Err)
 	}
-	return Decision{Allowed: res.Allowed, Reason: res.Reason}, nil
+	return res.Decision, nil
 }
 
 // runTurn runs the model loop of one prompt until the model stops calling

@@ -169,10 +169,6 @@ func (c *providerClient) redact(werr *wireError) *wireError {
 	return &wireError{Category: werr.Category, Err: errors.New(strings.ReplaceAll(werr.Err.Error(), c.token, "[token]"))}
 }
 
-// prepareCall is the name serve and acp ask by: the request without its
-// version and id, which prepare fills in.
-type prepareCall = prepareRequest
-
 // prepareResult is the outcome of exactly one prepare attempt: the
 // provider's decision, its reason "" when it gave none, or a failure.
 type prepareResult struct {
@@ -182,8 +178,8 @@ type prepareResult struct {
 	Err       error  // failure detail, for logs only
 }
 
-// prepare asks the provider once whether call may execute now. There is no
-// retry on any outcome: "Qwen Code sends no retries".
+// prepare asks the provider once whether call may execute now, filling in
+// its protocolVersion and requestId. There is no retry on any outcome: "Qwen Code sends no retries".
 func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepareResult {
 	res := prepareResult{RequestID: randomHex(randomIDBytes)}
 	fail := func(werr *wireError) prepareResult {

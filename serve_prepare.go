@@ -46,16 +46,11 @@ type guardPrepareParams struct {
 	Meta       json.RawMessage `json:"_meta"`
 }
 
-type guardDecision struct {
-	Allowed bool   `json:"allowed"`
-	Reason  string `json:"reason,omitempty"`
-}
-
 // prepare answers one child's request for a decision: the channel must own
 // the session and the prompt must be the session's active one, or it is
 // denied without a provider call; then exactly one provider prepare, and a
 // re-check that the prompt is still active before an allow leaves.
-func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMessage) guardDecision {
+func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMessage) Decision {
 	start := time.Now()
 	var p guardPrepareParams
 	rec := decisionRecord{}
@@ -63,10 +58,10 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		rec.Outcome, rec.LatencyUs = outcome, time.Since(start).Microseconds()
 		return d.decisions.write(rec)
 	}
-	deny := func(outcome, reason string) guardDecision {
+	deny := func(outcome, reason string) Decision {
 		record(outcome)
 		d.obs.decided(outcome)
-		return guardDecision{Allowed: false, Reason: reason}
+		return Decision{Allowed: false, Reason: reason}
 	}
 	if err := decodeStrict(params, &p); err != nil {
 		return deny(outcomeMalformed, guardFailedReason)
@@ -95,7 +90,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	defer cancel()
 	defer context.AfterFunc(job.ctx, cancel)()
 	called := time.Now()
-	res := d.provider.prepare(pctx, prepareCall{SessionID: p.SessionID, PromptID: p.PromptID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Arguments: p.Arguments})
+	res := d.provider.prepare(pctx, prepareRequest{SessionID: p.SessionID, PromptID: p.PromptID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Arguments: p.Arguments})
 	d.obs.providerLatency(time.Since(called))
 	rec.RequestID = res.RequestID
 
@@ -109,20 +104,17 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		}
 		return deny(res.Category, guardFailedReason)
 	case !res.Allowed:
-		reason := res.Reason
-		if reason == "" {
-			reason = denyDefaultReason
-		}
-		return deny(outcomeDenied, reason)
+		// The reason as given: the child's checkGuard shows the default for a blank one.
+		return deny(outcomeDenied, res.Reason)
 	}
 	if err := record(outcomeAllowed); err != nil {
 		// Never an unaudited allow.
 		d.obs.decided(outcomeDecisionLog)
 		d.obs.logger().Error("decision log failed: allow turned into a denial", "requestId", rec.RequestID, "err", err)
-		return guardDecision{Allowed: false, Reason: guardFailedReason}
+		return Decision{Allowed: false, Reason: guardFailedReason}
 	}
 	d.obs.decided(outcomeAllowed)
-	return guardDecision{Allowed: true}
+	return Decision{Allowed: true}
 }
 
 // activeJob returns the running prompt if its id is promptID and it was

@@ -361,6 +361,19 @@ func TestFaultProviderKilledMidRun(t *testing.T) {
 	}
 }
 
+// A blank provider reason reaches the host as the one default text, which
+// the child's boundary applies.
+func TestServeBlankDenialReason(t *testing.T) {
+	for _, reason := range []string{"", "   "} {
+		prov := newTestProvider(t)
+		prov.verdict = func(string, json.RawMessage) (int, bool, string) { return 200, false, reason }
+		ws := t.TempDir()
+		td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
+		_, evs := td.runTurn(t, td.newSession(t, ""), writeCall("a.txt"))
+		wantDeniedWrite(t, evs, ws, "a.txt", denyDefaultReason)
+	}
+}
+
 func TestFaultDecisionLogUnwritable(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -84,6 +87,58 @@ type mcpServerSettings struct {
 	URL     string            `json:"url"`
 	HTTPURL string            `json:"httpUrl"`
 	Headers map[string]string `json:"headers"`
+}
+
+// mcpMaxCallTimeout bounds a settings entry's timeout.
+const mcpMaxCallTimeout = 24 * time.Hour
+
+// stdioOnly refuses an entry of another transport, naming the key that
+// makes it one. Qwen Code reads httpUrl as streamable HTTP and url as SSE,
+// both before command, so such an entry is not a stdio server with extras;
+// headers belong to those transports only.
+func (e mcpServerSettings) stdioOnly(name string) (key string, err error) {
+	switch {
+	case e.HTTPURL != "":
+		return "httpUrl", mcpTransportRefused(name, "http")
+	case e.URL != "":
+		return "url", mcpTransportRefused(name, "sse")
+	case e.Headers != nil:
+		return "headers", fmt.Errorf("MCP server %q has headers but no url or httpUrl: headers apply only to http and sse servers", name)
+	}
+	return "", nil
+}
+
+// mcpServersFromSettings turns the settings file's mcpServers object,
+// `{"<name>": {"command", "args", "env": {k: v}, "timeout"?}}`, into server
+// configurations in name order. An entry that cannot run is an error naming
+// its path.
+func mcpServersFromSettings(servers map[string]mcpServerSettings) ([]mcpServerConfig, error) {
+	names := slices.Sorted(maps.Keys(servers))
+	configs := make([]mcpServerConfig, 0, len(names))
+	for _, name := range names {
+		e := servers[name]
+		if key, err := e.stdioOnly(name); err != nil {
+			return nil, fmt.Errorf("mcpServers.%s.%s: %w", name, key, err)
+		}
+		c := mcpServerConfig{Name: name, Command: e.Command, Args: e.Args}
+		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return nil, fmt.Errorf("mcpServers.%s.env: variable name %q is invalid", name, k)
+			}
+			c.Env = append(c.Env, k+"="+e.Env[k])
+		}
+		if e.Timeout != 0 {
+			if e.Timeout < 1 || int64(e.Timeout) > mcpMaxCallTimeout.Milliseconds() {
+				return nil, fmt.Errorf("mcpServers.%s.timeout: %d ms is not between 1 and %d", name, e.Timeout, mcpMaxCallTimeout.Milliseconds())
+			}
+			c.CallTimeout = time.Duration(e.Timeout) * time.Millisecond
+		}
+		if err := c.validate(); err != nil {
+			return nil, fmt.Errorf("mcpServers.%s: %w", name, err)
+		}
+		configs = append(configs, c)
+	}
+	return configs, nil
 }
 
 type mcpSettings struct {
