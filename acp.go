@@ -1050,9 +1050,9 @@ func (a *agent) slashCommand(s *session, text string) {
 	var reply string
 	switch {
 	case a.managed && !slices.Contains(a.allowSlash, name):
-		reply = fmt.Sprintf("The slash command /%s is not available in a managed session.", name)
+		reply = fmt.Sprintf("slash command %q is not available in a managed session", "/"+name)
 	case a.settings.slashCommandDisabled(name):
-		reply = fmt.Sprintf("The slash command /%s is disabled by settings (slashCommands.disabled).", name)
+		reply = fmt.Sprintf("slash command %q is disabled by settings (slashCommands.disabled)", "/"+name)
 	case name == slashHelp:
 		var open []string
 		for _, c := range slashCommands {
@@ -1069,7 +1069,7 @@ func (a *agent) slashCommand(s *session, text string) {
 		}
 		reply = "Tools: " + strings.Join(names, ", ")
 	default:
-		reply = fmt.Sprintf("Unknown slash command /%s; try /help.", name)
+		reply = fmt.Sprintf("unknown slash command %q; try /help", "/"+name)
 	}
 	a.update(s.id, map[string]any{
 		"sessionUpdate": "agent_message_chunk",

@@ -53,7 +53,7 @@ func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]a
 	}
 	// "tools.disabled ... rejects them if called", whatever their arguments.
 	if env.Policy != nil && env.Policy.Settings.toolDisabled(call.Name) {
-		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "Tool %q is disabled by settings (tools.disabled)", call.Name))
+		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "tool %q is disabled by settings (tools.disabled)", call.Name))
 	}
 	args, err := decodeArgs(call.Args)
 	if err == nil && spec.Params != nil {

@@ -306,12 +306,12 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 // permissionDenialText is the user-visible text of a permission denial.
 func permissionDenialText(tool, mode, rule string) string {
 	if rule != "" {
-		return fmt.Sprintf("Tool %q denied by permission rule %q", tool, rule)
+		return fmt.Sprintf("tool %q denied by permission rule %q", tool, rule)
 	}
 	if mode == modePlan {
-		return fmt.Sprintf("Tool %q is not allowed in plan mode: only read-only tools run", tool)
+		return fmt.Sprintf("tool %q is not allowed in plan mode: only read-only tools run", tool)
 	}
-	return fmt.Sprintf("Tool %q denied: unknown approval mode %q", tool, mode)
+	return fmt.Sprintf("tool %q denied: unknown approval mode %q", tool, mode)
 }
 
 // permCall is the part of a call a rule looks at. A shell command is split
@@ -512,8 +512,8 @@ const (
 
 // Texts of calls the layers before the guard end.
 const (
-	permissionRejectedText = "The user rejected this tool call"
-	hookDeniedDefaultText  = "Blocked by a PreToolUse hook"
+	permissionRejectedText = "the user rejected this tool call"
+	hookDeniedDefaultText  = "blocked by a PreToolUse hook"
 )
 
 // callPolicy is what a session applies before the guard.

@@ -51,7 +51,7 @@ const (
 
 // auditFailedReason is sent when a decision could not be recorded: "never an
 // unaudited allow".
-const auditFailedReason = "Denied: the policy provider could not record this decision"
+const auditFailedReason = "denied: the policy provider could not record this decision"
 
 // providerShadowWarning is printed at startup of a shadow provider, whatever the
 // log level: "Loud at startup and in every audit line."

@@ -60,7 +60,7 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: writeTimeout}
 	sub := log.subscribe(after, sw.abort)
 	if sub == nil {
-		writeHostError(w, http.StatusTooManyRequests, codeSubscriberLimit, fmt.Sprintf("The session already has %d event streams, its limit", log.maxSubs))
+		writeHostError(w, http.StatusTooManyRequests, codeSubscriberLimit, fmt.Sprintf("open event stream: the session already has %d, the limit (--max-subscribers-per-session)", log.maxSubs))
 		return
 	}
 	defer log.unsubscribe(sub)

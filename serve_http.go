@@ -60,14 +60,14 @@ type hostError struct {
 }
 
 // errShuttingDown refuses what would add a session or a child at shutdown.
-var errShuttingDown = &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+var errShuttingDown = &hostError{http.StatusServiceUnavailable, codeShuttingDown, "the daemon is shutting down"}
 
 func sessionNotFound(id string) *hostError {
 	return &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id)}
 }
 
 func sessionDied(id string) *hostError {
-	return &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id)}
+	return &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("session %q ended: its ACP child exited; create a new session", id)}
 }
 
 func childUnavailable(format string, a ...any) *hostError {
@@ -98,13 +98,13 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET "+serveMetricsPath, d.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !d.hostAllowed(r.Host) {
-			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
+			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("host %q is not a loopback name", r.Host))
 			return
 		}
 		// A web page can POST to a loopback daemon without a preflight; its
 		// browser names the page in Origin, which hosts and curl never send.
 		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !loopbackOrigin(o) {
-			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("Origin %q is not a loopback origin", o))
+			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("origin %q is not a loopback origin", o))
 			return
 		}
 		if !d.peerAllowed(w, r) {
@@ -124,22 +124,22 @@ func (d *daemon) routes() http.Handler {
 			h.ServeHTTP(rec, r)
 			if rec.status == http.StatusMethodNotAllowed {
 				w.Header().Set("Allow", rec.header.Get("Allow"))
-				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %q", r.Method, r.URL.Path))
+				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("method %q is not allowed on %q", r.Method, r.URL.Path))
 				return
 			}
-			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("No route for %q", r.URL.Path))
+			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no route for %q", r.URL.Path))
 			return
 		}
 		if r.Body != http.NoBody {
-			// "Host request bodies at most 1 MiB (413)", on every route and
-			// before any lookup: a cancel or an unknown session included.
+			// Bodies are bounded on every route before any lookup, a cancel
+			// or an unknown session included (DESIGN.md §6, §7).
 			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostBody))
 			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 				d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
-				writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+				writeHostError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("read request body: more than %d bytes", maxHostBody))
 				return
 			} else if err != nil {
-				writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+				writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("read request body: %v", err))
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(data))
@@ -213,7 +213,7 @@ func writeHostError(w http.ResponseWriter, status int, code, msg string) {
 func writeHostJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal error","code":"internal_error"}`)
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error","code":"internal_error"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -232,11 +232,11 @@ func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emp
 	// encoding/json would quietly turn invalid bytes into U+FFFD, and a
 	// prompt is forwarded raw: refuse it whole instead.
 	if !utf8.Valid(data) {
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, "Request body is not valid UTF-8")
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "read request body: not valid UTF-8")
 		return false
 	}
 	if err := decodeStrict(data, v); err != nil {
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Invalid JSON body: %v", err))
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("decode request body: %v", err))
 		return false
 	}
 	return true
@@ -364,10 +364,10 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		if name, ok := slashCommand(block.Text); ok && block.Type == "text" {
 			switch {
 			case slices.Contains(d.disabled, name):
-				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is disabled (--disabled-slash-commands)", "/"+name))
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("slash command %q is disabled by --disabled-slash-commands", "/"+name))
 				return
 			case d.guarded && !slices.Contains(d.allowSlash, name):
-				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("slash command %q is refused in required mode; open it with --allow-slash-command", "/"+name))
 				return
 			}
 		}

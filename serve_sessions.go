@@ -89,7 +89,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	if live := d.liveSessionsLocked() + d.creating; live >= d.limits.MaxSessions {
 		d.mu.Unlock()
 		d.obs.limitHit(codeSessionLimit, "sessions", live)
-		return nil, &hostError{http.StatusServiceUnavailable, codeSessionLimit, fmt.Sprintf("The daemon already holds %d sessions, its limit", d.limits.MaxSessions)}
+		return nil, &hostError{http.StatusServiceUnavailable, codeSessionLimit, fmt.Sprintf("create session: %d sessions, the limit (--max-sessions); delete one or retry later", d.limits.MaxSessions)}
 	}
 	d.creating++
 	d.mu.Unlock()
@@ -111,7 +111,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	defer cancel()
 	raw, err := ch.conn.call(cctx, "session/new", map[string]any{"cwd": ws, "mcpServers": []any{}, "_meta": map[string]string{metaSessionID: id}})
 	if err != nil {
-		return nil, childUnavailable("ACP child refused session/new: %v", err)
+		return nil, childUnavailable("create session: the ACP child refused session/new: %v", err)
 	}
 	var res struct {
 		SessionID     string          `json:"sessionId"`
@@ -121,7 +121,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 		Meta          json.RawMessage `json:"_meta"`
 	}
 	if err := decodeStrict(raw, &res); err != nil || res.SessionID != id {
-		return nil, childUnavailable("ACP child answered session/new with %q, not the session id %q the daemon generated", truncateForError(raw), id)
+		return nil, childUnavailable("create session: the ACP child answered session/new with %q, not the session id %q the daemon generated", truncateForError(raw), id)
 	}
 	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, d.events, func(code string, attrs ...any) {
 		d.obs.limitHit(code, append([]any{"sessionId", res.SessionID}, attrs...)...)
@@ -133,7 +133,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 		return nil, errShuttingDown
 	}
 	if _, taken := d.sessions[s.id]; taken || ch.ended() {
-		return nil, childUnavailable("ACP child returned an unusable session id %q", s.id)
+		return nil, childUnavailable("create session: the ACP child returned an unusable session id %q", s.id)
 	}
 	d.sessions[s.id] = s
 	d.obs.sessionCreated()
@@ -176,7 +176,7 @@ func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, 
 	case len(s.queue) >= d.maxPending:
 		cancel()
 		d.obs.limitHit(codeQueueFull, "sessionId", s.id, "pending", len(s.queue))
-		return nil, &hostError{http.StatusServiceUnavailable, codeQueueFull, fmt.Sprintf("Session %q already has %d pending prompts", s.id, len(s.queue))}
+		return nil, &hostError{http.StatusServiceUnavailable, codeQueueFull, fmt.Sprintf("queue prompt: session %q already has %d pending prompts (--max-pending-prompts-per-session)", s.id, len(s.queue))}
 	}
 	s.queue = append(s.queue, job)
 	if !s.running {
@@ -233,9 +233,9 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 	if err != nil {
 		var rerr *rpcError
 		if errors.As(err, &rerr) {
-			return "", fmt.Errorf("ACP child failed the prompt: %s", rerr.Message)
+			return "", fmt.Errorf("prompt: the ACP child failed it: %q", rerr.Message)
 		}
-		return "", fmt.Errorf("ACP child did not answer the prompt: %w", err)
+		return "", fmt.Errorf("prompt: the ACP child did not answer: %w", err)
 	}
 	var res struct {
 		StopReason string          `json:"stopReason"`
@@ -243,7 +243,7 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		Meta       json.RawMessage `json:"_meta"`
 	}
 	if err := decodeStrict(raw, &res); err != nil || res.StopReason == "" {
-		return "", fmt.Errorf("ACP child answered the prompt with an invalid result %q", truncateForError(raw))
+		return "", fmt.Errorf("prompt: the ACP child answered with an invalid result %q", truncateForError(raw))
 	}
 	return res.StopReason, nil
 }
@@ -396,7 +396,7 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 	defer s.mu.Unlock()
 	p := s.perms[requestID]
 	if p == nil {
-		return &hostError{http.StatusNotFound, codePermissionUnknown, fmt.Sprintf("No pending permission request with id %q", requestID)}
+		return &hostError{http.StatusNotFound, codePermissionUnknown, fmt.Sprintf("no pending permission request %q", requestID)}
 	}
 	switch {
 	case out == voteCancelled:
@@ -474,7 +474,7 @@ func (d *daemon) reapIdle(now time.Time) {
 	d.mu.Unlock()
 	for _, s := range idle {
 		d.obs.limitHit(limitSessionIdle, "sessionId", s.id, "idleTimeout", d.limits.SessionIdleTimeout)
-		s.end(eventSessionClosed, fmt.Sprintf("Session closed after %v without a prompt or a host request", d.limits.SessionIdleTimeout))
+		s.end(eventSessionClosed, fmt.Sprintf("session closed after %v without a prompt or a host request", d.limits.SessionIdleTimeout))
 	}
 }
 
