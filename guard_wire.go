@@ -271,7 +271,7 @@ func decodeDecision(m map[string]json.RawMessage) (Decision, *wireError) {
 func shownReason(raw json.RawMessage) (string, error) {
 	var s string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", fmt.Errorf("reason %s is not a string", raw)
+		return "", fmt.Errorf("reason %q is not a string", truncateForError(raw))
 	}
 	if strings.TrimSpace(s) == "" {
 		return "", nil

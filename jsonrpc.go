@@ -406,11 +406,11 @@ func (c *rpcConn) deliver(env rpcEnvelope) {
 	if env.Error != nil {
 		var rerr rpcError
 		if env.Error[0] != '{' {
-			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: not an object", env.Error))
+			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %q: not an object", truncateForError(env.Error)))
 			return
 		}
 		if err := decodeStrict(env.Error, &rerr); err != nil {
-			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: %w", env.Error, err))
+			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %q: %w", truncateForError(env.Error), err))
 			return
 		}
 		c.fail(env.ID, &rerr)
