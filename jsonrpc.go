@@ -27,18 +27,16 @@ const (
 	rpcNotFound       = -32002
 )
 
-// "JSON-RPC 2.0 over the agent's stdin/stdout, UTF-8, one message per line
-// ending in `\n`; a message never contains a raw newline."
+// One UTF-8 JSON-RPC 2.0 message per line, never a raw newline inside.
 const (
 	rpcVersion = "2.0"
-	// defaultMaxLine bounds one incoming message when rpcConfig.MaxLine is 0:
-	// "lines are bounded in size".
+	// defaultMaxLine bounds one incoming message when rpcConfig.MaxLine is 0
+	// (DESIGN.md §6).
 	defaultMaxLine = 4 << 20
 	// rpcReadBuffer is the read chunk; a line longer than it is assembled
 	// piecewise, so memory grows only with the lines actually received.
 	rpcReadBuffer = 64 << 10
-	// "`$/cancel_request` {requestId}: the receiver still answers the
-	// original request once."
+	// The receiver of a cancel still answers the request once.
 	rpcCancelRequest = "$/cancel_request"
 	// rpcMaxErrorText bounds the message of an error this side writes about
 	// a malformed line, which may quote part of a line of up to MaxLine bytes.
@@ -296,7 +294,7 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	case !json.Valid(line):
 		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
 	case line[0] == '[':
-		// "No batches (the SDK answers an array with -32600 and id null)."
+		// No batches: an array is answered -32600 with id null, as the ACP SDK does.
 		return c.sendError(nil, rpcInvalidRequest, "invalid request: batches are not supported")
 	case line[0] != '{':
 		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")

@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// "GET /metrics on serve and provider in the Prometheus text format (written
-// by hand with the standard library)". The route needs the bearer token like
+// GET /metrics in Prometheus text, written with the standard library. The
+// route needs the bearer token like
 // the others: decision counts and the shadow flag are the operator's business.
 const (
 	providerMetricsPath       = "/metrics"

@@ -31,8 +31,8 @@ type sandboxConfig struct {
 	// workspace profile is exit 1, a default one starts with a warning and
 	// reports the sandbox as off.
 	Explicit bool
-	// Read is nil for "read and execute the whole filesystem"; otherwise the
-	// only absolute paths a confined process may read and execute.
+	// Read is nil when the whole filesystem may be read and executed;
+	// otherwise the only absolute paths a confined process may read and execute.
 	Read []string
 	// Write are absolute, existing directories confined processes may also
 	// write beneath, beyond the session cwd and its temp directory.

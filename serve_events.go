@@ -719,8 +719,8 @@ func (b *eventBudget) dropLargestStream() bool {
 }
 
 func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
-	// "its sessions get session_died, later calls on them 410": a stream
-	// open when the child died got the event; a new one gets the 410.
+	// A dead child's sessions answer 410 session_died (DESIGN.md §7): a
+	// stream open when the child died got the event; a new one gets the 410.
 	s := d.lookup(w, r, false)
 	if s == nil {
 		return

@@ -19,8 +19,8 @@ import (
 	"unicode/utf8"
 )
 
-// Feature tags of GET /capabilities. "The capability is external_tool_guard
-// and is advertised only when required mode completed its startup handshake."
+// Feature tags of GET /capabilities. external_tool_guard is advertised only
+// after a successful handshake in required mode (DESIGN.md §1).
 var baseFeatures = []string{"session_create", "session_prompt", "session_events", "session_cancel", "session_permission_vote"}
 
 const featureExternalToolGuard = "external_tool_guard"
@@ -160,8 +160,8 @@ func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 
 func (r *statusRecorder) WriteHeader(code int) { r.status = code }
 
-// hostAllowed implements "Loopback binds check the Host header (localhost,
-// 127.0.0.1, [::1] with the port) against DNS rebinding".
+// hostAllowed refuses a Host that is not a loopback name with serve's port,
+// against DNS rebinding (DESIGN.md §7).
 func (d *daemon) hostAllowed(hostHeader string) bool {
 	name := hostHeader
 	if h, port, err := net.SplitHostPort(hostHeader); err == nil {

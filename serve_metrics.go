@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// "GET /metrics on serve and provider in the Prometheus text format (written
-// by hand with the standard library)". It sits behind the host token like
+// GET /metrics in Prometheus text, written with the standard library. It
+// sits behind the host token like
 // every route.
 const serveMetricsPath = "/metrics"
 

@@ -1,5 +1,5 @@
-// settings.go owns the settings file (--settings FILE): its keys mirror
-// Qwen Code's settings "so a section can be copied across", every key and
+// settings.go owns the settings file (--settings FILE): its keys mirror Qwen
+// Code's so a section can be copied across (DESIGN.md §10), every key and
 // value is checked, and an error names the file, the key path and the value.
 package main
 
@@ -15,9 +15,8 @@ import (
 	"unicode/utf8"
 )
 
-// Settings limits and defaults. "Defaults when absent: approval mode
-// `default`, no rules, no hooks", and maxTurns "(default 50, then stopReason
-// max_turn_requests)".
+// Settings limits and defaults: with no settings the mode is default, with
+// no rules and no hooks; past maxTurns a prompt stops with max_turn_requests.
 const (
 	maxSettingsBytes       = 1 << 20
 	defaultSettingsMode    = modeDefault
