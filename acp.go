@@ -60,7 +60,7 @@ const (
 	stopCancelled       = "cancelled"
 )
 
-// Approval modes as session/new offers them; policy.go gives them meaning.
+// Approval modes as session/new offers them; perms.go gives them meaning.
 var approvalModes = []struct{ id, name, description string }{
 	{modePlan, "Plan", "Read-only tools only"},
 	{modeDefault, "Default", "Ask before edits and shell commands"},
@@ -941,7 +941,7 @@ func rawInputOf(args json.RawMessage) any {
 }
 
 // offeredTools is what the model may call: tools.disabled removes a tool
-// from the offer, and policy.go also refuses it if called.
+// from the offer, and runTool (guard.go) also refuses it if called.
 func (a *agent) offeredTools(env *toolEnv) []*toolSpec {
 	all := offeredTools(env)
 	out := all[:0]

@@ -1,5 +1,6 @@
-// flags.go owns every operator input: the flag sets of each subcommand and
-// the validation of the guard configuration.
+// flags.go owns the command line of each subcommand: its flag set and the
+// validated options it becomes, the guard configuration and serve's limits
+// included (the sandbox flags: sandbox_flags.go; usage: flags_usage.go).
 package main
 
 import (
@@ -162,7 +163,7 @@ type serveOptions struct {
 	LogLevel              slog.Level // the zero Level is info
 	Sandbox               sandboxConfig
 	// Model is the model service serve calls for its children
-	// (model_proxy.go); BaseURL "" runs the scripted model.
+	// (serve_model.go); BaseURL "" runs the scripted model.
 	Model openAIConfig
 }
 

@@ -58,7 +58,7 @@ func (c *providerClient) close() {
 
 // newProviderClient builds the pinned client for a validated required-mode
 // configuration. An endpoint that is not loopback HTTP(S) still yields a
-// client, one whose every call fails: config.go validates first, this is the
+// client, one whose every call fails: flags.go validates first, this is the
 // second lock.
 func newProviderClient(cfg guardConfig) *providerClient {
 	c := &providerClient{token: cfg.Token, timeout: cfg.Timeout, selfUID: uint32(os.Geteuid())}

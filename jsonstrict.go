@@ -1,6 +1,6 @@
-// jsonstrict.go owns the one strict JSON decoder every reader of another
-// process's bytes uses, and the settings file: member names spelled exactly,
-// none given twice, no trailing data, numbers kept as written.
+// jsonstrict.go owns the one strict JSON decoder that every reader of
+// another process's bytes, and of the settings file, uses: member names
+// spelled exactly, none given twice, no trailing data, numbers kept as written.
 package main
 
 import (

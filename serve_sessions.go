@@ -4,9 +4,9 @@
 //
 // Identity: a host sessionId is the ACP sessionId that the daemon's own
 // private child returned from session/new. serve generates the id and the
-// child adopts it (DESIGN.md §2), so the id
-// the host sees, the id the child sends back in a prepare request and the id
-// the provider sees are one and the same; the daemon refuses an id that is
+// child adopts it (DESIGN.md §2), so the id the host sees, the id the child
+// sends back in a prepare request and the id the provider sees are one and
+// the same; the daemon refuses an id that is
 // malformed or already registered, and binds each id to the channel that
 // created it. promptId and the provider requestId are generated here.
 package main

@@ -34,7 +34,7 @@ type serveProcess struct {
 // startServe starts acpguard serve with args (plus --port 0) and waits for
 // its listening line. Its hosts send a token only where a test passes one:
 // a required-mode serve given no host token gets --allow-tokenless-loopback
-// instead of a generated one (serve_token_test.go tests that default).
+// instead of a generated one (TestServeGeneratesHostToken tests that default).
 func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 	t.Helper()
 	if tokenlessRequired(args, env) {
