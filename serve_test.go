@@ -424,7 +424,7 @@ func TestServeE2EPermissionBeforeGuard(t *testing.T) {
 }
 
 // TestServeE2EMCPGuardedOnce: an MCP tool through serve is one guarded
-// invocation, and a transport error is not retried (seed item 12).
+// invocation, and a transport error is not retried (DESIGN.md §1).
 func TestServeE2EMCPGuardedOnce(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
