@@ -263,8 +263,9 @@ var processStarters = map[string]string{
 
 // TestEveryCmdEnvFromBuilder enforces that every exec.Cmd of the package's
 // own non-test source takes its Env from the builder (DESIGN.md §4), and
-// that every process starts in one of processStarters, so that every tool, hook and MCP server
-// goes through the launcher; each starter must still start something.
+// that every process starts in one of processStarters, so that every tool,
+// hook and MCP server goes through the launcher; each starter must still
+// start something.
 func TestEveryCmdEnvFromBuilder(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
