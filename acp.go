@@ -1012,7 +1012,7 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 		Outcome struct {
 			Outcome  string          `json:"outcome"`
 			OptionID string          `json:"optionId,omitempty"`
-			Meta     json.RawMessage `json:"_meta,omitempty"` // "_meta is allowed on every object"
+			Meta     json.RawMessage `json:"_meta,omitempty"` // ACP allows _meta on every object
 		} `json:"outcome"`
 		Meta json.RawMessage `json:"_meta,omitempty"`
 	}

@@ -20,7 +20,7 @@ import (
 	"unicode/utf8"
 )
 
-// "--external-tool-guard-mode off|required, default off. Any other value: exit 2."
+// Guard modes; off is the default and any other value is a usage error.
 const (
 	guardModeOff      = "off"
 	guardModeRequired = "required"

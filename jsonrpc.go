@@ -313,7 +313,7 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		return c.reject(env, id, fmt.Sprintf("invalid request: jsonrpc must be %q, got %s", rpcVersion, quoteRaw(env.JSONRPC)))
 	}
 	if !idOK {
-		return c.reject(env, nil, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", env.ID))
+		return c.reject(env, nil, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", truncateForError(env.ID)))
 	}
 
 	if env.Method == nil {
@@ -325,16 +325,16 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	}
 	var method string
 	if env.Method[0] != '"' || json.Unmarshal(env.Method, &method) != nil || method == "" {
-		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", env.Method))
+		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", truncateForError(env.Method)))
 	}
 	if env.Result != nil || env.Error != nil {
 		return c.reject(env, id, fmt.Sprintf("invalid request: %q carries a result or an error", method))
 	}
 	if string(env.Params) == "null" {
-		env.Params = nil // "params: ... | null"
+		env.Params = nil // null params are no params
 	}
 	if env.Params != nil && env.Params[0] != '{' && env.Params[0] != '[' {
-		return c.reject(env, id, fmt.Sprintf("invalid request: params of %q must be an object or an array, got %s", method, env.Params))
+		return c.reject(env, id, fmt.Sprintf("invalid request: params of %q must be an object or an array, got %s", method, truncateForError(env.Params)))
 	}
 	if env.ID == nil {
 		c.notified(method, env.Params)
@@ -515,7 +515,6 @@ func (c *rpcConn) runHandler(ctx context.Context, method string, params json.Raw
 		case errors.As(err, &re):
 			return nil, re
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
-			// "-32800 request cancelled"
 			return nil, &rpcError{Code: rpcCancelled, Message: "request cancelled"}
 		}
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
