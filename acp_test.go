@@ -1122,16 +1122,16 @@ func TestACPLayersBeforeGuardMakeNoProviderRequest(t *testing.T) {
 		text     string
 	}{
 		{"deny rule", `{"tools":{"approvalMode":"yolo"},"permissions":{"deny":["Write(./blocked/**)"]}}`, "",
-			`call write_file {"file_path":"blocked/x.txt","content":"x"}`, `Tool "write_file" denied by permission rule "Write(./blocked/**)"`},
+			`call write_file {"file_path":"blocked/x.txt","content":"x"}`, `tool "write_file" denied by permission rule "Write(./blocked/**)"`},
 		{"plan mode", `{"tools":{"approvalMode":"plan"}}`, "",
-			`call run_shell_command {"command":"touch made.txt"}`, `Tool "run_shell_command" is not allowed in plan mode: only read-only tools run`},
+			`call run_shell_command {"command":"touch made.txt"}`, `tool "run_shell_command" is not allowed in plan mode: only read-only tools run`},
 		{"set_mode plan", `{"tools":{"approvalMode":"yolo"}}`, modePlan,
-			`call write_file {"file_path":"made.txt","content":"x"}`, `Tool "write_file" is not allowed in plan mode: only read-only tools run`},
+			`call write_file {"file_path":"made.txt","content":"x"}`, `tool "write_file" is not allowed in plan mode: only read-only tools run`},
 		{"disabled tool", `{"tools":{"approvalMode":"yolo","disabled":["run_shell_command"]}}`, "",
-			`call run_shell_command {"command":"touch made.txt"}`, `Tool "run_shell_command" is disabled by settings (tools.disabled)`},
+			`call run_shell_command {"command":"touch made.txt"}`, `tool "run_shell_command" is disabled by settings (tools.disabled)`},
 		// Refused as disabled whatever its arguments, not as invalid ones.
 		{"disabled tool, bad arguments", `{"tools":{"approvalMode":"yolo","disabled":["run_shell_command"]}}`, "",
-			`call run_shell_command {"cmd":"touch made.txt"}`, `Tool "run_shell_command" is disabled by settings (tools.disabled)`},
+			`call run_shell_command {"cmd":"touch made.txt"}`, `tool "run_shell_command" is disabled by settings (tools.disabled)`},
 		{"hook exit 2", `{"tools":{"approvalMode":"yolo"},"hooks":{"PreToolUse":[{"matcher":"run_shell_command","hooks":[{"type":"command","command":"` + hook + `"}]}]}}`, "",
 			`call run_shell_command {"command":"touch made.txt"}`, "hook says no"},
 	}
@@ -1175,7 +1175,7 @@ func TestACPSlashCommands(t *testing.T) {
 	c.prompt(sid, "/help", "")
 	c.prompt(sid, "/tools", "")
 	text := agentText(c.sessionUpdates(sid))
-	if !strings.Contains(text, "Slash commands: /help (this text).\n") || !strings.Contains(text, "/tools is disabled by settings") {
+	if !strings.Contains(text, "Slash commands: /help (this text).\n") || !strings.Contains(text, `"/tools" is disabled by settings`) {
 		t.Errorf("agent text = %q (/help must not offer the disabled /tools)", text)
 	}
 
@@ -1185,7 +1185,7 @@ func TestACPSlashCommands(t *testing.T) {
 	fsid := f.newSession(t.TempDir())
 	f.prompt(fsid, "/help", "")
 	f.prompt(fsid, "/tools", "")
-	if text := agentText(f.sessionUpdates(fsid)); !strings.Contains(text, "/help is disabled by settings") || !strings.Contains(text, "/tools is disabled by settings") {
+	if text := agentText(f.sessionUpdates(fsid)); !strings.Contains(text, `"/help" is disabled by settings`) || !strings.Contains(text, `"/tools" is disabled by settings`) {
 		t.Errorf("with --disabled-slash-commands: agent text = %q", text)
 	}
 
@@ -1197,8 +1197,8 @@ func TestACPSlashCommands(t *testing.T) {
 	// A path is not a command: the model gets it (the scripted one echoes).
 	m.prompt(msid, "/tmp/notes.txt contains the plan", "p4")
 	text = agentText(m.sessionUpdates(msid))
-	if !strings.Contains(text, "Slash commands: /help") || !strings.Contains(text, "/fork is not available in a managed session") ||
-		!strings.Contains(text, "/tools is not available in a managed session") || !strings.Contains(text, "/tmp/notes.txt contains the plan") ||
+	if !strings.Contains(text, "Slash commands: /help") || !strings.Contains(text, `"/fork" is not available in a managed session`) ||
+		!strings.Contains(text, `"/tools" is not available in a managed session`) || !strings.Contains(text, "/tmp/notes.txt contains the plan") ||
 		strings.Contains(text, "/tmp/notes.txt is not") || strings.Contains(text, "/tmp is not") {
 		t.Errorf("managed agent text = %q", text)
 	}

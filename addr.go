@@ -47,9 +47,8 @@ func isLoopbackOrigin(origin string) bool {
 	return ok
 }
 
-// loopbackHostHeader implements "Loopback binds check the Host header
-// (localhost, 127.0.0.1, [::1] with the port) against DNS rebinding": the
-// header names a loopback name or bound (the bound address as a Host header
+// loopbackHostHeader is the Host check of a loopback bind against DNS
+// rebinding (DESIGN.md §7): the header names a loopback name or bound (the bound address as a Host header
 // spells it), with port when it has one.
 func loopbackHostHeader(header, port, bound string) bool {
 	name := header
@@ -75,8 +74,8 @@ func loopbackHostHeader(header, port, bound string) bool {
 	return ok
 }
 
-// parseEndpoint validates --external-tool-guard-endpoint: "an origin-only
-// loopback HTTP(S) endpoint". It returns the origin with a lower-case scheme
+// parseEndpoint validates --external-tool-guard-endpoint, an origin-only
+// loopback HTTP(S) endpoint (DESIGN.md §8). It returns the origin with a lower-case scheme
 // and an explicit port (the scheme default when none was given), so the
 // Host header is always host:port and "localhost" is spelled in lower case.
 func parseEndpoint(raw string) (*url.URL, error) {
@@ -142,8 +141,8 @@ func asciiEqualFold(s, t string) bool {
 // no address: listening on it fails rather than binding every interface.
 type loopbackAddr struct{ netip.AddrPort }
 
-// parseListen validates the provider's --listen: "Refuses non-loopback
-// listen addresses." localhost becomes 127.0.0.1, the address the client
+// parseListen validates the provider's --listen: only loopback addresses.
+// localhost becomes 127.0.0.1, the address the client
 // dials for it, so no resolver decides where the provider listens.
 func parseListen(raw string) (loopbackAddr, error) {
 	host, port, err := net.SplitHostPort(raw)

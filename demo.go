@@ -87,7 +87,7 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(tmp, name), []byte(body), 0o600); err != nil {
-			return fmt.Errorf("demo: write %s: %w", name, err)
+			return fmt.Errorf("demo: write %q: %w", name, err)
 		}
 	}
 	token := randomHex(24)
@@ -413,7 +413,7 @@ func (h *demoHost) prompt(ctx context.Context, sid, text string, events <-chan d
 				return turn, fmt.Errorf("demo: %s: %s", ev.Type, ev.Data)
 			}
 		case <-timeout:
-			return turn, fmt.Errorf("demo: no turn_complete for prompt %s within %s", res.PromptID, demoStepTimeout)
+			return turn, fmt.Errorf("demo: no turn_complete for prompt %q within %s", res.PromptID, demoStepTimeout)
 		case <-ctx.Done():
 			return turn, ctx.Err()
 		}

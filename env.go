@@ -14,17 +14,14 @@ import (
 	"syscall"
 )
 
-// "The very first thing main does, for every subcommand, is read
-// QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN and QWEN_SERVER_TOKEN into memory and
-// unset them from the process environment, whether or not a guard is configured."
+// The tokens: read into memory and unset at start, in every subcommand and
+// mode (DESIGN.md §4).
 const (
 	envGuardToken  = "QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN"
 	envServerToken = "QWEN_SERVER_TOKEN"
 )
 
-// "Private markers passed by env and deleted by the child before any tool can
-// inherit them: QWEN_CODE_PRIVATE_ACP_CAPABILITY (a random per-spawn secret) and
-// QWEN_CODE_PRIVATE_EXTERNAL_TOOL_GUARD=required-v1." serve sets only the
+// The private markers (DESIGN.md §4): serve sets only the required-v1
 // marker, which is not secret: an environment is readable through /proc by
 // processes of the same user until its owner hides itself. A child trusts its
 // parent because their channel is a socket pair only serve can write to
@@ -36,13 +33,12 @@ const (
 	privateGuardMarker   = "required-v1"
 )
 
-// "The API key is never logged and never reaches a tool, hook or MCP process
-// environment." No child is given it: serve's children call the model
-// through serve (model_proxy.go).
+// The model key never reaches a child (DESIGN.md §4): serve's children call
+// the model through serve (serve_model.go).
 const envModelKey = "OPENAI_API_KEY"
 
-// "minus the secret names above, minus the private markers, minus loader
-// variables (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV, and every BASH_FUNC_*)"
+// Removed from every child environment: the secrets, the markers and the
+// loader variables (and every BASH_FUNC_*).
 var removedEnvNames = [...]string{
 	envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard, envModelKey,
 	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
@@ -52,8 +48,7 @@ var removedEnvNames = [...]string{
 // environment, the token in it, readable in /proc/<pid>/environ by any
 // process of the same user, a tool this process started included; a process
 // that is not dumpable keeps its /proc files to root and refuses ptrace.
-// "Provider credentials remain in the qwen serve process." The state read
-// back is logged, so an operator can see it took.
+// The state read back is logged, so an operator can see it took.
 func hideEnviron(log *slog.Logger) error {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); e != 0 {
 		return fmt.Errorf("hide the start environment: prctl PR_SET_DUMPABLE: %w", e)

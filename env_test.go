@@ -261,10 +261,11 @@ var processStarters = map[string]string{
 	"lifeline.go:startOnLifeline":                "serve's acp children, from the thread that never exits: acpguard itself, whose tools the launcher confines",
 }
 
-// TestEveryCmdEnvFromBuilder enforces "No exec.Cmd in the code base leaves
-// Env nil" over the package's own non-test source, and that every process
-// starts in one of processStarters, so that every tool, hook and MCP server
-// goes through the launcher; each starter must still start something.
+// TestEveryCmdEnvFromBuilder enforces that every exec.Cmd of the package's
+// own non-test source takes its Env from the builder (DESIGN.md §4), and
+// that every process starts in one of processStarters, so that every tool,
+// hook and MCP server goes through the launcher; each starter must still
+// start something.
 func TestEveryCmdEnvFromBuilder(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {

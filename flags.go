@@ -1,5 +1,6 @@
-// flags.go owns every operator input: the flag sets of each subcommand and
-// the validation of the guard configuration.
+// flags.go owns the command line of each subcommand: its flag set and the
+// validated options it becomes, the guard configuration and serve's limits
+// included (the sandbox flags: sandbox_flags.go; usage: flags_usage.go).
 package main
 
 import (
@@ -19,7 +20,7 @@ import (
 	"unicode/utf8"
 )
 
-// "--external-tool-guard-mode off|required, default off. Any other value: exit 2."
+// Guard modes; off is the default and any other value is a usage error.
 const (
 	guardModeOff      = "off"
 	guardModeRequired = "required"
@@ -32,53 +33,50 @@ const (
 	flagGuardTimeout  = "external-tool-guard-timeout-ms"
 )
 
-// "--external-tool-guard-timeout-ms: an integer in [100, 30000], default 3000"
+// Provider timeout bounds in milliseconds (DESIGN.md §6).
 const (
 	minGuardTimeoutMs     = 100
 	maxGuardTimeoutMs     = 30000
 	defaultGuardTimeoutMs = 3000
 )
 
-// "empty after trimming or longer than 8192 UTF-16 code units is rejected"
+// maxTokenUTF16 is a token's bound (DESIGN.md §6).
 const maxTokenUTF16 = 8192
 
-// "acpguard provider --listen 127.0.0.1:8787"; "Default bind 127.0.0.1:4170".
+// Default loopback addresses of the provider and of serve.
 const (
 	defaultProviderListen = "127.0.0.1:8787"
 	defaultServeHostname  = "127.0.0.1"
 	defaultServePort      = "4170"
 )
 
-// "Prompts of a session run one at a time in FIFO order; a full queue
-// (default 5) is 503". The upper bound keeps one session's queue small
-// enough to allocate up front.
+// Prompts run one at a time, FIFO; a full queue is 503 (DESIGN.md §7). The
+// upper bound keeps one session's queue small enough to allocate up front.
 const (
 	defaultMaxPendingPrompts = 5
 	maxMaxPendingPrompts     = 1000
 )
 
-// Limits of serve, flag defaults and bounds: "a daemon on a shared host must
-// bound what any one caller can make it hold". Durations are milliseconds.
+// serve's limits: flag defaults and bounds (DESIGN.md §6). Durations are
+// milliseconds.
 const (
-	// "--max-sessions 32 live sessions"
+	// live sessions
 	defaultMaxSessions = 32
 	maxMaxSessions     = 10000
-	// "--max-subscribers-per-session 8 SSE streams"
+	// SSE streams per session
 	defaultMaxSubscribers = 8
 	maxMaxSubscribers     = 1000
-	// "--event-ring-size 4096 events per session for Last-Event-ID replay"
+	// events per session kept for Last-Event-ID replay
 	defaultEventRingSize = 4096
 	maxEventRingSize     = 1 << 20
-	// "--initialize-timeout-ms 10000 for a child's initialize"
+	// a child's initialize
 	defaultInitializeTimeoutMs = 10000
 	minInitializeTimeoutMs     = 100
 	maxInitializeTimeoutMs     = 600000
-	// "--prompt-deadline-ms (default 0 = none)" and
-	// "--permission-response-timeout-ms (default 0 = wait)"; at most a day.
+	// A prompt deadline and a permission timeout (0 = none): at most a day.
 	maxPromptDeadlineMs    = 86400000
 	maxPermissionTimeoutMs = 86400000
-	// "Idle sessions reaped after --session-idle-timeout-ms 1800000"; at
-	// least a second, at most a week.
+	// The idle timeout: at least a second, at most a week.
 	defaultSessionIdleTimeoutMs = 1800000
 	minSessionIdleTimeoutMs     = 1000
 	maxSessionIdleTimeoutMs     = 604800000
@@ -165,7 +163,7 @@ type serveOptions struct {
 	LogLevel              slog.Level // the zero Level is info
 	Sandbox               sandboxConfig
 	// Model is the model service serve calls for its children
-	// (model_proxy.go); BaseURL "" runs the scripted model.
+	// (serve_model.go); BaseURL "" runs the scripted model.
 	Model openAIConfig
 }
 
@@ -222,10 +220,8 @@ func parseToken(raw string) (string, error) {
 	return parseSecret(envGuardToken, raw)
 }
 
-// parseSecret applies the token rules to the secret named name: "rejected if
-// it contains a control character (code point < 0x20, 0x7F–0x9F, U+2028,
-// U+2029), then trimmed of surrounding white space; empty after trimming or
-// longer than 8192 UTF-16 code units is rejected."
+// parseSecret applies the token rules (DESIGN.md §8) to the secret named
+// name: no control character, trimmed, not blank, at most maxTokenUTF16.
 func parseSecret(name, raw string) (string, error) {
 	if !utf8.ValidString(raw) {
 		return "", usagef("%s: must be valid UTF-8 (value not shown)", name)
@@ -854,8 +850,8 @@ func parseSlashCommands(raw []string) ([]string, error) {
 	return out, nil
 }
 
-// parseDisabledSlashCommands reads --disabled-slash-commands: "disable
-// non-approved commands with slashCommands.disabled / --disabled-slash-commands".
+// parseDisabledSlashCommands reads --disabled-slash-commands, the commands
+// refused in every mode (DESIGN.md §10).
 // Each value is one name or a comma-separated list, with or without "/".
 func parseDisabledSlashCommands(raw []string) ([]string, error) {
 	var out []string

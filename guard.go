@@ -51,9 +51,9 @@ func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]a
 	if !found {
 		return pendingFailure(env, *call, failed(errTypeToolNotRegistered, "tool %q is not registered", call.Name))
 	}
-	// "tools.disabled ... rejects them if called", whatever their arguments.
+	// tools.disabled refuses the name whatever the arguments (DESIGN.md §10).
 	if env.Policy != nil && env.Policy.Settings.toolDisabled(call.Name) {
-		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "Tool %q is disabled by settings (tools.disabled)", call.Name))
+		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "tool %q is disabled by settings (tools.disabled)", call.Name))
 	}
 	args, err := decodeArgs(call.Args)
 	if err == nil && spec.Params != nil {

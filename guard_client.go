@@ -22,7 +22,7 @@ import (
 )
 
 // The client's connection pool: the daemon may ask for several decisions at
-// once, and "keep-alive connections to the provider are allowed".
+// once over kept-alive connections.
 const (
 	providerIdleConns   = 64
 	providerIdleTimeout = 90 * time.Second
@@ -113,7 +113,7 @@ func newProviderClient(cfg guardConfig) *providerClient {
 	}
 	c.http = &http.Client{
 		Transport: tr,
-		// "Redirects are not followed": the 3xx itself comes back and fails the status check.
+		// Redirects are not followed (DESIGN.md §8): the 3xx itself comes back and fails the status check.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return c
@@ -179,7 +179,8 @@ type prepareResult struct {
 }
 
 // prepare asks the provider once whether call may execute now, filling in
-// its protocolVersion and requestId. There is no retry on any outcome: "Qwen Code sends no retries".
+// its protocolVersion and requestId. There is no retry on any outcome
+// (DESIGN.md §1).
 func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepareResult {
 	res := prepareResult{RequestID: randomHex(randomIDBytes)}
 	fail := func(werr *wireError) prepareResult {

@@ -30,8 +30,8 @@ type Decision struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// deniedReason is the text shown for a denial given reason: "A missing or
-// blank denial reason uses a stable generic message", else the trimmed text.
+// deniedReason is the text shown for a denial given reason: the generic
+// denial text when it is blank (DESIGN.md §1), else the trimmed text.
 func deniedReason(reason string) string {
 	if r := strings.TrimSpace(reason); r != "" {
 		return r
@@ -55,12 +55,11 @@ const (
 	maxWireID = 256
 )
 
-// wireContentTypeRE is the content type both ends accept: "content type
-// must match ^application/json(\s*;|$) (case-insensitive)".
+// wireContentTypeRE is the content type both ends accept.
 var wireContentTypeRE = regexp.MustCompile(`(?i)^application/json(\s*;|$)`)
 
-// Failure categories of one provider call, for logs and metrics only: "the
-// category and detail never reach the model or the tool result".
+// Failure categories of one provider call (DESIGN.md §3), for logs and
+// metrics only: never shown to the model or in a tool result.
 const (
 	failTimeout          = "timeout"
 	failCancelled        = "cancelled"
@@ -94,8 +93,7 @@ func wireFail(category, format string, a ...any) *wireError {
 }
 
 // reasonUnsafe reports why a denial reason may not be shown, or "" when it
-// is safe: "non-blank after trimming, at most 500 UTF-16 code units, no
-// control character (same set as the token)".
+// is safe (DESIGN.md §8).
 func reasonUnsafe(s string) string {
 	if !utf8.ValidString(s) {
 		return "not valid UTF-8"
@@ -257,13 +255,13 @@ func decodeDecision(m map[string]json.RawMessage) (Decision, *wireError) {
 }
 
 // shownReason checks a denial reason, a JSON string as sent, and returns the
-// text shown for it: "" when it is blank, for "A missing or blank denial
-// reason uses a stable generic message", else the trimmed text. An error
+// text shown for it: "" when it is blank, so that the generic denial text
+// is shown (DESIGN.md §1), else the trimmed text. An error
 // says why the reason may not be shown.
 func shownReason(raw json.RawMessage) (string, error) {
 	var s string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", fmt.Errorf("reason %s is not a string", raw)
+		return "", fmt.Errorf("reason %q is not a string", truncateForError(raw))
 	}
 	if strings.TrimSpace(s) == "" {
 		return "", nil

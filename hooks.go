@@ -17,8 +17,8 @@ import (
 // hookEventPreToolUse is the hook_event_name and hookEventName of this layer.
 const hookEventPreToolUse = "PreToolUse"
 
-// Hook limits. "timeout (default 60000 ms; kill the group), bounded
-// stdout/stderr".
+// Hook limits (DESIGN.md §6, §10): a timeout that kills the group, and
+// bounded output.
 const (
 	hookDefaultTimeoutMS = 60000
 	hookMinTimeoutMS     = 100
@@ -186,8 +186,8 @@ type hookOutcome struct {
 }
 
 // runPreToolUseHooks runs, one after the other, every hook whose matcher
-// matches input.ToolName, and combines their answers: "any deny wins, then
-// ask, then allow". The first deny ends the layer; later hooks do not run.
+// matches input.ToolName, and combines their answers: a deny wins over an
+// ask, an ask over an allow. The first deny ends the layer; later hooks do not run.
 // env gives each hook its complete environment (procEnv.childEnv()) and its
 // sandbox. When ctx ends, the running hook's process group is killed and the
 // outcome is a deny; the caller reports the cancellation.

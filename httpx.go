@@ -67,7 +67,7 @@ type errorBody struct {
 func writeJSON(w http.ResponseWriter, status int, v any, newline bool) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal error","code":"internal_error"}`)
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error","code":"internal_error"}`)
 	}
 	if newline {
 		b = append(b, '\n')

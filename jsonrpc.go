@@ -27,18 +27,16 @@ const (
 	rpcNotFound       = -32002
 )
 
-// "JSON-RPC 2.0 over the agent's stdin/stdout, UTF-8, one message per line
-// ending in `\n`; a message never contains a raw newline."
+// One UTF-8 JSON-RPC 2.0 message per line, never a raw newline inside.
 const (
 	rpcVersion = "2.0"
-	// defaultMaxLine bounds one incoming message when rpcConfig.MaxLine is 0:
-	// "lines are bounded in size".
+	// defaultMaxLine bounds one incoming message when rpcConfig.MaxLine is 0
+	// (DESIGN.md §6).
 	defaultMaxLine = 4 << 20
 	// rpcReadBuffer is the read chunk; a line longer than it is assembled
 	// piecewise, so memory grows only with the lines actually received.
 	rpcReadBuffer = 64 << 10
-	// "`$/cancel_request` {requestId}: the receiver still answers the
-	// original request once."
+	// The receiver of a cancel still answers the request once.
 	rpcCancelRequest = "$/cancel_request"
 	// rpcMaxErrorText bounds the message of an error this side writes about
 	// a malformed line, which may quote part of a line of up to MaxLine bytes.
@@ -296,7 +294,7 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	case !json.Valid(line):
 		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
 	case line[0] == '[':
-		// "No batches (the SDK answers an array with -32600 and id null)."
+		// No batches: an array is answered -32600 with id null, as the ACP SDK does.
 		return c.sendError(nil, rpcInvalidRequest, "invalid request: batches are not supported")
 	case line[0] != '{':
 		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")
@@ -315,7 +313,7 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		return c.reject(env, id, fmt.Sprintf("invalid request: jsonrpc must be %q, got %s", rpcVersion, quoteRaw(env.JSONRPC)))
 	}
 	if !idOK {
-		return c.reject(env, nil, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", env.ID))
+		return c.reject(env, nil, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", truncateForError(env.ID)))
 	}
 
 	if env.Method == nil {
@@ -327,16 +325,16 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	}
 	var method string
 	if env.Method[0] != '"' || json.Unmarshal(env.Method, &method) != nil || method == "" {
-		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", env.Method))
+		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", truncateForError(env.Method)))
 	}
 	if env.Result != nil || env.Error != nil {
 		return c.reject(env, id, fmt.Sprintf("invalid request: %q carries a result or an error", method))
 	}
 	if string(env.Params) == "null" {
-		env.Params = nil // "params: ... | null"
+		env.Params = nil // null params are no params
 	}
 	if env.Params != nil && env.Params[0] != '{' && env.Params[0] != '[' {
-		return c.reject(env, id, fmt.Sprintf("invalid request: params of %q must be an object or an array, got %s", method, env.Params))
+		return c.reject(env, id, fmt.Sprintf("invalid request: params of %q must be an object or an array, got %s", method, truncateForError(env.Params)))
 	}
 	if env.ID == nil {
 		c.notified(method, env.Params)
@@ -406,11 +404,11 @@ func (c *rpcConn) deliver(env rpcEnvelope) {
 	if env.Error != nil {
 		var rerr rpcError
 		if env.Error[0] != '{' {
-			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: not an object", env.Error))
+			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %q: not an object", truncateForError(env.Error)))
 			return
 		}
 		if err := decodeStrict(env.Error, &rerr); err != nil {
-			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %s: %w", env.Error, err))
+			c.fail(env.ID, fmt.Errorf("malformed json-rpc error response %q: %w", truncateForError(env.Error), err))
 			return
 		}
 		c.fail(env.ID, &rerr)
@@ -517,7 +515,6 @@ func (c *rpcConn) runHandler(ctx context.Context, method string, params json.Raw
 		case errors.As(err, &re):
 			return nil, re
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
-			// "-32800 request cancelled"
 			return nil, &rpcError{Code: rpcCancelled, Message: "request cancelled"}
 		}
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}

@@ -1,6 +1,6 @@
-// jsonstrict.go owns the one strict JSON decoder every reader of another
-// process's bytes uses, and the settings file: member names spelled exactly,
-// none given twice, no trailing data, numbers kept as written.
+// jsonstrict.go owns the one strict JSON decoder that every reader of
+// another process's bytes, and of the settings file, uses: member names
+// spelled exactly, none given twice, no trailing data, numbers kept as written.
 package main
 
 import (
@@ -489,4 +489,16 @@ func jsonTokenKind(tok json.Token) string {
 		return "boolean"
 	}
 	return "null"
+}
+
+// maxErrorQuote bounds another process's bytes quoted in an error message,
+// so a peer cannot make a log line or a reply as large as its message.
+const maxErrorQuote = 200
+
+// truncateForError shortens another process's bytes for an error message.
+func truncateForError(b []byte) string {
+	if len(b) > maxErrorQuote {
+		return string(b[:maxErrorQuote]) + "..."
+	}
+	return string(b)
 }

@@ -10,8 +10,8 @@
 //	unknown command "sevre"; run "acpguard help"
 //
 // The host API's JSON errors follow it too; only texts that Qwen Code
-// compatibility fixes word for word (its 401 body, the tool-result texts
-// of the guard) keep their wording.
+// compatibility fixes word for word (its 401 and session_not_found bodies,
+// the tool-result texts of the guard) keep their wording.
 package main
 
 import (

@@ -29,8 +29,8 @@ const (
 	mcpMethodToolsCall   = "tools/call"
 	mcpMethodRootsList   = "roots/list"
 	mcpMethodPing        = "ping"
-	// "the sender SHOULD issue a cancellation notification for that
-	// request" when it stops waiting: a user cancel or a timeout.
+	// mcpMethodCancelled is sent, as MCP asks, by a caller that stops
+	// waiting: a user cancel or a timeout.
 	mcpMethodCancelled   = "notifications/cancelled"
 	mcpClientName        = "acpguard"
 	mcpToolPrefix        = "mcp__"
@@ -43,9 +43,9 @@ const (
 
 var mcpAcceptedVersions = []string{mcpProtocolVersion, "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// "Each MCP tool is offered as `mcp__<server>__<tool>`: characters outside
-// [A-Za-z0-9_-] become `_` (model APIs accept no other characters in function
-// names); a name over 64 characters becomes its first 28 + `___` + its last 32."
+// An MCP tool is offered as mcp__<server>__<tool>, other characters than
+// [A-Za-z0-9_-] as "_" (model APIs accept no others in function names); a
+// longer name keeps its head and tail around a splice.
 const (
 	mcpMaxToolName   = 64
 	mcpTruncHead     = 28
@@ -53,8 +53,7 @@ const (
 	mcpTruncSplicing = "___"
 )
 
-// "Limits: a startup timeout per server, bounded message size, a per-call
-// timeout (default 60 s, from settings `mcp.callTimeoutMs`)."
+// MCP limits (DESIGN.md §6).
 const (
 	mcpStartupTimeout     = 30 * time.Second
 	defaultMCPCallTimeout = 60 * time.Second
@@ -67,7 +66,7 @@ const (
 
 // Stopping a server follows the MCP stdio shutdown: close its stdin, then
 // SIGTERM, then SIGKILL, each after a short grace, so that the runtime still
-// "exits 0 within 5 s" with several servers stopping at once.
+// ends in time (DESIGN.md §9) with several servers stopping at once.
 const mcpStopGrace = 500 * time.Millisecond
 
 // mcpServerConfig is one stdio MCP server, whichever source named it: the
@@ -111,9 +110,9 @@ func (c mcpServerConfig) validate() error {
 	return nil
 }
 
-// acpMCPServer is one session/new mcpServers entry. "stdio MCP server entry:
-// {name, command, args[], env[{name,value}]} (no `type`, or `"type":"stdio"`:
-// accept both; accept a missing env). http/sse entries carry `type`."
+// acpMCPServer is one session/new mcpServers entry: a stdio entry has no
+// type or type "stdio", and env may be missing; http and sse entries name
+// their type.
 type acpMCPServer struct {
 	Type    *string         `json:"type,omitempty"`
 	Name    string          `json:"name"`
@@ -216,7 +215,7 @@ func mcpNameAmbiguous(name string) error {
 }
 
 // mcpCancelNotice tells a server the client stopped waiting for a request,
-// except initialize: "The initialize request MUST NOT be cancelled".
+// except initialize, which MCP forbids cancelling.
 func mcpCancelNotice(call string, id json.RawMessage) (string, any, bool) {
 	if call == mcpMethodInitialize {
 		return "", nil, false
@@ -232,8 +231,7 @@ func mcpTransportRefused(name, transport string) error {
 
 // mergeMCPServers returns the servers of one session: the settings' servers,
 // each replaced by the session/new entry of the same name, then the other
-// session/new entries. "a session/new entry with the same name as a settings
-// entry replaces it for that session." A refused entry replaces it too: the
+// session/new entries. A refused entry replaces it too: the
 // client asked for something else under that name.
 func mergeMCPServers(settings []mcpServerConfig, session sessionMCPServers) []mcpServerConfig {
 	out := make([]mcpServerConfig, 0, len(settings)+len(session.configs))
@@ -304,9 +302,8 @@ type mcpSet struct {
 }
 
 // startMCPServers starts every configured server at once and returns when
-// each has listed its tools or failed: "session/new answers only after every
-// server of the session has listed its tools or failed; a failed server is
-// reported (log line and an agent message) and its tools are absent."
+// each has listed its tools or failed; a failed server is reported (a log
+// line and an agent message) and offers no tool.
 // notices are refusals found before starting (parseACPMCPServers); the set
 // keeps them, with every failure found here, until takeNotices, and logs each.
 func startMCPServers(ctx context.Context, configs []mcpServerConfig, opts mcpOptions, notices []string) *mcpSet {
@@ -361,8 +358,7 @@ type mcpOffer struct {
 }
 
 // addMCPTools gives every offered tool its canonical name and adds it to
-// set; "two tools that collide after this are both refused with a clear
-// error", returned as notices.
+// set; tools that collide after this are all refused, with a notice each.
 func addMCPTools(set *mcpSet, offered []mcpOffer) (notices []string) {
 	byName := map[string][]mcpOffer{}
 	var order []string
@@ -384,7 +380,7 @@ func addMCPTools(set *mcpSet, offered []mcpOffer) (notices []string) {
 			continue
 		}
 		spec := group[0].srv.spec(n, group[0].def)
-		// "Its input schema goes to the model as given."
+		// The model gets the input schema as the server gave it.
 		spec.Schema = group[0].def.InputSchema
 		set.tools[n] = spec
 	}

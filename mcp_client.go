@@ -174,7 +174,7 @@ func (s *mcpServer) scoped(ctx context.Context, timeout time.Duration) (context.
 }
 
 // mcpInitializeResult is the server's initialize answer (2025-11-25
-// InitializeResult). Capabilities are "not a closed set", so they stay a map.
+// InitializeResult). Capabilities may grow, so they stay a map.
 type mcpInitializeResult struct {
 	ProtocolVersion string                     `json:"protocolVersion"`
 	Capabilities    map[string]json.RawMessage `json:"capabilities"`

@@ -151,12 +151,12 @@ func TestParseSettingsMCPServers(t *testing.T) {
 		{"empty", `{}`, "[]", ""},
 		{"any name", `{"my server":{"command":"x"}}`, "[{my server x [] [] 0s}]", ""},
 		{"unknown key", `{"a":{"command":"x","cwd":"/"}}`, "", `mcpServers: json: unknown field "cwd"`},
-		{"http", `{"a":{"headers":{"K":"v"},"httpUrl":"http://127.0.0.1"}}`, "", `mcpServers.a.httpUrl: MCP server "a" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
-		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "", `mcpServers.a.url: MCP server "a" was refused: transport "sse" is not supported`},
-		{"stdio with headers", `{"a":{"command":"x","headers":{}}}`, "", `mcpServers.a.headers: MCP server "a" has headers but no url or httpUrl`},
-		{"no command", `{"a":{"args":[]}}`, "", `mcpServers.a: MCP server "a" has no command`},
-		{"negative timeout", `{"a":{"command":"x","timeout":-5}}`, "", "mcpServers.a.timeout: -5 ms is not between 1 and 86400000"},
-		{"bad env name", `{"a":{"command":"x","env":{"A=B":"v"}}}`, "", `mcpServers.a.env: variable name "A=B" is invalid`},
+		{"http", `{"a":{"headers":{"K":"v"},"httpUrl":"http://127.0.0.1"}}`, "", `key "mcpServers.a.httpUrl": MCP server "a" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
+		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "", `key "mcpServers.a.url": MCP server "a" was refused: transport "sse" is not supported`},
+		{"stdio with headers", `{"a":{"command":"x","headers":{}}}`, "", `key "mcpServers.a.headers": MCP server "a" has headers but no url or httpUrl`},
+		{"no command", `{"a":{"args":[]}}`, "", `key "mcpServers.a": MCP server "a" has no command`},
+		{"negative timeout", `{"a":{"command":"x","timeout":-5}}`, "", `key "mcpServers.a.timeout": -5 ms is not between 1 and 86400000`},
+		{"bad env name", `{"a":{"command":"x","env":{"A=B":"v"}}}`, "", `key "mcpServers.a.env": variable name "A=B" is invalid`},
 		{"not an object", `[]`, "", "mcpServers: json: cannot unmarshal"},
 	}
 	for _, tt := range tests {

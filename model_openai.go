@@ -19,8 +19,8 @@ import (
 	"time"
 )
 
-// "POST {base}/chat/completions with messages and the tools' JSON schemas;
-// stream:true with SSE parsing so text arrives as agent_message_chunk."
+// The chat completions call: messages and the tools' JSON schemas, streamed
+// as SSE so that text reaches the client as it arrives.
 const (
 	openAIPath        = "chat/completions"
 	openAIDone        = "[DONE]"
@@ -30,8 +30,8 @@ const (
 	openAIErrorEvent  = "error"
 )
 
-// "Model-provided tool-call ids are accepted only if non-empty, at most 128
-// bytes, printable, and unique in the session; otherwise the runtime assigns one."
+// A model's call id is kept if non-empty, at most this long, printable and
+// unique in the session; else one is assigned. It is only a correlation label.
 const openAIMaxCallID = 128
 
 // Every read from the model service is bounded. A line bounds one SSE line
@@ -56,15 +56,15 @@ const (
 	openAIIdleConnTimeout = 90 * time.Second
 )
 
-// "The API key is never logged": it goes only in the Authorization header,
+// The API key is never logged (DESIGN.md §4): it goes only in the Authorization header,
 // and a reply that echoes it has it replaced before an error quotes the reply.
 const (
 	openAIAuthScheme  = "Bearer "
 	openAIRedactedKey = "[redacted]"
 )
 
-// "Arguments that are not a JSON object fail the call with
-// invalid_tool_params before any permission step": that is runTool's check,
+// Arguments that are not an object fail in runTool before any permission
+// step (DESIGN.md §1),
 // so arguments pass through as sent, except that none at all is an empty
 // object.
 const openAIEmptyArgs = "{}"

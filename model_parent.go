@@ -1,6 +1,6 @@
 // model_parent.go owns the model of a managed acp child: each model call
 // goes to serve over the private channel (serve_model.go) and its reply is
-// read as a direct one is (openai.go).
+// read as a direct one is (model_openai.go).
 package main
 
 import (

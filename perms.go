@@ -15,9 +15,9 @@ import (
 	"strings"
 )
 
-// Approval modes, Qwen Code's names: "plan (only read-only tools run),
-// default (edits and shell ask), auto-edit (edits run, shell asks), yolo
-// (everything runs)".
+// Approval modes, Qwen Code's names (DESIGN.md §10): in plan only read-only
+// tools run, default asks before edits and shell, auto-edit asks before
+// shell, yolo runs everything.
 const (
 	modePlan     = "plan"
 	modeDefault  = "default"
@@ -28,7 +28,7 @@ const (
 // verdict is what the permission layer says about one call.
 type verdict string
 
-// "priority deny > ask > allow > approval-mode default"
+// Verdicts, in priority: deny, ask, allow, then the mode's default (DESIGN.md §10).
 const (
 	verdictAllow verdict = "allow"
 	verdictAsk   verdict = "ask"
@@ -78,9 +78,8 @@ func permToolClass(tool string) permClass {
 }
 
 // ruleToolNames resolves the tool part of a rule to the canonical names it
-// covers. "Aliases: Bash and Shell -> run_shell_command; Read -> read_file,
-// grep_search, glob, list_directory; Edit -> edit, write_file; Write ->
-// write_file". The other names are Qwen Code's own single-tool aliases, so
+// covers: Bash and Shell name the shell tool, Read the read and search
+// tools, Edit the edit and write tools, Write the write tool. The other names are Qwen Code's own single-tool aliases, so
 // that a copied rule means the same here.
 func ruleToolNames(name string) ([]string, bool) {
 	switch name {
@@ -273,8 +272,8 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 			return verdictDeny, rl.raw
 		}
 	}
-	// "plan (only read-only tools run ...); everything else is refused, not
-	// asked", whatever an ask or allow rule says.
+	// In plan mode a call that is not read-only is refused, not asked,
+	// whatever an ask or allow rule says (DESIGN.md §10).
 	planReadOnly := class == classRead || class == classMCP && readOnly
 	if mode == modePlan && !planReadOnly {
 		return verdictDeny, ""
@@ -306,12 +305,12 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 // permissionDenialText is the user-visible text of a permission denial.
 func permissionDenialText(tool, mode, rule string) string {
 	if rule != "" {
-		return fmt.Sprintf("Tool %q denied by permission rule %q", tool, rule)
+		return fmt.Sprintf("tool %q denied by permission rule %q", tool, rule)
 	}
 	if mode == modePlan {
-		return fmt.Sprintf("Tool %q is not allowed in plan mode: only read-only tools run", tool)
+		return fmt.Sprintf("tool %q is not allowed in plan mode: only read-only tools run", tool)
 	}
-	return fmt.Sprintf("Tool %q denied: unknown approval mode %q", tool, mode)
+	return fmt.Sprintf("tool %q denied: unknown approval mode %q", tool, mode)
 }
 
 // permCall is the part of a call a rule looks at. A shell command is split
@@ -512,8 +511,8 @@ const (
 
 // Texts of calls the layers before the guard end.
 const (
-	permissionRejectedText = "The user rejected this tool call"
-	hookDeniedDefaultText  = "Blocked by a PreToolUse hook"
+	permissionRejectedText = "the user rejected this tool call"
+	hookDeniedDefaultText  = "blocked by a PreToolUse hook"
 )
 
 // callPolicy is what a session applies before the guard.

@@ -76,8 +76,8 @@ func matchShellParts(re *regexp.Regexp, parts []string) bool {
 }
 
 // allowShellParts is how allow rules with a command pattern meet a command:
-// Qwen Code "splits compound commands and requires every part to match for
-// allow", each part by some rule. A command this splitter does not fully
+// as in Qwen Code, a compound command is allowed only if every part is,
+// each part by some rule. A command this splitter does not fully
 // understand is never allowed by a pattern. It returns the rules used,
 // joined by ", ", or "".
 func (r *permissionRules) allowShellParts(c permCall) string {

@@ -184,9 +184,9 @@ func TestRulePriority(t *testing.T) {
 
 func TestPermissionDenialText(t *testing.T) {
 	for _, tc := range []struct{ tool, mode, rule, want string }{
-		{"run_shell_command", modeYolo, "Bash(rm *)", `Tool "run_shell_command" denied by permission rule "Bash(rm *)"`},
-		{"edit", modePlan, "", `Tool "edit" is not allowed in plan mode: only read-only tools run`},
-		{"edit", "fast", "", `Tool "edit" denied: unknown approval mode "fast"`},
+		{"run_shell_command", modeYolo, "Bash(rm *)", `tool "run_shell_command" denied by permission rule "Bash(rm *)"`},
+		{"edit", modePlan, "", `tool "edit" is not allowed in plan mode: only read-only tools run`},
+		{"edit", "fast", "", `tool "edit" denied: unknown approval mode "fast"`},
 	} {
 		if got := permissionDenialText(tc.tool, tc.mode, tc.rule); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
@@ -249,11 +249,11 @@ func TestPathAnchors(t *testing.T) {
 	}
 	// Without a home directory a "~/" rule cannot be anchored: deny and ask
 	// rules then match, allow rules do not.
-	r := mustRules(t, []string{"Edit(~/notes/**)"}, nil, []string{"Read(~/.ssh/**)"})
+	r := mustRules(t, []string{"Edit(~/drafts/**)"}, nil, []string{"Read(~/.ssh/**)"})
 	if v, _ := r.decide(modeDefault, "read_file", false, map[string]any{"file_path": "/x"}, testCwd, ""); v != verdictDeny {
 		t.Errorf("unanchored ~ deny rule: %s", v)
 	}
-	if v, _ := r.decide(modeDefault, "edit", false, map[string]any{"file_path": "/x/notes/a"}, testCwd, ""); v != verdictAsk {
+	if v, _ := r.decide(modeDefault, "edit", false, map[string]any{"file_path": "/x/drafts/a"}, testCwd, ""); v != verdictAsk {
 		t.Errorf("unanchored ~ allow rule: %s", v)
 	}
 }

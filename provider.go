@@ -44,12 +44,12 @@ const (
 	providerShutdownGrace = 5 * time.Second
 )
 
-// auditFailedReason is sent when a decision could not be recorded: "never an
-// unaudited allow".
-const auditFailedReason = "Denied: the policy provider could not record this decision"
+// auditFailedReason is sent when a decision could not be recorded: an allow
+// is sent only after its audit line is written.
+const auditFailedReason = "denied: the policy provider could not record this decision"
 
 // providerShadowWarning is printed at startup of a shadow provider, whatever the
-// log level: "Loud at startup and in every audit line."
+// log level; every audit line of a shadow provider says so too.
 const providerShadowWarning = "acpguard provider: WARNING: shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged\n"
 
 // providerAnnounce writes a startup line whatever the log level: the text
@@ -429,8 +429,8 @@ func wireID(m map[string]json.RawMessage, key string) (string, error) {
 }
 
 // maxErrorMessage bounds the text of an error reply, which may quote what
-// the client sent: the provider "always answers within the limits a client
-// enforces".
+// the client sent: the provider's answers stay within the limits a
+// client enforces.
 const maxErrorMessage = 512
 
 // providerAuditRecord is one line of the audit log. argumentsSha256 is the

@@ -12,8 +12,8 @@ import (
 	"strings"
 )
 
-// providerPolicyCase is one example of a cases file: "tool name, arguments,
-// expected decision". Reason, when given, is the exact text a client would
+// providerPolicyCase is one example of a cases file: a tool name, its
+// arguments and the decision expected. Reason, when given, is the exact text a client would
 // show for the denial.
 type providerPolicyCase struct {
 	Name      string          `json:"name"`

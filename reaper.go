@@ -1,5 +1,5 @@
-// reaper.go owns the last line of "No orphan processes, ever": ending what a
-// dead ACP child left behind. Every process a child starts (tools, hooks,
+// reaper.go owns the last line of DESIGN.md §9: ending what a dead ACP
+// child left behind. Every process a child starts (tools, hooks,
 // MCP servers) runs in a process group of its own, so a child killed with
 // SIGKILL cannot end them itself. Nothing is added to a child's environment
 // to find them; the kernel keeps the facts instead:

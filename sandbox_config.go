@@ -1,8 +1,8 @@
 // sandbox_config.go owns the operator's sandbox choice as one validated value:
 // which profile confines the processes that tools, hooks and MCP servers
 // start, what they may read and write beyond the profile's defaults, and
-// whether they may use the network and Unix sockets. flags.go and
-// settings.go fill it; sandbox.go enforces it.
+// whether they may use the network and Unix sockets. sandbox_flags.go fills
+// it from the flags and settings; sandbox.go enforces it.
 package main
 
 import (
@@ -31,8 +31,8 @@ type sandboxConfig struct {
 	// workspace profile is exit 1, a default one starts with a warning and
 	// reports the sandbox as off.
 	Explicit bool
-	// Read is nil for "read and execute the whole filesystem"; otherwise the
-	// only absolute paths a confined process may read and execute.
+	// Read is nil when the whole filesystem may be read and executed;
+	// otherwise the only absolute paths a confined process may read and execute.
 	Read []string
 	// Write are absolute, existing directories confined processes may also
 	// write beneath, beyond the session cwd and its temp directory.

@@ -9,7 +9,7 @@
 // operator's settings file (--settings), which wins over the default. The
 // default is workspace in required mode (and in a managed child, which
 // serve starts only in required mode) and off in off mode, so off mode runs
-// exactly as it did. --sandbox off given as a flag turns the sandbox off
+// unconfined unless asked. --sandbox off given as a flag turns the sandbox off
 // whatever the settings file says about it. The other options need the
 // workspace profile: given while the profile is off they are refused, since
 // a read list or a network ban that confines nothing is a mistake the

@@ -116,8 +116,8 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	d.events = newEventBudget(d.limits.MaxEventMemory)
 	d.obs.events = d.events
 	if opts.Guard.required() {
-		// "daemon startup performs an authenticated, versioned handshake"
-		// before the listener opens or any child starts.
+		// Required mode: the handshake (DESIGN.md §8) before the listener
+		// opens or any child starts.
 		pc := newProviderClient(opts.Guard)
 		if err := pc.handshake(ctx); err != nil {
 			return fmt.Errorf("external tool guard provider handshake failed: %w", err)
@@ -324,7 +324,7 @@ func resolveHostToken(opts *serveOptions, token, tokenFile *onceValue, tokenless
 		return usagef("--%s %q and %s: both set; give the host token one way", flagHostTokenFile, tokenFile.value, envServerToken)
 	case tokenFile.count > 0:
 		err = hostTokenFromFile(opts, tokenFile.value)
-	// "Host auth: --token or env QWEN_SERVER_TOKEN"; the flag wins.
+	// --token wins over QWEN_SERVER_TOKEN, as in Qwen Code.
 	case token.count > 0:
 		opts.Token, err = parseSecret("--token", token.value)
 	case env.serverTokenSet:
@@ -344,7 +344,7 @@ func resolveHostToken(opts *serveOptions, token, tokenFile *onceValue, tokenless
 		opts.AllowTokenlessLoopback = true
 		return nil
 	}
-	// "Binding a non-loopback address without a token is refused."
+	// A non-loopback address needs a host token.
 	if !loopback && !given {
 		return usagef("--hostname %q: a non-loopback address requires --token, --%s or %s", hostname, flagHostTokenFile, envServerToken)
 	}

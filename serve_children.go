@@ -122,7 +122,7 @@ type initializeResult struct {
 func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hostError) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, childUnavailable("Cannot locate the acpguard executable: %v", err)
+		return nil, childUnavailable("start ACP child: locate the acpguard executable: %v", err)
 	}
 	cmd := d.childCommand(exe)
 	cmd.Dir = ws
@@ -131,7 +131,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	cmd.WaitDelay = childStopGrace
 	ends, err := newChannel()
 	if err != nil {
-		return nil, childUnavailable("Start ACP child: %v", err)
+		return nil, childUnavailable("start ACP child: %v", err)
 	}
 	// The child's ends are its stdin and stdout; serve keeps only its own.
 	cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
@@ -146,7 +146,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	if err := startChild(cmd); err != nil {
 		d.mu.Unlock()
 		ends.closeAll()
-		return nil, childUnavailable("Start ACP child: %v", err)
+		return nil, childUnavailable("start ACP child: %v", err)
 	}
 	ends.closeChild()
 	sock := ends.conn(cmd.Process.Pid)
@@ -175,19 +175,19 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			d.obs.limitHit(codeInitializeTimeout, "pid", cmd.Process.Pid, "timeout", d.limits.InitializeTimeout)
 			return nil, &hostError{http.StatusServiceUnavailable, codeInitializeTimeout,
-				fmt.Sprintf("ACP child did not answer initialize within %v; it was killed", d.limits.InitializeTimeout)}
+				fmt.Sprintf("initialize ACP child: no answer within %v; it was killed (--initialize-timeout-ms)", d.limits.InitializeTimeout)}
 		}
-		return nil, childUnavailable("ACP child failed to initialize: %v", err)
+		return nil, childUnavailable("initialize ACP child: %v", err)
 	}
 	var res initializeResult
 	if err := decodeStrict(raw, &res); err != nil || res.ProtocolVersion != 1 {
 		ch.stop()
-		return nil, childUnavailable("ACP child answered initialize with an invalid result %q", truncateForError(raw))
+		return nil, childUnavailable("initialize ACP child: invalid result %q", truncateForError(raw))
 	}
 	if d.guarded && guardAcknowledgement(res.AgentCapabilities) != privateGuardMarker {
 		ch.stop()
 		return nil, &hostError{http.StatusServiceUnavailable, codeGuardNotReady,
-			fmt.Sprintf("ACP child did not acknowledge the external tool guard (want agentCapabilities._meta[%q] = %q); channel rejected", metaGuardReady, privateGuardMarker)}
+			fmt.Sprintf("initialize ACP child: no acknowledgement of the external tool guard (want agentCapabilities._meta[%q] = %q); channel rejected", metaGuardReady, privateGuardMarker)}
 	}
 	return ch, nil
 }
@@ -313,12 +313,4 @@ func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.
 		return map[string]hostVoteOutcome{"outcome": s.askPermission(ctx, p)}, nil
 	}
 	return nil, &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
-}
-
-// truncateForError shortens another process's bytes for an error message.
-func truncateForError(b []byte) string {
-	if len(b) > maxErrorQuote {
-		return string(b[:maxErrorQuote]) + "..."
-	}
-	return string(b)
 }

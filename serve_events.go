@@ -60,7 +60,7 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: writeTimeout}
 	sub := log.subscribe(after, sw.abort)
 	if sub == nil {
-		writeHostError(w, http.StatusTooManyRequests, codeSubscriberLimit, fmt.Sprintf("The session already has %d event streams, its limit", log.maxSubs))
+		writeHostError(w, http.StatusTooManyRequests, codeSubscriberLimit, fmt.Sprintf("open event stream: the session already has %d, the limit (--max-subscribers-per-session)", log.maxSubs))
 		return
 	}
 	defer log.unsubscribe(sub)
@@ -719,8 +719,8 @@ func (b *eventBudget) dropLargestStream() bool {
 }
 
 func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
-	// "its sessions get session_died, later calls on them 410": a stream
-	// open when the child died got the event; a new one gets the 410.
+	// A dead child's sessions answer 410 session_died (DESIGN.md §7): a
+	// stream open when the child died got the event; a new one gets the 410.
 	s := d.lookup(w, r, false)
 	if s == nil {
 		return

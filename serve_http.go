@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// Feature tags of GET /capabilities. "The capability is external_tool_guard
-// and is advertised only when required mode completed its startup handshake."
+// Feature tags of GET /capabilities. external_tool_guard is advertised only
+// after a successful handshake in required mode (DESIGN.md §1).
 var baseFeatures = []string{"session_create", "session_prompt", "session_events", "session_cancel", "session_permission_vote"}
 
 const featureExternalToolGuard = "external_tool_guard"
@@ -54,14 +54,14 @@ type hostError struct {
 }
 
 // errShuttingDown refuses what would add a session or a child at shutdown.
-var errShuttingDown = &hostError{http.StatusServiceUnavailable, codeShuttingDown, "The daemon is shutting down"}
+var errShuttingDown = &hostError{http.StatusServiceUnavailable, codeShuttingDown, "the daemon is shutting down"}
 
 func sessionNotFound(id string) *hostError {
 	return &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id)}
 }
 
 func sessionDied(id string) *hostError {
-	return &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("Session %q ended because its ACP child exited", id)}
+	return &hostError{http.StatusGone, codeSessionDied, fmt.Sprintf("session %q ended: its ACP child exited; create a new session", id)}
 }
 
 func childUnavailable(format string, a ...any) *hostError {
@@ -83,13 +83,13 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET "+metricsPath, d.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !loopbackHostHeader(r.Host, d.port, d.bindHost) {
-			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("Host %q is not a loopback name", r.Host))
+			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("host %q is not a loopback name", r.Host))
 			return
 		}
 		// A web page can POST to a loopback daemon without a preflight; its
 		// browser names the page in Origin, which hosts and curl never send.
 		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !isLoopbackOrigin(o) {
-			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("Origin %q is not a loopback origin", o))
+			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("origin %q is not a loopback origin", o))
 			return
 		}
 		if !d.peerAllowed(w, r) {
@@ -105,22 +105,22 @@ func (d *daemon) routes() http.Handler {
 			h.ServeHTTP(rec, r)
 			if rec.status == http.StatusMethodNotAllowed {
 				w.Header().Set("Allow", rec.header.Get("Allow"))
-				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %q", r.Method, r.URL.Path))
+				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("method %q is not allowed on %q", r.Method, r.URL.Path))
 				return
 			}
-			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("No route for %q", r.URL.Path))
+			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no route for %q", r.URL.Path))
 			return
 		}
 		if r.Body != http.NoBody {
-			// "Host request bodies at most 1 MiB (413)", on every route and
-			// before any lookup: a cancel or an unknown session included.
+			// Bodies are bounded on every route before any lookup, a cancel
+			// or an unknown session included (DESIGN.md §6, §7).
 			data, status, err := readBody(w, r, maxHostBody)
 			if status == http.StatusRequestEntityTooLarge {
 				d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
-				writeHostError(w, status, codeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", maxHostBody))
+				writeHostError(w, status, codeTooLarge, fmt.Sprintf("read request body: more than %d bytes", maxHostBody))
 				return
 			} else if err != nil {
-				writeHostError(w, status, codeBadRequest, fmt.Sprintf("Read request body: %v", err))
+				writeHostError(w, status, codeBadRequest, fmt.Sprintf("read request body: %v", err))
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(data))
@@ -160,11 +160,11 @@ func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emp
 	// encoding/json would quietly turn invalid bytes into U+FFFD, and a
 	// prompt is forwarded raw: refuse it whole instead.
 	if !utf8.Valid(data) {
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, "Request body is not valid UTF-8")
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "read request body: not valid UTF-8")
 		return false
 	}
 	if err := decodeStrict(data, v); err != nil {
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("Invalid JSON body: %v", err))
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("decode request body: %v", err))
 		return false
 	}
 	return true
@@ -292,10 +292,10 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		if name, ok := slashCommand(block.Text); ok && block.Type == "text" {
 			switch {
 			case slices.Contains(d.disabled, name):
-				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is disabled (--disabled-slash-commands)", "/"+name))
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("slash command %q is disabled by --disabled-slash-commands", "/"+name))
 				return
 			case d.guarded && !slices.Contains(d.allowSlash, name):
-				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("Slash command %q is not allowed in required external tool guard mode", "/"+name))
+				writeHostError(w, http.StatusBadRequest, codeSlashRejected, fmt.Sprintf("slash command %q is refused in required mode; open it with --allow-slash-command", "/"+name))
 				return
 			}
 		}

@@ -1,19 +1,18 @@
-// serve_limits.go owns every limit of "acpguard serve" (DESIGN.md §6: "a
-// daemon on a shared host must bound what any one caller can make it hold"),
-// each with its reason, and the names under which the ones that end
-// something are logged and counted. The operator's flags and their defaults
-// are parsed with the other options (config.go).
+// serve_limits.go owns every limit of "acpguard serve" (DESIGN.md §6), each
+// with its reason, and the names under which the ones that end something are
+// logged and counted. The operator's flags and their defaults are parsed with
+// the other options (flags.go).
 package main
 
 import "time"
 
 // Limits of the host API.
 const (
-	// "A serialized request may not exceed 1 MiB": host bodies get the same bound.
+	// Host bodies get the provider request's bound (DESIGN.md §6).
 	maxHostBody = 1 << 20
 	// A child's session ids travel in URL paths and logs.
 	maxSessionIDLen = 128
-	// "Host request bodies at most 1 MiB (413); prompt arrays at most 256 blocks."
+	// Content blocks of one prompt (DESIGN.md §6).
 	maxPromptBlocks = 256
 	// A full daemon frees a session when a host deletes one or one idles
 	// out; a host asked to come back in seconds does not hammer it.
@@ -32,11 +31,9 @@ const (
 	maxChildLine = 8 << 20
 	// session/new of a healthy child takes milliseconds.
 	childCallTimeout = 15 * time.Second
-	// "SIGINT/SIGTERM: ... end children and their process groups, exit 0
-	// within 5 s": a child gets this long to end its tools after SIGTERM.
+	// Shutdown ends within a few seconds (DESIGN.md §9): a child gets this
+	// long to end its tools after SIGTERM.
 	childStopGrace = 2 * time.Second
-	// Another process's bytes quoted in an error message are cut to this.
-	maxErrorQuote = 200
 	// How long serve keeps reading a channel after its child exited. What the
 	// child wrote before it exited is already queued and is read at once; the
 	// bound matters only when another process still holds a copy of the
@@ -49,7 +46,7 @@ const (
 
 // Limits of the event streams.
 const (
-	// "a slow subscriber is dropped, never allowed to stall the child"
+	// A slow subscriber is dropped; it never stalls the child.
 	subscriberQueue = 256
 	// A subscriber's queue is bounded in bytes too. A healthy host's handler
 	// takes its whole queue each time it writes, so only a host that stopped
@@ -64,7 +61,7 @@ const (
 	// --event-ring-size events of it must not hold gigabytes per session.
 	// The oldest events leave the ring first; the newest always stays.
 	eventRingBytes = 64 << 20
-	// "Heartbeat comments keep the stream alive."
+	// A comment line this often keeps an idle stream alive.
 	heartbeatInterval = 15 * time.Second
 	// Every write to an event stream, and every flush, must end within this
 	// long. A host on loopback takes a frame at once; one that has not
@@ -76,7 +73,7 @@ const (
 	// notice for at most this long; its queue is already released, and a
 	// write that was blocked when the drop came has already failed.
 	dropNoticeTimeout = time.Second
-	// "Qwen Code starts the stream with retry: 3000"
+	// The stream starts with this retry, as Qwen Code's does (DESIGN.md §7).
 	sseRetryMillis = 3000
 	// An encoder buffer that grew past this for one huge update leaves the
 	// pool, so it does not outlive the update.
@@ -129,13 +126,13 @@ const (
 // Names under which limits that end something, rather than refuse a
 // request, are logged and counted (limit_hits_total).
 const (
-	// "a slow one is dropped ..., the others and the child are unaffected"
+	// A slow subscriber was dropped; the others and the child go on.
 	limitSubscriberDropped = "subscriber_dropped"
-	// "a prompt still running at its deadline is cancelled as if the host had cancelled it"
+	// A prompt ran into its deadline and was cancelled as a host cancels it.
 	limitPromptDeadline = "prompt_deadline_exceeded"
-	// "when it expires the permission is answered cancelled, so the call does not run"
+	// A permission request timed out: answered cancelled, the call does not run.
 	limitPermissionTimeout = "permission_timeout"
-	// "Idle sessions reaped after --session-idle-timeout-ms 1800000 with session_closed."
+	// An idle session was closed with session_closed.
 	limitSessionIdle = "session_idle_timeout"
 	// The event memory budget evicted events from a ring or dropped a stream.
 	limitEventMemory = "event_memory"

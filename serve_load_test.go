@@ -34,9 +34,8 @@ func skipUnlessLoad(t *testing.T) {
 	}
 }
 
-// The load run's shape, from issue 7: "32 concurrent sessions x 50 guarded
-// tool calls each through serve with a counting provider that denies a
-// known fraction".
+// The load run's shape: 32 concurrent sessions x 50 guarded tool calls each
+// through serve, with a counting provider that denies a known fraction.
 const (
 	loadWorkspaces      = 4
 	loadSessionsPerWS   = 8

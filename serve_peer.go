@@ -1,6 +1,6 @@
-// serve_peer.go owns "tools cannot act as hosts" at the connection: serve
-// resolves the process at the other end of each accepted TCP connection it
-// can see in this machine's socket tables, and refuses a peer that is one of
+// serve_peer.go owns, at the connection, that tools cannot act as hosts
+// (DESIGN.md §2, §7): serve resolves the process at the other end of each
+// accepted TCP connection it can see in this machine's socket tables, and refuses a peer that is one of
 // its own descendants (a tool, a hook, an MCP server, or anything they
 // started), serve's own process excepted: 403 host_is_descendant.
 //

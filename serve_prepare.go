@@ -1,5 +1,5 @@
-// serve_prepare.go owns the prepare bridge, what "no decision, no execution"
-// rests on in serve (DESIGN.md §1): the channel owns the session, the prompt is
+// serve_prepare.go owns the prepare bridge, serve's part of the guard's
+// contract (DESIGN.md §1): the channel owns the session, the prompt is
 // running, exactly one provider call, and the decision log.
 package main
 
@@ -22,7 +22,7 @@ const (
 	outcomeStalePrompt      = "stale_prompt"
 	outcomeNotConfigured    = "not_configured"
 	// An allow turned into a denial because the decision log could not be
-	// written: "never an unaudited allow".
+	// written: an allow that cannot be logged is a denial (DESIGN.md §3).
 	outcomeDecisionLog = "decision_log_failed"
 )
 

@@ -34,7 +34,7 @@ type serveProcess struct {
 // startServe starts acpguard serve with args (plus --port 0) and waits for
 // its listening line. Its hosts send a token only where a test passes one:
 // a required-mode serve given no host token gets --allow-tokenless-loopback
-// instead of a generated one (serve_token_test.go tests that default).
+// instead of a generated one (TestServeGeneratesHostToken tests that default).
 func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 	t.Helper()
 	if tokenlessRequired(args, env) {
@@ -424,7 +424,7 @@ func TestServeE2EPermissionBeforeGuard(t *testing.T) {
 }
 
 // TestServeE2EMCPGuardedOnce: an MCP tool through serve is one guarded
-// invocation, and a transport error is not retried (seed item 12).
+// invocation, and a transport error is not retried (DESIGN.md §1).
 func TestServeE2EMCPGuardedOnce(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()

@@ -1,5 +1,5 @@
-// settings.go owns the settings file (--settings FILE): its keys mirror
-// Qwen Code's settings "so a section can be copied across", every key and
+// settings.go owns the settings file (--settings FILE): its keys mirror Qwen
+// Code's so a section can be copied across (DESIGN.md §10), every key and
 // value is checked, and an error names the file, the key path and the value.
 package main
 
@@ -18,9 +18,8 @@ import (
 	"unicode/utf8"
 )
 
-// Settings limits and defaults. "Defaults when absent: approval mode
-// `default`, no rules, no hooks", and maxTurns "(default 50, then stopReason
-// max_turn_requests)".
+// Settings limits and defaults: with no settings the mode is default, with
+// no rules and no hooks; past maxTurns a prompt stops with max_turn_requests.
 const (
 	maxSettingsBytes       = 1 << 20
 	defaultSettingsMode    = modeDefault
@@ -118,23 +117,23 @@ func mcpServersFromSettings(servers map[string]mcpServerSettings) ([]mcpServerCo
 	for _, name := range names {
 		e := servers[name]
 		if key, err := e.stdioOnly(name); err != nil {
-			return nil, fmt.Errorf("mcpServers.%s.%s: %w", name, key, err)
+			return nil, fmt.Errorf("key %q: %w", "mcpServers."+name+"."+key, err)
 		}
 		c := mcpServerConfig{Name: name, Command: e.Command, Args: e.Args}
 		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
-				return nil, fmt.Errorf("mcpServers.%s.env: variable name %q is invalid", name, k)
+				return nil, fmt.Errorf("key %q: variable name %q is invalid", "mcpServers."+name+".env", k)
 			}
 			c.Env = append(c.Env, k+"="+e.Env[k])
 		}
 		if e.Timeout != 0 {
 			if e.Timeout < 1 || int64(e.Timeout) > mcpMaxCallTimeout.Milliseconds() {
-				return nil, fmt.Errorf("mcpServers.%s.timeout: %d ms is not between 1 and %d", name, e.Timeout, mcpMaxCallTimeout.Milliseconds())
+				return nil, fmt.Errorf("key %q: %d ms is not between 1 and %d", "mcpServers."+name+".timeout", e.Timeout, mcpMaxCallTimeout.Milliseconds())
 			}
 			c.CallTimeout = time.Duration(e.Timeout) * time.Millisecond
 		}
 		if err := c.validate(); err != nil {
-			return nil, fmt.Errorf("mcpServers.%s: %w", name, err)
+			return nil, fmt.Errorf("key %q: %w", "mcpServers."+name, err)
 		}
 		configs = append(configs, c)
 	}

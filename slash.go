@@ -52,8 +52,7 @@ var slashCommands = []struct{ name, what string }{
 	{slashTools, "the tools the model may call"},
 }
 
-// "the direct /fork entry point ... [is] rejected before [it] can start":
-// no flag can open it.
+// /fork starts a delegated agent: no flag can open it (DESIGN.md §10).
 const forkSlashCommand = "fork"
 
 // validCommandName is the name a slash command flag may give: letters,

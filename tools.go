@@ -18,11 +18,7 @@ import (
 	"strings"
 )
 
-// Canonical tool names and argument names, as Qwen Code spells them:
-// "read_file {file_path, offset?, limit?}; write_file {file_path, content};
-// edit {file_path, old_string, new_string, replace_all?}; list_directory
-// {path}; glob {pattern, path?}; grep_search {pattern, path?, glob?, limit?};
-// run_shell_command {command, is_background?, timeout?, description?, directory?}."
+// Canonical tool and argument names, as Qwen Code spells them.
 const (
 	toolReadFile      = "read_file"
 	toolWriteFile     = "write_file"
@@ -42,8 +38,8 @@ const (
 	kindOther   = "other"
 )
 
-// "Aliases replace -> edit and search_file_content -> grep_search are
-// canonicalized before anything else sees the name."
+// canonicalToolName maps Qwen Code's aliases of edit and grep_search to
+// them, before anything else sees the name.
 func canonicalToolName(name string) string {
 	switch name {
 	case "replace":
@@ -54,10 +50,9 @@ func canonicalToolName(name string) string {
 	return name
 }
 
-// nestedAgentRefusal is the text for the names managed mode refuses: "In
-// managed (required) mode the names agent, workflow, create_sub_session,
-// send_message are rejected with the text `Managed external tool guard v1
-// does not support nested or delegated agent execution.` and no provider request."
+// nestedAgentRefusal is the text Qwen Code shows for the names managed mode
+// refuses, with no provider request (DESIGN.md §1); kept word for word
+// (DESIGN.md §11).
 const nestedAgentRefusal = "Managed external tool guard v1 does not support nested or delegated agent execution."
 
 func isNestedAgentTool(name string) bool {
@@ -68,7 +63,7 @@ func isNestedAgentTool(name string) bool {
 	return false
 }
 
-// Limits of what a tool reads and returns: "bounded captured output".
+// Limits of what a tool reads and returns (DESIGN.md §6).
 const (
 	maxToolOutput    = 1 << 20  // bytes of text one call returns
 	maxReadFileBytes = 10 << 20 // bytes read_file and edit load
@@ -404,8 +399,8 @@ func argBool(args map[string]any, name string) bool {
 }
 
 // resolveWorkspacePath makes p absolute against cwd, cleans it, and rejects
-// it when it leaves cwd: "a path that leaves the session cwd (also through a
-// symlink) is an error before any permission or guard step." The deepest
+// it when it leaves cwd, through a symlink too, before any permission or
+// guard step. The deepest
 // existing ancestor is resolved through symlinks and compared with the
 // resolved cwd; that resolved path is what the guard sees and the tool uses.
 func resolveWorkspacePath(cwd, p string) (string, error) {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// "a timeout (default 120 s, max 600 s)", given in milliseconds.
+// A foreground command's timeout in milliseconds: its default and its bound.
 const (
 	shellDefaultTimeoutMS = 120000
 	shellMaxTimeoutMS     = 600000
@@ -80,8 +80,7 @@ func startBackground(env *toolEnv, args map[string]any) toolResult {
 }
 
 // processSet tracks the background process groups a session started, so
-// that they end with it: "the runtime kills it when the session ends or the
-// process exits". The zero value is ready to use.
+// that they end with it or with the process (DESIGN.md §9). The zero value is ready to use.
 type processSet struct {
 	mu     sync.Mutex
 	groups map[*procGroup]struct{}
