@@ -1,6 +1,7 @@
 // channel.go owns the private channel between serve and each ACP child it
 // starts: Unix socket pairs made per child, serve's end that believes only
-// bytes the child itself wrote, and the child's refusal of any other channel.
+// bytes the child itself wrote, the child's refusal of any other channel,
+// and the wire names and session ids both ends share.
 //
 // What each end holds. There is one socket pair per direction. The child
 // holds one end of each, as its stdin (what serve sends) and its stdout
@@ -38,10 +39,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -314,4 +317,53 @@ func fcntlGetfl(fd int) (int, error) {
 		return 0, e
 	}
 	return int(r), nil
+}
+
+// Wire names of the model proxy: ACP extension methods, private to serve and
+// its children ("_" names are free for extensions in ACP).
+const (
+	// methodModelComplete is the child's request: modelCompleteParams; its
+	// result, {}, comes after every chunk of the reply.
+	methodModelComplete = "_acpguard/model/complete"
+	// methodModelChunk is serve's notification: first the reply's media
+	// type, then its bytes, in order.
+	methodModelChunk = "_acpguard/model/chunk"
+)
+
+// modelParent is "acpguard acp --model parent": serve's children ask serve.
+const modelParent = "parent"
+
+// modelCompleteParams is one model call of a child.
+type modelCompleteParams struct {
+	SessionID string          `json:"sessionId"`
+	PromptID  string          `json:"promptId"`
+	StreamID  string          `json:"streamId"` // names the chunks of this call's reply
+	Request   json.RawMessage `json:"request"`  // the chat completions body, "model" left empty
+	Meta      json.RawMessage `json:"_meta,omitempty"`
+}
+
+// modelChunk is one piece of a reply: its media type once, then its bytes.
+type modelChunk struct {
+	StreamID    string `json:"streamId"`
+	ContentType string `json:"contentType,omitempty"`
+	Data        []byte `json:"data,omitempty"` // base64 on the wire: a cut may split a UTF-8 sequence
+}
+
+// maxSessionIDLen bounds the session ids a child names: they travel in URL
+// paths and logs.
+const maxSessionIDLen = 128
+
+// validSessionID is the one shape of a session id, checked by serve on what a
+// child returns and by the child on what serve names.
+func validSessionID(id string) bool {
+	if id == "" || len(id) > maxSessionIDLen {
+		return false
+	}
+	for _, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.:", c)
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -45,6 +45,16 @@ var layerRules = []layerRule{
 		[]string{"tools*.go", "acp.go"},
 	},
 	{
+		"the provider and serve share only the wire contract and the base",
+		[]string{"provider*.go"},
+		[]string{"serve*.go"},
+	},
+	{
+		"serve and the provider share only the wire contract and the base",
+		[]string{"serve*.go"},
+		[]string{"provider*.go"},
+	},
+	{
 		"the rules and hooks use nothing of the boundary",
 		[]string{"perms*.go", "hooks.go"},
 		[]string{"guard.go"},
@@ -53,6 +63,11 @@ var layerRules = []layerRule{
 		"the executors use nothing of the boundary, the rules or settings",
 		[]string{"tools*.go", "mcp.go", "mcp_client.go"},
 		[]string{"guard.go", "perms*.go", "hooks.go", "settings.go"},
+	},
+	{
+		"the agent uses nothing of serve: both ends share only channel.go",
+		[]string{"acp.go", "model*.go"},
+		[]string{"serve*.go"},
 	},
 	{
 		"the boundary uses nothing of the agent",

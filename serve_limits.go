@@ -10,8 +10,6 @@ import "time"
 const (
 	// Host bodies get the provider request's bound (DESIGN.md §6).
 	maxHostBody = 1 << 20
-	// A child's session ids travel in URL paths and logs.
-	maxSessionIDLen = 128
 	// Content blocks of one prompt (DESIGN.md §6).
 	maxPromptBlocks = 256
 	// A full daemon frees a session when a host deletes one or one idles

@@ -17,36 +17,6 @@ import (
 	"sync"
 )
 
-// Wire names of the model proxy: ACP extension methods, private to serve and
-// its children ("_" names are free for extensions in ACP).
-const (
-	// methodModelComplete is the child's request: modelCompleteParams; its
-	// result, {}, comes after every chunk of the reply.
-	methodModelComplete = "_acpguard/model/complete"
-	// methodModelChunk is serve's notification: first the reply's media
-	// type, then its bytes, in order.
-	methodModelChunk = "_acpguard/model/chunk"
-)
-
-// modelParent is "acpguard acp --model parent": serve's children ask serve.
-const modelParent = "parent"
-
-// modelCompleteParams is one model call of a child.
-type modelCompleteParams struct {
-	SessionID string          `json:"sessionId"`
-	PromptID  string          `json:"promptId"`
-	StreamID  string          `json:"streamId"` // names the chunks of this call's reply
-	Request   json.RawMessage `json:"request"`  // the chat completions body, "model" left empty
-	Meta      json.RawMessage `json:"_meta,omitempty"`
-}
-
-// modelChunk is one piece of a reply: its media type once, then its bytes.
-type modelChunk struct {
-	StreamID    string `json:"streamId"`
-	ContentType string `json:"contentType,omitempty"`
-	Data        []byte `json:"data,omitempty"` // base64 on the wire: a cut may split a UTF-8 sequence
-}
-
 // serveModelConfig is the model serve's children use, from serve's own
 // environment, named as for acp: the scripted model without OPENAI_BASE_URL.
 func serveModelConfig(env *procEnv, s *settings) (openAIConfig, error) {

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -135,19 +134,6 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	d.obs.sessionCreated()
 	d.obs.logger().Info("session created", "sessionId", s.id, "workspace", ws)
 	return s, nil
-}
-
-func validSessionID(id string) bool {
-	if id == "" || len(id) > maxSessionIDLen {
-		return false
-	}
-	for _, c := range id {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.:", c)
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, *hostError) {
