@@ -1272,7 +1272,7 @@ func TestOfficialACPSDK(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "drive.mjs", exe, t.TempDir())
 	cmd.Dir = "testdata/sdk"
-	cmd.Env = append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -93,17 +93,8 @@ func TestServeKilledLeavesNoProcess(t *testing.T) {
 	}
 }
 
-// envDeathSignalChild turns "acpguard acp" into a child that answers
-// initialize and session/new, and after its stdin ends waits for SIGTERM
-// and writes "SIGTERM" to the file the variable names.
-const envDeathSignalChild = "ACPGUARD_TEST_DEATH_SIGNAL_CHILD"
-
-func init() {
-	if path := os.Getenv(envDeathSignalChild); path != "" && len(os.Args) > 1 && os.Args[1] == "acp" {
-		os.Exit(runDeathSignalChild(path))
-	}
-}
-
+// runDeathSignalChild is a child that answers initialize and session/new,
+// and after its stdin ends waits for SIGTERM and writes "SIGTERM" to path.
 func runDeathSignalChild(path string) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -136,7 +127,7 @@ func runDeathSignalChild(path string) int {
 // serve dies, so a child whose channel stays quiet still runs its shutdown.
 func TestServeKilledSignalsChild(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "signal")
-	sp := startServe(t, []string{"--workspace", t.TempDir()}, envDeathSignalChild+"="+marker)
+	sp := startServe(t, []string{"--workspace", t.TempDir()}, roleEnv("death-signal-child", marker))
 	sp.newSession(t, "")
 	if err := sp.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // mcp_client_test.go drives real stdio MCP servers: the test binary itself plays
-// the server (TestHelperMCPServer), started by a real acpguard acp or by the
+// the server (the "mcp-server" test role), started by a real acpguard acp or by the
 // session code in process.
 package main
 
@@ -24,15 +24,14 @@ import (
 
 // The helper server's switches, set through the server entry's env.
 const (
-	envHelperMCP      = "ACPGUARD_TEST_MCP_SERVER" // "1": TestHelperMCPServer serves MCP on stdio
-	envHelperLog      = "MCP_HELPER_LOG"           // file: one line per event the server saw
-	envHelperEnvFile  = "MCP_HELPER_ENV_FILE"      // file: the server's /proc/self/environ
-	envHelperTools    = "MCP_HELPER_TOOLS"         // JSON array replacing the default tools
-	envHelperChild    = "MCP_HELPER_CHILD"         // "1": start a sleeping child in the group
-	envHelperNoInit   = "MCP_HELPER_NO_INIT"       // "1": never answer initialize
-	envHelperNoCap    = "MCP_HELPER_NO_TOOLS_CAP"  // "1": initialize declares no tools capability
-	envHelperListErr  = "MCP_HELPER_LIST_ERROR"    // "1": tools/list answers a JSON-RPC error
-	envHelperExtra    = "MCP_HELPER_RESULT_EXTRA"  // "1": every result carries a member the schema does not name
+	envHelperLog      = "MCP_HELPER_LOG"          // file: one line per event the server saw
+	envHelperEnvFile  = "MCP_HELPER_ENV_FILE"     // file: the server's /proc/self/environ
+	envHelperTools    = "MCP_HELPER_TOOLS"        // JSON array replacing the default tools
+	envHelperChild    = "MCP_HELPER_CHILD"        // "1": start a sleeping child in the group
+	envHelperNoInit   = "MCP_HELPER_NO_INIT"      // "1": never answer initialize
+	envHelperNoCap    = "MCP_HELPER_NO_TOOLS_CAP" // "1": initialize declares no tools capability
+	envHelperListErr  = "MCP_HELPER_LIST_ERROR"   // "1": tools/list answers a JSON-RPC error
+	envHelperExtra    = "MCP_HELPER_RESULT_EXTRA" // "1": every result carries a member the schema does not name
 	helperMCPPageSize = 3
 )
 
@@ -47,15 +46,7 @@ var helperTools = []map[string]any{
 	{"name": "echo", "title": "Echo", "description": "Returns text.", "annotations": map[string]any{"readOnlyHint": true}, "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
 }
 
-// TestHelperMCPServer is not a test: with ACPGUARD_TEST_MCP_SERVER=1 it is a
-// stdio MCP server, and exits when its stdin closes.
-func TestHelperMCPServer(t *testing.T) {
-	if os.Getenv(envHelperMCP) != "1" {
-		t.Skip("helper process: runs only as an MCP server")
-	}
-	os.Exit(serveHelperMCP(os.Stdin, os.Stdout))
-}
-
+// serveHelperMCP is a stdio MCP server that returns when in ends.
 func serveHelperMCP(in io.Reader, out io.Writer) int {
 	logf := func(format string, a ...any) {
 		f, err := os.OpenFile(os.Getenv(envHelperLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
@@ -214,8 +205,7 @@ func (h *helperServer) writable() []string { return []string{"--" + flagSandboxW
 
 func (h *helperServer) environ() []string {
 	env := []string{
-		envHelperMCP + "=1",
-		envRunAsMain + "=0", // the acpguard that starts it runs as main; the server must not
+		roleEnv("mcp-server"), // replaces the "main" role of the acpguard that starts it
 		"GORACE=atexit_sleep_ms=0",
 		envHelperLog + "=" + h.log,
 		envHelperEnvFile + "=" + h.envFile,
@@ -231,7 +221,7 @@ func helperCommand(t testing.TB) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return exe, []string{"-test.run=^TestHelperMCPServer$"}
+	return exe, []string{}
 }
 
 // acpEntry is the server as a session/new mcpServers entry.

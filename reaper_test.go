@@ -160,7 +160,7 @@ func TestServeOffModeChildEnvironment(t *testing.T) {
 	}
 	got := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
 	// What startTestDaemon gives serve as its start environment.
-	want := newProcEnv(append(append(os.Environ(), envRunAsMain+"=1"), quickRaceExit)).childEnv()
+	want := newProcEnv(append(append(os.Environ(), roleEnv("main")), quickRaceExit)).childEnv()
 	if !slices.Equal(got, want) {
 		for _, kv := range got {
 			if !slices.Contains(want, kv) {

@@ -189,7 +189,7 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &daemon{sys: &system{env: newProcEnv(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"))},
+			d := &daemon{sys: &system{env: newProcEnv(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0"))},
 				guarded: tt.guarded, sandbox: inForce, settingsFile: settingsFile}
 			cmd := d.childCommand(exe)
 			cmd.Dir = dir

@@ -48,7 +48,7 @@ func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testD
 		opts.Workspaces = []string{t.TempDir()}
 	}
 	stderr := &syncBuffer{}
-	env := append(append(os.Environ(), envRunAsMain+"=1"), extraEnv...)
+	env := append(append(os.Environ(), roleEnv("main")), extraEnv...)
 	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan string, 1)

@@ -18,23 +18,18 @@ import (
 	"time"
 )
 
-// envSilentChild makes "acpguard acp" started in a directory holding a file
-// named silentChildMarker write its pid there and never answer anything.
-const (
-	envSilentChild    = "ACPGUARD_TEST_SILENT_CHILD"
-	silentChildMarker = "silent-child"
-)
+// silentChildMarker is the file whose presence in its directory makes the
+// "silent-child" role write its pid there and never answer anything.
+const silentChildMarker = "silent-child"
 
-func init() {
-	if os.Getenv(envSilentChild) != "1" || len(os.Args) < 2 || os.Args[1] != "acp" {
-		return
-	}
+// runSilentChild is that child, or acpguard where there is no marker.
+func runSilentChild(string) int {
 	if _, err := os.Stat(silentChildMarker); err != nil {
-		return
+		return runAsMain()
 	}
 	os.WriteFile(silentChildMarker, []byte(strconv.Itoa(os.Getpid())), 0o600)
 	time.Sleep(time.Hour)
-	os.Exit(0)
+	return 0
 }
 
 // scrape fetches serve's /metrics and parses it strictly.
@@ -229,7 +224,7 @@ func TestServeInitializeTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: time.Second}},
-		envSilentChild+"=1")
+		roleEnv("silent-child"))
 	wantError(t, td.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeInitializeTimeout)
 	wantLimitHits(t, td, codeInitializeTimeout, 1)
 	data, _ := os.ReadFile(marker)
