@@ -249,18 +249,6 @@ func (c *acpClient) startThenCancel(sid string, params any) chan acpResponse {
 	return ch
 }
 
-// waitForFile waits until a tool call created path.
-func waitForFile(t testing.TB, path string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !fileExists(path) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not created", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (c *acpClient) mustCall(method string, params any, result any) {
 	c.t.Helper()
 	r := c.call(method, params)
@@ -892,18 +880,6 @@ func TestACPBackgroundShellGuardedOnce(t *testing.T) {
 	if processAlive(pid) {
 		t.Fatalf("background process %d outlived the runtime", pid)
 	}
-}
-
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func TestACPStandaloneProvider(t *testing.T) {

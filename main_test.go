@@ -3,16 +3,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // envTestRole is the one switch that makes a re-executed test binary
@@ -95,27 +89,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// acpguardCmd returns a command that runs acpguard with args. extraEnv
-// entries ("K=V") are added to the test's own environment.
-func acpguardCmd(t testing.TB, ctx context.Context, args []string, extraEnv ...string) *exec.Cmd {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, exe, args...)
-	// The race detector otherwise sleeps a second at every exit.
-	cmd.Env = append(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0"), extraEnv...)
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-// syncBuffer is an io.Writer that tests may read while a server writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -126,47 +99,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// runAcpguard runs acpguard to completion and returns its exit code and output.
-func runAcpguard(t testing.TB, args []string, extraEnv ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := acpguardCmd(t, ctx, args, extraEnv...)
-	var out, errb bytes.Buffer
-	cmd.Stderr = &errb
-	var err error
-	if managedStart(args, extraEnv) {
-		// serve's child runs only on its socket pairs; empty ones here.
-		ends, perr := newChannel()
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		defer ends.closeAll()
-		channelWriter{ends.write}.Close()
-		cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
-		copied := make(chan struct{})
-		go func() { io.Copy(&out, ends.read); close(copied) }()
-		err = cmd.Start()
-		ends.closeChild()
-		if err == nil {
-			err = cmd.Wait()
-		}
-		<-copied
-	} else {
-		cmd.Stdout = &out
-		err = cmd.Run()
-	}
-	code = 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("run acpguard %s: %v", strings.Join(args, " "), err)
-		}
-		code = ee.ExitCode()
-	}
-	return code, out.String(), errb.String()
 }
 
 func TestCommandDispatch(t *testing.T) {

@@ -22,18 +22,6 @@ func shellCall(command string, background bool) string {
 	return "call run_shell_command " + string(args)
 }
 
-// pidGone waits until pid no longer runs (gone or a zombie).
-func pidGone(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if !processAlive(pid) {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
-}
-
 // procGoneOrReaped waits until the process p names has no /proc entry left,
 // not even a zombie's (its pid may name a newer process by then).
 func procGoneOrReaped(p procInfo, within time.Duration) bool {

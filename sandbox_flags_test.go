@@ -54,16 +54,6 @@ func withKernel(t *testing.T, kernel string) {
 	t.Cleanup(func() { probeLandlock = saved })
 }
 
-// writeSettings writes a settings file and returns its path.
-func writeSettings(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "settings.json")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // parseSandboxArgs parses args as acp (cmd "acp") or serve does, and
 // returns the sandbox they choose.
 func parseSandboxArgs(cmd string, args []string, env ...string) (sandboxConfig, error) {

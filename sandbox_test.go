@@ -105,15 +105,6 @@ func runShell(t testing.TB, sb *sandboxSession, dir, script string) (string, int
 	return out.String(), cmd.ProcessState.ExitCode()
 }
 
-func testExe(t testing.TB) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe
-}
-
 // probeCommand is the shell command that replaces itself with a probe
 // (so that the probe's parent is the shell's), writing to out.
 func probeCommand(t testing.TB, out string, ops ...string) string {

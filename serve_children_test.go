@@ -20,10 +20,6 @@ import (
 // ("an integer from 100 through 30000 ms") with room for a busy CI machine.
 const faultGuardTimeout = 300 * time.Millisecond
 
-// quickRaceExit keeps a race-enabled ACP child from sleeping a second at
-// exit, as acpguardCmd does for the processes it starts.
-const quickRaceExit = "GORACE=atexit_sleep_ms=0"
-
 // guardedYolo returns serve options in required mode against g, in the yolo
 // approval mode so the guard is the only gate a call meets.
 func guardedYolo(t testing.TB, ws string, g guardConfig) serveOptions {
@@ -61,18 +57,6 @@ func wantDeniedWrite(t *testing.T, evs []sseEvent, ws, name, reason string) {
 	}
 }
 
-// pidGoneWithin waits until pid no longer runs.
-func pidGoneWithin(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if processGone(pid) {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
-}
-
 // parentPID reads a process's parent from /proc.
 func parentPID(pid int) int {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -85,23 +69,6 @@ func parentPID(pid int) int {
 	}
 	n, _ := strconv.Atoi(fields[1])
 	return n
-}
-
-// readPIDFile polls for a file holding a pid, written by a shell tool.
-func readPIDFile(t *testing.T, path string) int {
-	t.Helper()
-	for range 500 {
-		if data, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(data), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-			if err != nil {
-				t.Fatalf("pid file %s holds %q", path, data)
-			}
-			return pid
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the shell tool never wrote %s", path)
-	return 0
 }
 
 // TestFaultChildKilledMidTurn kills the ACP child with SIGKILL while its

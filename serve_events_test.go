@@ -139,17 +139,6 @@ func streamServer(t *testing.T, l *streamLog, heartbeat, writeTimeout time.Durat
 	return srv.URL, ended
 }
 
-// waitFor polls cond with a generous bound; it is no timing assertion.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i == 3000 {
-			t.Fatalf("still waiting for %s after a minute", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func waitHandlerReturn(t *testing.T, ended chan struct{}, what string) {
 	t.Helper()
 	select {

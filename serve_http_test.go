@@ -393,38 +393,6 @@ type sseEvent struct {
 	data    json.RawMessage
 }
 
-func readSSE(t testing.TB, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent {
-	t.Helper()
-	var out []sseEvent
-	var cur sseEvent
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("read event stream: %v", err)
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if cur.typ != "" {
-				out = append(out, cur)
-				if stop(cur) {
-					return out
-				}
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.typ = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = json.RawMessage(line[6:])
-		}
-	}
-}
-
 // openEvents opens a session's event stream.
 func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *bufio.Reader {
 	t.Helper()
