@@ -323,7 +323,7 @@ func (rs *raceServe) stop() {
 	rs.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-rs.exited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testTimeout(30 * time.Second)):
 		rs.cmd.Process.Kill()
 		<-rs.exited
 	}
@@ -422,7 +422,7 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 
 	atk := startRaceAttacker(t, bin, loot)
 
-	client := &http.Client{Timeout: 60 * time.Second}
+	client := &http.Client{Timeout: testTimeout(60 * time.Second)}
 	counts := map[raceTurn]int{}
 	var workspaces []string
 	var serveLogs []string
@@ -634,7 +634,7 @@ func TestStandaloneRaceSecretFiles(t *testing.T) {
 		cmd.Dir = run
 		asNobody(cmd)
 		// The attacker's copies of its stderr outlive it.
-		cmd.WaitDelay = 200 * time.Millisecond
+		cmd.WaitDelay = testTimeout(200 * time.Millisecond)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)

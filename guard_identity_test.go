@@ -311,7 +311,7 @@ func countingProvider(t *testing.T, ln net.Listener) *atomic.Int32 {
 
 // identityTestClient is a client of the provider on addr that has met none yet.
 func identityTestClient(t testing.TB, addr string) *providerClient {
-	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: &url.URL{Scheme: "http", Host: addr}, Timeout: 10 * time.Second, Token: providerTestToken})
+	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: &url.URL{Scheme: "http", Host: addr}, Timeout: testTimeout(10 * time.Second), Token: providerTestToken})
 	t.Cleanup(c.close)
 	return c
 }
@@ -654,11 +654,11 @@ func (p *providerProc) kill() {
 // listening address.
 func startProviderProc(t *testing.T, exe string, cred *syscall.Credential, stdout bool, prefix string, args []string, env ...string) *providerProc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0"), env...)
 	cmd.Dir = filepath.Dir(exe)
-	cmd.WaitDelay = 5 * time.Second
+	cmd.WaitDelay = testTimeout(5 * time.Second)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}

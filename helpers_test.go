@@ -48,7 +48,7 @@ func acpguardCmd(t testing.TB, ctx context.Context, args []string, extraEnv ...s
 	cmd := exec.CommandContext(ctx, exe, args...)
 	// The race detector otherwise sleeps a second at every exit.
 	cmd.Env = append(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0"), extraEnv...)
-	cmd.WaitDelay = 5 * time.Second
+	cmd.WaitDelay = testTimeout(5 * time.Second)
 	return cmd
 }
 
@@ -61,7 +61,7 @@ type syncBuffer struct {
 // runAcpguard runs acpguard to completion and returns its exit code and output.
 func runAcpguard(t testing.TB, args []string, extraEnv ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(30*time.Second))
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, args, extraEnv...)
 	var out, errb bytes.Buffer
@@ -126,7 +126,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // waitForFile waits until a tool call created path.
 func waitForFile(t testing.TB, path string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testTimeout(20 * time.Second))
 	for !fileExists(path) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s was not created", path)
@@ -162,7 +162,7 @@ func waitGone(t *testing.T, pid int) {
 
 // pidGone waits until pid no longer runs (gone or a zombie).
 func pidGone(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testTimeout(within))
 	for time.Now().Before(deadline) {
 		if !processAlive(pid) {
 			return true
@@ -174,7 +174,7 @@ func pidGone(pid int, within time.Duration) bool {
 
 // pidGoneWithin waits until pid no longer runs.
 func pidGoneWithin(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testTimeout(within))
 	for time.Now().Before(deadline) {
 		if processGone(pid) {
 			return true

@@ -76,7 +76,7 @@ func TestServeKilledLeavesNoProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range members {
-				deadline := time.Now().Add(30 * time.Second)
+				deadline := time.Now().Add(testTimeout(30 * time.Second))
 				for {
 					now, err := readProcStat(p.pid)
 					if err != nil || now.start != p.start || now.dead() {
@@ -116,9 +116,12 @@ func runDeathSignalChild(path string) int {
 	conn.serve(context.Background())
 	select {
 	case <-term:
-		os.WriteFile(path, []byte("SIGTERM"), 0o600)
+		// Written whole, then renamed: the test never reads it half written.
+		if os.WriteFile(path+".tmp", []byte("SIGTERM"), 0o600) != nil || os.Rename(path+".tmp", path) != nil {
+			return 1
+		}
 		return 0
-	case <-time.After(60 * time.Second):
+	case <-time.After(testTimeout(60 * time.Second)):
 		return 1
 	}
 }
@@ -132,7 +135,7 @@ func TestServeKilledSignalsChild(t *testing.T) {
 	if err := sp.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
 	for {
 		b, err := os.ReadFile(marker)
 		if err == nil {
@@ -153,7 +156,7 @@ func TestServeKilledSignalsChild(t *testing.T) {
 // fails; it runs its shutdown (the background command is killed) and exits
 // 0, instead of dying of SIGPIPE with the command left running.
 func TestACPClosedStdoutIsEndOfInput(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(60*time.Second))
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, []string{"acp"})
 	stdin, err := cmd.StdinPipe()
@@ -234,7 +237,7 @@ func TestRPCBrokenPipeEndsServing(t *testing.T) {
 		if err != nil {
 			t.Errorf("serve = %v, want nil (end of the peer)", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testTimeout(30 * time.Second)):
 		t.Fatal("serve still runs after its peer stopped reading")
 	}
 	if _, err := c.call(context.Background(), "late", nil); err == nil || !strings.Contains(err.Error(), errConnClosed.Error()) {

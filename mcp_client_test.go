@@ -479,7 +479,7 @@ func TestMCPServerEnvironmentIsScrubbed(t *testing.T) {
 // waitEvent waits until the helper server logged an event starting with prefix.
 func (h *helperServer) waitEvent(t *testing.T, prefix string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testTimeout(20 * time.Second))
 	for len(h.events(prefix)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the MCP server never logged %q", prefix)
@@ -509,7 +509,7 @@ func TestMCPServersEndWithTheRuntime(t *testing.T) {
 	c.stdin.Close()
 	<-c.done
 	for _, pid := range pids {
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(testTimeout(30 * time.Second))
 		for processAlive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -641,7 +641,7 @@ func TestMCPCallOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
 			h := newHelperServer(t, "h")
-			s := startTestMCP(t, mcpOptions{CallTimeout: 2 * time.Second}, h.config(t)) // hang waits it out
+			s := startTestMCP(t, mcpOptions{CallTimeout: testTimeout(2 * time.Second)}, h.config(t)) // hang waits it out
 			res := s.run("mcp__h__"+tt.tool, `{"text":"x"}`)
 			if res.Status != tt.status || !strings.Contains(res.Output, tt.text) || res.ErrorType != tt.errType {
 				t.Errorf("result = %+v, want %s %q %q", res, tt.status, tt.text, tt.errType)
@@ -699,7 +699,7 @@ func TestMCPStartupFailures(t *testing.T) {
 	good := newHelperServer(t, "good")
 	// The slow server waits out the whole bound, so it is long enough for
 	// the others to start on a busy machine and short enough for the suite.
-	s := startTestMCP(t, mcpOptions{StartupTimeout: 5 * time.Second},
+	s := startTestMCP(t, mcpOptions{StartupTimeout: testTimeout(5 * time.Second)},
 		noInit.config(t), badTools.config(t), good.config(t), mcpServerConfig{Name: "nameless-command"})
 	notices := strings.Join(s.set.takeNotices(), "\n")
 	for _, want := range []string{

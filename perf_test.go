@@ -43,7 +43,7 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
+		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(3 * time.Second), Token: providerTestToken}
 		benchGuardOverhead(b, g, nil)
 	})
 	// As operators run it: the reference provider in its own process, so
@@ -54,7 +54,7 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
+		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(3 * time.Second), Token: providerTestToken}
 		benchGuardOverhead(b, g, nil)
 	})
 }

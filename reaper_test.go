@@ -25,7 +25,7 @@ func shellCall(command string, background bool) string {
 // procGoneOrReaped waits until the process p names has no /proc entry left,
 // not even a zombie's (its pid may name a newer process by then).
 func procGoneOrReaped(p procInfo, within time.Duration) bool {
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testTimeout(within))
 	for time.Now().Before(deadline) {
 		now, err := readProcStat(p.pid)
 		if err != nil || now.start != p.start {
@@ -93,7 +93,7 @@ func TestReaperEndsWhatAKilledChildLeft(t *testing.T) {
 		t.Fatalf("ACP child %d: parent %d, session %d; want this process and a session of its own", child, p.ppid, p.sid)
 	}
 	// The orphan is re-parented to serve as soon as its subshell exits.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
 	for parentPID(left["orphan"].pid) != os.Getpid() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

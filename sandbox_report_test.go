@@ -143,7 +143,7 @@ func TestACPInitializeReportsSandbox(t *testing.T) {
 			// The agent logs it before it reads initialize; stderr arrives
 			// through a pipe of its own.
 			ready := ""
-			for deadline := time.Now().Add(10 * time.Second); ready == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(testTimeout(10 * time.Second)); ready == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				for _, line := range strings.Split(c.stderrText(), "\n") {
 					if strings.Contains(line, `msg="acp runtime ready"`) {
 						ready = line
@@ -225,7 +225,7 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 			var line string
 			select {
 			case line = <-lines:
-			case <-time.After(30 * time.Second):
+			case <-time.After(testTimeout(30 * time.Second)):
 				t.Fatalf("no initialize answer; stderr:\n%s", stderr.String())
 			}
 			var resp struct {

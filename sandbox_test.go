@@ -173,7 +173,7 @@ func probeOnce(op, arg string) string {
 		pid, _ := strconv.Atoi(arg)
 		return errnoName(syscall.Kill(pid, syscall.SIGCONT))
 	case "connect":
-		c, err := net.DialTimeout("tcp", arg, 10*time.Second)
+		c, err := net.DialTimeout("tcp", arg, testTimeout(10*time.Second))
 		if err == nil {
 			c.Close()
 		}
@@ -723,7 +723,7 @@ func TestSandboxLauncherThreads(t *testing.T) {
 // thread the runtime is ending may still show for a moment.
 func waitUnrestricted(t *testing.T, when string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
 	for odd := restrictedThreads(t); len(odd) > 0; odd = restrictedThreads(t) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s, restricted threads remain: %v", when, odd)
@@ -1361,7 +1361,7 @@ func TestSandboxAsOrdinaryUser(t *testing.T) {
 	if err := os.WriteFile(exe, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(10*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^("+strings.Join(sandboxUserTests, "|")+")$", "-test.v", "-test.count=1")
 	var env []string

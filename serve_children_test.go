@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -148,8 +149,18 @@ func TestServeChildDeath(t *testing.T) {
 // TestChildSchedulerSlots: the ACP runtime serve starts runs on one
 // scheduler slot unless the operator set GOMAXPROCS (runACP says why).
 func TestChildSchedulerSlots(t *testing.T) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		t.Skip("GOMAXPROCS is set for the whole test run")
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		// The children inherit the test's environment: run again without it.
+		cmd := exec.Command(testExe(t), "-test.run=^TestChildSchedulerSlots$", "-test.count=1")
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("without GOMAXPROCS: %v\n%s", err, out)
+		}
+		return
 	}
 	for _, tt := range []struct {
 		name string
@@ -162,7 +173,7 @@ func TestChildSchedulerSlots(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			td := startTestDaemon(t, serveOptions{Workspaces: []string{t.TempDir()}, LogLevel: slog.LevelDebug}, append(tt.env, quickRaceExit)...)
 			td.newSession(t, "")
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(testTimeout(10 * time.Second))
 			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+" ") {
 				if time.Now().After(deadline) {
 					t.Fatalf("no %q in the child's log:\n%s", tt.want, td.stderr.String())

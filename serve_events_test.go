@@ -143,7 +143,7 @@ func waitHandlerReturn(t *testing.T, ended chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ended:
-	case <-time.After(time.Minute):
+	case <-time.After(testTimeout(time.Minute)):
 		t.Fatalf("%s: the stream's handler has not returned after a minute", what)
 	}
 }
@@ -410,7 +410,7 @@ func TestServeStalledStreamsStayWithinEventMemory(t *testing.T) {
 		}
 		stalled = append(stalled, conn)
 		// A host that reads the turn, then closes its stream.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout(time.Minute))
 		req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
 		if last != "" {
 			req.Header.Set("Last-Event-ID", last)

@@ -396,7 +396,7 @@ type sseEvent struct {
 // openEvents opens a session's event stream.
 func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *bufio.Reader {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(60*time.Second))
 	req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)

@@ -223,7 +223,7 @@ func TestServeInitializeTimeout(t *testing.T) {
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: time.Second}},
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: testTimeout(time.Second)}},
 		roleEnv("silent-child"))
 	wantError(t, td.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeInitializeTimeout)
 	wantLimitHits(t, td, codeInitializeTimeout, 1)
@@ -245,7 +245,7 @@ func TestServeInitializeTimeout(t *testing.T) {
 }
 
 func TestServePromptDeadline(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PromptDeadline: 500 * time.Millisecond}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PromptDeadline: testTimeout(500 * time.Millisecond)}}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	pid, evs := td.runTurn(t, id, "wait")
 	var end turnComplete
@@ -260,7 +260,7 @@ func TestServePromptDeadline(t *testing.T) {
 }
 
 func TestServePermissionResponseTimeout(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PermissionTimeout: 200 * time.Millisecond}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PermissionTimeout: testTimeout(200 * time.Millisecond)}}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	_, evs := td.runTurn(t, id, "permission")
 	var req permissionRequestEvent
@@ -285,7 +285,7 @@ func TestServePermissionResponseTimeout(t *testing.T) {
 }
 
 func TestServeIdleSessionsReaped(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{SessionIdleTimeout: time.Second}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{SessionIdleTimeout: testTimeout(time.Second)}}, fakeChildEnv(""))
 	idle := td.newSession(t, "")
 	busy := td.newSession(t, "")
 	busyStream := td.openEvents(t, busy, "")
@@ -314,7 +314,7 @@ func TestParseServeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: 10 * time.Second, SessionIdleTimeout: 30 * time.Minute, MaxEventMemory: 256 << 20}
+	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: testTimeout(10 * time.Second), SessionIdleTimeout: testTimeout(30 * time.Minute), MaxEventMemory: 256 << 20}
 	if opts.Limits != want || opts.LogJSON || opts.LogLevel != 0 {
 		t.Errorf("defaults = %+v json=%v level=%v, want %+v", opts.Limits, opts.LogJSON, opts.LogLevel, want)
 	}

@@ -67,7 +67,7 @@ func runPeerClient(url string) int {
 	if tok := os.Getenv(envPeerToken); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Minute}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: testTimeout(time.Minute)}
 	resp, err := client.Do(req)
 	if err != nil {
 		out = err.Error()
@@ -183,7 +183,7 @@ func TestCheckPeerHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(time.Minute))
 	defer cancel()
 	exe, _ := os.Executable()
 	holder := exec.CommandContext(ctx, exe)
@@ -286,7 +286,7 @@ func (u peerUser) command(ctx context.Context, args []string, env ...string) *ex
 	cmd.Env = append(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0", "HOME="+u.dir), env...)
 	cmd.Dir = u.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
-	cmd.WaitDelay = 5 * time.Second
+	cmd.WaitDelay = testTimeout(5 * time.Second)
 	return cmd
 }
 
@@ -310,7 +310,7 @@ func TestServeRefusesDescendantHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "host-token-the-tool-knows"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	defer cancel()
 	cmd := u.command(ctx, []string{"serve", "--port", "0", "--workspace", ws, "--settings", settings}, envServerToken+"="+token)
 	url, _, stderr, _ := servedLines(t, cmd)
@@ -360,7 +360,7 @@ func TestServeRefusesDescendantHost(t *testing.T) {
 // waitForContent returns the contents of path once it is there and not empty.
 func waitForContent(t *testing.T, path string) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testTimeout(time.Minute))
 	for time.Now().Before(deadline) {
 		if data, err := os.ReadFile(path); err == nil && len(data) > 0 {
 			return string(data)

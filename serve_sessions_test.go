@@ -341,7 +341,7 @@ func (p *testProvider) guard(t testing.TB) guardConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: p.token}
+	return guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(3 * time.Second), Token: p.token}
 }
 
 // newSession creates a session and returns its id.
