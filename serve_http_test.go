@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,8 @@ func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testD
 		opts.Workspaces = []string{t.TempDir()}
 	}
 	stderr := &syncBuffer{}
-	env := append(append(os.Environ(), roleEnv("main")), extraEnv...)
+	// newProcEnv keeps the first entry of a name: extraEnv (a role) wins.
+	env := append(append(slices.Clip(extraEnv), roleEnv("main")), os.Environ()...)
 	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan string, 1)
