@@ -17,7 +17,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,8 +48,17 @@ func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testD
 		opts.Workspaces = []string{t.TempDir()}
 	}
 	stderr := &syncBuffer{}
-	// newProcEnv keeps the first entry of a name: extraEnv (a role) wins.
-	env := append(append(slices.Clip(extraEnv), roleEnv("main")), os.Environ()...)
+	// A role in extraEnv takes the main role's place (newProcEnv keeps a
+	// name's first entry).
+	env := append(os.Environ(), roleEnv("main"))
+	role := len(env) - 1
+	for _, kv := range extraEnv {
+		if strings.HasPrefix(kv, envTestRole+"=") {
+			env[role] = kv
+		} else {
+			env = append(env, kv)
+		}
+	}
 	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan string, 1)
