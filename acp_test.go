@@ -99,7 +99,7 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 		stdin.Close()
 		select {
 		case <-c.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testTimeout(10 * time.Second)):
 			t.Errorf("acp agent did not exit after stdin closed")
 		}
 		cancel()
@@ -212,7 +212,7 @@ func (c *acpClient) call(method string, params any) acpResponse {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(20 * time.Second):
+	case <-time.After(testTimeout(20 * time.Second)):
 		c.t.Fatalf("no response to %s", method)
 		return acpResponse{}
 	}
@@ -249,18 +249,6 @@ func (c *acpClient) startThenCancel(sid string, params any) chan acpResponse {
 	return ch
 }
 
-// waitForFile waits until a tool call created path.
-func waitForFile(t testing.TB, path string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !fileExists(path) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not created", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (c *acpClient) mustCall(method string, params any, result any) {
 	c.t.Helper()
 	r := c.call(method, params)
@@ -277,7 +265,7 @@ func (c *acpClient) mustCall(method string, params any, result any) {
 // waitFor waits until cond holds over the agent's requests and updates.
 func (c *acpClient) waitFor(what string, cond func(reqs []acpRequest, updates []json.RawMessage) bool) {
 	c.t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(testTimeout(20 * time.Second))
 	for {
 		c.mu.Lock()
 		ok := cond(c.requests, c.updates)
@@ -608,7 +596,7 @@ func TestACPManagedChildNeedsSocket(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout(30*time.Second))
 			defer cancel()
 			cmd := acpguardCmd(t, ctx, append([]string{"acp"}, tt.args...), tt.env...)
 			var stderr bytes.Buffer
@@ -846,7 +834,7 @@ func TestACPCancelBeforeGuard(t *testing.T) {
 		if !strings.Contains(string(r.Result), stopCancelled) {
 			t.Fatalf("prompt answer = %s %+v", r.Result, r.Error)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testTimeout(20 * time.Second)):
 		t.Fatal("cancel did not end the running shell command")
 	}
 	if n := len(log.all()); n != 1 {
@@ -871,7 +859,7 @@ func TestACPBackgroundShellGuardedOnce(t *testing.T) {
 		t.Errorf("the guard did not see is_background: %v", args)
 	}
 	pidFile := filepath.Join(dir, "bg.pid")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testTimeout(10 * time.Second))
 	var pid int
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
@@ -885,25 +873,13 @@ func TestACPBackgroundShellGuardedOnce(t *testing.T) {
 	}
 	c.stdin.Close() // the runtime ends its sessions' processes when stdin closes
 	<-c.done
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(testTimeout(5 * time.Second))
 	for processAlive(pid) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if processAlive(pid) {
 		t.Fatalf("background process %d outlived the runtime", pid)
 	}
-}
-
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func TestACPStandaloneProvider(t *testing.T) {
@@ -1268,11 +1244,11 @@ func TestOfficialACPSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(60*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "drive.mjs", exe, t.TempDir())
 	cmd.Dir = "testdata/sdk"
-	cmd.Env = append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -1289,7 +1265,7 @@ func TestACPSessionCloseEndsItsProcesses(t *testing.T) {
 	sid := c.newYoloSession(dir)
 	c.prompt(sid, `call run_shell_command {"command":"echo $$ > bg.pid; exec sleep 30","is_background":true}`, "")
 	var pid int
-	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testTimeout(10 * time.Second)); pid == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(filepath.Join(dir, "bg.pid"))
 		fmt.Sscan(string(b), &pid)
 	}
@@ -1416,7 +1392,7 @@ func TestPollableSocketStdout(t *testing.T) {
 		if n < int64(len(big)) {
 			t.Errorf("the reader got %d bytes, want at least %d", n, len(big))
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testTimeout(30 * time.Second)):
 		t.Fatal("reader did not see the end")
 	}
 }
@@ -1436,7 +1412,7 @@ func TestACPCancelReadWithPrompt(t *testing.T) {
 			if r.Error != nil || !strings.Contains(string(r.Result), stopCancelled) {
 				t.Fatalf("prompt %d answered %s %+v, want cancelled", i, r.Result, r.Error)
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(testTimeout(20 * time.Second)):
 			t.Fatalf("no answer to prompt %d", i)
 		}
 		if fileExists(filepath.Join(dir, fmt.Sprintf("ran%d.txt", i))) {
@@ -1553,7 +1529,7 @@ func TestACPSchemaConformance(t *testing.T) {
 		if !strings.Contains(string(r.Result), stopCancelled) {
 			t.Errorf("prompt answer = %s %+v, want cancelled", r.Result, r.Error)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testTimeout(20 * time.Second)):
 		t.Fatal("a session/cancel with an extra member did not cancel")
 	}
 }
@@ -1575,7 +1551,7 @@ func TestACPCancelCoversAQueuedSecondPrompt(t *testing.T) {
 			if r.Error != nil || !strings.Contains(string(r.Result), stopCancelled) {
 				t.Errorf("%s prompt answered %s %+v, want cancelled", name, r.Result, r.Error)
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(testTimeout(20 * time.Second)):
 			t.Fatalf("no answer to the %s prompt", name)
 		}
 	}

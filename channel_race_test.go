@@ -27,16 +27,6 @@ import (
 	"time"
 )
 
-// envChannelAttacker turns the test binary started as "attack" into the
-// attacker; its value is the directory it writes everything it read to.
-const envChannelAttacker = "ACPGUARD_TEST_CHANNEL_ATTACKER"
-
-func init() {
-	if out, ok := os.LookupEnv(envChannelAttacker); ok && len(os.Args) > 1 && os.Args[1] == "attack" {
-		os.Exit(runChannelAttacker(out))
-	}
-}
-
 // The attack, as a tool running attacker code would run it.
 const (
 	// attackFDs are the descriptors tried with pidfd_getfd.
@@ -308,7 +298,7 @@ type raceServe struct {
 func startServeAsNobody(t *testing.T, bin string, args, env []string) *raceServe {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
-	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1", quickRaceExit), env...)
+	cmd.Env = append(append(os.Environ(), roleEnv("main"), quickRaceExit), env...)
 	asNobody(cmd)
 	rs := &raceServe{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = rs.stderr
@@ -333,7 +323,7 @@ func (rs *raceServe) stop() {
 	rs.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-rs.exited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testTimeout(30 * time.Second)):
 		rs.cmd.Process.Kill()
 		<-rs.exited
 	}
@@ -432,7 +422,7 @@ func TestChannelRaceSameUserAttack(t *testing.T) {
 
 	atk := startRaceAttacker(t, bin, loot)
 
-	client := &http.Client{Timeout: 60 * time.Second}
+	client := &http.Client{Timeout: testTimeout(60 * time.Second)}
 	counts := map[raceTurn]int{}
 	var workspaces []string
 	var serveLogs []string
@@ -551,7 +541,7 @@ type raceAttacker struct {
 func startRaceAttacker(t *testing.T, bin, loot string) *raceAttacker {
 	t.Helper()
 	atk := &raceAttacker{cmd: exec.Command(bin, "attack")}
-	atk.cmd.Env = append(os.Environ(), envChannelAttacker+"="+loot, quickRaceExit)
+	atk.cmd.Env = append(os.Environ(), roleEnv("channel-attacker", loot), quickRaceExit)
 	asNobody(atk.cmd)
 	out, err := atk.cmd.StdoutPipe()
 	if err != nil {
@@ -631,11 +621,11 @@ func TestStandaloneRaceSecretFiles(t *testing.T) {
 		cmd := exec.Command(bin, args...)
 		// What an editor gives it: an OpenAI-compatible service (never
 		// called here) and no secret.
-		cmd.Env = append(os.Environ(), envRunAsMain+"=1", quickRaceExit, envModelBaseURL+"=http://127.0.0.1:9/v1", envModelName+"=race")
+		cmd.Env = append(os.Environ(), roleEnv("main"), quickRaceExit, envModelBaseURL+"=http://127.0.0.1:9/v1", envModelName+"=race")
 		cmd.Dir = run
 		asNobody(cmd)
 		// The attacker's copies of its stderr outlive it.
-		cmd.WaitDelay = 200 * time.Millisecond
+		cmd.WaitDelay = testTimeout(200 * time.Millisecond)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)

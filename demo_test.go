@@ -45,7 +45,7 @@ func TestDemoTranscript(t *testing.T) {
 }
 
 func TestDemoKeep(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(30*time.Second))
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, []string{"demo", "--keep"})
 	out, err := cmd.StdoutPipe()
@@ -94,7 +94,7 @@ func TestDemoKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testTimeout(10 * time.Second))
 	for !fileExists(filepath.Join(ws[1], "kept.txt")) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the call driven by hand did not write kept.txt (prompt answered %d)", resp.StatusCode)

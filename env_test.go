@@ -224,7 +224,7 @@ func TestChildProcessEnvironment(t *testing.T) {
 // reads /proc/PID/environ while it is still waiting on stdin.
 func childEnvironment(t *testing.T, env []string) (procEnviron, envOutput string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(30*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "env; echo READY-MARK; read x")
 	cmd.Env = env

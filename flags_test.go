@@ -140,7 +140,7 @@ func TestGuardConfig(t *testing.T) {
 		// Timeout.
 		{name: "timeout default", args: required("http://127.0.0.1:1"), wantTimeout: 3000 * time.Millisecond},
 		{name: "timeout lowest", args: required("http://127.0.0.1:1", timeout+"=100"), wantTimeout: 100 * time.Millisecond},
-		{name: "timeout highest", args: required("http://127.0.0.1:1", timeout+"=30000"), wantTimeout: 30 * time.Second},
+		{name: "timeout highest", args: required("http://127.0.0.1:1", timeout+"=30000"), wantTimeout: testTimeout(30 * time.Second)},
 		{name: "timeout leading zero", args: required("http://127.0.0.1:1", timeout, "01500"), wantTimeout: 1500 * time.Millisecond},
 		{name: "timeout fraction", args: required("http://127.0.0.1:1", timeout+"=1500.5"), errWhat: timeout, errValue: "1500.5", errRule: "must be an integer from 100 through 30000"},
 		{name: "timeout letters", args: required("http://127.0.0.1:1", timeout+"=abc"), errWhat: timeout, errValue: "abc", errRule: "must be an integer"},
@@ -169,10 +169,10 @@ func TestGuardConfig(t *testing.T) {
 		{name: "token invalid UTF-8", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=secret\xffH"}, errWhat: envGuardToken, errValue: "secret", errRule: "valid UTF-8"},
 		{name: "token too long", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=" + strings.Repeat("s", 8193)}, errWhat: envGuardToken, errValue: strings.Repeat("s", 8193), errRule: "at most 8192 UTF-16 code units"},
 		{name: "token too long in UTF-16", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=" + strings.Repeat("😀", 4097)}, errWhat: envGuardToken, errValue: "😀😀", errRule: "at most 8192 UTF-16 code units"},
-		{name: "token longest", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=" + strings.Repeat("s", 8192)}, wantTimeout: 3 * time.Second},
-		{name: "token longest in UTF-16", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=" + strings.Repeat("😀", 4096)}, wantTimeout: 3 * time.Second},
-		{name: "token long before trimming", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=  " + strings.Repeat("s", 8192) + "  "}, wantTimeout: 3 * time.Second},
-		{name: "token with inner space", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=a b"}, wantTimeout: 3 * time.Second},
+		{name: "token longest", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=" + strings.Repeat("s", 8192)}, wantTimeout: testTimeout(3 * time.Second)},
+		{name: "token longest in UTF-16", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=" + strings.Repeat("😀", 4096)}, wantTimeout: testTimeout(3 * time.Second)},
+		{name: "token long before trimming", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=  " + strings.Repeat("s", 8192) + "  "}, wantTimeout: testTimeout(3 * time.Second)},
+		{name: "token with inner space", args: required("http://127.0.0.1:1"), env: []string{envGuardToken + "=a b"}, wantTimeout: testTimeout(3 * time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -138,7 +138,7 @@ func testProviderClient(t testing.TB, endpoint string, timeout time.Duration) *p
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: timeout, Token: providerTestToken})
+	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(timeout), Token: providerTestToken})
 	pinTestIdentity(c) // as a handshake would: the test may prepare without one
 	// Cleanups run last-registered first: the client's idle connections
 	// close before a server started earlier in the test shuts down.

@@ -29,23 +29,12 @@ import (
 	"time"
 )
 
-// envSquatter turns the test binary into a process that binds the address
-// it names and answers like a provider that allows everything: what a tool
-// that killed the provider would run. Every request it receives is
-// appended to the file named by envSquatterLog, with whether it carried an
-// Authorization header.
-const (
-	envSquatter    = "ACPGUARD_TEST_SQUATTER"
-	envSquatterLog = "ACPGUARD_TEST_SQUATTER_LOG"
-)
-
-func init() {
-	if addr := os.Getenv(envSquatter); addr != "" {
-		os.Exit(runSquatter(addr, os.Getenv(envSquatterLog)))
-	}
-}
-
-func runSquatter(addr, logPath string) int {
+// runSquatter binds addr and answers like a provider that allows everything:
+// what a tool that killed the provider would run. Every request it receives
+// is appended to the file its first argument names, with whether it carried
+// an Authorization header.
+func runSquatter(addr string) int {
+	logPath := os.Args[1]
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "squatter: %v\n", err)
@@ -322,7 +311,7 @@ func countingProvider(t *testing.T, ln net.Listener) *atomic.Int32 {
 
 // identityTestClient is a client of the provider on addr that has met none yet.
 func identityTestClient(t testing.TB, addr string) *providerClient {
-	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: &url.URL{Scheme: "http", Host: addr}, Timeout: 10 * time.Second, Token: providerTestToken})
+	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: &url.URL{Scheme: "http", Host: addr}, Timeout: testTimeout(10 * time.Second), Token: providerTestToken})
 	t.Cleanup(c.close)
 	return c
 }
@@ -665,11 +654,11 @@ func (p *providerProc) kill() {
 // listening address.
 func startProviderProc(t *testing.T, exe string, cred *syscall.Credential, stdout bool, prefix string, args []string, env ...string) *providerProc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"), env...)
+	cmd.Env = append(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0"), env...)
 	cmd.Dir = filepath.Dir(exe)
-	cmd.WaitDelay = 5 * time.Second
+	cmd.WaitDelay = testTimeout(5 * time.Second)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
@@ -718,7 +707,7 @@ func startSquatter(t *testing.T, addr string) (p *providerProc, log string) {
 		t.Fatal(err)
 	}
 	log = filepath.Join(t.TempDir(), "squatter.log")
-	return startProviderProc(t, exe, nil, true, "squatting on ", nil, envSquatter+"="+addr, envSquatterLog+"="+log), log
+	return startProviderProc(t, exe, nil, true, "squatting on ", []string{log}, roleEnv("squatter", addr)), log
 }
 
 // squatterRequests is what a squatter received: nothing, if all is well.

@@ -116,11 +116,6 @@ func checkOnePending(t *testing.T, rec *recorder) pendingEvent {
 	return rec.pending[0]
 }
 
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
 func TestBoundaryDecisions(t *testing.T) {
 	errBoom := errors.New("provider said 500 with secret details")
 	tests := []struct {
@@ -438,16 +433,6 @@ func TestPendingCarriesRawArgsOnFailure(t *testing.T) {
 	}
 }
 
-func mustWrite(t testing.TB, p, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func mustSymlink(t testing.TB, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
@@ -482,31 +467,6 @@ func TestBackgroundShellGuardedOnce(t *testing.T) {
 	if res.Status != statusFailed {
 		t.Errorf("background start after killAll: %+v", res)
 	}
-}
-
-// processGone reports whether pid no longer runs: absent, or a zombie
-// waiting for a parent that is not us.
-func processGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
-}
-
-// waitGone waits until pid is gone; the kernel needs a moment to deliver
-// SIGKILL to a process that is not our child.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	for range 1000 {
-		if processGone(pid) {
-			return
-		}
-		sleepBriefly()
-	}
-	t.Errorf("process %d still runs", pid)
 }
 
 // The AST check: only runTool calls a tool executor.

@@ -256,15 +256,6 @@ func TestPreToolUseHookInputAndEnvironment(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // One hook costs a bash start; measure it.
 func BenchmarkPreToolUseHook(b *testing.B) {
 	dir := b.TempDir()

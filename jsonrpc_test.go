@@ -21,7 +21,7 @@ import (
 )
 
 // testIOTimeout only keeps a broken test from hanging; nothing asserts it.
-const testIOTimeout = 20 * time.Second
+var testIOTimeout = testTimeout(20 * time.Second)
 
 // wireMsg is any message a connection writes, decoded strictly.
 type wireMsg struct {
@@ -122,7 +122,7 @@ func (p *rawPeer) stop() error {
 			close(p.done)
 		}
 		return err
-	case <-time.After(testIOTimeout):
+	case <-time.After(testTimeout(testIOTimeout)):
 		p.cancel()
 		p.t.Fatal("serve did not return after its input ended")
 		return nil
@@ -931,7 +931,7 @@ func TestRPCCallAnsweredBeforeNextLine(t *testing.T) {
 					if !strings.HasSuffix(got, "true") {
 						t.Errorf("%s: the message after the answer ran before answered", got)
 					}
-				case <-time.After(testIOTimeout):
+				case <-time.After(testTimeout(testIOTimeout)):
 					t.Fatal("the messages after the answer were not handled")
 				}
 			}

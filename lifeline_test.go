@@ -76,7 +76,7 @@ func TestServeKilledLeavesNoProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range members {
-				deadline := time.Now().Add(30 * time.Second)
+				deadline := time.Now().Add(testTimeout(30 * time.Second))
 				for {
 					now, err := readProcStat(p.pid)
 					if err != nil || now.start != p.start || now.dead() {
@@ -93,17 +93,8 @@ func TestServeKilledLeavesNoProcess(t *testing.T) {
 	}
 }
 
-// envDeathSignalChild turns "acpguard acp" into a child that answers
-// initialize and session/new, and after its stdin ends waits for SIGTERM
-// and writes "SIGTERM" to the file the variable names.
-const envDeathSignalChild = "ACPGUARD_TEST_DEATH_SIGNAL_CHILD"
-
-func init() {
-	if path := os.Getenv(envDeathSignalChild); path != "" && len(os.Args) > 1 && os.Args[1] == "acp" {
-		os.Exit(runDeathSignalChild(path))
-	}
-}
-
+// runDeathSignalChild is a child that answers initialize and session/new,
+// and after its stdin ends waits for SIGTERM and writes "SIGTERM" to path.
 func runDeathSignalChild(path string) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -125,9 +116,12 @@ func runDeathSignalChild(path string) int {
 	conn.serve(context.Background())
 	select {
 	case <-term:
-		os.WriteFile(path, []byte("SIGTERM"), 0o600)
+		// Written whole, then renamed: the test never reads it half written.
+		if os.WriteFile(path+".tmp", []byte("SIGTERM"), 0o600) != nil || os.Rename(path+".tmp", path) != nil {
+			return 1
+		}
 		return 0
-	case <-time.After(60 * time.Second):
+	case <-time.After(testTimeout(60 * time.Second)):
 		return 1
 	}
 }
@@ -136,12 +130,12 @@ func runDeathSignalChild(path string) int {
 // serve dies, so a child whose channel stays quiet still runs its shutdown.
 func TestServeKilledSignalsChild(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "signal")
-	sp := startServe(t, []string{"--workspace", t.TempDir()}, envDeathSignalChild+"="+marker)
+	sp := startServe(t, []string{"--workspace", t.TempDir()}, roleEnv("death-signal-child", marker))
 	sp.newSession(t, "")
 	if err := sp.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
 	for {
 		b, err := os.ReadFile(marker)
 		if err == nil {
@@ -162,7 +156,7 @@ func TestServeKilledSignalsChild(t *testing.T) {
 // fails; it runs its shutdown (the background command is killed) and exits
 // 0, instead of dying of SIGPIPE with the command left running.
 func TestACPClosedStdoutIsEndOfInput(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(60*time.Second))
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, []string{"acp"})
 	stdin, err := cmd.StdinPipe()
@@ -243,7 +237,7 @@ func TestRPCBrokenPipeEndsServing(t *testing.T) {
 		if err != nil {
 			t.Errorf("serve = %v, want nil (end of the peer)", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testTimeout(30 * time.Second)):
 		t.Fatal("serve still runs after its peer stopped reading")
 	}
 	if _, err := c.call(context.Background(), "late", nil); err == nil || !strings.Contains(err.Error(), errConnClosed.Error()) {

@@ -3,50 +3,90 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"io"
+	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
-// envRunAsMain makes the test binary behave as the acpguard binary. It is
-// inherited by the children acpguard starts, so a serve started by a test
-// spawns ACP children that are acpguard too.
-const envRunAsMain = "ACPGUARD_TEST_RUN_AS_MAIN"
+// envTestRole is the one switch that makes a re-executed test binary
+// something other than the test suite: its value is "ROLE" or "ROLE:ARG",
+// ROLE a key of testRoles. Children inherit it, so the acp children of a
+// serve a test starts play the role too; a later entry for the name in a
+// command's environment replaces an inherited one.
+const envTestRole = "ACPGUARD_TEST_ROLE"
 
+// testRoles is every role, each one line on what it is. A role made with
+// asACPChild plays its part only when started as "acpguard acp" and is
+// acpguard itself otherwise (the serve that starts such children).
+var testRoles = map[string]func(arg string) int{
+	// acpguard itself; ACPGUARD_TEST_LANDLOCK plays a kernel (fakeLandlock),
+	// ACPGUARD_TEST_SANDBOX confines its tools (setTestSandbox).
+	"main": func(string) int { return runAsMain() },
+	// a scripted ACP agent, ARG its initialize mode (serve_sessions_test.go)
+	"fake-child": asACPChild(runFakeChild),
+	// never answers where silentChildMarker is (serve_limits_test.go)
+	"silent-child": asACPChild(runSilentChild),
+	// writes "SIGTERM" to file ARG when signalled (lifeline_test.go)
+	"death-signal-child": asACPChild(runDeathSignalChild),
+	// races acp children, keeps its loot in directory ARG (channel_race_test.go)
+	"channel-attacker": runChannelAttacker,
+	// an allow-all provider on address ARG (guard_identity_test.go)
+	"squatter": runSquatter,
+	// BenchmarkGuardHopFloor's relay (perf_test.go)
+	"hop-relay": runHopRelay,
+	// a host asking GET /health of serve URL ARG (serve_peer_test.go)
+	"peer-client": runPeerClient,
+	// holds a connection to address ARG until stdin ends (serve_peer_test.go)
+	"peer-hold": runPeerHold,
+	// tries the operations ARG, prints their errnos (sandbox_test.go)
+	"sandbox-probe": runSandboxProbe,
+	// attacks new acp children's environ (sandbox_test.go)
+	"sandbox-racer": runSandboxRacer,
+	// confines itself to directories ARG, execs its last argument (sandbox_bench_test.go)
+	"sandbox-reexec": runSandboxReexec,
+	// a stdio MCP server (mcp_client_test.go)
+	"mcp-server": func(string) int { return serveHelperMCP(os.Stdin, os.Stdout) },
+}
+
+// roleEnv is the environment entry that makes a re-executed test binary play role.
+func roleEnv(role string, arg ...string) string {
+	return envTestRole + "=" + strings.Join(append([]string{role}, arg...), ":")
+}
+
+// asACPChild is run when the binary is started as "acpguard acp", acpguard otherwise.
+func asACPChild(run func(arg string) int) func(string) int {
+	return func(arg string) int {
+		if len(os.Args) > 1 && os.Args[1] == "acp" {
+			return run(arg)
+		}
+		return runAsMain()
+	}
+}
+
+// runAsMain is acpguard with the test seams of envTestRole's "main" applied.
+func runAsMain() int {
+	if probe := fakeLandlock(os.Getenv(envTestLandlock)); probe != nil {
+		probeLandlock = probe
+	}
+	setTestSandbox()
+	main()
+	return 0
+}
+
+// TestMain runs the tests, or with envTestRole set plays that role and exits
+// with its code; an unknown role exits 2.
 func TestMain(m *testing.M) {
-	if os.Getenv(envRunAsMain) == "1" {
-		setTestSandbox() // sandbox_test.go
-		main()
-		return
+	if v, ok := os.LookupEnv(envTestRole); ok {
+		name, arg, _ := strings.Cut(v, ":")
+		run := testRoles[name]
+		if run == nil {
+			fmt.Fprintf(os.Stderr, "%s %q: unknown role\n", envTestRole, v)
+			os.Exit(2)
+		}
+		os.Exit(run(arg))
 	}
 	os.Exit(m.Run())
-}
-
-// acpguardCmd returns a command that runs acpguard with args. extraEnv
-// entries ("K=V") are added to the test's own environment.
-func acpguardCmd(t testing.TB, ctx context.Context, args []string, extraEnv ...string) *exec.Cmd {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, exe, args...)
-	// The race detector otherwise sleeps a second at every exit.
-	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"), extraEnv...)
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-// syncBuffer is an io.Writer that tests may read while a server writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
@@ -59,47 +99,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// runAcpguard runs acpguard to completion and returns its exit code and output.
-func runAcpguard(t testing.TB, args []string, extraEnv ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := acpguardCmd(t, ctx, args, extraEnv...)
-	var out, errb bytes.Buffer
-	cmd.Stderr = &errb
-	var err error
-	if managedStart(args, extraEnv) {
-		// serve's child runs only on its socket pairs; empty ones here.
-		ends, perr := newChannel()
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		defer ends.closeAll()
-		channelWriter{ends.write}.Close()
-		cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
-		copied := make(chan struct{})
-		go func() { io.Copy(&out, ends.read); close(copied) }()
-		err = cmd.Start()
-		ends.closeChild()
-		if err == nil {
-			err = cmd.Wait()
-		}
-		<-copied
-	} else {
-		cmd.Stdout = &out
-		err = cmd.Run()
-	}
-	code = 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("run acpguard %s: %v", strings.Join(args, " "), err)
-		}
-		code = ee.ExitCode()
-	}
-	return code, out.String(), errb.String()
 }
 
 func TestCommandDispatch(t *testing.T) {

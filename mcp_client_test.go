@@ -1,5 +1,5 @@
 // mcp_client_test.go drives real stdio MCP servers: the test binary itself plays
-// the server (TestHelperMCPServer), started by a real acpguard acp or by the
+// the server (the "mcp-server" test role), started by a real acpguard acp or by the
 // session code in process.
 package main
 
@@ -24,15 +24,14 @@ import (
 
 // The helper server's switches, set through the server entry's env.
 const (
-	envHelperMCP      = "ACPGUARD_TEST_MCP_SERVER" // "1": TestHelperMCPServer serves MCP on stdio
-	envHelperLog      = "MCP_HELPER_LOG"           // file: one line per event the server saw
-	envHelperEnvFile  = "MCP_HELPER_ENV_FILE"      // file: the server's /proc/self/environ
-	envHelperTools    = "MCP_HELPER_TOOLS"         // JSON array replacing the default tools
-	envHelperChild    = "MCP_HELPER_CHILD"         // "1": start a sleeping child in the group
-	envHelperNoInit   = "MCP_HELPER_NO_INIT"       // "1": never answer initialize
-	envHelperNoCap    = "MCP_HELPER_NO_TOOLS_CAP"  // "1": initialize declares no tools capability
-	envHelperListErr  = "MCP_HELPER_LIST_ERROR"    // "1": tools/list answers a JSON-RPC error
-	envHelperExtra    = "MCP_HELPER_RESULT_EXTRA"  // "1": every result carries a member the schema does not name
+	envHelperLog      = "MCP_HELPER_LOG"          // file: one line per event the server saw
+	envHelperEnvFile  = "MCP_HELPER_ENV_FILE"     // file: the server's /proc/self/environ
+	envHelperTools    = "MCP_HELPER_TOOLS"        // JSON array replacing the default tools
+	envHelperChild    = "MCP_HELPER_CHILD"        // "1": start a sleeping child in the group
+	envHelperNoInit   = "MCP_HELPER_NO_INIT"      // "1": never answer initialize
+	envHelperNoCap    = "MCP_HELPER_NO_TOOLS_CAP" // "1": initialize declares no tools capability
+	envHelperListErr  = "MCP_HELPER_LIST_ERROR"   // "1": tools/list answers a JSON-RPC error
+	envHelperExtra    = "MCP_HELPER_RESULT_EXTRA" // "1": every result carries a member the schema does not name
 	helperMCPPageSize = 3
 )
 
@@ -47,15 +46,7 @@ var helperTools = []map[string]any{
 	{"name": "echo", "title": "Echo", "description": "Returns text.", "annotations": map[string]any{"readOnlyHint": true}, "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
 }
 
-// TestHelperMCPServer is not a test: with ACPGUARD_TEST_MCP_SERVER=1 it is a
-// stdio MCP server, and exits when its stdin closes.
-func TestHelperMCPServer(t *testing.T) {
-	if os.Getenv(envHelperMCP) != "1" {
-		t.Skip("helper process: runs only as an MCP server")
-	}
-	os.Exit(serveHelperMCP(os.Stdin, os.Stdout))
-}
-
+// serveHelperMCP is a stdio MCP server that returns when in ends.
 func serveHelperMCP(in io.Reader, out io.Writer) int {
 	logf := func(format string, a ...any) {
 		f, err := os.OpenFile(os.Getenv(envHelperLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
@@ -214,8 +205,7 @@ func (h *helperServer) writable() []string { return []string{"--" + flagSandboxW
 
 func (h *helperServer) environ() []string {
 	env := []string{
-		envHelperMCP + "=1",
-		envRunAsMain + "=0", // the acpguard that starts it runs as main; the server must not
+		roleEnv("mcp-server"), // replaces the "main" role of the acpguard that starts it
 		"GORACE=atexit_sleep_ms=0",
 		envHelperLog + "=" + h.log,
 		envHelperEnvFile + "=" + h.envFile,
@@ -231,7 +221,7 @@ func helperCommand(t testing.TB) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return exe, []string{"-test.run=^TestHelperMCPServer$"}
+	return exe, []string{}
 }
 
 // acpEntry is the server as a session/new mcpServers entry.
@@ -489,7 +479,7 @@ func TestMCPServerEnvironmentIsScrubbed(t *testing.T) {
 // waitEvent waits until the helper server logged an event starting with prefix.
 func (h *helperServer) waitEvent(t *testing.T, prefix string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testTimeout(20 * time.Second))
 	for len(h.events(prefix)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the MCP server never logged %q", prefix)
@@ -519,7 +509,7 @@ func TestMCPServersEndWithTheRuntime(t *testing.T) {
 	c.stdin.Close()
 	<-c.done
 	for _, pid := range pids {
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(testTimeout(30 * time.Second))
 		for processAlive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -651,7 +641,7 @@ func TestMCPCallOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
 			h := newHelperServer(t, "h")
-			s := startTestMCP(t, mcpOptions{CallTimeout: 2 * time.Second}, h.config(t)) // hang waits it out
+			s := startTestMCP(t, mcpOptions{CallTimeout: testTimeout(2 * time.Second)}, h.config(t)) // hang waits it out
 			res := s.run("mcp__h__"+tt.tool, `{"text":"x"}`)
 			if res.Status != tt.status || !strings.Contains(res.Output, tt.text) || res.ErrorType != tt.errType {
 				t.Errorf("result = %+v, want %s %q %q", res, tt.status, tt.text, tt.errType)
@@ -709,7 +699,7 @@ func TestMCPStartupFailures(t *testing.T) {
 	good := newHelperServer(t, "good")
 	// The slow server waits out the whole bound, so it is long enough for
 	// the others to start on a busy machine and short enough for the suite.
-	s := startTestMCP(t, mcpOptions{StartupTimeout: 5 * time.Second},
+	s := startTestMCP(t, mcpOptions{StartupTimeout: testTimeout(5 * time.Second)},
 		noInit.config(t), badTools.config(t), good.config(t), mcpServerConfig{Name: "nameless-command"})
 	notices := strings.Join(s.set.takeNotices(), "\n")
 	for _, want := range []string{

@@ -126,7 +126,7 @@ func TestParseACPMCPServers(t *testing.T) {
 }
 
 func TestMergeMCPServers(t *testing.T) {
-	settings := []mcpServerConfig{{Name: "a", Command: "settings-a"}, {Name: "b", Command: "settings-b", CallTimeout: time.Second}, {Name: "web", Command: "settings-web"}}
+	settings := []mcpServerConfig{{Name: "a", Command: "settings-a"}, {Name: "b", Command: "settings-b", CallTimeout: testTimeout(time.Second)}, {Name: "web", Command: "settings-web"}}
 	var entries []json.RawMessage
 	json.Unmarshal([]byte(`[{"name":"c","command":"session-c","args":[]},{"name":"b","command":"session-b","args":[]},
 		{"type":"http","name":"web","url":"http://127.0.0.1:1","headers":[]}]`), &entries)

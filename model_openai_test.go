@@ -102,7 +102,7 @@ func checkCalls(t *testing.T, got []toolCall, want []wantCall) {
 }
 
 // streamDeadlockBreaker is far beyond any loopback delay; it is not a speed bound.
-const streamDeadlockBreaker = 30 * time.Second
+var streamDeadlockBreaker = testTimeout(30 * time.Second)
 
 var assignedCallID = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
 

@@ -43,7 +43,7 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
+		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(3 * time.Second), Token: providerTestToken}
 		benchGuardOverhead(b, g, nil)
 	})
 	// As operators run it: the reference provider in its own process, so
@@ -54,7 +54,7 @@ func BenchmarkServeGuardOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: providerTestToken}
+		g := guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(3 * time.Second), Token: providerTestToken}
 		benchGuardOverhead(b, g, nil)
 	})
 }
@@ -140,19 +140,10 @@ func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 	b.ReportMetric(pct(provider, 0.5), "p50-provider-us/call")
 }
 
-// envHopRelay turns the test binary into the relay of BenchmarkGuardHopFloor.
-const envHopRelay = "ACPGUARD_TEST_HOP_RELAY"
-
-func init() {
-	if os.Getenv(envHopRelay) == "1" {
-		os.Exit(runHopRelay())
-	}
-}
-
 // runHopRelay is serve's part of a guarded call with nothing else: for each
 // line on stdin, in a goroutine of its own, one POST to an in-process
 // provider that always allows, then one line back.
-func runHopRelay() int {
+func runHopRelay(string) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 1
@@ -199,7 +190,7 @@ func BenchmarkGuardHopFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envHopRelay+"=1")
+	cmd.Env = append(os.Environ(), roleEnv("hop-relay"))
 	to, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -334,7 +334,7 @@ func TestProviderMetrics(t *testing.T) {
 	// A failed reload leaves the policy and counts.
 	os.WriteFile(file, []byte(`{"rules":[{"tool":"x"}]}`), 0o600)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(p.stderr.String(), "reload failed"); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testTimeout(20 * time.Second)); !strings.Contains(p.stderr.String(), "reload failed"); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no reload; stderr %q", p.stderr.String())
 		}

@@ -354,7 +354,7 @@ func TestProviderReloadOnSIGHUP(t *testing.T) {
 	c := testProviderClient(t, p.url, 5*time.Second)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(testTimeout(20 * time.Second)); !cond(); time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("never saw %s; stderr %q", what, p.stderr.String())
 			}
@@ -384,7 +384,7 @@ func TestProviderReloadOnSIGHUP(t *testing.T) {
 // announces its URL, answers a handshake, reloads on SIGHUP without dying,
 // and exits 0 on SIGTERM.
 func TestProviderProcess(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(30*time.Second))
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, []string{"provider", "--listen", "127.0.0.1:0", "--policy", "examples/policy.json"},
 		"QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN="+providerTestToken)

@@ -81,7 +81,7 @@ func startProviderProcess(t testing.TB, args ...string) *providerProcess {
 	})
 	select {
 	case pp.url = <-announced:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testTimeout(20 * time.Second)):
 	}
 	if pp.url == "" {
 		t.Fatalf("provider did not announce its URL; stderr %q", pp.stderrText())

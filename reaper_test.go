@@ -22,22 +22,10 @@ func shellCall(command string, background bool) string {
 	return "call run_shell_command " + string(args)
 }
 
-// pidGone waits until pid no longer runs (gone or a zombie).
-func pidGone(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if !processAlive(pid) {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
-}
-
 // procGoneOrReaped waits until the process p names has no /proc entry left,
 // not even a zombie's (its pid may name a newer process by then).
 func procGoneOrReaped(p procInfo, within time.Duration) bool {
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testTimeout(within))
 	for time.Now().Before(deadline) {
 		now, err := readProcStat(p.pid)
 		if err != nil || now.start != p.start {
@@ -105,7 +93,7 @@ func TestReaperEndsWhatAKilledChildLeft(t *testing.T) {
 		t.Fatalf("ACP child %d: parent %d, session %d; want this process and a session of its own", child, p.ppid, p.sid)
 	}
 	// The orphan is re-parented to serve as soon as its subshell exits.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
 	for parentPID(left["orphan"].pid) != os.Getpid() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -160,7 +148,7 @@ func TestServeOffModeChildEnvironment(t *testing.T) {
 	}
 	got := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
 	// What startTestDaemon gives serve as its start environment.
-	want := newProcEnv(append(append(os.Environ(), envRunAsMain+"=1"), quickRaceExit)).childEnv()
+	want := newProcEnv(append(append(os.Environ(), roleEnv("main")), quickRaceExit)).childEnv()
 	if !slices.Equal(got, want) {
 		for _, kv := range got {
 			if !slices.Contains(want, kv) {

@@ -14,18 +14,10 @@ import (
 	"time"
 )
 
-// envReexec makes the test binary the re-exec way's middle process: the
-// session's writable directories, separated by ":", then it confines
-// itself and execs its arguments after "--".
-const envReexec = "ACPGUARD_SANDBOX_REEXEC"
-
-// TestHelperSandboxReexec is not a test: it is the re-exec way of entering
-// the sandbox, for BenchmarkSandboxToolStart.
-func TestHelperSandboxReexec(t *testing.T) {
-	dirs := os.Getenv(envReexec)
-	if dirs == "" {
-		t.Skip("helper process: runs only as the re-exec way into the sandbox")
-	}
+// runSandboxReexec is the re-exec way of entering the sandbox, for
+// BenchmarkSandboxToolStart: dirs are the session's writable directories,
+// separated by ":"; it confines itself and execs its last argument.
+func runSandboxReexec(dirs string) int {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -48,6 +40,7 @@ func TestHelperSandboxReexec(t *testing.T) {
 		fail(err)
 	}
 	fail(syscall.Exec(path, args, os.Environ()))
+	return 1
 }
 
 // BenchmarkSandboxToolStart starts and waits for `true` three ways in turn,
@@ -65,8 +58,8 @@ func BenchmarkSandboxToolStart(b *testing.B) {
 		return cmd
 	}
 	reexecCmd := func() *exec.Cmd {
-		cmd := exec.Command(exe, "-test.run=^TestHelperSandboxReexec$", "--", "true")
-		cmd.Env = sandboxTestEnv.childEnv(sb.env(envReexec+"="+ws+":"+sb.tempDir(), envRunAsMain+"=0")...)
+		cmd := exec.Command(exe, "--", "true")
+		cmd.Env = sandboxTestEnv.childEnv(sb.env(roleEnv("sandbox-reexec", ws, sb.tempDir()))...)
 		cmd.Dir = ws
 		return cmd
 	}

@@ -18,20 +18,11 @@ import (
 	"testing"
 )
 
-// envTestLandlock makes a re-executed acpguard (and the children it
+// envTestLandlock makes the "main" test role (and the children it
 // starts) play a kernel: "ENOSYS" has no Landlock, "EOPNOTSUPP" has it
 // disabled at boot, a number is the ABI version. Only the test binary
 // reads it.
 const envTestLandlock = "ACPGUARD_TEST_LANDLOCK"
-
-func init() {
-	if os.Getenv(envRunAsMain) != "1" {
-		return
-	}
-	if probe := fakeLandlock(os.Getenv(envTestLandlock)); probe != nil {
-		probeLandlock = probe
-	}
-}
 
 // fakeLandlock returns a probe playing the kernel named as envTestLandlock
 // names it, or nil for "" (the real kernel).
@@ -61,16 +52,6 @@ func withKernel(t *testing.T, kernel string) {
 	saved := probeLandlock
 	probeLandlock = fakeLandlock(kernel)
 	t.Cleanup(func() { probeLandlock = saved })
-}
-
-// writeSettings writes a settings file and returns its path.
-func writeSettings(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "settings.json")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // parseSandboxArgs parses args as acp (cmd "acp") or serve does, and

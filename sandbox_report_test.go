@@ -143,7 +143,7 @@ func TestACPInitializeReportsSandbox(t *testing.T) {
 			// The agent logs it before it reads initialize; stderr arrives
 			// through a pipe of its own.
 			ready := ""
-			for deadline := time.Now().Add(10 * time.Second); ready == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(testTimeout(10 * time.Second)); ready == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				for _, line := range strings.Split(c.stderrText(), "\n") {
 					if strings.Contains(line, `msg="acp runtime ready"`) {
 						ready = line
@@ -189,7 +189,7 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &daemon{sys: &system{env: newProcEnv(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0"))},
+			d := &daemon{sys: &system{env: newProcEnv(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0"))},
 				guarded: tt.guarded, sandbox: inForce, settingsFile: settingsFile}
 			cmd := d.childCommand(exe)
 			cmd.Dir = dir
@@ -225,7 +225,7 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 			var line string
 			select {
 			case line = <-lines:
-			case <-time.After(30 * time.Second):
+			case <-time.After(testTimeout(30 * time.Second)):
 				t.Fatalf("no initialize answer; stderr:\n%s", stderr.String())
 			}
 			var resp struct {

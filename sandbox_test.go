@@ -28,7 +28,7 @@ import (
 	"unsafe"
 )
 
-// envTestSandbox confines the tools of this binary when it runs as acpguard:
+// envTestSandbox confines the tools of the "main" test role:
 // "workspace", optionally followed by ",network=none" and ",unix=none".
 // Children inherit it, so the acp children of a serve a test starts are
 // confined too.
@@ -105,32 +105,18 @@ func runShell(t testing.TB, sb *sandboxSession, dir, script string) (string, int
 	return out.String(), cmd.ProcessState.ExitCode()
 }
 
-func testExe(t testing.TB) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe
-}
-
-// envProbe makes the test binary a probe (TestHelperSandboxProbe): a list of
-// operations separated by spaces, each "op" or "op=arg"; in arg, PPID
-// stands for the probe's parent process id.
-const envProbe = "ACPGUARD_SANDBOX_PROBE"
-
 // probeCommand is the shell command that replaces itself with a probe
 // (so that the probe's parent is the shell's), writing to out.
 func probeCommand(t testing.TB, out string, ops ...string) string {
-	return fmt.Sprintf("exec env %s=0 GORACE=atexit_sleep_ms=0 %s=%q %q -test.run='^TestHelperSandboxProbe$' > %q 2>&1",
-		envRunAsMain, envProbe, strings.Join(ops, " "), testExe(t), out)
+	return fmt.Sprintf("exec env GORACE=atexit_sleep_ms=0 %q %q > %q 2>&1",
+		roleEnv("sandbox-probe", strings.Join(ops, " ")), testExe(t), out)
 }
 
 // runProbe runs a probe in dir through the launcher (sb nil: unconfined).
 func runProbe(t testing.TB, sb *sandboxSession, dir string, ops ...string) map[string]string {
 	t.Helper()
-	cmd := exec.Command(testExe(t), "-test.run=^TestHelperSandboxProbe$")
-	cmd.Env = sandboxTestEnv.childEnv(sb.env(envProbe+"="+strings.Join(ops, " "), envRunAsMain+"=0")...)
+	cmd := exec.Command(testExe(t))
+	cmd.Env = sandboxTestEnv.childEnv(sb.env(roleEnv("sandbox-probe", strings.Join(ops, " ")))...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -160,19 +146,16 @@ func parseProbe(t testing.TB, out string, ops []string) map[string]string {
 	return res
 }
 
-// TestHelperSandboxProbe is not a test: with ACPGUARD_SANDBOX_PROBE set it
-// tries each operation and prints "op ok" or "op <errno name>".
-func TestHelperSandboxProbe(t *testing.T) {
-	ops := os.Getenv(envProbe)
-	if ops == "" {
-		t.Skip("helper process: runs only as a sandbox probe")
-	}
+// runSandboxProbe is the "sandbox-probe" role: ops are operations separated
+// by spaces, each "op" or "op=arg" (in arg, PPID stands for the probe's
+// parent process id); it tries each and prints "op ok" or "op <errno name>".
+func runSandboxProbe(ops string) int {
 	for _, op := range strings.Fields(ops) {
 		name, arg, _ := strings.Cut(op, "=")
 		arg = strings.ReplaceAll(arg, "PPID", strconv.Itoa(os.Getppid()))
 		fmt.Printf("%s %s\n", op, probeOnce(name, arg))
 	}
-	os.Exit(0)
+	return 0
 }
 
 func probeOnce(op, arg string) string {
@@ -190,7 +173,7 @@ func probeOnce(op, arg string) string {
 		pid, _ := strconv.Atoi(arg)
 		return errnoName(syscall.Kill(pid, syscall.SIGCONT))
 	case "connect":
-		c, err := net.DialTimeout("tcp", arg, 10*time.Second)
+		c, err := net.DialTimeout("tcp", arg, testTimeout(10*time.Second))
 		if err == nil {
 			c.Close()
 		}
@@ -552,8 +535,8 @@ func TestSandboxTerminalInjection(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pts.Close()
-		cmd := exec.Command(testExe(t), "-test.run=^TestHelperSandboxProbe$")
-		cmd.Env = sandboxTestEnv.childEnv(sb.env(envProbe+"=tiocsti", envRunAsMain+"=0")...)
+		cmd := exec.Command(testExe(t))
+		cmd.Env = sandboxTestEnv.childEnv(sb.env(roleEnv("sandbox-probe", "tiocsti"))...)
 		cmd.Stdin = pts // the session's terminal; the probe opens it by name
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -740,7 +723,7 @@ func TestSandboxLauncherThreads(t *testing.T) {
 // thread the runtime is ending may still show for a moment.
 func waitUnrestricted(t *testing.T, when string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
 	for odd := restrictedThreads(t); len(odd) > 0; odd = restrictedThreads(t) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s, restricted threads remain: %v", when, odd)
@@ -1185,16 +1168,11 @@ func TestSandboxServeProcesses(t *testing.T) {
 	}
 }
 
-// envRacer makes the test binary the racer of TestSandboxRaceNewACP.
-const envRacer = "ACPGUARD_SANDBOX_RACER"
-
-// TestHelperSandboxRacer is not a test: it reads "pid MARKER" lines, attacks
-// that process's environ and fd/0 (for writing) in a tight loop until the
-// next line, then prints "pid attempts environ-results fd0-results leaked".
-func TestHelperSandboxRacer(t *testing.T) {
-	if os.Getenv(envRacer) != "1" {
-		t.Skip("helper process: runs only as the racer")
-	}
+// runSandboxRacer is the racer of TestSandboxRaceNewACP: it reads "pid MARKER"
+// lines, attacks that process's environ and fd/0 (for writing) in a tight
+// loop until the next line, then prints "pid attempts environ-results
+// fd0-results leaked".
+func runSandboxRacer(string) int {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		pid, marker, _ := strings.Cut(in.Text(), " ")
@@ -1235,7 +1213,7 @@ func TestHelperSandboxRacer(t *testing.T) {
 		wg.Wait()
 		fmt.Printf("%s %d %s %s %v\n", pid, attempts, strings.Join(slices.Sorted(mapKeys(envRes)), "+"), strings.Join(slices.Sorted(mapKeys(fdRes)), "+"), leaked)
 	}
-	os.Exit(0)
+	return 0
 }
 
 func mapKeys(m map[string]bool) func(func(string) bool) {
@@ -1248,7 +1226,7 @@ func mapKeys(m map[string]bool) func(func(string) bool) {
 	}
 }
 
-// racer is a running TestHelperSandboxRacer.
+// racer is a running runSandboxRacer.
 type racer struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
@@ -1257,8 +1235,8 @@ type racer struct {
 
 func startRacer(t *testing.T, sb *sandboxSession, dir string) *racer {
 	t.Helper()
-	cmd := exec.Command(testExe(t), "-test.run=^TestHelperSandboxRacer$")
-	cmd.Env = sandboxTestEnv.childEnv(sb.env(envRacer+"=1", envRunAsMain+"=0")...)
+	cmd := exec.Command(testExe(t))
+	cmd.Env = sandboxTestEnv.childEnv(sb.env(roleEnv("sandbox-racer"))...)
 	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -1383,7 +1361,7 @@ func TestSandboxAsOrdinaryUser(t *testing.T) {
 	if err := os.WriteFile(exe, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(10*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^("+strings.Join(sandboxUserTests, "|")+")$", "-test.v", "-test.count=1")
 	var env []string

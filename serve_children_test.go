@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,10 +20,6 @@ import (
 // faultGuardTimeout is the shortest provider timeout the design allows
 // ("an integer from 100 through 30000 ms") with room for a busy CI machine.
 const faultGuardTimeout = 300 * time.Millisecond
-
-// quickRaceExit keeps a race-enabled ACP child from sleeping a second at
-// exit, as acpguardCmd does for the processes it starts.
-const quickRaceExit = "GORACE=atexit_sleep_ms=0"
 
 // guardedYolo returns serve options in required mode against g, in the yolo
 // approval mode so the guard is the only gate a call meets.
@@ -61,18 +58,6 @@ func wantDeniedWrite(t *testing.T, evs []sseEvent, ws, name, reason string) {
 	}
 }
 
-// pidGoneWithin waits until pid no longer runs.
-func pidGoneWithin(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if processGone(pid) {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
-}
-
 // parentPID reads a process's parent from /proc.
 func parentPID(pid int) int {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -85,23 +70,6 @@ func parentPID(pid int) int {
 	}
 	n, _ := strconv.Atoi(fields[1])
 	return n
-}
-
-// readPIDFile polls for a file holding a pid, written by a shell tool.
-func readPIDFile(t *testing.T, path string) int {
-	t.Helper()
-	for range 500 {
-		if data, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(data), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-			if err != nil {
-				t.Fatalf("pid file %s holds %q", path, data)
-			}
-			return pid
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the shell tool never wrote %s", path)
-	return 0
 }
 
 // TestFaultChildKilledMidTurn kills the ACP child with SIGKILL while its
@@ -181,8 +149,18 @@ func TestServeChildDeath(t *testing.T) {
 // TestChildSchedulerSlots: the ACP runtime serve starts runs on one
 // scheduler slot unless the operator set GOMAXPROCS (runACP says why).
 func TestChildSchedulerSlots(t *testing.T) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		t.Skip("GOMAXPROCS is set for the whole test run")
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		// The children inherit the test's environment: run again without it.
+		cmd := exec.Command(testExe(t), "-test.run=^TestChildSchedulerSlots$", "-test.count=1")
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("without GOMAXPROCS: %v\n%s", err, out)
+		}
+		return
 	}
 	for _, tt := range []struct {
 		name string
@@ -195,7 +173,7 @@ func TestChildSchedulerSlots(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			td := startTestDaemon(t, serveOptions{Workspaces: []string{t.TempDir()}, LogLevel: slog.LevelDebug}, append(tt.env, quickRaceExit)...)
 			td.newSession(t, "")
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(testTimeout(10 * time.Second))
 			for !strings.Contains(td.stderr.String(), `msg="acp runtime ready" managed=false `+tt.want+" ") {
 				if time.Now().After(deadline) {
 					t.Fatalf("no %q in the child's log:\n%s", tt.want, td.stderr.String())

@@ -139,22 +139,11 @@ func streamServer(t *testing.T, l *streamLog, heartbeat, writeTimeout time.Durat
 	return srv.URL, ended
 }
 
-// waitFor polls cond with a generous bound; it is no timing assertion.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i == 3000 {
-			t.Fatalf("still waiting for %s after a minute", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func waitHandlerReturn(t *testing.T, ended chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ended:
-	case <-time.After(time.Minute):
+	case <-time.After(testTimeout(time.Minute)):
 		t.Fatalf("%s: the stream's handler has not returned after a minute", what)
 	}
 }
@@ -421,7 +410,7 @@ func TestServeStalledStreamsStayWithinEventMemory(t *testing.T) {
 		}
 		stalled = append(stalled, conn)
 		// A host that reads the turn, then closes its stream.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout(time.Minute))
 		req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
 		if last != "" {
 			req.Header.Set("Last-Event-ID", last)

@@ -204,7 +204,7 @@ func FuzzModelChunk(f *testing.F) {
 		}()
 		select {
 		case <-delivered:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testTimeout(10 * time.Second)):
 			t.Fatal("deliver blocked")
 		}
 		pw.Close()

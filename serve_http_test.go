@@ -46,7 +46,17 @@ func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testD
 		opts.Workspaces = []string{t.TempDir()}
 	}
 	stderr := &syncBuffer{}
-	env := append(append(os.Environ(), envRunAsMain+"=1"), extraEnv...)
+	// A role in extraEnv takes the main role's place (newProcEnv keeps a
+	// name's first entry).
+	env := append(os.Environ(), roleEnv("main"))
+	role := len(env) - 1
+	for _, kv := range extraEnv {
+		if strings.HasPrefix(kv, envTestRole+"=") {
+			env[role] = kv
+		} else {
+			env = append(env, kv)
+		}
+	}
 	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan string, 1)
@@ -364,42 +374,10 @@ type sseEvent struct {
 	data    json.RawMessage
 }
 
-func readSSE(t testing.TB, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent {
-	t.Helper()
-	var out []sseEvent
-	var cur sseEvent
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("read event stream: %v", err)
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if cur.typ != "" {
-				out = append(out, cur)
-				if stop(cur) {
-					return out
-				}
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.typ = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = json.RawMessage(line[6:])
-		}
-	}
-}
-
 // openEvents opens a session's event stream.
 func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *bufio.Reader {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(60*time.Second))
 	req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)

@@ -18,23 +18,18 @@ import (
 	"time"
 )
 
-// envSilentChild makes "acpguard acp" started in a directory holding a file
-// named silentChildMarker write its pid there and never answer anything.
-const (
-	envSilentChild    = "ACPGUARD_TEST_SILENT_CHILD"
-	silentChildMarker = "silent-child"
-)
+// silentChildMarker is the file whose presence in its directory makes the
+// "silent-child" role write its pid there and never answer anything.
+const silentChildMarker = "silent-child"
 
-func init() {
-	if os.Getenv(envSilentChild) != "1" || len(os.Args) < 2 || os.Args[1] != "acp" {
-		return
-	}
+// runSilentChild is that child, or acpguard where there is no marker.
+func runSilentChild(string) int {
 	if _, err := os.Stat(silentChildMarker); err != nil {
-		return
+		return runAsMain()
 	}
 	os.WriteFile(silentChildMarker, []byte(strconv.Itoa(os.Getpid())), 0o600)
 	time.Sleep(time.Hour)
-	os.Exit(0)
+	return 0
 }
 
 // scrape fetches serve's /metrics and parses it strictly.
@@ -228,8 +223,8 @@ func TestServeInitializeTimeout(t *testing.T) {
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: time.Second}},
-		envSilentChild+"=1")
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: testTimeout(time.Second)}},
+		roleEnv("silent-child"))
 	wantError(t, td.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeInitializeTimeout)
 	wantLimitHits(t, td, codeInitializeTimeout, 1)
 	data, _ := os.ReadFile(marker)
@@ -250,7 +245,7 @@ func TestServeInitializeTimeout(t *testing.T) {
 }
 
 func TestServePromptDeadline(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PromptDeadline: 500 * time.Millisecond}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PromptDeadline: testTimeout(500 * time.Millisecond)}}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	pid, evs := td.runTurn(t, id, "wait")
 	var end turnComplete
@@ -265,7 +260,7 @@ func TestServePromptDeadline(t *testing.T) {
 }
 
 func TestServePermissionResponseTimeout(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PermissionTimeout: 200 * time.Millisecond}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PermissionTimeout: testTimeout(200 * time.Millisecond)}}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	_, evs := td.runTurn(t, id, "permission")
 	var req permissionRequestEvent
@@ -290,7 +285,7 @@ func TestServePermissionResponseTimeout(t *testing.T) {
 }
 
 func TestServeIdleSessionsReaped(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{SessionIdleTimeout: time.Second}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{SessionIdleTimeout: testTimeout(time.Second)}}, fakeChildEnv(""))
 	idle := td.newSession(t, "")
 	busy := td.newSession(t, "")
 	busyStream := td.openEvents(t, busy, "")
@@ -319,7 +314,7 @@ func TestParseServeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: 10 * time.Second, SessionIdleTimeout: 30 * time.Minute, MaxEventMemory: 256 << 20}
+	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: testTimeout(10 * time.Second), SessionIdleTimeout: testTimeout(30 * time.Minute), MaxEventMemory: 256 << 20}
 	if opts.Limits != want || opts.LogJSON || opts.LogLevel != 0 {
 		t.Errorf("defaults = %+v json=%v level=%v, want %+v", opts.Limits, opts.LogJSON, opts.LogLevel, want)
 	}

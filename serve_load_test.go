@@ -37,13 +37,16 @@ func skipUnlessLoad(t *testing.T) {
 // The load run's shape: 32 concurrent sessions x 50 guarded tool calls each
 // through serve, with a counting provider that denies a known fraction.
 const (
-	loadWorkspaces      = 4
-	loadSessionsPerWS   = 8
-	loadPromptsPerSess  = 5
-	loadCallsPerPrompt  = 10
-	loadDenyEvery       = 5 // calls whose index is divisible by this are denied
-	loadStreamTimeout   = 5 * time.Minute
-	loadGoroutineSettle = 5 * time.Second
+	loadWorkspaces     = 4
+	loadSessionsPerWS  = 8
+	loadPromptsPerSess = 5
+	loadCallsPerPrompt = 10
+	loadDenyEvery      = 5 // calls whose index is divisible by this are denied
+)
+
+var (
+	loadStreamTimeout   = testTimeout(5 * time.Minute)
+	loadGoroutineSettle = testTimeout(5 * time.Second)
 )
 
 // loadFile names the marker file one call writes.
@@ -364,7 +367,7 @@ func TestLoadServe(t *testing.T) {
 		t.Errorf("decision log outcomes = %v, want %d allowed and %d denied", outcomes, nAllow, nDeny)
 	}
 	for _, pid := range children {
-		if !pidGoneWithin(pid, time.Second) {
+		if !pidGoneWithin(pid, 10*time.Second) {
 			t.Errorf("ACP child %d outlived the daemon", pid)
 		}
 	}
@@ -487,7 +490,7 @@ func startReleaseServe(t *testing.T, bin string) (releaseServe, func()) {
 				break
 			}
 		}
-		if time.Since(start) > 10*time.Second {
+		if time.Since(start) > testTimeout(10*time.Second) {
 			stop()
 			t.Fatalf("no /health 200 within 10 s: %v", err)
 		}

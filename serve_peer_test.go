@@ -23,33 +23,25 @@ import (
 	"time"
 )
 
-// The test binary is also a tiny host: with envPeerClient set to serve's URL
-// it sends GET /health (with envPeerToken as bearer token when set) and
-// writes "STATUS CODE" to the file envPeerOut names; with envPeerHide=1 it
-// first makes itself not dumpable, so no other process of its user can read
-// its descriptors. With envPeerHold set to an address it connects there and
-// holds the connection until its stdin closes.
+// The "peer-client" role is a tiny host: it sends GET /health to serve's URL
+// (with envPeerToken as bearer token when set) and writes "STATUS CODE" to
+// the file envPeerOut names; with envPeerHide=1 it first makes itself not
+// dumpable, so no other process of its user can read its descriptors.
 const (
-	envPeerClient = "ACPGUARD_TEST_PEER_CLIENT"
-	envPeerToken  = "ACPGUARD_TEST_PEER_TOKEN"
-	envPeerOut    = "ACPGUARD_TEST_PEER_OUT"
-	envPeerHide   = "ACPGUARD_TEST_PEER_HIDE"
-	envPeerHold   = "ACPGUARD_TEST_PEER_HOLD"
+	envPeerToken = "ACPGUARD_TEST_PEER_TOKEN"
+	envPeerOut   = "ACPGUARD_TEST_PEER_OUT"
+	envPeerHide  = "ACPGUARD_TEST_PEER_HIDE"
 )
 
-func init() {
-	if url, ok := os.LookupEnv(envPeerClient); ok {
-		os.Exit(runPeerClient(url))
+// runPeerHold connects to addr and holds the connection until stdin closes.
+func runPeerHold(addr string) int {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 1
 	}
-	if addr, ok := os.LookupEnv(envPeerHold); ok {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			os.Exit(1)
-		}
-		io.Copy(io.Discard, os.Stdin)
-		c.Close()
-		os.Exit(0)
-	}
+	io.Copy(io.Discard, os.Stdin)
+	c.Close()
+	return 0
 }
 
 func runPeerClient(url string) int {
@@ -75,7 +67,7 @@ func runPeerClient(url string) int {
 	if tok := os.Getenv(envPeerToken); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Minute}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: testTimeout(time.Minute)}
 	resp, err := client.Do(req)
 	if err != nil {
 		out = err.Error()
@@ -191,11 +183,11 @@ func TestCheckPeerHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(time.Minute))
 	defer cancel()
 	exe, _ := os.Executable()
 	holder := exec.CommandContext(ctx, exe)
-	holder.Env = append(os.Environ(), envPeerHold+"="+ln.Addr().String())
+	holder.Env = append(os.Environ(), roleEnv("peer-hold", ln.Addr().String()))
 	stdin, err := holder.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -291,10 +283,10 @@ func newPeerUser(t *testing.T) peerUser {
 // command runs the test binary as u with env added to the test's own.
 func (u peerUser) command(ctx context.Context, args []string, env ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, u.exe, args...)
-	cmd.Env = append(append(os.Environ(), envRunAsMain+"=1", "GORACE=atexit_sleep_ms=0", "HOME="+u.dir), env...)
+	cmd.Env = append(append(os.Environ(), roleEnv("main"), "GORACE=atexit_sleep_ms=0", "HOME="+u.dir), env...)
 	cmd.Dir = u.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
-	cmd.WaitDelay = 5 * time.Second
+	cmd.WaitDelay = testTimeout(5 * time.Second)
 	return cmd
 }
 
@@ -318,7 +310,7 @@ func TestServeRefusesDescendantHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "host-token-the-tool-knows"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	defer cancel()
 	cmd := u.command(ctx, []string{"serve", "--port", "0", "--workspace", ws, "--settings", settings}, envServerToken+"="+token)
 	url, _, stderr, _ := servedLines(t, cmd)
@@ -336,7 +328,7 @@ func TestServeRefusesDescendantHost(t *testing.T) {
 	// A host of serve's own user that serve did not start, asking while
 	// serve's ACP child (not dumpable, serve's user) runs.
 	out := filepath.Join(u.dir, "second-host.out")
-	host := u.command(ctx, nil, envPeerClient+"="+url, envPeerToken+"="+token, envPeerOut+"="+out)
+	host := u.command(ctx, nil, roleEnv("peer-client", url), envPeerToken+"="+token, envPeerOut+"="+out)
 	if b, err := host.CombinedOutput(); err != nil {
 		t.Fatalf("second host: %v %s", err, b)
 	}
@@ -345,7 +337,7 @@ func TestServeRefusesDescendantHost(t *testing.T) {
 	}
 	for _, hide := range []string{"0", "1"} {
 		out := filepath.Join(ws, "tool-"+hide+".out")
-		command := fmt.Sprintf("%s=%s %s=%s %s=%s %s=%s %s", envPeerClient, url, envPeerToken, token, envPeerOut, out, envPeerHide, hide, shellQuote(u.exe))
+		command := fmt.Sprintf("%s %s=%s %s=%s %s=%s %s", roleEnv("peer-client", url), envPeerToken, token, envPeerOut, out, envPeerHide, hide, shellQuote(u.exe))
 		text, _ := json.Marshal("call run_shell_command " + mustJSON(t, map[string]string{"command": command}))
 		body := `{"prompt":[{"type":"text","text":` + string(text) + `}]}`
 		if r := td.do(t, "POST", "/session/"+created.SessionID+"/prompt", body, auth...); r.status != 202 {
@@ -368,7 +360,7 @@ func TestServeRefusesDescendantHost(t *testing.T) {
 // waitForContent returns the contents of path once it is there and not empty.
 func waitForContent(t *testing.T, path string) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testTimeout(time.Minute))
 	for time.Now().Before(deadline) {
 		if data, err := os.ReadFile(path); err == nil && len(data) > 0 {
 			return string(data)

@@ -160,7 +160,7 @@ func TestServeCancelWhileProviderDecides(t *testing.T) {
 	}
 	// A cancellation, logged and counted as one, not as a stale prompt.
 	var recs []decisionRecord
-	for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testTimeout(10 * time.Second)); len(recs) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 		recs = decisions(t, td.stderr.String())
 	}
@@ -238,7 +238,7 @@ func TestServePrepareAfterPromptAnswerIsStale(t *testing.T) {
 		}
 	}
 	var recs []decisionRecord
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testTimeout(10 * time.Second))
 	for len(recs) < turns && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 		recs = decisions(t, td.stderr.String())

@@ -27,19 +27,12 @@ import (
 	"time"
 )
 
-// envFakeChild turns "acpguard acp" started by an in-process daemon into
-// the fake child below. Its value says how it answers initialize: "ack"
-// acknowledges required-v1, "badack" something else, anything else nothing;
-// "ownid" also names its sessions itself instead of as serve asked.
-const envFakeChild = "ACPGUARD_TEST_FAKE_CHILD"
-
-func init() {
-	if mode, ok := os.LookupEnv(envFakeChild); ok && len(os.Args) > 1 && os.Args[1] == "acp" {
-		os.Exit(runFakeChild(mode))
-	}
-}
-
-// runFakeChild is a minimal ACP agent whose prompt text is a script, one
+// runFakeChild is the "fake-child" role. mode says how it answers
+// initialize: "ack" acknowledges required-v1, "badack" something else,
+// anything else nothing; "ownid" also names its sessions itself instead of
+// as serve asked.
+//
+// It is a minimal ACP agent whose prompt text is a script, one
 // command per line; it reports what it saw as agent_message_chunk text.
 //
 //	report pid|env|invocation       report a fact about itself
@@ -348,7 +341,7 @@ func (p *testProvider) guard(t testing.TB) guardConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: 3 * time.Second, Token: p.token}
+	return guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(3 * time.Second), Token: p.token}
 }
 
 // newSession creates a session and returns its id.
@@ -437,7 +430,7 @@ func (td *testDaemon) runTurn(t testing.TB, id, text string) (string, []sseEvent
 	return pid, evs
 }
 
-func fakeChildEnv(mode string) string { return envFakeChild + "=" + mode }
+func fakeChildEnv(mode string) string { return roleEnv("fake-child", mode) }
 
 func TestServeSessionPromptEvents(t *testing.T) {
 	ws := t.TempDir()

@@ -40,7 +40,7 @@ func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 	if tokenlessRequired(args, env) {
 		args = append(args, "--"+flagAllowTokenlessLoopback)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	cmd := acpguardCmd(t, ctx, append([]string{"serve", "--port", "0"}, args...), env...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
@@ -527,7 +527,7 @@ func TestFaultSIGTERMWithPromptsRunning(t *testing.T) {
 	}
 	t.Logf("serve exited %v after SIGTERM with 4 running prompts", time.Since(start).Round(time.Millisecond))
 	for _, pid := range append(children, pids...) {
-		if !pidGoneWithin(pid, time.Second) {
+		if !pidGoneWithin(pid, 10*time.Second) {
 			t.Errorf("process %d outlived serve", pid)
 		}
 	}
@@ -644,7 +644,7 @@ func servedLines(t *testing.T, cmd *exec.Cmd) (url string, lines <-chan string, 
 		}
 		stop()
 		t.Fatalf("serve printed %q first, stderr:\n%s", line, stderr.String())
-	case <-time.After(time.Minute):
+	case <-time.After(testTimeout(time.Minute)):
 		t.Fatalf("serve printed nothing in a minute, stderr:\n%s", stderr.String())
 	}
 	return "", nil, nil, nil
@@ -656,7 +656,7 @@ func nextLine(t *testing.T, lines <-chan string) string {
 	select {
 	case l := <-lines:
 		return l
-	case <-time.After(30 * time.Second):
+	case <-time.After(testTimeout(30 * time.Second)):
 		t.Fatal("serve printed no further line")
 		return ""
 	}
@@ -668,7 +668,7 @@ func nextLine(t *testing.T, lines <-chan string) string {
 func TestServeGeneratesHostToken(t *testing.T) {
 	prov := newTestProvider(t)
 	runtimeDir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, []string{"serve", "--port", "0", "--workspace", t.TempDir(),
 		"--external-tool-guard-mode=required", "--external-tool-guard-endpoint", prov.srv.URL},
@@ -711,7 +711,7 @@ func TestServeTokenFileKept(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "host.token")
 	var tokens []string
 	for i := 0; i < 2; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 		defer cancel()
 		cmd := acpguardCmd(t, ctx, []string{"serve", "--port", "0", "--workspace", t.TempDir(), "--" + flagHostTokenFile, path})
 		url, lines, stderr, stop := servedLines(t, cmd)
@@ -744,7 +744,7 @@ func TestServeTokenFileKept(t *testing.T) {
 func TestServeTokenlessLoopback(t *testing.T) {
 	prov := newTestProvider(t)
 	runtimeDir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	defer cancel()
 	cmd := acpguardCmd(t, ctx, []string{"serve", "--port", "0", "--workspace", t.TempDir(), "--" + flagAllowTokenlessLoopback,
 		"--external-tool-guard-mode=required", "--external-tool-guard-endpoint", prov.srv.URL},
