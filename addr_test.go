@@ -101,12 +101,3 @@ func TestLoopbackRule(t *testing.T) {
 		}
 	}
 }
-
-// mustListen is parseListen for an address the test knows is valid.
-func mustListen(raw string) loopbackAddr {
-	a, err := parseListen(raw)
-	if err != nil {
-		panic(err)
-	}
-	return a
-}

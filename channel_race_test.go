@@ -124,15 +124,6 @@ func runChannelAttacker(out string) int {
 	}
 }
 
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
 // attacked counts the children raced. The attacker plays two thieves in
 // turn. The eager one reads what it got and writes at once: it takes
 // messages meant for the child, and its forged answers meet the child's

@@ -12,13 +12,6 @@ import (
 	"testing"
 )
 
-// channelWriter is serve's writing end of a channel as a test's stdin for a
-// child: Close ends the child's input and leaves its output flowing.
-type channelWriter struct{ f *os.File }
-
-func (w channelWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
-func (w channelWriter) Close() error                { return shutdownWrite(w.f) }
-
 // fdsOpenOn counts this process's descriptors open on path.
 func fdsOpenOn(t *testing.T, path string) int {
 	t.Helper()

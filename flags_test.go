@@ -3,55 +3,15 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 )
-
-const testToken = "tok-b7e1c4"
-
-func testSystem(environ ...string) (*system, *bytes.Buffer, *bytes.Buffer) {
-	var stdout, stderr bytes.Buffer
-	return &system{env: newProcEnv(environ), stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}, &stdout, &stderr
-}
-
-// required returns the guard flags of required mode with endpoint, then extra.
-func required(endpoint string, extra ...string) []string {
-	return append([]string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + endpoint}, extra...)
-}
-
-// assertUsageError checks that err is an exit-2 error that names what and,
-// unless value is secret, quotes value, and states rule.
-func assertUsageError(t *testing.T, err error, what, value, rule string, secret bool) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("accepted, want an error naming %s", what)
-	}
-	if code := exitCode(err); code != exitUsage {
-		t.Errorf("exit code %d for %q, want %d", code, err, exitUsage)
-	}
-	msg := err.Error()
-	if !strings.Contains(msg, what) {
-		t.Errorf("error %q does not name %s", msg, what)
-	}
-	if !strings.Contains(msg, rule) {
-		t.Errorf("error %q does not state the rule %q", msg, rule)
-	}
-	if secret {
-		if value != "" && strings.Contains(msg, value) {
-			t.Errorf("error %q shows the secret value", msg)
-		}
-	} else if !strings.Contains(msg, strconv.Quote(value)) {
-		t.Errorf("error %q does not quote the value %q", msg, value)
-	}
-}
 
 func TestGuardConfig(t *testing.T) {
 	const (

@@ -14,9 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,54 +21,6 @@ import (
 	"testing"
 	"time"
 )
-
-const providerTestToken = "provider-test-token"
-
-// wireResponseVector is one provider reply and what the client must make of it.
-type wireResponseVector struct {
-	Name        string `json:"name"`
-	Route       string `json:"route"` // "prepare" or "handshake"
-	Status      int    `json:"status"`
-	ContentType string `json:"contentType"` // "" sends no Content-Type at all
-	Body        string `json:"body"`        // "$ID" stands for the request's requestId or nonce
-	PadTo       int    `json:"padTo"`       // pad the body with spaces to this many bytes
-	Expect      struct {
-		Allowed  *bool  `json:"allowed"`
-		Reason   string `json:"reason"`
-		Category string `json:"category"`
-		OK       bool   `json:"ok"` // handshake succeeds
-	} `json:"expect"`
-}
-
-// loadWireVectors reads every vector in testdata/wire/<dir>, strictly.
-func loadWireVectors[T any](t testing.TB, dir string) map[string]T {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "wire", dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no wire vectors in testdata/wire/%s: %v", dir, err)
-	}
-	out := make(map[string]T, len(files))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v T
-		if err := decodeStrict(data, &v); err != nil {
-			t.Fatalf("vector %s: %v", f, err)
-		}
-		out[strings.TrimSuffix(filepath.Base(f), ".json")] = v
-	}
-	return out
-}
-
-// padWireBody pads body with trailing spaces (still one JSON value) to n bytes.
-func padWireBody(body string, n int) string {
-	if n > len(body) {
-		body += strings.Repeat(" ", n-len(body))
-	}
-	return body
-}
 
 // wireSeenRequest is what a test server received.
 type wireSeenRequest struct {
@@ -130,28 +79,6 @@ func replayVector(v wireResponseVector) func(w http.ResponseWriter, r *http.Requ
 		w.WriteHeader(v.Status)
 		io.WriteString(w, padWireBody(strings.ReplaceAll(v.Body, "$ID", wireRequestID(s.Body)), v.PadTo))
 	}
-}
-
-func testProviderClient(t testing.TB, endpoint string, timeout time.Duration) *providerClient {
-	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(timeout), Token: providerTestToken})
-	pinTestIdentity(c) // as a handshake would: the test may prepare without one
-	// Cleanups run last-registered first: the client's idle connections
-	// close before a server started earlier in the test shuts down.
-	t.Cleanup(c.close)
-	return c
-}
-
-var providerTestCall = prepareRequest{
-	SessionID:  "sess-1",
-	PromptID:   "prompt-1",
-	ToolCallID: "call-1",
-	ToolName:   "read_file",
-	Arguments:  json.RawMessage(`{"file_path":"/tmp/a.txt"}`),
 }
 
 func TestClientWireVectors(t *testing.T) {

@@ -66,24 +66,6 @@ func allowAllProvider(seen func(*http.Request)) http.HandlerFunc {
 	}
 }
 
-// pinTestIdentity records the provider listening on c's address as if a
-// handshake had met it, for tests that talk to a provider without one.
-// Nothing listening leaves the client without an identity.
-func pinTestIdentity(c *providerClient) {
-	if c.invalid != nil {
-		return
-	}
-	v, err := viewConnection(&c.diag, c.dialAddr, netip.AddrPort{})
-	if err != nil || len(v.Listeners) == 0 {
-		return
-	}
-	id := &providerIdentity{UID: v.Listeners[0].UID}
-	for _, l := range v.Listeners {
-		id.Inodes = append(id.Inodes, l.Inode)
-	}
-	c.ident.Store(id)
-}
-
 // socketLineVector is one line of testdata/socktable/lines.json.
 type socketLineVector struct {
 	Line   string `json:"line"`

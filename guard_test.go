@@ -16,105 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// pendingEvent is one toolPending call as an observer saw it.
-type pendingEvent struct {
-	call  toolCall
-	title string
-	kind  string
-	args  map[string]any
-}
-
-// recorder is a toolObserver that keeps what it heard.
-type recorder struct {
-	mu      sync.Mutex
-	pending []pendingEvent
-	running []toolCall
-}
-
-func (r *recorder) toolPending(call toolCall, title, kind string, args map[string]any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.pending = append(r.pending, pendingEvent{call, title, kind, args})
-}
-
-func (r *recorder) toolRunning(call toolCall) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.running = append(r.running, call)
-}
-
-// countingGuard records every request and answers with decide.
-type countingGuard struct {
-	mu     sync.Mutex
-	reqs   []GuardRequest
-	decide func(ctx context.Context, req GuardRequest) (Decision, error)
-}
-
-func (g *countingGuard) guard(ctx context.Context, req GuardRequest) (Decision, error) {
-	g.mu.Lock()
-	g.reqs = append(g.reqs, req)
-	g.mu.Unlock()
-	if g.decide == nil {
-		return Decision{Allowed: true}, nil
-	}
-	return g.decide(ctx, req)
-}
-
-func (g *countingGuard) calls() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.reqs)
-}
-
-// newTestEnv is a session in a fresh workspace with a recorder, a tracked
-// background set and, when g is not nil, that guard.
-func newTestEnv(t testing.TB, g *countingGuard) (*toolEnv, *recorder) {
-	t.Helper()
-	cwd, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{}
-	env := &toolEnv{
-		SessionID:  "sess-1",
-		PromptID:   "prompt-1",
-		Cwd:        cwd,
-		Env:        newProcEnv([]string{"PATH=" + os.Getenv("PATH"), "ACPGUARD_TEST_MARK=visible"}),
-		Background: &processSet{},
-		Observer:   rec,
-	}
-	if g != nil {
-		env.Guard = g.guard
-	}
-	t.Cleanup(env.Background.killAll)
-	return env, rec
-}
-
-func call(name, args string) toolCall {
-	return toolCall{ID: "call_1", Name: name, Args: json.RawMessage(args)}
-}
-
-func jsonArgs(t testing.TB, v map[string]any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// checkOnePending fails unless the observer heard exactly one toolPending.
-func checkOnePending(t *testing.T, rec *recorder) pendingEvent {
-	t.Helper()
-	if len(rec.pending) != 1 {
-		t.Fatalf("toolPending called %d times, want exactly 1", len(rec.pending))
-	}
-	return rec.pending[0]
-}
 
 func TestBoundaryDecisions(t *testing.T) {
 	errBoom := errors.New("provider said 500 with secret details")
@@ -277,25 +180,6 @@ func TestGuardCancellation(t *testing.T) {
 	})
 }
 
-// probeTool is a test tool whose executor counts its calls and whose
-// normalizer may add a value the guard's clone cannot copy.
-func probeTool(execs *int, poison bool) *toolSpec {
-	return &toolSpec{
-		Name: "probe", Kind: kindOther,
-		title: func(map[string]any) string { return "probe" },
-		normalize: func(_ *toolEnv, args map[string]any) (map[string]any, error) {
-			if poison {
-				args["ch"] = make(chan int)
-			}
-			return args, nil
-		},
-		exec: func(context.Context, *toolEnv, map[string]any) toolResult {
-			*execs++
-			return toolResult{Status: statusCompleted, Output: "probed"}
-		},
-	}
-}
-
 func TestCloneFailureDenies(t *testing.T) {
 	g := &countingGuard{}
 	env, _ := newTestEnv(t, g)
@@ -430,13 +314,6 @@ func TestPendingCarriesRawArgsOnFailure(t *testing.T) {
 	want := map[string]any{"file_path": "../x", "n": json.Number("2")}
 	if !reflect.DeepEqual(p.args, want) {
 		t.Errorf("raw args = %#v, want %#v", p.args, want)
-	}
-}
-
-func mustSymlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -598,11 +475,6 @@ func runTool(s toolSpec) { s.exec() }
 
 // The allocation proof: with no guard, runTool allocates exactly what the
 // same steps without the guard step allocate.
-
-type nopObserver struct{}
-
-func (nopObserver) toolPending(toolCall, string, string, map[string]any) {}
-func (nopObserver) toolRunning(toolCall)                                 {}
 
 var nopResult = toolResult{Status: statusCompleted, Output: "ok"}
 

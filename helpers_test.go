@@ -1,24 +1,43 @@
-// helpers_test.go holds what many test files share: starting acpguard, the
-// timeout scale, waiting for an effect, processes and files, the fake provider.
+// helpers_test.go holds every helper that more than one test file uses,
+// grouped by what it drives: acpguard and its processes, the test roles,
+// rules, the boundary and tools, the agent, MCP, the provider, the sandbox, serve.
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// Starting acpguard, the timeout scale, waiting for an effect, processes and files.
 
 // envTimeoutScale multiplies every test timeout, deadline and poll limit
 // (testTimeout): a positive number, 1 when unset, more on a slow or busy machine.
@@ -277,4 +296,2354 @@ func readSSE(t testing.TB, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent
 			cur.data = json.RawMessage(line[6:])
 		}
 	}
+}
+
+// Test roles: the environment that makes this binary a role, and the
+// re-executed acpguard main.
+
+// envTestRole is the one switch that makes a re-executed test binary
+// something other than the test suite: its value is "ROLE" or "ROLE:ARG",
+// ROLE a key of testRoles. Children inherit it, so the acp children of a
+// serve a test starts play the role too; a later entry for the name in a
+// command's environment replaces an inherited one.
+const envTestRole = "ACPGUARD_TEST_ROLE"
+
+// roleEnv is the environment entry that makes a re-executed test binary play role.
+func roleEnv(role string, arg ...string) string {
+	return envTestRole + "=" + strings.Join(append([]string{role}, arg...), ":")
+}
+
+// runAsMain is acpguard with the test seams of envTestRole's "main" applied.
+func runAsMain() int {
+	if probe := fakeLandlock(os.Getenv(envTestLandlock)); probe != nil {
+		probeLandlock = probe
+	}
+	setTestSandbox()
+	main()
+	return 0
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Command lines: a fake system to run them against, the required-guard
+// arguments, listen addresses, secret files.
+
+const testToken = "tok-b7e1c4"
+
+func testSystem(environ ...string) (*system, *bytes.Buffer, *bytes.Buffer) {
+	var stdout, stderr bytes.Buffer
+	return &system{env: newProcEnv(environ), stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}, &stdout, &stderr
+}
+
+// required returns the guard flags of required mode with endpoint, then extra.
+func required(endpoint string, extra ...string) []string {
+	return append([]string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + endpoint}, extra...)
+}
+
+// assertUsageError checks that err is an exit-2 error that names what and,
+// unless value is secret, quotes value, and states rule.
+func assertUsageError(t *testing.T, err error, what, value, rule string, secret bool) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted, want an error naming %s", what)
+	}
+	if code := exitCode(err); code != exitUsage {
+		t.Errorf("exit code %d for %q, want %d", code, err, exitUsage)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, what) {
+		t.Errorf("error %q does not name %s", msg, what)
+	}
+	if !strings.Contains(msg, rule) {
+		t.Errorf("error %q does not state the rule %q", msg, rule)
+	}
+	if secret {
+		if value != "" && strings.Contains(msg, value) {
+			t.Errorf("error %q shows the secret value", msg)
+		}
+	} else if !strings.Contains(msg, strconv.Quote(value)) {
+		t.Errorf("error %q does not quote the value %q", msg, value)
+	}
+}
+
+// mustListen is parseListen for an address the test knows is valid.
+func mustListen(raw string) loopbackAddr {
+	a, err := parseListen(raw)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// writeSecret writes body to a new file in dir with mode perm and returns
+// its path.
+func writeSecret(t *testing.T, dir, name, body string, perm os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, perm); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Rules and hooks: a fixed cwd and home, parsed permission rules, a hook's
+// input and environment.
+
+const (
+	testCwd  = "/work/proj"
+	testHome = "/home/alice"
+)
+
+func mustRules(t testing.TB, allow, ask, deny []string) *permissionRules {
+	t.Helper()
+	r, err := parsePermissionRules(allow, ask, deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func testHookInput(dir string) hookInput {
+	return hookInput{
+		SessionID: "sess-1", Cwd: dir, PermissionMode: modeAutoEdit,
+		ToolName: "run_shell_command", ToolInput: map[string]any{"command": "ls -la"}, ToolUseID: "call-1",
+	}
+}
+
+var testHookEnv = spawnEnv{Env: newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_TEST=1"})}
+
+// The boundary and the tools in process: a tool environment with a counting
+// guard and a recording observer, calls, table-driven tool cases.
+
+// pendingEvent is one toolPending call as an observer saw it.
+type pendingEvent struct {
+	call  toolCall
+	title string
+	kind  string
+	args  map[string]any
+}
+
+// recorder is a toolObserver that keeps what it heard.
+type recorder struct {
+	mu      sync.Mutex
+	pending []pendingEvent
+	running []toolCall
+}
+
+func (r *recorder) toolPending(call toolCall, title, kind string, args map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = append(r.pending, pendingEvent{call, title, kind, args})
+}
+
+func (r *recorder) toolRunning(call toolCall) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running = append(r.running, call)
+}
+
+// countingGuard records every request and answers with decide.
+type countingGuard struct {
+	mu     sync.Mutex
+	reqs   []GuardRequest
+	decide func(ctx context.Context, req GuardRequest) (Decision, error)
+}
+
+func (g *countingGuard) guard(ctx context.Context, req GuardRequest) (Decision, error) {
+	g.mu.Lock()
+	g.reqs = append(g.reqs, req)
+	g.mu.Unlock()
+	if g.decide == nil {
+		return Decision{Allowed: true}, nil
+	}
+	return g.decide(ctx, req)
+}
+
+func (g *countingGuard) calls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.reqs)
+}
+
+// newTestEnv is a session in a fresh workspace with a recorder, a tracked
+// background set and, when g is not nil, that guard.
+func newTestEnv(t testing.TB, g *countingGuard) (*toolEnv, *recorder) {
+	t.Helper()
+	cwd, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	env := &toolEnv{
+		SessionID:  "sess-1",
+		PromptID:   "prompt-1",
+		Cwd:        cwd,
+		Env:        newProcEnv([]string{"PATH=" + os.Getenv("PATH"), "ACPGUARD_TEST_MARK=visible"}),
+		Background: &processSet{},
+		Observer:   rec,
+	}
+	if g != nil {
+		env.Guard = g.guard
+	}
+	t.Cleanup(env.Background.killAll)
+	return env, rec
+}
+
+func call(name, args string) toolCall {
+	return toolCall{ID: "call_1", Name: name, Args: json.RawMessage(args)}
+}
+
+func jsonArgs(t testing.TB, v map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkOnePending fails unless the observer heard exactly one toolPending.
+func checkOnePending(t *testing.T, rec *recorder) pendingEvent {
+	t.Helper()
+	if len(rec.pending) != 1 {
+		t.Fatalf("toolPending called %d times, want exactly 1", len(rec.pending))
+	}
+	return rec.pending[0]
+}
+
+// probeTool is a test tool whose executor counts its calls and whose
+// normalizer may add a value the guard's clone cannot copy.
+func probeTool(execs *int, poison bool) *toolSpec {
+	return &toolSpec{
+		Name: "probe", Kind: kindOther,
+		title: func(map[string]any) string { return "probe" },
+		normalize: func(_ *toolEnv, args map[string]any) (map[string]any, error) {
+			if poison {
+				args["ch"] = make(chan int)
+			}
+			return args, nil
+		},
+		exec: func(context.Context, *toolEnv, map[string]any) toolResult {
+			*execs++
+			return toolResult{Status: statusCompleted, Output: "probed"}
+		},
+	}
+}
+
+func mustSymlink(t testing.TB, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type nopObserver struct{}
+
+func (nopObserver) toolPending(toolCall, string, string, map[string]any) {}
+
+func (nopObserver) toolRunning(toolCall) {}
+
+func sleepBriefly() { time.Sleep(10 * time.Millisecond) }
+
+// runArgs runs one call with no guard and returns its result.
+func runArgs(t *testing.T, env *toolEnv, name string, args map[string]any) toolResult {
+	t.Helper()
+	return runTool(context.Background(), env, call(name, jsonArgs(t, args)))
+}
+
+// toolCase is one call and what its result must look like.
+type toolCase struct {
+	name   string
+	tool   string
+	args   map[string]any
+	status string
+	// every string in want must occur in the output; none in notWant
+	want, notWant []string
+	// check, when set, inspects the workspace afterwards
+	check func(t *testing.T, cwd string)
+}
+
+func runToolCases(t *testing.T, setup func(t *testing.T, cwd string), cases []toolCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _ := newTestEnv(t, nil)
+			if setup != nil {
+				setup(t, env.Cwd)
+			}
+			res := runArgs(t, env, tc.tool, tc.args)
+			if res.Status != tc.status {
+				t.Fatalf("status = %q, want %q; output %q", res.Status, tc.status, res.Output)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(res.Output, strings.ReplaceAll(w, "$CWD", env.Cwd)) {
+					t.Errorf("output %q does not contain %q", res.Output, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(res.Output, w) {
+					t.Errorf("output %q contains %q", res.Output, w)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, env.Cwd)
+			}
+		})
+	}
+}
+
+func fileIs(name, want string) func(t *testing.T, cwd string) {
+	return func(t *testing.T, cwd string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(cwd, name))
+		if err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", name, b, err, want)
+		}
+	}
+}
+
+// Pipes and the private channel's files.
+
+func mustPipe(t testing.TB) (*os.File, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// channelWriter is serve's writing end of a channel as a test's stdin for a
+// child: Close ends the child's input and leaves its output flowing.
+type channelWriter struct{ f *os.File }
+
+func (w channelWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+
+func (w channelWriter) Close() error { return shutdownWrite(w.f) }
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// The agent over ACP: a client on acpguard acp's stdio, its requests and
+// updates, a managed start whose parent answers prepare requests.
+
+// acpClient is a line-delimited JSON-RPC client of an acpguard acp process.
+// It answers the agent's requests with onRequest.
+type acpClient struct {
+	t     testing.TB
+	stdin io.WriteCloser
+	done  chan struct{} // closed when the agent's stdout ends
+
+	onRequest func(method string, params json.RawMessage) (any, *rpcError)
+
+	mu         sync.Mutex
+	nextID     int
+	pending    map[string]chan acpResponse
+	updates    []json.RawMessage // session/update params, in arrival order
+	requests   []acpRequest      // requests the agent sent us
+	notices    []acpRequest      // its other notifications
+	nullErrors []int             // codes of error responses with id null
+	changed    chan struct{}
+	stderr     strings.Builder
+}
+
+func (c *acpClient) stderrText() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stderr.String()
+}
+
+func (c *acpClient) read(r io.Reader) {
+	defer close(c.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var m struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Method  string          `json:"method"`
+			Params  json.RawMessage `json:"params"`
+			Result  json.RawMessage `json:"result"`
+			Error   *rpcError       `json:"error"`
+		}
+		if err := decodeStrict(sc.Bytes(), &m); err != nil || m.JSONRPC != "2.0" {
+			c.t.Errorf("agent wrote a bad line %q: %v", sc.Text(), err)
+			continue
+		}
+		c.mu.Lock()
+		switch {
+		case m.Method != "" && m.ID != nil:
+			c.requests = append(c.requests, acpRequest{m.Method, m.Params})
+			go c.answer(m.ID, m.Method, m.Params)
+		case m.Method == methodSessionUpdate:
+			c.updates = append(c.updates, m.Params)
+		case m.Method != "":
+			c.notices = append(c.notices, acpRequest{m.Method, m.Params})
+		default:
+			if ch, ok := c.pending[string(m.ID)]; ok {
+				delete(c.pending, string(m.ID))
+				ch <- acpResponse{m.Result, m.Error}
+			} else if string(m.ID) == "null" && m.Error != nil {
+				c.nullErrors = append(c.nullErrors, m.Error.Code)
+			} else {
+				c.t.Errorf("response to unknown id %s", m.ID)
+			}
+		}
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+func (c *acpClient) answer(id json.RawMessage, method string, params json.RawMessage) {
+	msg := map[string]any{"jsonrpc": "2.0", "id": id}
+	if c.onRequest == nil {
+		msg["error"] = &rpcError{Code: rpcMethodNotFound, Message: "no handler"}
+	} else if res, err := c.onRequest(method, params); err != nil {
+		msg["error"] = err
+	} else {
+		msg["result"] = res
+	}
+	c.send(msg)
+}
+
+func (c *acpClient) send(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.writeLine(string(b))
+}
+
+func (c *acpClient) writeLine(line string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	io.WriteString(c.stdin, line+"\n")
+}
+
+// call sends a request and waits for its response.
+func (c *acpClient) call(method string, params any) acpResponse {
+	c.t.Helper()
+	ch := c.start(method, params)
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(testTimeout(20 * time.Second)):
+		c.t.Fatalf("no response to %s", method)
+		return acpResponse{}
+	}
+}
+
+// start sends a request and returns where its response will arrive.
+func (c *acpClient) start(method string, params any) chan acpResponse {
+	line, ch := c.request(method, params)
+	c.writeLine(line)
+	return ch
+}
+
+// request numbers a request and registers its answer; the caller writes it.
+func (c *acpClient) request(method string, params any) (string, chan acpResponse) {
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	ch := make(chan acpResponse, 1)
+	c.pending[fmt.Sprint(id)] = ch
+	c.mu.Unlock()
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return string(b), ch
+}
+
+// startThenCancel writes a session/prompt and a session/cancel for sid in
+// one write, so the agent reads both before the prompt's handler can start.
+func (c *acpClient) startThenCancel(sid string, params any) chan acpResponse {
+	line, ch := c.request(methodSessionPrompt, params)
+	cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodSessionCancel, "params": map[string]any{"sessionId": sid}})
+	c.writeLine(line + "\n" + string(cancel))
+	return ch
+}
+
+func (c *acpClient) mustCall(method string, params any, result any) {
+	c.t.Helper()
+	r := c.call(method, params)
+	if r.Error != nil {
+		c.t.Fatalf("%s: error %d %s", method, r.Error.Code, r.Error.Message)
+	}
+	if result != nil {
+		if err := json.Unmarshal(r.Result, result); err != nil {
+			c.t.Fatalf("%s result %s: %v", method, r.Result, err)
+		}
+	}
+}
+
+// waitFor waits until cond holds over the agent's requests and updates.
+func (c *acpClient) waitFor(what string, cond func(reqs []acpRequest, updates []json.RawMessage) bool) {
+	c.t.Helper()
+	deadline := time.After(testTimeout(20 * time.Second))
+	for {
+		c.mu.Lock()
+		ok := cond(c.requests, c.updates)
+		ch := c.changed
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (c *acpClient) countRequests(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, r := range c.requests {
+		if r.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// sessionUpdates returns the updates of one session, decoded.
+func (c *acpClient) sessionUpdates(sessionID string) []toolUpdate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []toolUpdate
+	for _, raw := range c.updates {
+		var p struct {
+			SessionID string          `json:"sessionId"`
+			Update    json.RawMessage `json:"update"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil || p.SessionID != sessionID {
+			continue
+		}
+		var u toolUpdate
+		json.Unmarshal(p.Update, &u)
+		var chunk struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(p.Update, &chunk) == nil {
+			u.Text = chunk.Content.Text
+		}
+		if u.Content != nil {
+			var blocks []struct {
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			json.Unmarshal(u.Content, &blocks)
+			for _, b := range blocks {
+				u.Text += b.Content.Text
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func (c *acpClient) newSession(cwd string) string {
+	c.t.Helper()
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	c.mustCall(methodSessionNew, map[string]any{"cwd": cwd, "mcpServers": []any{}}, &res)
+	if res.SessionID == "" {
+		c.t.Fatal("session/new returned no sessionId")
+	}
+	return res.SessionID
+}
+
+// newYoloSession is a session in yolo mode: the tests of the guard path
+// need no permission prompts.
+func (c *acpClient) newYoloSession(cwd string) string {
+	c.t.Helper()
+	sid := c.newSession(cwd)
+	c.mustCall(methodSessionSetMode, map[string]any{"sessionId": sid, "modeId": modeYolo}, nil)
+	return sid
+}
+
+func (c *acpClient) prompt(sessionID, text, promptID string) string {
+	c.t.Helper()
+	var res struct {
+		StopReason string `json:"stopReason"`
+	}
+	c.mustCall(methodSessionPrompt, promptParams(sessionID, text, promptID), &res)
+	return res.StopReason
+}
+
+type acpResponse struct {
+	Result json.RawMessage
+	Error  *rpcError
+}
+
+type acpRequest struct {
+	Method string
+	Params json.RawMessage
+}
+
+// startACP starts acpguard acp with args and extra environment, over pipes
+// as an editor does, or over a socket pair as serve does when the agent is a
+// managed child (the required-v1 marker, or --model parent).
+func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcError), args []string, extraEnv ...string) *acpClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := acpguardCmd(t, ctx, append([]string{"acp"}, args...), extraEnv...)
+	var stdin io.WriteCloser
+	var stdout io.Reader
+	var ends *channelEnds
+	if managedStart(args, extraEnv) {
+		var err error
+		if ends, err = newChannel(); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin, cmd.Stdout = ends.childStdin, ends.childStdout
+		stdin, stdout = channelWriter{ends.write}, ends.read
+		t.Cleanup(ends.closeAll)
+	} else {
+		var err error
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if stdout, err = cmd.StdoutPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &acpClient{t: t, stdin: stdin, done: make(chan struct{}), onRequest: onRequest,
+		pending: map[string]chan acpResponse{}, changed: make(chan struct{})}
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.stderr.Write(p)
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if ends != nil {
+		ends.closeChild()
+	}
+	go c.read(stdout)
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-c.done:
+		case <-time.After(testTimeout(10 * time.Second)):
+			t.Errorf("acp agent did not exit after stdin closed")
+		}
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent stderr:\n%s", c.stderrText())
+		}
+	})
+	return c
+}
+
+// managedStart reports whether an agent started so is one of serve's
+// children, which runs only on a socket pair.
+func managedStart(args, env []string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, envPrivateGuard+"=") {
+			return true
+		}
+	}
+	for i, a := range args {
+		if a == "--model="+modelParent || a == "--model" && i+1 < len(args) && args[i+1] == modelParent {
+			return true
+		}
+	}
+	return false
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// toolUpdate is the part of a tool_call / tool_call_update the tests read.
+type toolUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate"`
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title"`
+	Kind          string          `json:"kind"`
+	Status        string          `json:"status"`
+	RawInput      map[string]any  `json:"rawInput"`
+	RawOutput     map[string]any  `json:"rawOutput"`
+	Meta          map[string]any  `json:"_meta"`
+	Content       json.RawMessage `json:"content"`
+	Text          string
+}
+
+// agentText is everything the agent said in agent_message_chunk updates.
+func agentText(updates []toolUpdate) string {
+	var b strings.Builder
+	for _, u := range updates {
+		if u.SessionUpdate == "agent_message_chunk" {
+			b.WriteString(u.Text)
+		}
+	}
+	return b.String()
+}
+
+// metaParentCapability is where Qwen Code's parent sends its capability;
+// acpguard's serve sends none and its children ignore one.
+const metaParentCapability = "qwen-code/private-parent-capability"
+
+// managedEnv makes an agent serve's guarded child.
+var managedEnv = []string{envPrivateGuard + "=" + privateGuardMarker}
+
+func initializeParams(capability string) map[string]any {
+	p := map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}
+	if capability != "" {
+		p["_meta"] = map[string]any{metaParentCapability: capability}
+	}
+	return p
+}
+
+func promptParams(sessionID, text, promptID string) map[string]any {
+	p := map[string]any{"sessionId": sessionID, "prompt": []any{map[string]any{"type": "text", "text": text}}}
+	if promptID != "" {
+		p["_meta"] = map[string]any{metaInvocation: map[string]any{"version": 1, "sessionId": sessionID, "promptId": promptID}}
+	}
+	return p
+}
+
+// prepareLog records the guard requests a test parent received.
+type prepareLog struct {
+	mu   sync.Mutex
+	reqs []map[string]any
+}
+
+func (l *prepareLog) add(params json.RawMessage) map[string]any {
+	var m map[string]any
+	json.Unmarshal(params, &m)
+	l.mu.Lock()
+	l.reqs = append(l.reqs, m)
+	l.mu.Unlock()
+	return m
+}
+
+func (l *prepareLog) all() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]map[string]any(nil), l.reqs...)
+}
+
+// parentAnswering returns a request handler that answers every prepare with answer.
+func parentAnswering(log *prepareLog, answer func(req map[string]any) (any, *rpcError)) func(string, json.RawMessage) (any, *rpcError) {
+	return func(method string, params json.RawMessage) (any, *rpcError) {
+		if method != methodGuardPrepare {
+			return nil, &rpcError{Code: rpcMethodNotFound, Message: method}
+		}
+		return answer(log.add(params))
+	}
+}
+
+func startManaged(t testing.TB, log *prepareLog, answer func(map[string]any) (any, *rpcError), args ...string) *acpClient {
+	c := startACP(t, parentAnswering(log, answer), args, managedEnv...)
+	var res struct {
+		AgentCapabilities struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"agentCapabilities"`
+	}
+	c.mustCall(methodInitialize, initializeParams(""), &res)
+	if got, _ := res.AgentCapabilities.Meta[metaGuardReady].(string); got != privateGuardMarker {
+		t.Fatalf("initialize acknowledgement = %q, want %q", got, privateGuardMarker)
+	}
+	return c
+}
+
+// lastStatus returns the final status and text of a call's updates.
+func callOutcome(updates []toolUpdate, callID string) (statuses []string, text string, errType string) {
+	for _, u := range updates {
+		if u.ToolCallID != callID {
+			continue
+		}
+		statuses = append(statuses, u.Status)
+		if u.SessionUpdate == "tool_call_update" && (u.Status == "completed" || u.Status == "failed") {
+			text = u.Text
+			errType, _ = u.RawOutput["errorType"].(string)
+		}
+	}
+	return statuses, text, errType
+}
+
+func firstToolCall(t *testing.T, updates []toolUpdate) toolUpdate {
+	t.Helper()
+	for _, u := range updates {
+		if u.SessionUpdate == "tool_call" {
+			return u
+		}
+	}
+	t.Fatalf("no tool_call update in %+v", updates)
+	return toolUpdate{}
+}
+
+func allow(map[string]any) (any, *rpcError) { return map[string]any{"allowed": true}, nil }
+
+// MCP: the helper server (this binary in a role) and sessions that use it.
+
+// The helper server's switches, set through the server entry's env.
+const (
+	envHelperLog      = "MCP_HELPER_LOG"          // file: one line per event the server saw
+	envHelperEnvFile  = "MCP_HELPER_ENV_FILE"     // file: the server's /proc/self/environ
+	envHelperTools    = "MCP_HELPER_TOOLS"        // JSON array replacing the default tools
+	envHelperChild    = "MCP_HELPER_CHILD"        // "1": start a sleeping child in the group
+	envHelperNoInit   = "MCP_HELPER_NO_INIT"      // "1": never answer initialize
+	envHelperNoCap    = "MCP_HELPER_NO_TOOLS_CAP" // "1": initialize declares no tools capability
+	envHelperListErr  = "MCP_HELPER_LIST_ERROR"   // "1": tools/list answers a JSON-RPC error
+	envHelperExtra    = "MCP_HELPER_RESULT_EXTRA" // "1": every result carries a member the schema does not name
+	helperMCPPageSize = 3
+)
+
+// helperServer describes one helper MCP server and where it records what it saw.
+type helperServer struct {
+	name    string
+	dir     string // holds its wire log: confined, it needs --sandbox-write dir
+	log     string
+	envFile string
+	env     map[string]string
+}
+
+// writable is the flag that lets the server, confined by the default
+// sandbox of required mode, write its wire log.
+func (h *helperServer) writable() []string { return []string{"--" + flagSandboxWrite, h.dir} }
+
+func (h *helperServer) environ() []string {
+	env := []string{
+		roleEnv("mcp-server"), // replaces the "main" role of the acpguard that starts it
+		"GORACE=atexit_sleep_ms=0",
+		envHelperLog + "=" + h.log,
+		envHelperEnvFile + "=" + h.envFile,
+	}
+	for k, v := range h.env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// acpEntry is the server as a session/new mcpServers entry.
+func (h *helperServer) acpEntry(t testing.TB) map[string]any {
+	cmd, args := helperCommand(t)
+	var env []map[string]string
+	for _, kv := range h.environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, map[string]string{"name": k, "value": v})
+	}
+	return map[string]any{"name": h.name, "command": cmd, "args": args, "env": env}
+}
+
+func (h *helperServer) config(t testing.TB) mcpServerConfig {
+	cmd, args := helperCommand(t)
+	return mcpServerConfig{Name: h.name, Command: cmd, Args: args, Env: h.environ()}
+}
+
+// events returns the lines of the server's log that start with prefix.
+func (h *helperServer) events(prefix string) []string {
+	b, _ := os.ReadFile(h.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (h *helperServer) pids(t *testing.T, prefix string) []int {
+	var pids []int
+	for _, l := range h.events(prefix + " ") {
+		pid, err := strconv.Atoi(strings.TrimPrefix(l, prefix+" "))
+		if err != nil {
+			t.Fatalf("bad %s line %q", prefix, l)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// waitEvent waits until the helper server logged an event starting with prefix.
+func (h *helperServer) waitEvent(t *testing.T, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout(20 * time.Second))
+	for len(h.events(prefix)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server never logged %q", prefix)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newHelperServer(t *testing.T, name string) *helperServer {
+	dir := t.TempDir()
+	return &helperServer{name: name, dir: dir, log: filepath.Join(dir, "wire.log"), envFile: filepath.Join(dir, "environ"), env: map[string]string{}}
+}
+
+func helperCommand(t testing.TB) (string, []string) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe, []string{}
+}
+
+// newMCPSession opens a session with the given servers.
+func newMCPSession(t *testing.T, c *acpClient, cwd string, servers ...map[string]any) string {
+	t.Helper()
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	if servers == nil {
+		servers = []map[string]any{}
+	}
+	c.mustCall(methodSessionNew, map[string]any{"cwd": cwd, "mcpServers": servers}, &res)
+	// yolo: these tests are about the guard and the transport, not approval.
+	c.mustCall(methodSessionSetMode, map[string]any{"sessionId": res.SessionID, "modeId": modeYolo}, nil)
+	return res.SessionID
+}
+
+// parseSettingsMCPServers reads an mcpServers object the way a settings file
+// is read, then converts it.
+func parseSettingsMCPServers(raw json.RawMessage) ([]mcpServerConfig, error) {
+	var servers map[string]mcpServerSettings
+	if err := decodeStrict(raw, &servers); err != nil {
+		return nil, fmt.Errorf("mcpServers: %w", err)
+	}
+	return mcpServersFromSettings(servers)
+}
+
+// The policy provider: the pinned client, the reference provider in process
+// and as a process, wire vectors, audit records, a test CA.
+
+const providerTestToken = "provider-test-token"
+
+// wireResponseVector is one provider reply and what the client must make of it.
+type wireResponseVector struct {
+	Name        string `json:"name"`
+	Route       string `json:"route"` // "prepare" or "handshake"
+	Status      int    `json:"status"`
+	ContentType string `json:"contentType"` // "" sends no Content-Type at all
+	Body        string `json:"body"`        // "$ID" stands for the request's requestId or nonce
+	PadTo       int    `json:"padTo"`       // pad the body with spaces to this many bytes
+	Expect      struct {
+		Allowed  *bool  `json:"allowed"`
+		Reason   string `json:"reason"`
+		Category string `json:"category"`
+		OK       bool   `json:"ok"` // handshake succeeds
+	} `json:"expect"`
+}
+
+// loadWireVectors reads every vector in testdata/wire/<dir>, strictly.
+func loadWireVectors[T any](t testing.TB, dir string) map[string]T {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "wire", dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no wire vectors in testdata/wire/%s: %v", dir, err)
+	}
+	out := make(map[string]T, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v T
+		if err := decodeStrict(data, &v); err != nil {
+			t.Fatalf("vector %s: %v", f, err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".json")] = v
+	}
+	return out
+}
+
+// padWireBody pads body with trailing spaces (still one JSON value) to n bytes.
+func padWireBody(body string, n int) string {
+	if n > len(body) {
+		body += strings.Repeat(" ", n-len(body))
+	}
+	return body
+}
+
+func testProviderClient(t testing.TB, endpoint string, timeout time.Duration) *providerClient {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(timeout), Token: providerTestToken})
+	pinTestIdentity(c) // as a handshake would: the test may prepare without one
+	// Cleanups run last-registered first: the client's idle connections
+	// close before a server started earlier in the test shuts down.
+	t.Cleanup(c.close)
+	return c
+}
+
+var providerTestCall = prepareRequest{
+	SessionID:  "sess-1",
+	PromptID:   "prompt-1",
+	ToolCallID: "call-1",
+	ToolName:   "read_file",
+	Arguments:  json.RawMessage(`{"file_path":"/tmp/a.txt"}`),
+}
+
+// pinTestIdentity records the provider listening on c's address as if a
+// handshake had met it, for tests that talk to a provider without one.
+// Nothing listening leaves the client without an identity.
+func pinTestIdentity(c *providerClient) {
+	if c.invalid != nil {
+		return
+	}
+	v, err := viewConnection(&c.diag, c.dialAddr, netip.AddrPort{})
+	if err != nil || len(v.Listeners) == 0 {
+		return
+	}
+	id := &providerIdentity{UID: v.Listeners[0].UID}
+	for _, l := range v.Listeners {
+		id.Inodes = append(id.Inodes, l.Inode)
+	}
+	c.ident.Store(id)
+}
+
+// refProvider is a reference provider serving in the test process.
+type refProvider struct {
+	url            string
+	stdout, stderr *syncBuffer
+}
+
+// startRefProvider runs serveProvider until the test ends.
+func startRefProvider(t testing.TB, opts providerOptions) *refProvider {
+	t.Helper()
+	if opts.Listen == (loopbackAddr{}) {
+		opts.Listen = mustListen("127.0.0.1:0")
+	}
+	if opts.Token == "" {
+		opts.Token = providerTestToken
+	}
+	p := &refProvider{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveProvider(ctx, &system{stdout: p.stdout, stderr: p.stderr}, opts, func(a string) { addr <- a })
+	}()
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case err := <-done:
+		cancel()
+		t.Fatalf("provider did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("provider returned %v", err)
+		}
+	})
+	return p
+}
+
+// wireRequestVector is one request and the status the provider must answer.
+type wireRequestVector struct {
+	Name         string `json:"name"`
+	Method       string `json:"method"`
+	Path         string `json:"path"`
+	Auth         string `json:"auth"` // valid, none, wrong, prefix, basic, lowercase, raw
+	ContentType  string `json:"contentType"`
+	Body         string `json:"body"`
+	PadTo        int    `json:"padTo"`
+	ExpectStatus int    `json:"expectStatus"`
+}
+
+func (v wireRequestVector) send(t *testing.T, hc *http.Client, base string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(v.Method, base+v.Path, strings.NewReader(padWireBody(v.Body, v.PadTo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch v.Auth {
+	case "valid":
+		req.Header.Set("Authorization", "Bearer "+providerTestToken)
+	case "none":
+	case "wrong":
+		req.Header.Set("Authorization", "Bearer not-the-token")
+	case "prefix":
+		req.Header.Set("Authorization", "Bearer "+providerTestToken[:len(providerTestToken)-1])
+	case "basic":
+		req.Header.Set("Authorization", "Basic "+providerTestToken)
+	case "lowercase":
+		req.Header.Set("Authorization", "bearer "+providerTestToken)
+	case "raw":
+		req.Header.Set("Authorization", providerTestToken)
+	default:
+		t.Fatalf("vector auth %q", v.Auth)
+	}
+	if v.ContentType != "" {
+		req.Header.Set("Content-Type", v.ContentType)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func readProviderAudit(t *testing.T, file string) []providerAuditRecord {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []providerAuditRecord
+	for line := range strings.Lines(string(raw)) {
+		var r providerAuditRecord
+		if err := decodeStrict([]byte(line), &r); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// providerProcess is "acpguard provider" running as a real process.
+type providerProcess struct {
+	url    string // as announced: scheme://host:port
+	port   string
+	mu     sync.Mutex
+	stderr strings.Builder
+}
+
+func (pp *providerProcess) stderrText() string {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return pp.stderr.String()
+}
+
+// startProviderProcess runs the provider on examples/policy.json with args
+// (listening on 127.0.0.1:0 unless args name --listen) until the test ends.
+func startProviderProcess(t testing.TB, args ...string) *providerProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	full := []string{"provider", "--policy", "examples/policy.json"}
+	if !slices.Contains(args, "--listen") {
+		full = append(full, "--listen", "127.0.0.1:0")
+	}
+	cmd := acpguardCmd(t, ctx, append(full, args...), envGuardToken+"="+providerTestToken)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pp := &providerProcess{}
+	announced := make(chan string, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(announced)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			pp.mu.Lock()
+			pp.stderr.WriteString(sc.Text() + "\n")
+			pp.mu.Unlock()
+			if u, ok := strings.CutPrefix(sc.Text(), "acpguard provider: listening on "); ok {
+				announced <- u
+			}
+		}
+	})
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		wg.Wait()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("provider after SIGTERM: %v; stderr %q", err, pp.stderrText())
+		}
+		cancel()
+	})
+	select {
+	case pp.url = <-announced:
+	case <-time.After(testTimeout(20 * time.Second)):
+	}
+	if pp.url == "" {
+		t.Fatalf("provider did not announce its URL; stderr %q", pp.stderrText())
+	}
+	_, pp.port, _ = net.SplitHostPort(pp.url[strings.Index(pp.url, "//")+2:])
+	return pp
+}
+
+// providerTestCA is a throwaway certificate authority.
+type providerTestCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	file string // the CA certificate, PEM, for SSL_CERT_FILE
+	dir  string
+}
+
+// leaf issues a server certificate for names (DNS names or IP addresses)
+// and returns its certificate and key files.
+func (ca *providerTestCA) leaf(t *testing.T, name string, names ...string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: names[0]},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeTestPEM(t, filepath.Join(ca.dir, name+".pem"), "CERTIFICATE", der),
+		writeTestPEM(t, filepath.Join(ca.dir, name+".key"), "PRIVATE KEY", pkcs8)
+}
+
+// leafKey returns the key file of a fresh leaf, to pair with another leaf.
+func (ca *providerTestCA) leafKey(t *testing.T) string {
+	_, key := ca.leaf(t, "stray", "localhost")
+	return key
+}
+
+func newProviderTestCA(t *testing.T) *providerTestCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "acpguard test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &providerTestCA{cert: cert, key: key, dir: t.TempDir()}
+	ca.file = writeTestPEM(t, filepath.Join(ca.dir, "ca.pem"), "CERTIFICATE", der)
+	return ca
+}
+
+func writeTestPEM(t *testing.T, file, typ string, der []byte) string {
+	t.Helper()
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// Metrics: a strict parser for Prometheus text.
+
+var (
+	promStrictNameRE   = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	promStrictLabelRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	promStrictSampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
+	promStrictTypes    = map[string]bool{"counter": true, "gauge": true, "histogram": true, "summary": true, "untyped": true}
+)
+
+// promParseStrict parses exposition text strictly and returns every
+// sample by series ("name{a=\"x\",b=\"y\"}", labels sorted). It fails on
+// anything a Prometheus scraper would reject or that breaks the format's
+// rules: a sample before its family's TYPE, a family split in two, a
+// duplicate series, a negative counter, an inconsistent histogram.
+func promParseStrict(text string) (map[string]float64, error) {
+	if text == "" || !strings.HasSuffix(text, "\n") {
+		return nil, fmt.Errorf("empty or not newline-terminated")
+	}
+	samples := map[string]float64{}
+	types := map[string]string{}
+	helps := map[string]bool{}
+	closed := map[string]bool{} // families whose samples have ended
+	current := ""
+	type bucket struct {
+		le    float64
+		count float64
+	}
+	hists := map[string]map[string][]bucket{} // family -> other labels -> buckets
+	sums := map[string]bool{}
+	counts := map[string]float64{}
+	for n, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("line %d %q: %s", n+1, line, fmt.Sprintf(format, a...))
+		}
+		if rest, ok := strings.CutPrefix(line, "# "); ok {
+			kind, rest, _ := strings.Cut(rest, " ")
+			name, arg, _ := strings.Cut(rest, " ")
+			if !promStrictNameRE.MatchString(name) {
+				return nil, bad("bad metric name")
+			}
+			switch kind {
+			case "HELP":
+				if helps[name] || arg == "" {
+					return nil, bad("repeated or empty HELP")
+				}
+				helps[name] = true
+			case "TYPE":
+				if types[name] != "" || !promStrictTypes[arg] || closed[name] {
+					return nil, bad("repeated, unknown or late TYPE")
+				}
+				types[name] = arg
+			default:
+				return nil, bad("unknown comment kind")
+			}
+			if current != name {
+				if current != "" {
+					closed[current] = true
+				}
+				current = name
+			}
+			continue
+		}
+		m := promStrictSampleRE.FindStringSubmatch(line)
+		if m == nil {
+			return nil, bad("not a sample line")
+		}
+		name, rawLabels, rawValue := m[1], m[2], m[3]
+		family, suffix := name, ""
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			if f, ok := strings.CutSuffix(name, s); ok && types[f] == "histogram" {
+				family, suffix = f, s
+			}
+		}
+		if family != current || types[family] == "" {
+			return nil, bad("sample outside its family (current %q)", current)
+		}
+		labels, err := promParseLabels(rawLabels)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		value, err := strconv.ParseFloat(rawValue, 64)
+		if err != nil || math.IsNaN(value) {
+			return nil, bad("bad value")
+		}
+		keys := make([]string, 0, len(labels))
+		for k := range labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var series strings.Builder
+		series.WriteString(name)
+		var other strings.Builder
+		if len(keys) > 0 {
+			series.WriteString("{")
+			for i, k := range keys {
+				if i > 0 {
+					series.WriteString(",")
+				}
+				fmt.Fprintf(&series, "%s=%q", k, labels[k])
+				if k != "le" {
+					fmt.Fprintf(&other, "%s=%q,", k, labels[k])
+				}
+			}
+			series.WriteString("}")
+		}
+		if _, dup := samples[series.String()]; dup {
+			return nil, bad("duplicate series")
+		}
+		samples[series.String()] = value
+		switch typ := types[family]; {
+		case typ == "counter" && value < 0:
+			return nil, bad("negative counter")
+		case typ == "histogram":
+			key := other.String()
+			switch suffix {
+			case "_bucket":
+				le, ok := labels["le"]
+				if !ok {
+					return nil, bad("bucket without le")
+				}
+				bound, err := strconv.ParseFloat(le, 64)
+				if err != nil {
+					return nil, bad("bad le")
+				}
+				if hists[family] == nil {
+					hists[family] = map[string][]bucket{}
+				}
+				bs := hists[family][key]
+				if len(bs) > 0 && (bound <= bs[len(bs)-1].le || value < bs[len(bs)-1].count) {
+					return nil, bad("buckets not increasing")
+				}
+				hists[family][key] = append(bs, bucket{bound, value})
+			case "_sum":
+				sums[family+key] = true
+			case "_count":
+				counts[family+key] = value
+			default:
+				return nil, bad("bare sample of a histogram")
+			}
+		}
+	}
+	for family, byLabels := range hists {
+		for key, bs := range byLabels {
+			last := bs[len(bs)-1]
+			if !math.IsInf(last.le, 1) {
+				return nil, fmt.Errorf("histogram %s{%s} has no +Inf bucket", family, key)
+			}
+			if c, ok := counts[family+key]; !ok || c != last.count || !sums[family+key] {
+				return nil, fmt.Errorf("histogram %s{%s}: _count %v (present %v) vs +Inf %v, _sum present %v", family, key, c, ok, last.count, sums[family+key])
+			}
+		}
+	}
+	return samples, nil
+}
+
+// promParseLabels parses {a="x",b="y"}; values may escape \\, \" and \n.
+func promParseLabels(raw string) (map[string]string, error) {
+	labels := map[string]string{}
+	if raw == "" {
+		return labels, nil
+	}
+	s := raw[1 : len(raw)-1]
+	for s != "" {
+		name, rest, ok := strings.Cut(s, `="`)
+		if !ok || !promStrictLabelRE.MatchString(name) {
+			return nil, fmt.Errorf("bad label in %s", raw)
+		}
+		var v strings.Builder
+		i := 0
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' {
+				i++
+				if i == len(rest) {
+					return nil, fmt.Errorf("dangling escape in %s", raw)
+				}
+				switch rest[i] {
+				case '\\', '"':
+					v.WriteByte(rest[i])
+				case 'n':
+					v.WriteByte('\n')
+				default:
+					return nil, fmt.Errorf("bad escape in %s", raw)
+				}
+				continue
+			}
+			v.WriteByte(rest[i])
+		}
+		if i == len(rest) {
+			return nil, fmt.Errorf("unterminated value in %s", raw)
+		}
+		if _, dup := labels[name]; dup {
+			return nil, fmt.Errorf("duplicate label %s", name)
+		}
+		labels[name] = v.String()
+		s = rest[i+1:]
+		if s != "" {
+			var ok bool
+			if s, ok = strings.CutPrefix(s, ","); !ok || s == "" {
+				return nil, fmt.Errorf("bad separator in %s", raw)
+			}
+		}
+	}
+	return labels, nil
+}
+
+// The sandbox: a faked Landlock probe, a test sandbox and its workspace.
+
+// envTestLandlock makes the "main" test role (and the children it
+// starts) play a kernel: "ENOSYS" has no Landlock, "EOPNOTSUPP" has it
+// disabled at boot, a number is the ABI version. Only the test binary
+// reads it.
+const envTestLandlock = "ACPGUARD_TEST_LANDLOCK"
+
+// fakeLandlock returns a probe playing the kernel named as envTestLandlock
+// names it, or nil for "" (the real kernel).
+func fakeLandlock(kernel string) func() (int, error) {
+	switch kernel {
+	case "":
+		return nil
+	case "ENOSYS":
+		return func() (int, error) {
+			return 0, fmt.Errorf("landlock_create_ruleset version probe: %w", syscall.ENOSYS)
+		}
+	case "EOPNOTSUPP":
+		return func() (int, error) {
+			return 0, fmt.Errorf("landlock_create_ruleset version probe: %w", syscall.EOPNOTSUPP)
+		}
+	}
+	abi, err := strconv.Atoi(kernel)
+	if err != nil {
+		panic(envTestLandlock + " " + strconv.Quote(kernel) + ": want ENOSYS, EOPNOTSUPP or an ABI version")
+	}
+	return func() (int, error) { return abi, nil }
+}
+
+// withKernel makes probeLandlock play kernel for the rest of the test.
+func withKernel(t *testing.T, kernel string) {
+	t.Helper()
+	saved := probeLandlock
+	probeLandlock = fakeLandlock(kernel)
+	t.Cleanup(func() { probeLandlock = saved })
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// envTestSandbox confines the tools of the "main" test role:
+// "workspace", optionally followed by ",network=none" and ",unix=none".
+// Children inherit it, so the acp children of a serve a test starts are
+// confined too.
+const envTestSandbox = "ACPGUARD_TEST_SANDBOX"
+
+// setTestSandbox reads envTestSandbox for TestMain (main_test.go).
+func setTestSandbox() {
+	v := os.Getenv(envTestSandbox)
+	if v == "" {
+		return
+	}
+	parts := strings.Split(v, ",")
+	cfg := workspaceConfig()
+	if parts[0] != sandboxWorkspace {
+		fmt.Fprintf(os.Stderr, "%s %q: want %q\n", envTestSandbox, v, sandboxWorkspace)
+		os.Exit(2)
+	}
+	for _, p := range parts[1:] {
+		switch p {
+		case "network=none":
+			cfg.Network = sandboxNone
+		case "unix=none":
+			cfg.Unix = sandboxNone
+		default:
+			fmt.Fprintf(os.Stderr, "%s %q: unknown option %q\n", envTestSandbox, v, p)
+			os.Exit(2)
+		}
+	}
+	sandboxTestOverride = &cfg
+}
+
+// workspaceConfig is the workspace profile with everything else at its default.
+func workspaceConfig() sandboxConfig {
+	return sandboxConfig{Profile: sandboxWorkspace, Network: sandboxAll, Unix: sandboxAll}
+}
+
+func requireLandlock(t testing.TB) int {
+	t.Helper()
+	abi, err := probeLandlock()
+	if err != nil {
+		t.Skipf("the kernel has no Landlock (%v): nothing to confine with here", err)
+	}
+	return abi
+}
+
+// sandboxTestEnv is the environment builder of the processes tests start;
+// GORACE keeps a race-enabled helper from sleeping a second at exit.
+var sandboxTestEnv = newProcEnv(append(os.Environ(), "GORACE=atexit_sleep_ms=0"))
+
+func newTestSandbox(t testing.TB, cfg sandboxConfig, cwd string) *sandboxSession {
+	t.Helper()
+	requireLandlock(t)
+	sb, err := newSandboxSession(cfg, cwd, sandboxTestEnv)
+	if err != nil {
+		t.Fatalf("newSandboxSession: %v", err)
+	}
+	t.Cleanup(sb.close)
+	return sb
+}
+
+// Process groups: shell calls that leave a background, /proc stat.
+
+// shellCall is a scripted prompt line running command with run_shell_command.
+func shellCall(command string, background bool) string {
+	args, _ := json.Marshal(map[string]any{"command": command, "is_background": background})
+	return "call run_shell_command " + string(args)
+}
+
+func mustProcStat(t *testing.T, pid int) procInfo {
+	t.Helper()
+	p, err := readProcStat(pid)
+	if err != nil {
+		t.Fatalf("read /proc/%d/stat: %v", pid, err)
+	}
+	return p
+}
+
+// serve's event streams: the stream log, a stalled reader.
+
+// takeAll takes and releases everything sub has to write now, as a
+// stream's handler would, and reports whether its stream ends after that
+// and with which stream_dropped notice.
+func takeAll(l *streamLog, sub *streamSubscriber) (evs []*streamEvent, ended bool, reason string) {
+	for {
+		batch, end, why := l.take(sub)
+		if len(batch) == 0 {
+			return evs, end, why
+		}
+		for _, ev := range batch {
+			evs = append(evs, &streamEvent{id: ev.id, typ: ev.typ, data: ev.data})
+		}
+		l.release(sub, batch)
+	}
+}
+
+// replayOf returns the events a new stream resuming after id after replays.
+func replayOf(l *streamLog, after int64) []*streamEvent {
+	sub := l.subscribe(after, nil)
+	defer l.unsubscribe(sub)
+	evs, _, _ := takeAll(l, sub)
+	return evs
+}
+
+// stalledReadBuffer is the receive buffer of a host that stopped reading:
+// the kernel takes a few KiB for it whatever is asked.
+const stalledReadBuffer = 1024
+
+// openStalledStream opens an event stream as a host that then stops
+// reading: a real loopback TCP connection with a tiny receive buffer that
+// reads the response head and nothing after it. It returns the status.
+func openStalledStream(t testing.TB, base, path string, header ...string) (net.Conn, int) {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, stalledReadBuffer)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	addr := strings.TrimPrefix(base, "http://")
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\n"
+	for i := 0; i+1 < len(header); i += 2 {
+		req += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	if _, err := conn.Write([]byte(req + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Byte by byte, so nothing past the head leaves the socket buffer.
+	var head []byte
+	b := make([]byte, 1)
+	for !strings.HasSuffix(string(head), "\r\n\r\n") {
+		if _, err := conn.Read(b); err != nil {
+			t.Fatalf("read response head %q: %v", head, err)
+		}
+		head = append(head, b[0])
+	}
+	var status int
+	fmt.Sscanf(string(head), "HTTP/1.1 %d", &status)
+	return conn, status
+}
+
+// newStreamLog returns a log with the default ring, no subscriber bound and
+// no daemon budget.
+func newStreamLog() *streamLog {
+	return newBoundedStreamLog(defaultEventRingSize, 0, nil, func(string, ...any) {})
+}
+
+// serve in process: a test daemon with a fake provider, host responses, SSE
+// events, sessions and turns, guarded calls, decisions.
+
+// testDaemon is one in-process serveDaemon on a loopback port.
+type testDaemon struct {
+	url    string
+	stderr *syncBuffer
+	stop   func() error
+}
+
+// do sends one host request; body "" sends none.
+func (td *testDaemon) do(t testing.TB, method, path, body string, header ...string) hostResponse {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, td.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hostResponse{status: resp.StatusCode, header: resp.Header, body: b, closed: resp.Close}
+}
+
+// openEvents opens a session's event stream.
+func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *bufio.Reader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(60*time.Second))
+	req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET events = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	br := bufio.NewReader(resp.Body)
+	if l, _ := br.ReadString('\n'); l != "retry: 3000\n" {
+		t.Fatalf("stream starts with %q, want retry: 3000", l)
+	}
+	return br
+}
+
+// startTestDaemon runs serveDaemon with opts; extraEnv ("K=V") is added to
+// the environment its children inherit.
+func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testDaemon {
+	t.Helper()
+	if opts.Hostname == (bindAddr{}) {
+		opts.Hostname = bindAddr{"127.0.0.1", true}
+	}
+	if opts.MaxPendingPrompts == 0 {
+		opts.MaxPendingPrompts = 5
+	}
+	if opts.Guard.Mode == "" {
+		opts.Guard.Mode = guardModeOff
+	}
+	if len(opts.Workspaces) == 0 {
+		opts.Workspaces = []string{t.TempDir()}
+	}
+	stderr := &syncBuffer{}
+	// A role in extraEnv takes the main role's place (newProcEnv keeps a
+	// name's first entry).
+	env := append(os.Environ(), roleEnv("main"))
+	role := len(env) - 1
+	for _, kv := range extraEnv {
+		if strings.HasPrefix(kv, envTestRole+"=") {
+			env[role] = kv
+		} else {
+			env = append(env, kv)
+		}
+	}
+	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serveDaemon(ctx, sys, opts, func(u string) { urls <- u }) }()
+	td := &testDaemon{stderr: stderr}
+	select {
+	case td.url = <-urls:
+	case err := <-done:
+		cancel()
+		t.Fatalf("serveDaemon returned before listening: %v", err)
+	}
+	var once sync.Once
+	var stopErr error
+	td.stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := td.stop(); err != nil {
+			t.Errorf("serveDaemon: %v", err)
+		}
+	})
+	return td
+}
+
+type hostResponse struct {
+	status int
+	header http.Header
+	body   []byte
+	closed bool // the server closes the connection after this answer
+}
+
+// wantError checks a host error response's status and code.
+func wantError(t testing.TB, r hostResponse, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Errorf("status = %d, want %d (body %s)", r.status, status, r.body)
+	}
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	if err := decodeStrict(r.body, &e); err != nil {
+		t.Fatalf("error body %q is not {error, code}: %v", r.body, err)
+	}
+	if e.Code != code || e.Error == "" {
+		t.Errorf("error body = %s, want code %q and a message", r.body, code)
+	}
+}
+
+// readSSE reads events from an event stream until stop returns true.
+type sseEvent struct {
+	id, typ string
+	data    json.RawMessage
+}
+
+// acpChildren returns this process's children that run "acpguard acp": the
+// children an in-process daemon started.
+func acpChildren(t *testing.T) []int {
+	t.Helper()
+	var out []int
+	for _, pid := range childPIDs(t, os.Getpid()) {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == "acp" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// testProvider is a policy provider on a loopback socket that counts every
+// connection and prepare, and decides with decide.
+type testProvider struct {
+	srv   *httptest.Server
+	token string
+	mu    sync.Mutex
+	conns int
+	calls []map[string]json.RawMessage
+	// verdict decides a prepare; a status other than 200 answers that
+	// status with an empty body.
+	verdict func(tool string, args json.RawMessage) (status int, allowed bool, reason string)
+	gate    chan struct{} // when set, prepare waits for it before answering
+	inCall  chan struct{} // when set, prepare signals it on arrival
+}
+
+func (p *testProvider) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+p.token {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	var req map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/v1/handshake":
+		fmt.Fprintf(w, `{"protocolVersion":1,"nonce":%s,"capabilities":{"prepare":true}}`, req["nonce"])
+	case "/v1/prepare":
+		p.mu.Lock()
+		p.calls = append(p.calls, req)
+		gate, inCall := p.gate, p.inCall
+		p.mu.Unlock()
+		if inCall != nil {
+			inCall <- struct{}{}
+		}
+		if gate != nil {
+			<-gate
+		}
+		var tool string
+		json.Unmarshal(req["toolName"], &tool)
+		status, allowed, reason := p.verdict(tool, req["arguments"])
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			return
+		}
+		res := map[string]any{"protocolVersion": 1, "requestId": req["requestId"], "allowed": allowed}
+		if reason != "" {
+			res["reason"] = reason
+		}
+		json.NewEncoder(w).Encode(res)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (p *testProvider) counts() (conns, prepares int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns, len(p.calls)
+}
+
+func (p *testProvider) guard(t testing.TB) guardConfig {
+	u, err := url.Parse(p.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return guardConfig{Mode: guardModeRequired, Endpoint: u, Timeout: testTimeout(3 * time.Second), Token: p.token}
+}
+
+func newTestProvider(t testing.TB) *testProvider {
+	p := &testProvider{token: "guard-token-for-tests", verdict: func(string, json.RawMessage) (int, bool, string) { return 200, true, "" }}
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serveHTTP))
+	p.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			p.mu.Lock()
+			p.conns++
+			p.mu.Unlock()
+		}
+	}
+	p.srv.Start()
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// newSession creates a session and returns its id.
+func (td *testDaemon) newSession(t testing.TB, body string) string {
+	t.Helper()
+	r := td.do(t, "POST", "/session", body)
+	var res newSessionResponse
+	if r.status != 200 || decodeStrict(r.body, &res) != nil || res.SessionID == "" {
+		t.Fatalf("POST /session %s = %d %s", body, r.status, r.body)
+	}
+	return res.SessionID
+}
+
+// prompt submits a one-block text prompt and returns its promptId.
+func (td *testDaemon) prompt(t testing.TB, id, text string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}})
+	r := td.do(t, "POST", "/session/"+id+"/prompt", string(body))
+	var res promptAccepted
+	if r.status != http.StatusAccepted || decodeStrict(r.body, &res) != nil || res.PromptID == "" {
+		t.Fatalf("POST prompt = %d %s", r.status, r.body)
+	}
+	return res.PromptID
+}
+
+type envelope struct {
+	ID       int64           `json:"id"`
+	V        int             `json:"v"`
+	Type     string          `json:"type"`
+	PromptID string          `json:"promptId"`
+	Data     json.RawMessage `json:"data"`
+}
+
+func parseEnvelope(t testing.TB, ev sseEvent) envelope {
+	t.Helper()
+	var e envelope
+	if err := decodeStrict(ev.data, &e); err != nil {
+		t.Fatalf("event data %s: %v", ev.data, err)
+	}
+	if e.V != 1 || e.Type != ev.typ || strconv.FormatInt(e.ID, 10) != ev.id {
+		t.Fatalf("envelope %s does not match id %s / event %s", ev.data, ev.id, ev.typ)
+	}
+	return e
+}
+
+// texts returns the agent_message_chunk texts of session_update events.
+func texts(t testing.TB, evs []sseEvent) []string {
+	var out []string
+	for _, ev := range evs {
+		if ev.typ != eventSessionUpdate {
+			continue
+		}
+		var d struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				SessionUpdate string `json:"sessionUpdate"`
+				Content       struct{ Type, Text string }
+			} `json:"update"`
+		}
+		if err := json.Unmarshal(parseEnvelope(t, ev).Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d.Update.Content.Text)
+	}
+	return out
+}
+
+// untilTurnEnd stops reading at the turn_complete or turn_error of promptID.
+func untilTurnEnd(promptID string) func(sseEvent) bool {
+	return func(ev sseEvent) bool {
+		return (ev.typ == eventTurnComplete || ev.typ == eventTurnError) && strings.Contains(string(ev.data), `"promptId":"`+promptID+`"`)
+	}
+}
+
+// runTurn prompts and returns the turn's events, up to its end.
+func (td *testDaemon) runTurn(t testing.TB, id, text string) (string, []sseEvent) {
+	t.Helper()
+	stream := td.openEvents(t, id, "")
+	pid := td.prompt(t, id, text)
+	var evs []sseEvent
+	for _, ev := range readSSE(t, stream, untilTurnEnd(pid)) {
+		if parseEnvelope(t, ev).PromptID == pid {
+			evs = append(evs, ev)
+		}
+	}
+	return pid, evs
+}
+
+func fakeChildEnv(mode string) string { return roleEnv("fake-child", mode) }
+
+// faultGuardTimeout is the shortest provider timeout the design allows
+// ("an integer from 100 through 30000 ms") with room for a busy CI machine.
+const faultGuardTimeout = 300 * time.Millisecond
+
+// guardedYolo returns serve options in required mode against g, in the yolo
+// approval mode so the guard is the only gate a call meets.
+func guardedYolo(t testing.TB, ws string, g guardConfig) serveOptions {
+	settings := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: filepath.Join(t.TempDir(), "d.jsonl")}
+}
+
+// writeCall is a scripted prompt line proposing one write_file of name.
+func writeCall(name string) string {
+	return `call write_file {"file_path":"` + name + `","content":"x"}`
+}
+
+// wantDeniedWrite checks that the only tool call of evs failed with the
+// guard failure text and that its file does not exist.
+func wantDeniedWrite(t *testing.T, evs []sseEvent, ws, name, reason string) {
+	t.Helper()
+	ups := toolUpdates(t, evs)
+	if len(ups) == 0 {
+		t.Fatalf("no tool updates in %d events", len(evs))
+	}
+	last := ups[len(ups)-1]
+	if last.Status != "failed" || !strings.Contains(string(last.RawOutput), errTypeExecutionDenied) || !strings.Contains(string(last.RawOutput), reason) {
+		t.Errorf("final update of %s = %+v, want failed %s %q", name, last, errTypeExecutionDenied, reason)
+	}
+	for _, u := range ups {
+		if u.Status == "in_progress" {
+			t.Errorf("%s reached in_progress without a decision", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s was written without an allow (stat: %v)", name, err)
+	}
+}
+
+// parentPID reads a process's parent from /proc.
+func parentPID(pid int) int {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(fields[1])
+	return n
+}
+
+// scrape fetches serve's /metrics and parses it strictly.
+func (td *testDaemon) scrape(t testing.TB, header ...string) map[string]float64 {
+	t.Helper()
+	r := td.do(t, "GET", metricsPath, "", header...)
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != prometheusTextContentType {
+		t.Fatalf("GET /metrics = %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	samples, err := promParseStrict(string(r.body))
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v\n%s", err, r.body)
+	}
+	return samples
+}
+
+// wantLimitHits checks that the limit code was hit n times: the counter
+// says so, and so many warnings were logged.
+func wantLimitHits(t testing.TB, td *testDaemon, code string, n int) {
+	t.Helper()
+	if got := td.scrape(t)[`acpguard_serve_limit_hits_total{code="`+code+`"}`]; got != float64(n) {
+		t.Errorf("limit hits %s = %v, want %d", code, got, n)
+	}
+	if got := strings.Count(td.stderr.String(), `level=WARN msg="limit reached" code=`+code+" "); got != n {
+		t.Errorf("%d log lines for limit %s, want %d; log:\n%s", got, code, n, td.stderr.String())
+	}
+}
+
+// collectSSE is readSSE for goroutines other than the test's.
+func collectSSE(r *bufio.Reader, stop func(sseEvent) bool) ([]sseEvent, error) {
+	var out []sseEvent
+	var cur sseEvent
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return out, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if cur.typ != "" {
+				out = append(out, cur)
+				if stop(cur) {
+					return out, nil
+				}
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.typ = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.data = json.RawMessage(line[6:])
+		}
+	}
+}
+
+// decisions parses the decision log lines written so far.
+func decisions(t *testing.T, log string) []decisionRecord {
+	t.Helper()
+	var out []decisionRecord
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		if !strings.HasPrefix(line, `{"time"`) {
+			continue
+		}
+		var rec decisionRecord
+		if err := decodeStrict([]byte(line), &rec); err != nil {
+			t.Fatalf("decision log line %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// serve as a process: started, its listen line, its children, tool updates
+// on its host stream, guard arguments.
+
+const serveListenPrefix = "acpguard serve: listening on "
+
+// serveProcess is a running "acpguard serve".
+type serveProcess struct {
+	testDaemon
+	cmd *exec.Cmd
+}
+
+// startServe starts acpguard serve with args (plus --port 0) and waits for
+// its listening line. Its hosts send a token only where a test passes one:
+// a required-mode serve given no host token gets --allow-tokenless-loopback
+// instead of a generated one (TestServeGeneratesHostToken tests that default).
+func startServe(t *testing.T, args []string, env ...string) *serveProcess {
+	t.Helper()
+	if tokenlessRequired(args, env) {
+		args = append(args, "--"+flagAllowTokenlessLoopback)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
+	cmd := acpguardCmd(t, ctx, append([]string{"serve", "--port", "0"}, args...), env...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sp := &serveProcess{cmd: cmd}
+	sp.stderr = stderr
+	exited := make(chan error, 1)
+	var once sync.Once
+	var exitErr error
+	sp.stop = func() error {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			exitErr = <-exited
+		})
+		return exitErr
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	go func() { exited <- cmd.Wait(); cancel() }()
+	if !strings.HasPrefix(line, serveListenPrefix) {
+		sp.stop()
+		t.Fatalf("serve printed %q (%v), stderr:\n%s", line, err, stderr.String())
+	}
+	sp.url = strings.TrimSpace(strings.TrimPrefix(line, serveListenPrefix))
+	t.Cleanup(func() { sp.stop() })
+	return sp
+}
+
+// childPIDs returns the processes whose parent is pid.
+func childPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may contain spaces.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// toolUpdates returns the tool_call and tool_call_update updates of a turn.
+type hostToolUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate"`
+	ToolCallID    string          `json:"toolCallId"`
+	Status        string          `json:"status"`
+	RawInput      json.RawMessage `json:"rawInput"`
+	RawOutput     json.RawMessage `json:"rawOutput"`
+	Meta          struct {
+		ToolName string `json:"toolName"`
+	} `json:"_meta"`
+}
+
+func toolUpdates(t *testing.T, evs []sseEvent) []hostToolUpdate {
+	t.Helper()
+	var out []hostToolUpdate
+	for _, ev := range evs {
+		if ev.typ != eventSessionUpdate {
+			continue
+		}
+		var d struct {
+			Update hostToolUpdate `json:"update"`
+		}
+		json.Unmarshal(parseEnvelope(t, ev).Data, &d)
+		if strings.HasPrefix(d.Update.SessionUpdate, "tool_call") {
+			out = append(out, d.Update)
+		}
+	}
+	return out
+}
+
+// yoloSettings is a settings file whose approval mode asks nothing, so the
+// guard is the only gate a call meets.
+func yoloSettings(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func guardArgs(t *testing.T, p *testProvider, ws, logPath string) ([]string, string) {
+	return []string{"--workspace", ws, "--decision-log", logPath, "--settings", yoloSettings(t),
+			"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", p.srv.URL},
+		envGuardToken + "=" + p.token
+}
+
+// servedLines starts cmd and returns the URL of its listening line and the
+// lines of stdout after it; serve is stopped with SIGTERM when the test
+// ends (stop does it earlier and waits).
+func servedLines(t *testing.T, cmd *exec.Cmd) (url string, lines <-chan string, stderr *syncBuffer, stop func() error) {
+	t.Helper()
+	stderr = &syncBuffer{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	all := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			all <- sc.Text()
+		}
+		close(all)
+		exited <- cmd.Wait()
+	}()
+	stopped := false
+	var exitErr error
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cmd.Process.Signal(syscall.SIGTERM)
+			exitErr = <-exited
+		}
+		return exitErr
+	}
+	t.Cleanup(func() { stop() })
+	select {
+	case line, ok := <-all:
+		if u, found := strings.CutPrefix(line, serveListenPrefix); ok && found {
+			return u, all, stderr, stop
+		}
+		stop()
+		t.Fatalf("serve printed %q first, stderr:\n%s", line, stderr.String())
+	case <-time.After(testTimeout(time.Minute)):
+		t.Fatalf("serve printed nothing in a minute, stderr:\n%s", stderr.String())
+	}
+	return "", nil, nil, nil
+}
+
+// tokenlessRequired reports whether serve args and env ask for required mode
+// and give no host token and no --allow-tokenless-loopback.
+func tokenlessRequired(args, env []string) bool {
+	required := false
+	for i, a := range args {
+		switch {
+		case a == "--"+flagGuardMode+"="+guardModeRequired,
+			a == "--"+flagGuardMode && i+1 < len(args) && args[i+1] == guardModeRequired:
+			required = true
+		case a == "--token", strings.HasPrefix(a, "--token="), a == "--"+flagHostTokenFile,
+			strings.HasPrefix(a, "--"+flagHostTokenFile+"="), a == "--"+flagAllowTokenlessLoopback:
+			return false
+		}
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, envServerToken+"=") {
+			return false
+		}
+	}
+	return required
 }

@@ -34,15 +34,6 @@ func hookEntries(t *testing.T, matcher string, hooks ...hookCommand) []hookMatch
 	return []hookMatcher{m}
 }
 
-func testHookInput(dir string) hookInput {
-	return hookInput{
-		SessionID: "sess-1", Cwd: dir, PermissionMode: modeAutoEdit,
-		ToolName: "run_shell_command", ToolInput: map[string]any{"command": "ls -la"}, ToolUseID: "call-1",
-	}
-}
-
-var testHookEnv = spawnEnv{Env: newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_TEST=1"})}
-
 func TestPreToolUseHookAnswers(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {

@@ -102,16 +102,6 @@ func startRawPeerWriter(t *testing.T, cfg rpcConfig, wrap func(io.Writer) io.Wri
 	return p
 }
 
-func mustPipe(t testing.TB) (*os.File, *os.File) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close(); w.Close() })
-	return r, w
-}
-
 // stop ends the input and returns what serve returned; it may be called
 // more than once.
 func (p *rawPeer) stop() error {

@@ -9,13 +9,6 @@ import (
 	"testing"
 )
 
-// envTestRole is the one switch that makes a re-executed test binary
-// something other than the test suite: its value is "ROLE" or "ROLE:ARG",
-// ROLE a key of testRoles. Children inherit it, so the acp children of a
-// serve a test starts play the role too; a later entry for the name in a
-// command's environment replaces an inherited one.
-const envTestRole = "ACPGUARD_TEST_ROLE"
-
 // testRoles is every role, each one line on what it is. A role made with
 // asACPChild plays its part only when started as "acpguard acp" and is
 // acpguard itself otherwise (the serve that starts such children).
@@ -49,11 +42,6 @@ var testRoles = map[string]func(arg string) int{
 	"mcp-server": func(string) int { return serveHelperMCP(os.Stdin, os.Stdout) },
 }
 
-// roleEnv is the environment entry that makes a re-executed test binary play role.
-func roleEnv(role string, arg ...string) string {
-	return envTestRole + "=" + strings.Join(append([]string{role}, arg...), ":")
-}
-
 // asACPChild is run when the binary is started as "acpguard acp", acpguard otherwise.
 func asACPChild(run func(arg string) int) func(string) int {
 	return func(arg string) int {
@@ -62,16 +50,6 @@ func asACPChild(run func(arg string) int) func(string) int {
 		}
 		return runAsMain()
 	}
-}
-
-// runAsMain is acpguard with the test seams of envTestRole's "main" applied.
-func runAsMain() int {
-	if probe := fakeLandlock(os.Getenv(envTestLandlock)); probe != nil {
-		probeLandlock = probe
-	}
-	setTestSandbox()
-	main()
-	return 0
 }
 
 // TestMain runs the tests, or with envTestRole set plays that role and exits
@@ -87,18 +65,6 @@ func TestMain(m *testing.M) {
 		os.Exit(run(arg))
 	}
 	os.Exit(m.Run())
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestCommandDispatch(t *testing.T) {

@@ -22,19 +22,6 @@ import (
 	"time"
 )
 
-// The helper server's switches, set through the server entry's env.
-const (
-	envHelperLog      = "MCP_HELPER_LOG"          // file: one line per event the server saw
-	envHelperEnvFile  = "MCP_HELPER_ENV_FILE"     // file: the server's /proc/self/environ
-	envHelperTools    = "MCP_HELPER_TOOLS"        // JSON array replacing the default tools
-	envHelperChild    = "MCP_HELPER_CHILD"        // "1": start a sleeping child in the group
-	envHelperNoInit   = "MCP_HELPER_NO_INIT"      // "1": never answer initialize
-	envHelperNoCap    = "MCP_HELPER_NO_TOOLS_CAP" // "1": initialize declares no tools capability
-	envHelperListErr  = "MCP_HELPER_LIST_ERROR"   // "1": tools/list answers a JSON-RPC error
-	envHelperExtra    = "MCP_HELPER_RESULT_EXTRA" // "1": every result carries a member the schema does not name
-	helperMCPPageSize = 3
-)
-
 // helperTools are the default tools, listed helperMCPPageSize per page.
 var helperTools = []map[string]any{
 	{"name": "write", "description": "Writes content to path (relative to the cwd).", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}, "content": map[string]any{"type": "string"}}}},
@@ -183,100 +170,6 @@ func serveHelperMCP(in io.Reader, out io.Writer) int {
 		}
 	}
 	return 0
-}
-
-// helperServer describes one helper MCP server and where it records what it saw.
-type helperServer struct {
-	name    string
-	dir     string // holds its wire log: confined, it needs --sandbox-write dir
-	log     string
-	envFile string
-	env     map[string]string
-}
-
-func newHelperServer(t *testing.T, name string) *helperServer {
-	dir := t.TempDir()
-	return &helperServer{name: name, dir: dir, log: filepath.Join(dir, "wire.log"), envFile: filepath.Join(dir, "environ"), env: map[string]string{}}
-}
-
-// writable is the flag that lets the server, confined by the default
-// sandbox of required mode, write its wire log.
-func (h *helperServer) writable() []string { return []string{"--" + flagSandboxWrite, h.dir} }
-
-func (h *helperServer) environ() []string {
-	env := []string{
-		roleEnv("mcp-server"), // replaces the "main" role of the acpguard that starts it
-		"GORACE=atexit_sleep_ms=0",
-		envHelperLog + "=" + h.log,
-		envHelperEnvFile + "=" + h.envFile,
-	}
-	for k, v := range h.env {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
-func helperCommand(t testing.TB) (string, []string) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe, []string{}
-}
-
-// acpEntry is the server as a session/new mcpServers entry.
-func (h *helperServer) acpEntry(t testing.TB) map[string]any {
-	cmd, args := helperCommand(t)
-	var env []map[string]string
-	for _, kv := range h.environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		env = append(env, map[string]string{"name": k, "value": v})
-	}
-	return map[string]any{"name": h.name, "command": cmd, "args": args, "env": env}
-}
-
-func (h *helperServer) config(t testing.TB) mcpServerConfig {
-	cmd, args := helperCommand(t)
-	return mcpServerConfig{Name: h.name, Command: cmd, Args: args, Env: h.environ()}
-}
-
-// events returns the lines of the server's log that start with prefix.
-func (h *helperServer) events(prefix string) []string {
-	b, _ := os.ReadFile(h.log)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (h *helperServer) pids(t *testing.T, prefix string) []int {
-	var pids []int
-	for _, l := range h.events(prefix + " ") {
-		pid, err := strconv.Atoi(strings.TrimPrefix(l, prefix+" "))
-		if err != nil {
-			t.Fatalf("bad %s line %q", prefix, l)
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// newMCPSession opens a session with the given servers.
-func newMCPSession(t *testing.T, c *acpClient, cwd string, servers ...map[string]any) string {
-	t.Helper()
-	var res struct {
-		SessionID string `json:"sessionId"`
-	}
-	if servers == nil {
-		servers = []map[string]any{}
-	}
-	c.mustCall(methodSessionNew, map[string]any{"cwd": cwd, "mcpServers": servers}, &res)
-	// yolo: these tests are about the guard and the transport, not approval.
-	c.mustCall(methodSessionSetMode, map[string]any{"sessionId": res.SessionID, "modeId": modeYolo}, nil)
-	return res.SessionID
 }
 
 func callByTool(t *testing.T, updates []toolUpdate, tool string) []toolUpdate {
@@ -474,18 +367,6 @@ func TestMCPServerEnvironmentIsScrubbed(t *testing.T) {
 			t.Errorf("the model API key reached the server")
 		}
 	})
-}
-
-// waitEvent waits until the helper server logged an event starting with prefix.
-func (h *helperServer) waitEvent(t *testing.T, prefix string) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout(20 * time.Second))
-	for len(h.events(prefix)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server never logged %q", prefix)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestMCPServersEndWithTheRuntime(t *testing.T) {

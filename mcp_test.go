@@ -205,13 +205,3 @@ func TestACPSessionMergesSettingsServers(t *testing.T) {
 		waitGone(t, pid)
 	}
 }
-
-// parseSettingsMCPServers reads an mcpServers object the way a settings file
-// is read, then converts it.
-func parseSettingsMCPServers(raw json.RawMessage) ([]mcpServerConfig, error) {
-	var servers map[string]mcpServerSettings
-	if err := decodeStrict(raw, &servers); err != nil {
-		return nil, fmt.Errorf("mcpServers: %w", err)
-	}
-	return mcpServersFromSettings(servers)
-}

@@ -9,20 +9,6 @@ import (
 	"testing"
 )
 
-const (
-	testCwd  = "/work/proj"
-	testHome = "/home/alice"
-)
-
-func mustRules(t testing.TB, allow, ask, deny []string) *permissionRules {
-	t.Helper()
-	r, err := parsePermissionRules(allow, ask, deny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func TestParsePermissionRulesErrors(t *testing.T) {
 	for _, tc := range []struct {
 		deny []string

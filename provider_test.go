@@ -25,89 +25,6 @@ import (
 	"time"
 )
 
-// refProvider is a reference provider serving in the test process.
-type refProvider struct {
-	url            string
-	stdout, stderr *syncBuffer
-}
-
-// startRefProvider runs serveProvider until the test ends.
-func startRefProvider(t testing.TB, opts providerOptions) *refProvider {
-	t.Helper()
-	if opts.Listen == (loopbackAddr{}) {
-		opts.Listen = mustListen("127.0.0.1:0")
-	}
-	if opts.Token == "" {
-		opts.Token = providerTestToken
-	}
-	p := &refProvider{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serveProvider(ctx, &system{stdout: p.stdout, stderr: p.stderr}, opts, func(a string) { addr <- a })
-	}()
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case err := <-done:
-		cancel()
-		t.Fatalf("provider did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("provider returned %v", err)
-		}
-	})
-	return p
-}
-
-// wireRequestVector is one request and the status the provider must answer.
-type wireRequestVector struct {
-	Name         string `json:"name"`
-	Method       string `json:"method"`
-	Path         string `json:"path"`
-	Auth         string `json:"auth"` // valid, none, wrong, prefix, basic, lowercase, raw
-	ContentType  string `json:"contentType"`
-	Body         string `json:"body"`
-	PadTo        int    `json:"padTo"`
-	ExpectStatus int    `json:"expectStatus"`
-}
-
-func (v wireRequestVector) send(t *testing.T, hc *http.Client, base string) *http.Response {
-	t.Helper()
-	req, err := http.NewRequest(v.Method, base+v.Path, strings.NewReader(padWireBody(v.Body, v.PadTo)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch v.Auth {
-	case "valid":
-		req.Header.Set("Authorization", "Bearer "+providerTestToken)
-	case "none":
-	case "wrong":
-		req.Header.Set("Authorization", "Bearer not-the-token")
-	case "prefix":
-		req.Header.Set("Authorization", "Bearer "+providerTestToken[:len(providerTestToken)-1])
-	case "basic":
-		req.Header.Set("Authorization", "Basic "+providerTestToken)
-	case "lowercase":
-		req.Header.Set("Authorization", "bearer "+providerTestToken)
-	case "raw":
-		req.Header.Set("Authorization", providerTestToken)
-	default:
-		t.Fatalf("vector auth %q", v.Auth)
-	}
-	if v.ContentType != "" {
-		req.Header.Set("Content-Type", v.ContentType)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
 func TestProviderRequestVectors(t *testing.T) {
 	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json"})
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
@@ -224,23 +141,6 @@ func TestProviderWithClient(t *testing.T) {
 	if raw, _ := os.ReadFile(audit); bytes.Contains(raw, []byte("/etc/passwd")) {
 		t.Error("audit log holds raw arguments without --audit-arguments")
 	}
-}
-
-func readProviderAudit(t *testing.T, file string) []providerAuditRecord {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []providerAuditRecord
-	for line := range strings.Lines(string(raw)) {
-		var r providerAuditRecord
-		if err := decodeStrict([]byte(line), &r); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
 }
 
 func TestProviderAuditArguments(t *testing.T) {

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +14,6 @@ import (
 	"testing"
 	"time"
 )
-
-// shellCall is a scripted prompt line running command with run_shell_command.
-func shellCall(command string, background bool) string {
-	args, _ := json.Marshal(map[string]any{"command": command, "is_background": background})
-	return "call run_shell_command " + string(args)
-}
 
 // procGoneOrReaped waits until the process p names has no /proc entry left,
 // not even a zombie's (its pid may name a newer process by then).
@@ -34,15 +27,6 @@ func procGoneOrReaped(p procInfo, within time.Duration) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
-}
-
-func mustProcStat(t *testing.T, pid int) procInfo {
-	t.Helper()
-	p, err := readProcStat(pid)
-	if err != nil {
-		t.Fatalf("read /proc/%d/stat: %v", pid, err)
-	}
-	return p
 }
 
 // startUnrelated starts a process of the test's own, as another part of the

@@ -12,47 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
-
-// envTestLandlock makes the "main" test role (and the children it
-// starts) play a kernel: "ENOSYS" has no Landlock, "EOPNOTSUPP" has it
-// disabled at boot, a number is the ABI version. Only the test binary
-// reads it.
-const envTestLandlock = "ACPGUARD_TEST_LANDLOCK"
-
-// fakeLandlock returns a probe playing the kernel named as envTestLandlock
-// names it, or nil for "" (the real kernel).
-func fakeLandlock(kernel string) func() (int, error) {
-	switch kernel {
-	case "":
-		return nil
-	case "ENOSYS":
-		return func() (int, error) {
-			return 0, fmt.Errorf("landlock_create_ruleset version probe: %w", syscall.ENOSYS)
-		}
-	case "EOPNOTSUPP":
-		return func() (int, error) {
-			return 0, fmt.Errorf("landlock_create_ruleset version probe: %w", syscall.EOPNOTSUPP)
-		}
-	}
-	abi, err := strconv.Atoi(kernel)
-	if err != nil {
-		panic(envTestLandlock + " " + strconv.Quote(kernel) + ": want ENOSYS, EOPNOTSUPP or an ABI version")
-	}
-	return func() (int, error) { return abi, nil }
-}
-
-// withKernel makes probeLandlock play kernel for the rest of the test.
-func withKernel(t *testing.T, kernel string) {
-	t.Helper()
-	saved := probeLandlock
-	probeLandlock = fakeLandlock(kernel)
-	t.Cleanup(func() { probeLandlock = saved })
-}
 
 // parseSandboxArgs parses args as acp (cmd "acp") or serve does, and
 // returns the sandbox they choose.
@@ -349,13 +311,6 @@ func TestSandboxDefaultsMatrix(t *testing.T) {
 			})
 		}
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // TestNarrowSandbox: a workspace settings file may take away, never add.

@@ -28,67 +28,6 @@ import (
 	"unsafe"
 )
 
-// envTestSandbox confines the tools of the "main" test role:
-// "workspace", optionally followed by ",network=none" and ",unix=none".
-// Children inherit it, so the acp children of a serve a test starts are
-// confined too.
-const envTestSandbox = "ACPGUARD_TEST_SANDBOX"
-
-// setTestSandbox reads envTestSandbox for TestMain (main_test.go).
-func setTestSandbox() {
-	v := os.Getenv(envTestSandbox)
-	if v == "" {
-		return
-	}
-	parts := strings.Split(v, ",")
-	cfg := workspaceConfig()
-	if parts[0] != sandboxWorkspace {
-		fmt.Fprintf(os.Stderr, "%s %q: want %q\n", envTestSandbox, v, sandboxWorkspace)
-		os.Exit(2)
-	}
-	for _, p := range parts[1:] {
-		switch p {
-		case "network=none":
-			cfg.Network = sandboxNone
-		case "unix=none":
-			cfg.Unix = sandboxNone
-		default:
-			fmt.Fprintf(os.Stderr, "%s %q: unknown option %q\n", envTestSandbox, v, p)
-			os.Exit(2)
-		}
-	}
-	sandboxTestOverride = &cfg
-}
-
-// workspaceConfig is the workspace profile with everything else at its default.
-func workspaceConfig() sandboxConfig {
-	return sandboxConfig{Profile: sandboxWorkspace, Network: sandboxAll, Unix: sandboxAll}
-}
-
-func requireLandlock(t testing.TB) int {
-	t.Helper()
-	abi, err := probeLandlock()
-	if err != nil {
-		t.Skipf("the kernel has no Landlock (%v): nothing to confine with here", err)
-	}
-	return abi
-}
-
-// sandboxTestEnv is the environment builder of the processes tests start;
-// GORACE keeps a race-enabled helper from sleeping a second at exit.
-var sandboxTestEnv = newProcEnv(append(os.Environ(), "GORACE=atexit_sleep_ms=0"))
-
-func newTestSandbox(t testing.TB, cfg sandboxConfig, cwd string) *sandboxSession {
-	t.Helper()
-	requireLandlock(t)
-	sb, err := newSandboxSession(cfg, cwd, sandboxTestEnv)
-	if err != nil {
-		t.Fatalf("newSandboxSession: %v", err)
-	}
-	t.Cleanup(sb.close)
-	return sb
-}
-
 // runShell runs `bash -c script` in dir through the launcher (sb nil:
 // unconfined) and returns its output and exit code.
 func runShell(t testing.TB, sb *sandboxSession, dir, script string) (string, int) {

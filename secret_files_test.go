@@ -11,20 +11,6 @@ import (
 	"testing"
 )
 
-// writeSecret writes body to a new file in dir with mode perm and returns
-// its path.
-func writeSecret(t *testing.T, dir, name, body string, perm os.FileMode) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, perm); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestReadSecretFile(t *testing.T) {
 	const secret = "s3cret-value-never-shown"
 	dir := t.TempDir()

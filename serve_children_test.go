@@ -17,61 +17,6 @@ import (
 	"time"
 )
 
-// faultGuardTimeout is the shortest provider timeout the design allows
-// ("an integer from 100 through 30000 ms") with room for a busy CI machine.
-const faultGuardTimeout = 300 * time.Millisecond
-
-// guardedYolo returns serve options in required mode against g, in the yolo
-// approval mode so the guard is the only gate a call meets.
-func guardedYolo(t testing.TB, ws string, g guardConfig) serveOptions {
-	settings := filepath.Join(t.TempDir(), "settings.json")
-	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: filepath.Join(t.TempDir(), "d.jsonl")}
-}
-
-// writeCall is a scripted prompt line proposing one write_file of name.
-func writeCall(name string) string {
-	return `call write_file {"file_path":"` + name + `","content":"x"}`
-}
-
-// wantDeniedWrite checks that the only tool call of evs failed with the
-// guard failure text and that its file does not exist.
-func wantDeniedWrite(t *testing.T, evs []sseEvent, ws, name, reason string) {
-	t.Helper()
-	ups := toolUpdates(t, evs)
-	if len(ups) == 0 {
-		t.Fatalf("no tool updates in %d events", len(evs))
-	}
-	last := ups[len(ups)-1]
-	if last.Status != "failed" || !strings.Contains(string(last.RawOutput), errTypeExecutionDenied) || !strings.Contains(string(last.RawOutput), reason) {
-		t.Errorf("final update of %s = %+v, want failed %s %q", name, last, errTypeExecutionDenied, reason)
-	}
-	for _, u := range ups {
-		if u.Status == "in_progress" {
-			t.Errorf("%s reached in_progress without a decision", name)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(ws, name)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s was written without an allow (stat: %v)", name, err)
-	}
-}
-
-// parentPID reads a process's parent from /proc.
-func parentPID(pid int) int {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(fields) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(fields[1])
-	return n
-}
-
 // TestFaultChildKilledMidTurn kills the ACP child with SIGKILL while its
 // shell tool runs. The session dies visibly, later calls get 410, and the
 // tool process does not outlive the child that owned it.

@@ -16,34 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// takeAll takes and releases everything sub has to write now, as a
-// stream's handler would, and reports whether its stream ends after that
-// and with which stream_dropped notice.
-func takeAll(l *streamLog, sub *streamSubscriber) (evs []*streamEvent, ended bool, reason string) {
-	for {
-		batch, end, why := l.take(sub)
-		if len(batch) == 0 {
-			return evs, end, why
-		}
-		for _, ev := range batch {
-			evs = append(evs, &streamEvent{id: ev.id, typ: ev.typ, data: ev.data})
-		}
-		l.release(sub, batch)
-	}
-}
-
-// replayOf returns the events a new stream resuming after id after replays.
-func replayOf(l *streamLog, after int64) []*streamEvent {
-	sub := l.subscribe(after, nil)
-	defer l.unsubscribe(sub)
-	evs, _, _ := takeAll(l, sub)
-	return evs
-}
 
 // limitCounter records the limit hits of a log.
 type limitCounter struct {
@@ -64,52 +39,6 @@ func (c *limitCounter) count(code string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hits[code]
-}
-
-// stalledReadBuffer is the receive buffer of a host that stopped reading:
-// the kernel takes a few KiB for it whatever is asked.
-const stalledReadBuffer = 1024
-
-// openStalledStream opens an event stream as a host that then stops
-// reading: a real loopback TCP connection with a tiny receive buffer that
-// reads the response head and nothing after it. It returns the status.
-func openStalledStream(t testing.TB, base, path string, header ...string) (net.Conn, int) {
-	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, stalledReadBuffer)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	addr := strings.TrimPrefix(base, "http://")
-	conn, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\n"
-	for i := 0; i+1 < len(header); i += 2 {
-		req += header[i] + ": " + header[i+1] + "\r\n"
-	}
-	if _, err := conn.Write([]byte(req + "\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	// Byte by byte, so nothing past the head leaves the socket buffer.
-	var head []byte
-	b := make([]byte, 1)
-	for !strings.HasSuffix(string(head), "\r\n\r\n") {
-		if _, err := conn.Read(b); err != nil {
-			t.Fatalf("read response head %q: %v", head, err)
-		}
-		head = append(head, b[0])
-	}
-	var status int
-	fmt.Sscanf(string(head), "HTTP/1.1 %d", &status)
-	return conn, status
 }
 
 // smallSendBuffers gives every accepted connection a small send buffer, so
@@ -541,10 +470,4 @@ func TestFaultStalledReader(t *testing.T) {
 	if n := len(cut); n == 0 || n >= len(got) {
 		t.Errorf("stalled reader got %d of %d events before its stream ended, want some but not all", n, len(got))
 	}
-}
-
-// newStreamLog returns a log with the default ring, no subscriber bound and
-// no daemon budget.
-func newStreamLog() *streamLog {
-	return newBoundedStreamLog(defaultEventRingSize, 0, nil, func(string, ...any) {})
 }

@@ -17,129 +17,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// testDaemon is one in-process serveDaemon on a loopback port.
-type testDaemon struct {
-	url    string
-	stderr *syncBuffer
-	stop   func() error
-}
-
-// startTestDaemon runs serveDaemon with opts; extraEnv ("K=V") is added to
-// the environment its children inherit.
-func startTestDaemon(t testing.TB, opts serveOptions, extraEnv ...string) *testDaemon {
-	t.Helper()
-	if opts.Hostname == (bindAddr{}) {
-		opts.Hostname = bindAddr{"127.0.0.1", true}
-	}
-	if opts.MaxPendingPrompts == 0 {
-		opts.MaxPendingPrompts = 5
-	}
-	if opts.Guard.Mode == "" {
-		opts.Guard.Mode = guardModeOff
-	}
-	if len(opts.Workspaces) == 0 {
-		opts.Workspaces = []string{t.TempDir()}
-	}
-	stderr := &syncBuffer{}
-	// A role in extraEnv takes the main role's place (newProcEnv keeps a
-	// name's first entry).
-	env := append(os.Environ(), roleEnv("main"))
-	role := len(env) - 1
-	for _, kv := range extraEnv {
-		if strings.HasPrefix(kv, envTestRole+"=") {
-			env[role] = kv
-		} else {
-			env = append(env, kv)
-		}
-	}
-	sys := &system{env: newProcEnv(env), stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr}
-	ctx, cancel := context.WithCancel(context.Background())
-	urls := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- serveDaemon(ctx, sys, opts, func(u string) { urls <- u }) }()
-	td := &testDaemon{stderr: stderr}
-	select {
-	case td.url = <-urls:
-	case err := <-done:
-		cancel()
-		t.Fatalf("serveDaemon returned before listening: %v", err)
-	}
-	var once sync.Once
-	var stopErr error
-	td.stop = func() error {
-		once.Do(func() {
-			cancel()
-			stopErr = <-done
-		})
-		return stopErr
-	}
-	t.Cleanup(func() {
-		if err := td.stop(); err != nil {
-			t.Errorf("serveDaemon: %v", err)
-		}
-	})
-	return td
-}
-
-type hostResponse struct {
-	status int
-	header http.Header
-	body   []byte
-	closed bool // the server closes the connection after this answer
-}
-
-// do sends one host request; body "" sends none.
-func (td *testDaemon) do(t testing.TB, method, path, body string, header ...string) hostResponse {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, td.url+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		if header[i] == "Host" {
-			req.Host = header[i+1]
-			continue
-		}
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hostResponse{status: resp.StatusCode, header: resp.Header, body: b, closed: resp.Close}
-}
-
-// wantError checks a host error response's status and code.
-func wantError(t testing.TB, r hostResponse, status int, code string) {
-	t.Helper()
-	if r.status != status {
-		t.Errorf("status = %d, want %d (body %s)", r.status, status, r.body)
-	}
-	var e struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}
-	if err := decodeStrict(r.body, &e); err != nil {
-		t.Fatalf("error body %q is not {error, code}: %v", r.body, err)
-	}
-	if e.Code != code || e.Error == "" {
-		t.Errorf("error body = %s, want code %q and a message", r.body, code)
-	}
-}
 
 func TestServeHealthAndCapabilities(t *testing.T) {
 	ws := t.TempDir()
@@ -368,36 +248,6 @@ func TestEventLogDropsSlowSubscriber(t *testing.T) {
 	}
 }
 
-// readSSE reads events from an event stream until stop returns true.
-type sseEvent struct {
-	id, typ string
-	data    json.RawMessage
-}
-
-// openEvents opens a session's event stream.
-func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *bufio.Reader {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(60*time.Second))
-	req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
-	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); resp.Body.Close() })
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("GET events = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	br := bufio.NewReader(resp.Body)
-	if l, _ := br.ReadString('\n'); l != "retry: 3000\n" {
-		t.Fatalf("stream starts with %q, want retry: 3000", l)
-	}
-	return br
-}
-
 func TestEventStreamHeartbeat(t *testing.T) {
 	l := newStreamLog()
 	l.publish("t", "", nil)
@@ -454,20 +304,6 @@ func TestStreamLogBoundedInBytes(t *testing.T) {
 	if replay := replayOf(l, n); len(replay) != 1 || replay[0].id != n+1 {
 		t.Errorf("after an oversized event the ring replays %d events", len(replay))
 	}
-}
-
-// acpChildren returns this process's children that run "acpguard acp": the
-// children an in-process daemon started.
-func acpChildren(t *testing.T) []int {
-	t.Helper()
-	var out []int
-	for _, pid := range childPIDs(t, os.Getpid()) {
-		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == "acp" {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // pwnedPrompt is a prompt body whose text, were it ever run, writes pwned.txt.

@@ -32,32 +32,6 @@ func runSilentChild(string) int {
 	return 0
 }
 
-// scrape fetches serve's /metrics and parses it strictly.
-func (td *testDaemon) scrape(t testing.TB, header ...string) map[string]float64 {
-	t.Helper()
-	r := td.do(t, "GET", metricsPath, "", header...)
-	if r.status != http.StatusOK || r.header.Get("Content-Type") != prometheusTextContentType {
-		t.Fatalf("GET /metrics = %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
-	}
-	samples, err := promParseStrict(string(r.body))
-	if err != nil {
-		t.Fatalf("metrics do not parse: %v\n%s", err, r.body)
-	}
-	return samples
-}
-
-// wantLimitHits checks that the limit code was hit n times: the counter
-// says so, and so many warnings were logged.
-func wantLimitHits(t testing.TB, td *testDaemon, code string, n int) {
-	t.Helper()
-	if got := td.scrape(t)[`acpguard_serve_limit_hits_total{code="`+code+`"}`]; got != float64(n) {
-		t.Errorf("limit hits %s = %v, want %d", code, got, n)
-	}
-	if got := strings.Count(td.stderr.String(), `level=WARN msg="limit reached" code=`+code+" "); got != n {
-		t.Errorf("%d log lines for limit %s, want %d; log:\n%s", got, code, n, td.stderr.String())
-	}
-}
-
 func TestServeSessionLimit(t *testing.T) {
 	td := startTestDaemon(t, serveOptions{Limits: serveLimits{MaxSessions: 2}}, fakeChildEnv(""))
 	a := td.newSession(t, "")

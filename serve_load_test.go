@@ -75,35 +75,6 @@ func postPrompt(base, id, text string) (string, error) {
 	return res.PromptID, nil
 }
 
-// collectSSE is readSSE for goroutines other than the test's.
-func collectSSE(r *bufio.Reader, stop func(sseEvent) bool) ([]sseEvent, error) {
-	var out []sseEvent
-	var cur sseEvent
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return out, err
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if cur.typ != "" {
-				out = append(out, cur)
-				if stop(cur) {
-					return out, nil
-				}
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.typ = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = json.RawMessage(line[6:])
-		}
-	}
-}
-
 // checkSessionStream checks one session's whole event stream: ids 1..n with
 // no gap, turns in the order they were submitted, every call's start before
 // its end, and each call's terminal status matching the provider's verdict.

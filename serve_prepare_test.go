@@ -18,23 +18,6 @@ import (
 	"time"
 )
 
-// decisions parses the decision log lines written so far.
-func decisions(t *testing.T, log string) []decisionRecord {
-	t.Helper()
-	var out []decisionRecord
-	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
-		if !strings.HasPrefix(line, `{"time"`) {
-			continue
-		}
-		var rec decisionRecord
-		if err := decodeStrict([]byte(line), &rec); err != nil {
-			t.Fatalf("decision log line %q: %v", line, err)
-		}
-		out = append(out, rec)
-	}
-	return out
-}
-
 func TestServeOffModeDeniesPrepareWithoutProvider(t *testing.T) {
 	prov := newTestProvider(t)
 	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))

@@ -6,129 +6,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-const serveListenPrefix = "acpguard serve: listening on "
-
-// serveProcess is a running "acpguard serve".
-type serveProcess struct {
-	testDaemon
-	cmd *exec.Cmd
-}
-
-// startServe starts acpguard serve with args (plus --port 0) and waits for
-// its listening line. Its hosts send a token only where a test passes one:
-// a required-mode serve given no host token gets --allow-tokenless-loopback
-// instead of a generated one (TestServeGeneratesHostToken tests that default).
-func startServe(t *testing.T, args []string, env ...string) *serveProcess {
-	t.Helper()
-	if tokenlessRequired(args, env) {
-		args = append(args, "--"+flagAllowTokenlessLoopback)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
-	cmd := acpguardCmd(t, ctx, append([]string{"serve", "--port", "0"}, args...), env...)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sp := &serveProcess{cmd: cmd}
-	sp.stderr = stderr
-	exited := make(chan error, 1)
-	var once sync.Once
-	var exitErr error
-	sp.stop = func() error {
-		once.Do(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			exitErr = <-exited
-		})
-		return exitErr
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	go func() { exited <- cmd.Wait(); cancel() }()
-	if !strings.HasPrefix(line, serveListenPrefix) {
-		sp.stop()
-		t.Fatalf("serve printed %q (%v), stderr:\n%s", line, err, stderr.String())
-	}
-	sp.url = strings.TrimSpace(strings.TrimPrefix(line, serveListenPrefix))
-	t.Cleanup(func() { sp.stop() })
-	return sp
-}
-
-// childPIDs returns the processes whose parent is pid.
-func childPIDs(t *testing.T, pid int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may contain spaces.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// toolUpdates returns the tool_call and tool_call_update updates of a turn.
-type hostToolUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate"`
-	ToolCallID    string          `json:"toolCallId"`
-	Status        string          `json:"status"`
-	RawInput      json.RawMessage `json:"rawInput"`
-	RawOutput     json.RawMessage `json:"rawOutput"`
-	Meta          struct {
-		ToolName string `json:"toolName"`
-	} `json:"_meta"`
-}
-
-func toolUpdates(t *testing.T, evs []sseEvent) []hostToolUpdate {
-	t.Helper()
-	var out []hostToolUpdate
-	for _, ev := range evs {
-		if ev.typ != eventSessionUpdate {
-			continue
-		}
-		var d struct {
-			Update hostToolUpdate `json:"update"`
-		}
-		json.Unmarshal(parseEnvelope(t, ev).Data, &d)
-		if strings.HasPrefix(d.Update.SessionUpdate, "tool_call") {
-			out = append(out, d.Update)
-		}
-	}
-	return out
-}
 
 // finalStatus returns the terminal status each toolCallId reached.
 func finalStatus(ups []hostToolUpdate) map[string]string {
@@ -139,22 +29,6 @@ func finalStatus(ups []hostToolUpdate) map[string]string {
 		}
 	}
 	return out
-}
-
-// yoloSettings is a settings file whose approval mode asks nothing, so the
-// guard is the only gate a call meets.
-func yoloSettings(t *testing.T) string {
-	path := filepath.Join(t.TempDir(), "settings.json")
-	if err := os.WriteFile(path, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func guardArgs(t *testing.T, p *testProvider, ws, logPath string) ([]string, string) {
-	return []string{"--workspace", ws, "--decision-log", logPath, "--settings", yoloSettings(t),
-			"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", p.srv.URL},
-		envGuardToken + "=" + p.token
 }
 
 func TestServeE2EGuardedToolCalls(t *testing.T) {
@@ -602,54 +476,6 @@ func TestServeHostTokenSources(t *testing.T) {
 	}
 }
 
-// servedLines starts cmd and returns the URL of its listening line and the
-// lines of stdout after it; serve is stopped with SIGTERM when the test
-// ends (stop does it earlier and waits).
-func servedLines(t *testing.T, cmd *exec.Cmd) (url string, lines <-chan string, stderr *syncBuffer, stop func() error) {
-	t.Helper()
-	stderr = &syncBuffer{}
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	all := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			all <- sc.Text()
-		}
-		close(all)
-		exited <- cmd.Wait()
-	}()
-	stopped := false
-	var exitErr error
-	stop = func() error {
-		if !stopped {
-			stopped = true
-			cmd.Process.Signal(syscall.SIGTERM)
-			exitErr = <-exited
-		}
-		return exitErr
-	}
-	t.Cleanup(func() { stop() })
-	select {
-	case line, ok := <-all:
-		if u, found := strings.CutPrefix(line, serveListenPrefix); ok && found {
-			return u, all, stderr, stop
-		}
-		stop()
-		t.Fatalf("serve printed %q first, stderr:\n%s", line, stderr.String())
-	case <-time.After(testTimeout(time.Minute)):
-		t.Fatalf("serve printed nothing in a minute, stderr:\n%s", stderr.String())
-	}
-	return "", nil, nil, nil
-}
-
 // nextLine returns the next line of stdout, failing the test after a while.
 func nextLine(t *testing.T, lines <-chan string) string {
 	t.Helper()
@@ -766,26 +592,4 @@ func TestServeTokenlessLoopback(t *testing.T) {
 	if entries, _ := os.ReadDir(runtimeDir); len(entries) != 0 {
 		t.Errorf("a token directory was created: %v", entries)
 	}
-}
-
-// tokenlessRequired reports whether serve args and env ask for required mode
-// and give no host token and no --allow-tokenless-loopback.
-func tokenlessRequired(args, env []string) bool {
-	required := false
-	for i, a := range args {
-		switch {
-		case a == "--"+flagGuardMode+"="+guardModeRequired,
-			a == "--"+flagGuardMode && i+1 < len(args) && args[i+1] == guardModeRequired:
-			required = true
-		case a == "--token", strings.HasPrefix(a, "--token="), a == "--"+flagHostTokenFile,
-			strings.HasPrefix(a, "--"+flagHostTokenFile+"="), a == "--"+flagAllowTokenlessLoopback:
-			return false
-		}
-	}
-	for _, kv := range env {
-		if strings.HasPrefix(kv, envServerToken+"=") {
-			return false
-		}
-	}
-	return required
 }

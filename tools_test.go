@@ -3,73 +3,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 )
-
-func sleepBriefly() { time.Sleep(10 * time.Millisecond) }
-
-// runArgs runs one call with no guard and returns its result.
-func runArgs(t *testing.T, env *toolEnv, name string, args map[string]any) toolResult {
-	t.Helper()
-	return runTool(context.Background(), env, call(name, jsonArgs(t, args)))
-}
-
-// toolCase is one call and what its result must look like.
-type toolCase struct {
-	name   string
-	tool   string
-	args   map[string]any
-	status string
-	// every string in want must occur in the output; none in notWant
-	want, notWant []string
-	// check, when set, inspects the workspace afterwards
-	check func(t *testing.T, cwd string)
-}
-
-func runToolCases(t *testing.T, setup func(t *testing.T, cwd string), cases []toolCase) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			env, _ := newTestEnv(t, nil)
-			if setup != nil {
-				setup(t, env.Cwd)
-			}
-			res := runArgs(t, env, tc.tool, tc.args)
-			if res.Status != tc.status {
-				t.Fatalf("status = %q, want %q; output %q", res.Status, tc.status, res.Output)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(res.Output, strings.ReplaceAll(w, "$CWD", env.Cwd)) {
-					t.Errorf("output %q does not contain %q", res.Output, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(res.Output, w) {
-					t.Errorf("output %q contains %q", res.Output, w)
-				}
-			}
-			if tc.check != nil {
-				tc.check(t, env.Cwd)
-			}
-		})
-	}
-}
-
-func fileIs(name, want string) func(t *testing.T, cwd string) {
-	return func(t *testing.T, cwd string) {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(cwd, name))
-		if err != nil || string(b) != want {
-			t.Errorf("%s = %q, %v; want %q", name, b, err, want)
-		}
-	}
-}
 
 func TestToolDeclarations(t *testing.T) {
 	for _, name := range builtinToolNames() {
