@@ -158,6 +158,10 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if sandboxTestOverride != nil {
 		a.sandbox = *sandboxTestOverride
 	}
+	// serve has already warned, once, for its required-mode children.
+	if sys.env.privateGuard == "" {
+		warnSettings(a.log, opts.Settings)
+	}
 	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
 		return usagef("settings: %v", err)
 	}

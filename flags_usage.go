@@ -139,7 +139,7 @@ Flags:
   --settings FILE
         settings in Qwen Code's format: tools.approvalMode, tools.disabled,
         permissions.allow|ask|deny, hooks.PreToolUse, model.name,
-        model.maxTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs,
+        model.maxSessionTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs,
         tools.sandbox (true|false), tools.sandboxRead, tools.sandboxWrite,
         tools.sandboxNetwork, tools.sandboxUnix (a --sandbox* flag wins).
   --allow-slash-command NAME

@@ -357,6 +357,11 @@ func (w shapeWalker) value(t reflect.Type, at string) error {
 		return shapeSyntaxError(w.dec, err)
 	}
 	got := jsonTokenKind(tok)
+	// A pointer field is one that may be absent (model.maxSessionTurns):
+	// given, its value has the pointed-to type, so null is refused as ever.
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	if c, ok := reflect.Zero(t).Interface().(tokenChecker); ok {
 		return c.checkToken(at, tok)
 	}

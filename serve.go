@@ -31,6 +31,7 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 		return err
 	}
 	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
+	warnSettings(log, opts.Settings)
 	if err := hideEnviron(log); err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ const (
 // call fails and the child ends the turn with an error.
 const (
 	// The prompt loop makes one model call per turn, so a prompt needs at
-	// most the settings' model.maxTurns calls; no settings file allows more
+	// most the settings' model.maxSessionTurns calls; no settings file allows more
 	// than this.
 	maxModelCallsPerPrompt = maxMaxTurns
 	// Request and reply bytes together. A reply is at most openAIMaxReply

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"reflect"
@@ -32,6 +33,13 @@ const (
 
 // settings is a validated settings file.
 type settings struct {
+	// Version and Schema are Qwen Code's $version (the settings format
+	// version Qwen writes into every file it migrates) and $schema (an
+	// editor's schema URL): accepted and ignored. acpguard never migrates
+	// or rewrites a settings file.
+	Version ignoredNumber `json:"$version"`
+	Schema  string        `json:"$schema"`
+
 	Tools         toolsSettings                `json:"tools"`
 	Permissions   permissionsSettings          `json:"permissions"`
 	Hooks         hooksSettings                `json:"hooks"`
@@ -42,7 +50,22 @@ type settings struct {
 
 	// Rules are the parsed permissions lists.
 	Rules *permissionRules `json:"-"`
+	// Warnings are what loaded but deserves the operator's notice (a
+	// deprecated key), logged once at startup (warnSettings).
+	Warnings []string `json:"-"`
 }
+
+// ignoredNumber is a value that must be a JSON number and is then ignored.
+type ignoredNumber struct{}
+
+func (ignoredNumber) checkToken(at string, tok json.Token) error {
+	if _, ok := tok.(json.Number); !ok {
+		return shapeTypeError(at, "a number", jsonTokenKind(tok))
+	}
+	return nil
+}
+
+func (*ignoredNumber) UnmarshalJSON([]byte) error { return nil }
 
 type toolsSettings struct {
 	ApprovalMode string   `json:"approvalMode"`
@@ -66,9 +89,16 @@ type hooksSettings struct {
 	PreToolUse []hookMatcher `json:"PreToolUse"`
 }
 
+// modelSettings: MaxSessionTurns is Qwen Code's name for the turn bound
+// (-1 unlimited); maxTurns is acpguard's older name for it, still read, with
+// a warning. MaxTurns is the bound that applies, from either key or the
+// default: the model calls one prompt may make before it stops with
+// max_turn_requests.
 type modelSettings struct {
-	Name     string `json:"name"`
-	MaxTurns int    `json:"maxTurns"`
+	Name            string `json:"name"`
+	MaxSessionTurns *int   `json:"maxSessionTurns"`
+	LegacyMaxTurns  *int   `json:"maxTurns"`
+	MaxTurns        int    `json:"-"`
 }
 
 type slashCommandsSettings struct {
@@ -180,6 +210,7 @@ func parseSettings(data []byte) (*settings, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("not valid UTF-8")
 	}
+	data = blankJSONC(data)
 	if err := checkShape(data, reflect.TypeFor[settings](), maxSettingsStringBytes); err != nil {
 		return nil, err
 	}
@@ -239,8 +270,8 @@ func (s *settings) validate() error {
 			}
 		}
 	}
-	if s.Model.MaxTurns < 1 || s.Model.MaxTurns > maxMaxTurns {
-		return fmt.Errorf("key %q: %d is not between 1 and %d", "model.maxTurns", s.Model.MaxTurns, maxMaxTurns)
+	if err := s.Model.resolveMaxTurns(&s.Warnings); err != nil {
+		return err
 	}
 	for i, c := range s.SlashCommands.Disabled {
 		if name := strings.TrimPrefix(c, "/"); name == "" || strings.ContainsAny(name, " \t\r\n/") {
@@ -273,6 +304,41 @@ func (s *settings) validate() error {
 		return fmt.Errorf("key %q: %d ms is not between %d and %d", "mcp.callTimeoutMs", t, mcpMinTimeoutMS, mcpMaxTimeoutMS)
 	}
 	return nil
+}
+
+// resolveMaxTurns sets MaxTurns from model.maxSessionTurns or its deprecated
+// alias model.maxTurns. acpguard bounds every prompt at maxMaxTurns model
+// calls, so Qwen's -1 (unlimited) means that cap; any other value is
+// between 1 and the cap.
+func (m *modelSettings) resolveMaxTurns(warnings *[]string) error {
+	switch {
+	case m.MaxSessionTurns != nil && m.LegacyMaxTurns != nil:
+		return fmt.Errorf("keys %q and %q: both set; keep only %q (%q is its deprecated alias)", "model.maxSessionTurns", "model.maxTurns", "model.maxSessionTurns", "model.maxTurns")
+	case m.MaxSessionTurns != nil:
+		n := *m.MaxSessionTurns
+		if n == -1 {
+			n = maxMaxTurns
+		}
+		if n < 1 || n > maxMaxTurns {
+			return fmt.Errorf("key %q: %d is not -1 (unlimited, capped at %d) or between 1 and %d", "model.maxSessionTurns", n, maxMaxTurns, maxMaxTurns)
+		}
+		m.MaxTurns = n
+	case m.LegacyMaxTurns != nil:
+		n := *m.LegacyMaxTurns
+		if n < 1 || n > maxMaxTurns {
+			return fmt.Errorf("key %q: %d is not between 1 and %d", "model.maxTurns", n, maxMaxTurns)
+		}
+		m.MaxTurns = n
+		*warnings = append(*warnings, `settings key "model.maxTurns" is deprecated: use "model.maxSessionTurns" (Qwen Code's name; -1 for unlimited)`)
+	}
+	return nil
+}
+
+// warnSettings logs each of the settings' warnings once.
+func warnSettings(log *slog.Logger, s *settings) {
+	for _, w := range s.Warnings {
+		log.Warn(w)
+	}
 }
 
 // toolDisabled reports whether tools.disabled names the canonical tool,
