@@ -174,3 +174,11 @@ func FuzzSettingsJSONC(f *testing.F) {
 		}
 	})
 }
+
+// serve names the deprecated key once at start, before any child runs.
+func TestServeSettingsMaxTurnsWarning(t *testing.T) {
+	sp := startServe(t, []string{"--settings", writeSettings(t, `{"model":{"maxTurns":5}}`)})
+	if got := sp.stderr.String(); strings.Count(got, `deprecated: use \"model.maxSessionTurns\"`)+strings.Count(got, `deprecated: use "model.maxSessionTurns"`) != 1 {
+		t.Errorf("stderr: %s", got)
+	}
+}
