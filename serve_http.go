@@ -34,6 +34,7 @@ const (
 	codeQueueFull         = "prompt_queue_full"
 	codeSlashRejected     = "slash_command_rejected"
 	codePermissionUnknown = "permission_not_found"
+	codeInvalidOptionID   = "invalid_option_id"
 	codeChildUnavailable  = "child_unavailable"
 	codeGuardNotReady     = "guard_not_acknowledged"
 	codeShuttingDown      = "shutting_down"
