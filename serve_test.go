@@ -549,8 +549,8 @@ func TestServeGeneratesHostToken(t *testing.T) {
 		t.Fatalf("token file: %q, %v", token, err)
 	}
 	td := &testDaemon{url: url}
-	if r := td.do(t, "GET", "/health", ""); r.status != 401 {
-		t.Errorf("GET /health without the token = %d, want 401", r.status)
+	if r := td.do(t, "GET", "/capabilities", ""); r.status != 401 {
+		t.Errorf("GET /capabilities without the token = %d, want 401", r.status)
 	}
 	if r := td.do(t, "GET", "/health", "", "Authorization", "Bearer "+token); r.status != 200 {
 		t.Errorf("GET /health with the token = %d %s, want 200", r.status, r.body)
@@ -588,8 +588,8 @@ func TestServeTokenFileKept(t *testing.T) {
 		if r := td.do(t, "GET", "/health", "", "Authorization", "Bearer "+token); r.status != 200 {
 			t.Errorf("start %d: GET /health with the file's token = %d", i, r.status)
 		}
-		if r := td.do(t, "GET", "/health", ""); r.status != 401 {
-			t.Errorf("start %d: GET /health without a token = %d, want 401", i, r.status)
+		if r := td.do(t, "GET", "/capabilities", ""); r.status != 401 {
+			t.Errorf("start %d: GET /capabilities without a token = %d, want 401", i, r.status)
 		}
 		if err := stop(); err != nil {
 			t.Fatalf("serve: %v\n%s", err, stderr.String())
