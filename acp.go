@@ -68,20 +68,77 @@ var approvalModes = []struct{ id, name, description string }{
 	{modeYolo, "YOLO", "Run every tool without asking"},
 }
 
-// session/request_permission, its options and outcomes (ACP v1).
+// session/request_permission, its options and outcomes (ACP v1). The
+// option ids, names and kinds are Qwen Code's, so a client or host written
+// for it answers unchanged (DESIGN.md §7). An always answer is remembered
+// for the session, in memory only, whatever its name says.
 const (
-	methodRequestPermission = "session/request_permission"
-	optionAllowOnce         = "allow_once"
-	optionAllowAlways       = "allow_always"
-	optionRejectOnce        = "reject_once"
-	outcomeSelected         = "selected"
-	outcomeCancelled        = "cancelled"
+	methodRequestPermission    = "session/request_permission"
+	optionProceedOnce          = "proceed_once"
+	optionProceedAlways        = "proceed_always"         // edits
+	optionProceedAlwaysProject = "proceed_always_project" // shell, MCP and the rest
+	optionCancel               = "cancel"
+	kindAllowOnce              = "allow_once"
+	kindAllowAlways            = "allow_always"
+	kindRejectOnce             = "reject_once"
+	outcomeSelected            = "selected"
+	outcomeCancelled           = "cancelled"
 )
 
-var permissionOptions = []map[string]string{
-	{"optionId": optionAllowOnce, "name": "Allow once", "kind": optionAllowOnce},
-	{"optionId": optionAllowAlways, "name": "Always allow in this session", "kind": optionAllowAlways},
-	{"optionId": optionRejectOnce, "name": "Reject", "kind": optionRejectOnce},
+// legacyOptionKinds are the option ids acpguard offered before it took
+// Qwen Code's, each naming the kind of option it stands for. Answers and
+// host votes naming one are still accepted, for one release, so that
+// clients and hosts written against acpguard keep working while they move
+// to Qwen's ids.
+var legacyOptionKinds = map[string]string{
+	"allow_once":   kindAllowOnce,
+	"allow_always": kindAllowAlways,
+	"reject_once":  kindRejectOnce,
+}
+
+// permissionOption is one option of a session/request_permission.
+type permissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+}
+
+// permissionOptions are the options offered for one call, as Qwen Code
+// offers them: the always option first (edits are allowed all at once, a
+// shell command or other tool by its rule), then once, then reject.
+func permissionOptions(spec *toolSpec, args map[string]any) []permissionOption {
+	always := permissionOption{optionProceedAlways, "Allow All Edits", kindAllowAlways}
+	if spec.Kind != kindEdit {
+		rule := spec.Name
+		if spec.Name == toolShell {
+			cmd, _ := args["command"].(string)
+			rule = "Shell(" + cmd + ")"
+		}
+		always = permissionOption{optionProceedAlwaysProject, "Always Allow in project: " + rule, kindAllowAlways}
+	}
+	return []permissionOption{
+		always,
+		{optionProceedOnce, "Allow", kindAllowOnce},
+		{optionCancel, "Reject", kindRejectOnce},
+	}
+}
+
+// chosenOption is the offered option an answer or a vote names, directly
+// or by a legacy id; nil when it names none of them.
+func chosenOption[O any](offered []O, id string, idKind func(O) (string, string)) *O {
+	for i := range offered {
+		if oid, _ := idKind(offered[i]); oid == id {
+			return &offered[i]
+		}
+	}
+	if kind, ok := legacyOptionKinds[id]; ok {
+		for i := range offered {
+			if _, k := idKind(offered[i]); k == kind {
+				return &offered[i]
+			}
+		}
+	}
+	return nil
 }
 
 // agent is one ACP connection and the sessions created on it.
@@ -952,7 +1009,7 @@ func (a *agent) callPolicy(s *session) *callPolicy {
 	}
 }
 
-// alwaysKey is what an allow_always answer remembers: the tool, and for a
+// alwaysKey is what an always answer remembers: the tool, and for a
 // shell call the exact command, so one approved command approves no other.
 func alwaysKey(tool string, args map[string]any) string {
 	if tool == toolShell {
@@ -972,6 +1029,7 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	if remembered {
 		return permissionAllowed
 	}
+	options := permissionOptions(spec, args)
 	raw, err := a.conn.call(ctx, methodRequestPermission, map[string]any{
 		"sessionId": s.id,
 		"toolCall": map[string]any{
@@ -982,7 +1040,7 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 			"rawInput":   args,
 			"_meta":      map[string]string{"toolName": spec.Name},
 		},
-		"options": permissionOptions,
+		"options": options,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -1003,14 +1061,19 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 		a.log.Warn("session/request_permission: unreadable answer: the call is rejected", "session", s.id, "err", err)
 		return permissionRejected
 	}
-	switch {
-	case ans.Outcome.Outcome == outcomeCancelled:
+	if ans.Outcome.Outcome == outcomeCancelled {
 		return permissionCancelled
-	case ans.Outcome.Outcome != outcomeSelected:
+	}
+	var chosen *permissionOption
+	if ans.Outcome.Outcome == outcomeSelected {
+		chosen = chosenOption(options, ans.Outcome.OptionID, func(o permissionOption) (string, string) { return o.OptionID, o.Kind })
+	}
+	switch {
+	case chosen == nil:
 		return permissionRejected
-	case ans.Outcome.OptionID == optionAllowOnce:
+	case chosen.Kind == kindAllowOnce:
 		return permissionAllowed
-	case ans.Outcome.OptionID == optionAllowAlways:
+	case chosen.Kind == kindAllowAlways:
 		s.mu.Lock()
 		s.always[key] = true
 		s.mu.Unlock()

@@ -16,7 +16,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -581,12 +583,18 @@ func TestACPPermissionRoundTrips(t *testing.T) {
 		prepares int
 		modelSay string
 	}{
-		{"allow once", selected(optionAllowOnce), true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
+		{"allow once", selected(optionProceedOnce), true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
 		// "_meta is allowed on every object": the SDK's answers may carry it.
-		{"allow once with _meta", map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": optionAllowOnce, "_meta": map[string]any{"x": 1}}, "_meta": map[string]any{}},
+		{"allow once with _meta", map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": optionProceedOnce, "_meta": map[string]any{"x": 1}}, "_meta": map[string]any{}},
 			true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
-		{"allow always", selected(optionAllowAlways), true, 1, 2, "write_file: completed\nwrite_file: completed\n"},
-		{"reject", selected(optionRejectOnce), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		{"allow all edits", selected(optionProceedAlways), true, 1, 2, "write_file: completed\nwrite_file: completed\n"},
+		{"reject", selected(optionCancel), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		// acpguard's ids before Qwen's, accepted for a release.
+		{"legacy allow_once", selected("allow_once"), true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
+		{"legacy allow_always", selected("allow_always"), true, 1, 2, "write_file: completed\nwrite_file: completed\n"},
+		{"legacy reject_once", selected("reject_once"), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		// The shell's always option is not offered for an edit.
+		{"option not offered", selected(optionProceedAlwaysProject), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
 		{"unknown option", selected("allow_forever"), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
 		{"cancelled", map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, false, 2, 0, "write_file: cancelled\nwrite_file: cancelled\n"},
 		{"malformed", map[string]any{"outcome": "yes"}, false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
@@ -613,6 +621,41 @@ func TestACPPermissionRoundTrips(t *testing.T) {
 				t.Errorf("model answer = %q, want %q", got, tt.modelSay)
 			}
 		})
+	}
+}
+
+// TestACPPermissionOptionsAsQwen: session/request_permission offers Qwen
+// Code's option ids, names and kinds: edits all at once, a shell command by
+// its rule.
+func TestACPPermissionOptionsAsQwen(t *testing.T) {
+	var mu sync.Mutex
+	var offered []string
+	c := startManagedWith(t, func(method string, params json.RawMessage) (any, *rpcError) {
+		switch method {
+		case methodGuardPrepare:
+			return map[string]any{"allowed": true}, nil
+		case methodRequestPermission:
+			var p struct {
+				Options json.RawMessage `json:"options"`
+			}
+			_ = json.Unmarshal(params, &p)
+			mu.Lock()
+			offered = append(offered, string(p.Options))
+			mu.Unlock()
+			return selected(optionCancel), nil
+		}
+		return nil, &rpcError{Code: rpcMethodNotFound, Message: method}
+	})
+	sid := c.newSession(t.TempDir())
+	c.prompt(sid, `call write_file {"file_path":"out.txt","content":"hi"}`+"\n"+`call run_shell_command {"command":"touch made.txt"}`, "p1")
+	want := []string{
+		`[{"optionId":"proceed_always","name":"Allow All Edits","kind":"allow_always"},{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}]`,
+		`[{"optionId":"proceed_always_project","name":"Always Allow in project: Shell(touch made.txt)","kind":"allow_always"},{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}]`,
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(offered, want) {
+		t.Errorf("options offered:\n%s\nwant:\n%s", strings.Join(offered, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -654,7 +697,7 @@ func TestACPLayersBeforeGuardMakeNoProviderRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var log prepareLog
 			var perms atomic.Int32
-			c := startManagedWith(t, permissionParent(&log, &perms, selected(optionAllowOnce)), "--settings", writeSettings(tt.settings))
+			c := startManagedWith(t, permissionParent(&log, &perms, selected(optionProceedOnce)), "--settings", writeSettings(tt.settings))
 			work := t.TempDir()
 			sid := c.newSession(work)
 			if tt.mode != "" {

@@ -152,6 +152,7 @@ type serveOptions struct {
 	// AllowTokenlessLoopback is --allow-tokenless-loopback: in required mode
 	// a loopback daemon without a host token, as in off mode.
 	AllowTokenlessLoopback bool
+	RequireAuth            bool // --require-auth: /health needs the token on loopback too (DESIGN.md §7)
 	Guard                  guardConfig
 	DecisionLog            string // "" stderr
 	MaxPendingPrompts      int
@@ -640,6 +641,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	token := onceFlag(fs, "token", "")
 	tokenFile := onceFlag(fs, flagHostTokenFile, "")
 	tokenless := fs.Bool(flagAllowTokenlessLoopback, false, "")
+	requireAuth := fs.Bool(flagRequireAuth, false, "")
 	guard := addGuardFlags(fs)
 	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
 	decisionLog := onceFlag(fs, "decision-log", "")
@@ -692,6 +694,10 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	}
 	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, opts.Hostname.loopback); err != nil {
 		return serveOptions{}, err
+	}
+	// As in Qwen Code, --require-auth without a host token does not start.
+	if opts.RequireAuth = *requireAuth; opts.RequireAuth && opts.Token == "" && !opts.GenerateToken {
+		return serveOptions{}, usagef("--%s on --hostname %q: no host token is given; set --token, --%s or %s", flagRequireAuth, opts.Hostname.host, flagHostTokenFile, envServerToken)
 	}
 	// serve reads the model key from the file into the place the variable's
 	// value is kept, so it reaches what the variable reaches.

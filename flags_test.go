@@ -377,6 +377,13 @@ func TestServeArgs(t *testing.T) {
 					t.Errorf("got %+v", o)
 				}
 			}},
+		{name: "require auth with token", args: append([]string{"--require-auth"}, ws...), env: []string{envServerToken + "=envtok"},
+			check: func(t *testing.T, o serveOptions) {
+				if !o.RequireAuth || o.Token != "envtok" {
+					t.Errorf("got %+v", o)
+				}
+			}},
+		{name: "require auth without token", args: append([]string{"--require-auth"}, ws...), errWhat: "--require-auth", errValue: "127.0.0.1", errRule: "no host token is given; set --token, --token-file or QWEN_SERVER_TOKEN"},
 		{name: "any address without token", args: append([]string{"--hostname", "0.0.0.0"}, ws...), errWhat: "--hostname", errValue: "0.0.0.0", errRule: "a non-loopback address requires --token, --token-file or QWEN_SERVER_TOKEN"},
 		{name: "host name without token", args: append([]string{"--hostname", "example.com"}, ws...), errWhat: "--hostname", errValue: "example.com", errRule: "non-loopback"},
 		{name: "bad hostname", args: append([]string{"--hostname", "a b"}, ws...), errWhat: "--hostname", errValue: "a b", errRule: "must be an IP address or a host name"},
@@ -440,7 +447,7 @@ func TestHelp(t *testing.T) {
 		{"acp", append(guard, "--help", envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard)},
 		{"serve", append(guard, "--hostname", "--port", "--workspace", "--settings", "--token", "--decision-log",
 			"--max-pending-prompts-per-session", "--allow-slash-command", "--help", envServerToken, envGuardToken,
-			"--token-file", "--allow-tokenless-loopback", envModelKey)},
+			"--token-file", "--allow-tokenless-loopback", "--require-auth", envModelKey)},
 	}
 	for _, tt := range tests {
 		for _, flagName := range []string{"--help", "-h"} {

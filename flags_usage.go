@@ -213,6 +213,11 @@ Flags:
         directory under $XDG_RUNTIME_DIR (or the temporary directory), prints
         "acpguard serve: host token in FILE" after the listening line, and
         removes the directory at exit.
+  --require-auth
+        GET /health needs the host token too; without it, on a loopback
+        address, /health is answered without one, as in Qwen Code. Every
+        other route always needs the token when one is set. Without a host
+        token, exit 2.
 ` + guardFlagsUsage + `  --model-key-file FILE
         read the model's API key from FILE once at start, instead of
         OPENAI_API_KEY (both is an error); the same file rules as --token-file.

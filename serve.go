@@ -66,6 +66,7 @@ type daemon struct {
 	port         string
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
+	requireAuth  bool // --require-auth: no route is open without the token
 
 	model          *openAIModel // the children's model service; nil: the scripted model
 	modelCallLimit int          // model calls of one prompt (serve_model.go)
@@ -99,6 +100,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
 		settingsFile: opts.SettingsFile,
 		checkHost:    opts.Hostname.loopback,
+		requireAuth:  opts.RequireAuth,
 		slots:        map[string]*workspaceSlot{},
 		chans:        map[*acpChannel]struct{}{},
 		sessions:     map[string]*hostSession{},
@@ -295,6 +297,9 @@ func (w hupWatch) rehandshakeSelf(ctx context.Context, within time.Duration) err
 
 // flagAllowTokenlessLoopback restores tokenless loopback in required mode.
 const flagAllowTokenlessLoopback = "allow-tokenless-loopback"
+
+// flagRequireAuth makes GET /health need the host token on loopback too.
+const flagRequireAuth = "require-auth"
 
 // hostTokenBytes is the size of a generated host token: 256 random bits,
 // sent as 64 hex digits.

@@ -34,6 +34,7 @@ const (
 	codeQueueFull         = "prompt_queue_full"
 	codeSlashRejected     = "slash_command_rejected"
 	codePermissionUnknown = "permission_not_found"
+	codeInvalidOptionID   = "invalid_option_id"
 	codeChildUnavailable  = "child_unavailable"
 	codeGuardNotReady     = "guard_not_acknowledged"
 	codeShuttingDown      = "shutting_down"
@@ -95,7 +96,7 @@ func (d *daemon) routes() http.Handler {
 		if !d.peerAllowed(w, r) {
 			return
 		}
-		if d.token != "" && !bearerMatches(r.Header.Get("Authorization"), d.token) {
+		if d.token != "" && !d.healthOpen(r) && !bearerMatches(r.Header.Get("Authorization"), d.token) {
 			writeUnauthorized(w, errorBody{Error: "Unauthorized", Code: codeUnauthorized}, true)
 			return
 		}
@@ -168,6 +169,14 @@ func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emp
 		return false
 	}
 	return true
+}
+
+// healthOpen reports whether r is a health check answered without the host
+// token: on a loopback bind, as Qwen Code serves it before auth, unless
+// --require-auth (DESIGN.md §7). It tells nothing but that serve is up.
+func (d *daemon) healthOpen(r *http.Request) bool {
+	return d.checkHost && !d.requireAuth && r.URL.Path == "/health" &&
+		(r.Method == http.MethodGet || r.Method == http.MethodHead)
 }
 
 func (d *daemon) handleHealth(w http.ResponseWriter, r *http.Request) {

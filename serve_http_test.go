@@ -65,7 +65,7 @@ func TestServeHostAuth(t *testing.T) {
 		{"scheme case", []string{"Authorization", "bearer s3cret-host-token"}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, path := range []string{"/health", "/capabilities", "/session/x/events", "/nope"} {
+			for _, path := range []string{"/capabilities", "/session/x/events", "/nope"} {
 				r := td.do(t, "GET", path, "", tt.header...)
 				if tt.ok {
 					if r.status == http.StatusUnauthorized {
@@ -86,6 +86,39 @@ func TestServeHostAuth(t *testing.T) {
 		if b != unauthorized[0] {
 			t.Errorf("401 bodies differ: %q vs %q", b, unauthorized[0])
 		}
+	}
+}
+
+// TestServeHealthWithoutToken: on a loopback bind GET /health is answered
+// without the host token, as Qwen Code does, and nothing else is; with
+// --require-auth, or on a non-loopback bind, it needs the token too.
+func TestServeHealthWithoutToken(t *testing.T) {
+	const token = "s3cret-host-token"
+	open := startTestDaemon(t, serveOptions{Token: token})
+	for _, tt := range []struct{ method, path string }{{"GET", "/health"}, {"GET", "/health?deep=1"}, {"HEAD", "/health"}} {
+		r := open.do(t, tt.method, tt.path, "")
+		if r.status != 200 || (tt.method == "GET" && strings.TrimSpace(string(r.body)) != `{"status":"ok"}`) {
+			t.Errorf("%s %s without the token = %d %s, want 200 {\"status\":\"ok\"}", tt.method, tt.path, r.status, r.body)
+		}
+	}
+	wantError(t, open.do(t, "POST", "/health", ""), http.StatusUnauthorized, codeUnauthorized)
+	wantError(t, open.do(t, "GET", "/health/x", ""), http.StatusUnauthorized, codeUnauthorized)
+
+	strict := startTestDaemon(t, serveOptions{Token: token, RequireAuth: true})
+	wantError(t, strict.do(t, "GET", "/health", ""), http.StatusUnauthorized, codeUnauthorized)
+	if r := strict.do(t, "GET", "/health", "", "Authorization", "Bearer "+token); r.status != 200 {
+		t.Errorf("--require-auth: GET /health with the token = %d %s", r.status, r.body)
+	}
+
+	// A non-loopback bind: the routes as serve builds them, reached here
+	// over loopback.
+	d := &daemon{token: token, checkHost: false}
+	srv := httptest.NewServer(d.routes())
+	t.Cleanup(srv.Close)
+	remote := &testDaemon{url: srv.URL}
+	wantError(t, remote.do(t, "GET", "/health", ""), http.StatusUnauthorized, codeUnauthorized)
+	if r := remote.do(t, "GET", "/health", "", "Authorization", "Bearer "+token); r.status != 200 {
+		t.Errorf("non-loopback: GET /health with the token = %d %s", r.status, r.body)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 )
@@ -58,8 +57,8 @@ type promptJob struct {
 }
 
 type hostPendingPermission struct {
-	options  []string
-	resolved chan hostVoteOutcome // capacity 1
+	options  []hostPermissionOption // as the child offered them
+	resolved chan hostVoteOutcome   // capacity 1
 }
 
 // voteCancelled is the answer to a permission request that got no vote.
@@ -326,9 +325,7 @@ type hostPermissionOption struct {
 func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams) hostVoteOutcome {
 	requestID := randomHex(randomIDBytes)
 	pend := &hostPendingPermission{resolved: make(chan hostVoteOutcome, 1)}
-	for _, o := range p.Options {
-		pend.options = append(pend.options, o.OptionID)
-	}
+	pend.options = p.Options
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -373,7 +370,27 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 	return out
 }
 
-func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
+// hostFailure is an error reply to a host request.
+type hostFailure interface{ write(http.ResponseWriter) }
+
+// invalidOptionError is Qwen Code's 400 for a vote naming an option the
+// agent did not offer, with its text and body keys (DESIGN.md §7, §11).
+type invalidOptionError struct{ requestID, optionID string }
+
+func (e *invalidOptionError) write(w http.ResponseWriter) {
+	writeHostJSON(w, http.StatusBadRequest, struct {
+		Error     string `json:"error"`
+		Code      string `json:"code"`
+		RequestID string `json:"requestId"`
+		OptionID  string `json:"optionId"`
+	}{fmt.Sprintf("Permission %s: optionId %q is not in the set of options the agent offered.", e.requestID, e.optionID),
+		codeInvalidOptionID, e.requestID, e.optionID})
+}
+
+// vote resolves a pending permission request with the host's outcome. A
+// legacy option id (legacyOptionKinds) stands for the offered option of its
+// kind, and the child is sent the offered id.
+func (s *hostSession) vote(requestID string, out hostVoteOutcome) hostFailure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.perms[requestID]
@@ -382,7 +399,12 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) *hostError {
 	}
 	switch {
 	case out == voteCancelled:
-	case out.Outcome == "selected" && slices.Contains(p.options, out.OptionID):
+	case out.Outcome == outcomeSelected && out.OptionID != "":
+		chosen := chosenOption(p.options, out.OptionID, func(o hostPermissionOption) (string, string) { return o.OptionID, o.Kind })
+		if chosen == nil {
+			return &invalidOptionError{requestID, out.OptionID}
+		}
+		out.OptionID = chosen.OptionID
 	default:
 		return &hostError{http.StatusBadRequest, codeBadRequest, fmt.Sprintf("outcome must be cancelled or selected with one of the offered optionIds, got %q/%q", out.Outcome, out.OptionID)}
 	}

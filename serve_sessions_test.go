@@ -397,7 +397,11 @@ func TestServePermissionRelay(t *testing.T) {
 		reqIDs = append(reqIDs, req.RequestID)
 		path := "/session/" + id + "/permission/" + req.RequestID
 		if len(reqIDs) == 1 {
-			wantError(t, td.do(t, "POST", path, `{"outcome":{"outcome":"selected","optionId":"sudo"}}`), 400, codeBadRequest)
+			// Qwen Code's body: requestId and optionId beside error and code.
+			if r := td.do(t, "POST", path, `{"outcome":{"outcome":"selected","optionId":"sudo"}}`); r.status != 400 ||
+				!strings.Contains(string(r.body), `"code":"invalid_option_id","requestId":"`+req.RequestID+`","optionId":"sudo"}`) {
+				t.Errorf("vote for an option not offered = %d %s", r.status, r.body)
+			}
 			wantError(t, td.do(t, "POST", path, `{"outcome":{"outcome":"selected"}}`), 400, codeBadRequest)
 			wantError(t, td.do(t, "POST", "/session/"+id+"/permission/nope", `{"outcome":{"outcome":"cancelled"}}`), 404, codePermissionUnknown)
 			r := td.do(t, "POST", path, `{"outcome":{"outcome":"selected","optionId":"allow"}}`)

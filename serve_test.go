@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -257,8 +258,9 @@ func TestServeE2ESignalEndsEverything(t *testing.T) {
 }
 
 // TestServeE2EPermissionBeforeGuard: in the default approval mode the child
-// asks the host first; a rejection ends the call with no provider request,
-// an allow leads to exactly one.
+// asks the host first, with Qwen Code's options; a rejection ends the call
+// with no provider request, an allow leads to exactly one. acpguard's old
+// ids still vote, and a vote naming an option not offered is Qwen's 400.
 func TestServeE2EPermissionBeforeGuard(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
@@ -266,13 +268,20 @@ func TestServeE2EPermissionBeforeGuard(t *testing.T) {
 		envGuardToken+"="+prov.token)
 	id := sp.newSession(t, "")
 	stream := sp.openEvents(t, id, "")
+	wantOptions := []hostPermissionOption{
+		{OptionID: "proceed_always", Name: "Allow All Edits", Kind: "allow_always"},
+		{OptionID: "proceed_once", Name: "Allow", Kind: "allow_once"},
+		{OptionID: "cancel", Name: "Reject", Kind: "reject_once"},
+	}
 	for _, tt := range []struct {
 		option, file string
 		calls        int
 		written      bool
+		resolved     string // the optionId permission_resolved names
 	}{
-		{"reject_once", "rejected.txt", 0, false},
-		{"allow_once", "allowed.txt", 1, true},
+		{"cancel", "rejected.txt", 0, false, "cancel"},
+		{"proceed_once", "allowed.txt", 1, true, "proceed_once"},
+		{"allow_once", "legacy.txt", 2, true, "proceed_once"}, // legacy alias
 	} {
 		pid := sp.prompt(t, id, `call write_file {"file_path":"`+tt.file+`","content":"x"}`)
 		evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventPermissionRequest })
@@ -280,14 +289,40 @@ func TestServeE2EPermissionBeforeGuard(t *testing.T) {
 		if err := decodeStrict(parseEnvelope(t, evs[len(evs)-1]).Data, &req); err != nil {
 			t.Fatal(err)
 		}
+		if !reflect.DeepEqual(req.Options, wantOptions) {
+			t.Errorf("options = %+v, want %+v", req.Options, wantOptions)
+		}
 		if _, calls := prov.counts(); calls != 0 && tt.calls == 0 {
 			t.Fatalf("provider called before the permission vote")
 		}
-		r := sp.do(t, "POST", "/session/"+id+"/permission/"+req.RequestID, `{"outcome":{"outcome":"selected","optionId":"`+tt.option+`"}}`)
+		r := sp.do(t, "POST", "/session/"+id+"/permission/"+req.RequestID, `{"outcome":{"outcome":"selected","optionId":"proceed_always_project"}}`)
+		wantBody := fmt.Sprintf(`{"error":"Permission %s: optionId \"proceed_always_project\" is not in the set of options the agent offered.","code":"invalid_option_id","requestId":%q,"optionId":"proceed_always_project"}`,
+			req.RequestID, req.RequestID)
+		if r.status != 400 || strings.TrimSpace(string(r.body)) != wantBody {
+			t.Errorf("vote for an option not offered = %d %s, want 400 %s", r.status, r.body, wantBody)
+		}
+		r = sp.do(t, "POST", "/session/"+id+"/permission/"+req.RequestID, `{"outcome":{"outcome":"selected","optionId":"`+tt.option+`"}}`)
 		if r.status != 200 {
 			t.Fatalf("vote = %d %s", r.status, r.body)
 		}
-		readSSE(t, stream, untilTurnEnd(pid))
+		evs = readSSE(t, stream, untilTurnEnd(pid))
+		resolved := 0
+		for _, ev := range evs {
+			if ev.typ != eventPermissionResolved {
+				continue
+			}
+			resolved++
+			var res permissionResolvedEvent
+			if err := decodeStrict(parseEnvelope(t, ev).Data, &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome.OptionID != tt.resolved {
+				t.Errorf("%s: permission_resolved names %q, want %q", tt.option, res.Outcome.OptionID, tt.resolved)
+			}
+		}
+		if resolved != 1 {
+			t.Errorf("%s: %d permission_resolved events, want 1", tt.option, resolved)
+		}
 		if _, calls := prov.counts(); calls != tt.calls {
 			t.Errorf("%s: provider saw %d prepares, want %d", tt.option, calls, tt.calls)
 		}
@@ -514,8 +549,8 @@ func TestServeGeneratesHostToken(t *testing.T) {
 		t.Fatalf("token file: %q, %v", token, err)
 	}
 	td := &testDaemon{url: url}
-	if r := td.do(t, "GET", "/health", ""); r.status != 401 {
-		t.Errorf("GET /health without the token = %d, want 401", r.status)
+	if r := td.do(t, "GET", "/capabilities", ""); r.status != 401 {
+		t.Errorf("GET /capabilities without the token = %d, want 401", r.status)
 	}
 	if r := td.do(t, "GET", "/health", "", "Authorization", "Bearer "+token); r.status != 200 {
 		t.Errorf("GET /health with the token = %d %s, want 200", r.status, r.body)
@@ -553,8 +588,8 @@ func TestServeTokenFileKept(t *testing.T) {
 		if r := td.do(t, "GET", "/health", "", "Authorization", "Bearer "+token); r.status != 200 {
 			t.Errorf("start %d: GET /health with the file's token = %d", i, r.status)
 		}
-		if r := td.do(t, "GET", "/health", ""); r.status != 401 {
-			t.Errorf("start %d: GET /health without a token = %d, want 401", i, r.status)
+		if r := td.do(t, "GET", "/capabilities", ""); r.status != 401 {
+			t.Errorf("start %d: GET /capabilities without a token = %d, want 401", i, r.status)
 		}
 		if err := stop(); err != nil {
 			t.Fatalf("serve: %v\n%s", err, stderr.String())

@@ -21,7 +21,10 @@ function check(ok, what) {
 const app = acp.client({ name: "acpguard-sdk-test" })
   .onRequest(acp.methods.client.session.requestPermission, async (ctx) => {
     permissions++;
-    return { outcome: { outcome: "selected", optionId: "allow_once" } };
+    // Qwen Code's options: the editor picks the allow_once kind.
+    const once = ctx.params.options.find((o) => o.kind === "allow_once");
+    check(once && once.optionId === "proceed_once", "permission options: " + JSON.stringify(ctx.params.options));
+    return { outcome: { outcome: "selected", optionId: once.optionId } };
   })
   .onNotification(acp.methods.client.session.update, async (ctx) => {
     updates.push(ctx.params.update);
