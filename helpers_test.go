@@ -2266,6 +2266,7 @@ type envelope struct {
 	Type     string          `json:"type"`
 	PromptID string          `json:"promptId"`
 	Data     json.RawMessage `json:"data"`
+	Meta     envelopeMeta    `json:"_meta"`
 }
 
 func parseEnvelope(t testing.TB, ev sseEvent) envelope {

@@ -78,6 +78,10 @@ func streamEvents(w http.ResponseWriter, r *http.Request, log *streamLog, after 
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	// As Qwen Code's serve (DESIGN.md §7): the log's epoch, stable for the
+	// session, and a new id for this stream.
+	h.Set("X-Qwen-Event-Epoch", log.epoch)
+	h.Set("X-Qwen-SSE-Stream-Id", randomHex(randomIDBytes))
 	// The connection ends with the stream: the write deadline left on it
 	// then bounds the server's last write and meets no later request.
 	h.Set("Connection", "close")
@@ -211,12 +215,19 @@ const streamEventOverhead = 72
 // daemon's byte bounds.
 func (ev *streamEvent) cost() int { return len(ev.data) + streamEventOverhead }
 
+// streamEnvelope is an event as Qwen Code's serve frames it (DESIGN.md §7):
+// _meta.serverTimestamp is the publication time in Unix milliseconds.
 type streamEnvelope struct {
-	ID       int64  `json:"id"`
-	V        int    `json:"v"`
-	Type     string `json:"type"`
-	PromptID string `json:"promptId,omitempty"`
-	Data     any    `json:"data"`
+	ID       int64        `json:"id"`
+	V        int          `json:"v"`
+	Type     string       `json:"type"`
+	PromptID string       `json:"promptId,omitempty"`
+	Data     any          `json:"data"`
+	Meta     envelopeMeta `json:"_meta"`
+}
+
+type envelopeMeta struct {
+	ServerTimestamp int64 `json:"serverTimestamp"`
 }
 
 // streamLog is a session's bounded ring of events and its subscribers. A
@@ -227,6 +238,9 @@ type streamLog struct {
 	limitHit func(code string, attrs ...any)
 	budget   *eventBudget // nil: none
 	order    int64        // its place among the budget's logs: older first on a tie
+	// epoch names this log's id sequence (X-Qwen-Event-Epoch): made once,
+	// it tells a host that ids it saw are ids of this log.
+	epoch string
 
 	mu     sync.Mutex
 	nextID int64
@@ -262,7 +276,7 @@ type streamSubscriber struct {
 // daemon bound). It calls limitHit, with the log locked, for each
 // subscriber it refuses or drops and each eviction by the budget.
 func newBoundedStreamLog(ringSize, maxSubs int, budget *eventBudget, limitHit func(code string, attrs ...any)) *streamLog {
-	l := &streamLog{size: ringSize, maxSubs: maxSubs, budget: budget, limitHit: limitHit, nextID: 1, first: 1, subs: map[*streamSubscriber]struct{}{}}
+	l := &streamLog{epoch: randomHex(randomIDBytes), size: ringSize, maxSubs: maxSubs, budget: budget, limitHit: limitHit, nextID: 1, first: 1, subs: map[*streamSubscriber]struct{}{}}
 	budget.register(l)
 	return l
 }
@@ -287,7 +301,7 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 		l.mu.Unlock()
 		return
 	}
-	if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data}); err != nil {
+	if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, Meta: envelopeMeta{time.Now().UnixMilli()}}); err != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -524,6 +538,13 @@ func (l *streamLog) freeRingIfDoneLocked() bool {
 	return len(l.subs) == 0
 }
 
+// lastID is the id of the newest event published; 0: none yet.
+func (l *streamLog) lastID() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextID - 1
+}
+
 // ringBytes reports the bytes (cost) kept in the ring.
 func (l *streamLog) ringBytes() int {
 	l.mu.Lock()
@@ -738,13 +759,15 @@ func (d *daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 type turnComplete struct {
-	PromptID   string `json:"promptId"`
+	SessionID  string `json:"sessionId"`
 	StopReason string `json:"stopReason"`
+	PromptID   string `json:"promptId"`
 }
 
 type turnError struct {
-	PromptID string `json:"promptId"`
-	Message  string `json:"message"`
+	SessionID string `json:"sessionId"`
+	Message   string `json:"message"`
+	PromptID  string `json:"promptId"`
 }
 
 type permissionRequestEvent struct {

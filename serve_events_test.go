@@ -175,7 +175,7 @@ func ringIDs(l *streamLog) []int64 {
 // had to replay one, ends with stream_dropped.
 func TestEventBudgetEvictsLargestRingFirst(t *testing.T) {
 	payload := strings.Repeat("x", 1<<20)
-	size := len(`{"id":1,"v":1,"type":"session_update","data":""}`) + len(payload) + streamEventOverhead
+	size := len(`{"id":1,"v":1,"type":"session_update","data":"","_meta":{"serverTimestamp":1796177675667}}`) + len(payload) + streamEventOverhead
 	// Ten events fit; over it, eviction goes on down to 9.4 events.
 	budget := newEventBudget(int64(10*size + 100))
 	var la, lb, lc limitCounter

@@ -262,8 +262,13 @@ type promptRequest struct {
 	Meta   json.RawMessage   `json:"_meta"` // caller metadata: stripped
 }
 
+// promptAccepted is the 202 of a prompt, with Qwen Code's keys (DESIGN.md
+// §7): lastEventId is the session log's newest id before the turn, and
+// eventEpoch the X-Qwen-Event-Epoch its event stream carries.
 type promptAccepted struct {
-	PromptID string `json:"promptId"`
+	PromptID    string `json:"promptId"`
+	LastEventID int64  `json:"lastEventId"`
+	EventEpoch  string `json:"eventEpoch"`
 }
 
 func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
@@ -318,7 +323,7 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		herr.write(w)
 		return
 	}
-	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id})
+	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id, LastEventID: job.lastEventID, EventEpoch: s.events.epoch})
 }
 
 func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -255,8 +256,8 @@ func TestEventLogReplayAndRing(t *testing.T) {
 	}
 	l.publish("next", "p1", map[string]string{"k": "v"})
 	evs, _, _ := takeAll(l, sub)
-	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"}}`, defaultEventRingSize+11)
-	if len(evs) != 1 || string(evs[0].data) != want {
+	want := fmt.Sprintf(`{"id":%d,"v":1,"type":"next","promptId":"p1","data":{"k":"v"},"_meta":{"serverTimestamp":`, defaultEventRingSize+11)
+	if len(evs) != 1 || !strings.HasPrefix(string(evs[0].data), want) {
 		t.Errorf("live events = %v, want one with data %s", evs, want)
 	}
 }
@@ -302,7 +303,9 @@ func TestEventStreamHeartbeat(t *testing.T) {
 		lines = append(lines, line)
 	}
 	resp.Body.Close()
-	want := []string{"retry: 3000\n", "\n", "id: 1\n", "event: t\n", `data: {"id":1,"v":1,"type":"t","data":null}` + "\n", "\n", ": heartbeat\n", "\n"}
+	// The server's clock is the one part of the frame a test cannot know.
+	lines[4] = regexp.MustCompile(`"serverTimestamp":\d+`).ReplaceAllString(lines[4], `"serverTimestamp":0`)
+	want := []string{"retry: 3000\n", "\n", "id: 1\n", "event: t\n", `data: {"id":1,"v":1,"type":"t","data":null,"_meta":{"serverTimestamp":0}}` + "\n", "\n", ": heartbeat\n", "\n"}
 	if strings.Join(lines, "") != strings.Join(want, "") {
 		t.Errorf("stream = %q, want %q", lines, want)
 	}

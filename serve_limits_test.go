@@ -223,7 +223,7 @@ func TestServePromptDeadline(t *testing.T) {
 	id := td.newSession(t, "")
 	pid, evs := td.runTurn(t, id, "wait")
 	var end turnComplete
-	if last := evs[len(evs)-1]; last.typ != eventTurnComplete || decodeStrict(parseEnvelope(t, last).Data, &end) != nil || end != (turnComplete{pid, "cancelled"}) {
+	if last := evs[len(evs)-1]; last.typ != eventTurnComplete || decodeStrict(parseEnvelope(t, last).Data, &end) != nil || end != (turnComplete{id, "cancelled", pid}) {
 		t.Errorf("turn past its deadline ended with %v, want turn_complete cancelled", last)
 	}
 	wantLimitHits(t, td, limitPromptDeadline, 1)

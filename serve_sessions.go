@@ -54,6 +54,9 @@ type promptJob struct {
 	// prepare for a cancelled prompt from one for a finished prompt.
 	answered, cancelled bool
 	model               modelBudget // the model calls serve made for it
+	// lastEventID is the session log's newest id when the prompt was
+	// queued: every event of its turn has a larger one (DESIGN.md §7).
+	lastEventID int64
 }
 
 type hostPendingPermission struct {
@@ -159,6 +162,7 @@ func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, 
 		d.obs.limitHit(codeQueueFull, "sessionId", s.id, "pending", len(s.queue))
 		return nil, &hostError{http.StatusServiceUnavailable, codeQueueFull, fmt.Sprintf("queue prompt: session %q already has %d pending prompts (--max-pending-prompts-per-session)", s.id, len(s.queue))}
 	}
+	job.lastEventID = s.events.lastID()
 	s.queue = append(s.queue, job)
 	if !s.running {
 		s.running = true
@@ -194,10 +198,10 @@ func (s *hostSession) run() {
 		s.mu.Unlock()
 		if err != nil {
 			s.d.obs.promptEnded(promptResultError)
-			s.events.publish(eventTurnError, job.id, turnError{PromptID: job.id, Message: err.Error()})
+			s.events.publish(eventTurnError, job.id, turnError{SessionID: s.id, PromptID: job.id, Message: err.Error()})
 		} else {
 			s.d.obs.promptEnded(stop)
-			s.events.publish(eventTurnComplete, job.id, turnComplete{PromptID: job.id, StopReason: stop})
+			s.events.publish(eventTurnComplete, job.id, turnComplete{SessionID: s.id, PromptID: job.id, StopReason: stop})
 		}
 	}
 }

@@ -280,7 +280,7 @@ func TestServeSessionPromptEvents(t *testing.T) {
 		}
 	}
 	end := parseEnvelope(t, evs[2])
-	if evs[2].typ != eventTurnComplete || string(end.Data) != `{"promptId":"`+pid+`","stopReason":"end_turn"}` {
+	if evs[2].typ != eventTurnComplete || string(end.Data) != `{"sessionId":"`+id+`","stopReason":"end_turn","promptId":"`+pid+`"}` {
 		t.Errorf("turn end = %s %s", evs[2].typ, evs[2].data)
 	}
 
