@@ -302,11 +302,12 @@ func startServeAsNobody(t *testing.T, bin string, args, env []string) *raceServe
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	go func() { rs.exited <- cmd.Wait() }()
-	if !strings.HasPrefix(line, serveListenPrefix) {
+	url, ok := serveListenURL(line)
+	if !ok {
 		rs.stop()
 		t.Fatalf("serve printed %q (%v), stderr:\n%s", line, err, rs.stderr.String())
 	}
-	rs.url = strings.TrimSpace(strings.TrimPrefix(line, serveListenPrefix))
+	rs.url = url
 	return rs
 }
 

@@ -2456,7 +2456,20 @@ func decisions(t *testing.T, log string) []decisionRecord {
 // serve as a process: started, its listen line, its children, tool updates
 // on its host stream, guard arguments.
 
-const serveListenPrefix = "acpguard serve: listening on "
+const serveListenPrefix = "acpguard serve listening on "
+
+// serveListenRe reads serve's startup line as a host of Qwen Code's serve
+// does: the URL, then the mode and the workspace in parentheses.
+var serveListenRe = regexp.MustCompile(`^acpguard serve listening on (https?://\S+) \(mode=([a-z-]+), workspace=(/.*)\)$`)
+
+// serveListenURL returns the URL of serve's startup line.
+func serveListenURL(line string) (string, bool) {
+	m := serveListenRe.FindStringSubmatch(strings.TrimRight(line, "\n"))
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
 
 // serveProcess is a running "acpguard serve".
 type serveProcess struct {
@@ -2498,11 +2511,12 @@ func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	go func() { exited <- cmd.Wait(); cancel() }()
-	if !strings.HasPrefix(line, serveListenPrefix) {
+	url, ok := serveListenURL(line)
+	if !ok {
 		sp.stop()
 		t.Fatalf("serve printed %q (%v), stderr:\n%s", line, err, stderr.String())
 	}
-	sp.url = strings.TrimSpace(strings.TrimPrefix(line, serveListenPrefix))
+	sp.url = url
 	t.Cleanup(func() { sp.stop() })
 	return sp
 }
@@ -2616,7 +2630,7 @@ func servedLines(t *testing.T, cmd *exec.Cmd) (url string, lines <-chan string, 
 	t.Cleanup(func() { stop() })
 	select {
 	case line, ok := <-all:
-		if u, found := strings.CutPrefix(line, serveListenPrefix); ok && found {
+		if u, found := serveListenURL(line); ok && found {
 			return u, all, stderr, stop
 		}
 		stop()

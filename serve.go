@@ -41,7 +41,9 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 	}
 	defer tok.cleanup()
 	return serveDaemon(ctx, sys, opts, func(url string) {
-		fmt.Fprintf(sys.stdout, "acpguard serve: listening on %s\n", url)
+		// Qwen Code's shape, so a host that takes the URL from this line
+		// finds it (DESIGN.md §7); every other line goes to stderr.
+		fmt.Fprintf(sys.stdout, "acpguard serve listening on %s (mode=%s, workspace=%s)\n", url, hostMode, opts.Workspaces[0])
 		tok.announce(sys.stdout)
 	})
 }
@@ -67,6 +69,7 @@ type daemon struct {
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
 	requireAuth  bool // --require-auth: no route is open without the token
+	started      time.Time
 
 	model          *openAIModel // the children's model service; nil: the scripted model
 	modelCallLimit int          // model calls of one prompt (serve_model.go)
@@ -90,6 +93,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	}
 	d := &daemon{
 		sys:          sys,
+		started:      time.Now(),
 		token:        opts.Token,
 		workspaces:   opts.Workspaces,
 		maxPending:   opts.MaxPendingPrompts,

@@ -13,9 +13,11 @@ import (
 	"unicode/utf8"
 )
 
-// Feature tags of GET /capabilities. external_tool_guard is advertised only
-// after a successful handshake in required mode (DESIGN.md §1).
-var baseFeatures = []string{"session_create", "session_prompt", "session_events", "session_cancel", "session_permission_vote"}
+// Feature tags of GET /capabilities: Qwen Code's names, only for what
+// acpguard serves. external_tool_guard is advertised only after a successful
+// handshake in required mode (DESIGN.md §1).
+var baseFeatures = []string{"health", "capabilities", "daemon_status", "session_create", "session_prompt",
+	"session_events", "session_cancel", "session_permission_vote"}
 
 const featureExternalToolGuard = "external_tool_guard"
 
@@ -75,6 +77,7 @@ func (d *daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", d.handleHealth)
 	mux.HandleFunc("GET /capabilities", d.handleCapabilities)
+	mux.HandleFunc("GET /daemon/status", d.handleDaemonStatus)
 	mux.HandleFunc("POST /session", d.handleNewSession)
 	mux.HandleFunc("POST /session/{id}/prompt", d.handlePrompt)
 	mux.HandleFunc("GET /session/{id}/events", d.handleEvents)
@@ -181,29 +184,6 @@ func (d *daemon) healthOpen(r *http.Request) bool {
 
 func (d *daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeHostJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-type capabilitiesBody struct {
-	V            int      `json:"v"`
-	Mode         string   `json:"mode"`
-	Features     []string `json:"features"`
-	WorkspaceCwd string   `json:"workspaceCwd"`
-	// Sandbox is what confines the children's tools; absent in off mode
-	// with the sandbox off.
-	Sandbox *sandboxReport `json:"sandbox,omitempty"`
-}
-
-func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
-	features := slices.Clone(baseFeatures)
-	if d.guarded {
-		features = append(features, featureExternalToolGuard)
-	}
-	body := capabilitiesBody{V: 1, Mode: "http-bridge", Features: features, WorkspaceCwd: d.workspaces[0]}
-	if d.sandbox.reported(d.guarded) {
-		r := d.sandbox.report()
-		body.Sandbox = &r
-	}
-	writeHostJSON(w, http.StatusOK, body)
 }
 
 type newSessionRequest struct {

@@ -448,11 +448,11 @@ func startReleaseServe(t *testing.T, bin string) (releaseServe, func()) {
 		cmd.Wait()
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if !strings.HasPrefix(line, serveListenPrefix) {
+	url, ok := serveListenURL(line)
+	if !ok {
 		stop()
 		t.Fatalf("serve printed %q: %v", line, err)
 	}
-	url := strings.TrimSpace(strings.TrimPrefix(line, serveListenPrefix))
 	for {
 		resp, err := http.Get(url + "/health")
 		if err == nil {
