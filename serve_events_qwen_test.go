@@ -1,3 +1,6 @@
+// serve_events_qwen_test.go tests the Qwen wire keys a host reads from a
+// prompt and its event stream: the 202 body, the stream headers, the
+// envelope meta, and replay across a reconnect.
 package main
 
 import (

@@ -1,3 +1,5 @@
+// serve_status_test.go tests the startup line a host parses, GET
+// /capabilities and GET /daemon/status on a real serve.
 package main
 
 import (

@@ -1,3 +1,5 @@
+// settings_jsonc_test.go tests reading settings files as Qwen Code writes
+// them: comments, trailing commas, $version and $schema, model.maxSessionTurns.
 package main
 
 import (

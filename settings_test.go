@@ -1,3 +1,5 @@
+// settings_test.go tests the settings file: every key checked, errors that
+// name the file, the key and the rule.
 package main
 
 import (
