@@ -59,8 +59,32 @@ type hostError struct {
 // errShuttingDown refuses what would add a session or a child at shutdown.
 var errShuttingDown = &hostError{http.StatusServiceUnavailable, codeShuttingDown, "the daemon is shutting down"}
 
-func sessionNotFound(id string) *hostError {
-	return &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id)}
+// hostKey is one more key of an error body, beside error and code, where
+// Qwen Code sends one (DESIGN.md §7).
+type hostKey struct {
+	name  string
+	value any
+}
+
+// hostErrorKeys is a hostError whose body carries Qwen Code's extra keys in
+// its order, and its Retry-After where it sends one.
+type hostErrorKeys struct {
+	*hostError
+	keys       []hostKey
+	retryAfter string
+}
+
+func (e *hostErrorKeys) write(w http.ResponseWriter) {
+	if e.retryAfter != "" {
+		w.Header().Set("Retry-After", e.retryAfter)
+	}
+	writeHostError(w, e.status, e.code, e.msg, e.keys...)
+}
+
+// sessionNotFound is Qwen Code's 404, text and sessionId key (DESIGN.md §11).
+func sessionNotFound(id string) *hostErrorKeys {
+	return &hostErrorKeys{hostError: &hostError{http.StatusNotFound, codeSessionNotFound, fmt.Sprintf("No session with id %q", id)},
+		keys: []hostKey{{"sessionId", id}}}
 }
 
 func sessionDied(id string) *hostError {
@@ -87,13 +111,13 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET "+metricsPath, d.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !loopbackHostHeader(r.Host, d.port, d.bindHost) {
-			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf("host %q is not a loopback name", r.Host))
+			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, "Invalid Host header")
 			return
 		}
 		// A web page can POST to a loopback daemon without a preflight; its
 		// browser names the page in Origin, which hosts and curl never send.
 		if o := r.Header.Get("Origin"); o != "" && d.checkHost && !isLoopbackOrigin(o) {
-			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, fmt.Sprintf("origin %q is not a loopback origin", o))
+			writeHostError(w, http.StatusForbidden, codeOriginNotAllowed, "Request denied by CORS policy")
 			return
 		}
 		if !d.peerAllowed(w, r) {
@@ -121,7 +145,7 @@ func (d *daemon) routes() http.Handler {
 			data, status, err := readBody(w, r, maxHostBody)
 			if status == http.StatusRequestEntityTooLarge {
 				d.obs.limitHit(codeTooLarge, "method", r.Method, "path", r.URL.Path)
-				writeHostError(w, status, codeTooLarge, fmt.Sprintf("read request body: more than %d bytes", maxHostBody))
+				writeHostError(w, status, codeTooLarge, fmt.Sprintf("Request body too large (max %d MB)", maxHostBody>>20))
 				return
 			} else if err != nil {
 				writeHostError(w, status, codeBadRequest, fmt.Sprintf("read request body: %v", err))
@@ -145,26 +169,41 @@ func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 
 func (r *statusRecorder) WriteHeader(code int) { r.status = code }
 
-// writeHostError answers with the host API's {"error":...,"code":...}.
-func writeHostError(w http.ResponseWriter, status int, code, msg string) {
-	writeHostJSON(w, status, errorBody{Error: msg, Code: code})
+// writeHostError answers with the host API's {"error":...,"code":...},
+// followed by Qwen Code's extra keys where it has them.
+func writeHostError(w http.ResponseWriter, status int, code, msg string, keys ...hostKey) {
+	b, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	for _, k := range keys {
+		name, _ := json.Marshal(k.name)
+		value, err := json.Marshal(k.value)
+		if err != nil {
+			continue
+		}
+		b = append(append(append(append(b[:len(b)-1], ','), name...), ':'), value...)
+		b = append(b, '}')
+	}
+	writeHostJSON(w, status, json.RawMessage(b))
 }
 
 // writeHostJSON sends v as a host API reply, which ends with a newline.
 func writeHostJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v, true) }
 
 // readHostBody decodes a strict JSON body, which routes read whole and
-// bounded, into v. An empty body is allowed only when emptyOK. It writes the
+// bounded, into v. An empty body is {}, as Qwen Code reads it. It writes the
 // error response itself.
-func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+func (d *daemon) readHostBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	data, _ := io.ReadAll(r.Body) // a bytes.Reader or http.NoBody
-	if len(bytes.TrimSpace(data)) == 0 && emptyOK {
+	if len(bytes.TrimSpace(data)) == 0 {
 		return true
 	}
 	// encoding/json would quietly turn invalid bytes into U+FFFD, and a
 	// prompt is forwarded raw: refuse it whole instead.
 	if !utf8.Valid(data) {
 		writeHostError(w, http.StatusBadRequest, codeBadRequest, "read request body: not valid UTF-8")
+		return false
+	}
+	if !json.Valid(data) {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "Invalid JSON in request body")
 		return false
 	}
 	if err := decodeStrict(data, v); err != nil {
@@ -198,14 +237,18 @@ type newSessionResponse struct {
 
 func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	var req newSessionRequest
-	if !d.readHostBody(w, r, &req, true) {
+	if !d.readHostBody(w, r, &req) {
 		return
 	}
 	ws := d.workspaces[0]
 	if req.Cwd != nil {
 		ws = filepath.Clean(*req.Cwd)
-		if !filepath.IsAbs(ws) || !slices.Contains(d.workspaces, ws) {
-			writeHostError(w, http.StatusBadRequest, codeWorkspaceMismatch, fmt.Sprintf("cwd %q is not a registered workspace", *req.Cwd))
+		if !filepath.IsAbs(ws) {
+			writeHostError(w, http.StatusBadRequest, codeWorkspaceMismatch, "`cwd` must be an absolute path when provided")
+			return
+		}
+		if !slices.Contains(d.workspaces, ws) {
+			workspaceMismatch(d.workspaces[0], ws).write(w)
 			return
 		}
 	}
@@ -218,6 +261,14 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeHostJSON(w, http.StatusOK, newSessionResponse{SessionID: s.id, WorkspaceCwd: ws})
+}
+
+// workspaceMismatch is Qwen Code's 400 for a cwd that is not a workspace of
+// this serve, with its text and keys (DESIGN.md §11).
+func workspaceMismatch(bound, requested string) *hostErrorKeys {
+	return &hostErrorKeys{hostError: &hostError{http.StatusBadRequest, codeWorkspaceMismatch, fmt.Sprintf("Workspace mismatch: runtime is bound to %q but request asked for %q. "+
+		"Select a registered runtime for %q or register it before retrying; this bridge will not fall back to the primary workspace.", bound, requested, requested)},
+		keys: []hostKey{{"boundWorkspace", bound}, {"requestedWorkspace", requested}}}
 }
 
 func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) *hostSession {
@@ -238,8 +289,8 @@ func (d *daemon) lookup(w http.ResponseWriter, r *http.Request, allowDead bool) 
 }
 
 type promptRequest struct {
-	Prompt []json.RawMessage `json:"prompt"`
-	Meta   json.RawMessage   `json:"_meta"` // caller metadata: stripped
+	Prompt json.RawMessage `json:"prompt"` // checked by promptBlocks
+	Meta   json.RawMessage `json:"_meta"`  // caller metadata: stripped
 }
 
 // promptAccepted is the 202 of a prompt, with Qwen Code's keys (DESIGN.md
@@ -257,20 +308,21 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req promptRequest
-	if !d.readHostBody(w, r, &req, false) {
+	if !d.readHostBody(w, r, &req) {
 		return
 	}
-	if len(req.Prompt) == 0 {
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt must be a non-empty array of content blocks")
+	blocks := promptBlocks(req.Prompt)
+	if len(blocks) == 0 {
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "`prompt` is required and must be a non-empty array of content blocks")
 		return
 	}
-	if len(req.Prompt) > maxPromptBlocks {
-		d.obs.limitHit(codePromptTooLarge, "sessionId", s.id, "blocks", len(req.Prompt))
-		writeHostError(w, http.StatusRequestEntityTooLarge, codePromptTooLarge, fmt.Sprintf("prompt has %d content blocks, more than %d", len(req.Prompt), maxPromptBlocks))
+	if len(blocks) > maxPromptBlocks {
+		d.obs.limitHit(codePromptTooLarge, "sessionId", s.id, "blocks", len(blocks))
+		writeHostError(w, http.StatusRequestEntityTooLarge, codePromptTooLarge, fmt.Sprintf("prompt has %d content blocks, more than %d", len(blocks), maxPromptBlocks))
 		return
 	}
 	empty := true
-	for i, raw := range req.Prompt {
+	for i, raw := range blocks {
 		// The child's own rules, so that a bad block is a 400 here rather
 		// than a turn_error after a 202.
 		var block contentBlock
@@ -298,12 +350,22 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt is empty: no text and no resource link")
 		return
 	}
-	job, herr := d.enqueue(s, req.Prompt)
+	job, herr := d.enqueue(s, blocks)
 	if herr != nil {
 		herr.write(w)
 		return
 	}
 	writeHostJSON(w, http.StatusAccepted, promptAccepted{PromptID: job.id, LastEventID: job.lastEventID, EventEpoch: s.events.epoch})
+}
+
+// promptBlocks returns the blocks of a prompt, none when it is missing, null
+// or not an array.
+func promptBlocks(raw json.RawMessage) []json.RawMessage {
+	var blocks []json.RawMessage
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &blocks) != nil {
+		return nil
+	}
+	return blocks
 }
 
 func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
@@ -314,6 +376,10 @@ func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
 	s.cancelActive()
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// voteInvalidText is Qwen Code's 400 text for a vote body it cannot read
+// (DESIGN.md §11).
+const voteInvalidText = "`outcome` must be `{ outcome: \"cancelled\" }` or `{ outcome: \"selected\", optionId: string }`"
 
 type hostVote struct {
 	Outcome *hostVoteOutcome `json:"outcome"`
@@ -330,11 +396,11 @@ func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var vote hostVote
-	if !d.readHostBody(w, r, &vote, false) {
+	if !d.readHostBody(w, r, &vote) {
 		return
 	}
 	if vote.Outcome == nil {
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, "outcome is required")
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, voteInvalidText)
 		return
 	}
 	if herr := s.vote(r.PathValue("requestId"), *vote.Outcome); herr != nil {

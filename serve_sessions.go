@@ -138,7 +138,7 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	return s, nil
 }
 
-func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, *hostError) {
+func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, hostFailure) {
 	// Not derived from runCtx: at shutdown the active prompt must still be
 	// seen as running until cancelActive tells the child to stop.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,7 +160,11 @@ func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, 
 	case len(s.queue) >= d.maxPending:
 		cancel()
 		d.obs.limitHit(codeQueueFull, "sessionId", s.id, "pending", len(s.queue))
-		return nil, &hostError{http.StatusServiceUnavailable, codeQueueFull, fmt.Sprintf("queue prompt: session %q already has %d pending prompts (--max-pending-prompts-per-session)", s.id, len(s.queue))}
+		// Qwen Code's keys and Retry-After (DESIGN.md §7).
+		return nil, &hostErrorKeys{hostError: &hostError{http.StatusServiceUnavailable, codeQueueFull,
+			fmt.Sprintf("queue prompt: session %q already has %d pending prompts (--max-pending-prompts-per-session)", s.id, len(s.queue))},
+			keys:       []hostKey{{"sessionId", s.id}, {"limit", d.maxPending}, {"pendingCount", len(s.queue)}},
+			retryAfter: sessionLimitRetryAfter}
 	}
 	job.lastEventID = s.events.lastID()
 	s.queue = append(s.queue, job)
@@ -399,7 +403,9 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) hostFailure {
 	defer s.mu.Unlock()
 	p := s.perms[requestID]
 	if p == nil {
-		return &hostError{http.StatusNotFound, codePermissionUnknown, fmt.Sprintf("no pending permission request %q", requestID)}
+		// Qwen Code's text and keys (DESIGN.md §11).
+		return &hostErrorKeys{hostError: &hostError{http.StatusNotFound, codePermissionUnknown, "No pending permission request for session"},
+			keys: []hostKey{{"sessionId", s.id}, {"requestId", requestID}}}
 	}
 	switch {
 	case out == voteCancelled:
@@ -410,7 +416,7 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) hostFailure {
 		}
 		out.OptionID = chosen.OptionID
 	default:
-		return &hostError{http.StatusBadRequest, codeBadRequest, fmt.Sprintf("outcome must be cancelled or selected with one of the offered optionIds, got %q/%q", out.Outcome, out.OptionID)}
+		return &hostError{http.StatusBadRequest, codeBadRequest, voteInvalidText}
 	}
 	delete(s.perms, requestID)
 	p.resolved <- out
