@@ -343,7 +343,7 @@ func racePrompt(t *testing.T, client *http.Client, url, ws string) (raceTurn, st
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, b, err
 	}
-	status, body, err := post("/session", `{"cwd":"`+ws+`"}`)
+	status, body, err := post("/session", `{"sessionScope":"thread","cwd":"`+ws+`"}`)
 	var created newSessionResponse
 	if err != nil || status != http.StatusOK || json.Unmarshal(body, &created) != nil {
 		return raceNotCreated, fmt.Sprintf("POST /session: %d %s %v", status, body, err)

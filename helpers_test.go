@@ -2238,15 +2238,34 @@ func newTestProvider(t testing.TB) *testProvider {
 	return p
 }
 
-// newSession creates a session and returns its id.
+// newSession creates a session and returns its id: a new one each time,
+// sessionScope "thread" unless body names a scope.
 func (td *testDaemon) newSession(t testing.TB, body string) string {
 	t.Helper()
-	r := td.do(t, "POST", "/session", body)
+	r := td.do(t, "POST", "/session", threadScope(t, body))
 	var res newSessionResponse
 	if r.status != 200 || decodeStrict(r.body, &res) != nil || res.SessionID == "" {
 		t.Fatalf("POST /session %s = %d %s", body, r.status, r.body)
 	}
 	return res.SessionID
+}
+
+// threadScope is a POST /session body that asks for sessionScope "thread"
+// unless it names a scope or is no JSON object.
+func threadScope(t testing.TB, body string) string {
+	t.Helper()
+	fields := map[string]json.RawMessage{}
+	if strings.TrimSpace(body) != "" && json.Unmarshal([]byte(body), &fields) != nil {
+		return body
+	}
+	if _, named := fields["sessionScope"]; !named {
+		fields["sessionScope"] = json.RawMessage(`"thread"`)
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // prompt submits a one-block text prompt and returns its promptId.

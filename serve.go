@@ -83,6 +83,10 @@ type daemon struct {
 	chans    map[*acpChannel]struct{} // every child not yet reaped
 	sessions map[string]*hostSession
 	creating int // session creations past the --max-sessions check
+
+	// singleMu makes the single-scope POST /session that finds no default
+	// session the only one to create it (serve_sessions.go).
+	singleMu sync.Mutex
 }
 
 // serveDaemon runs the daemon until ctx is done. ready is called with the

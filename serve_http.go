@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -17,30 +19,35 @@ import (
 // acpguard serves. external_tool_guard is advertised only after a successful
 // handshake in required mode (DESIGN.md §1).
 var baseFeatures = []string{"health", "capabilities", "daemon_status", "session_create", "session_prompt",
-	"session_events", "session_cancel", "session_permission_vote"}
+	"session_events", "session_cancel", "session_permission_vote", "session_scope_override"}
 
 const featureExternalToolGuard = "external_tool_guard"
 
 // Host API error codes, as Qwen Code sends them.
 const (
-	codeUnauthorized      = "unauthorized"
-	codeHostNotAllowed    = "host_not_allowed"
-	codeOriginNotAllowed  = "origin_not_allowed"
-	codeNotFound          = "not_found"
-	codeMethodNotAllowed  = "method_not_allowed"
-	codeBadRequest        = "invalid_request"
-	codeTooLarge          = "payload_too_large"
-	codeSessionNotFound   = "session_not_found"
-	codeSessionDied       = "session_died"
-	codeWorkspaceMismatch = "workspace_mismatch"
-	codeQueueFull         = "prompt_queue_full"
-	codeSlashRejected     = "slash_command_rejected"
-	codePermissionUnknown = "permission_not_found"
-	codeInvalidOptionID   = "invalid_option_id"
-	codeChildUnavailable  = "child_unavailable"
-	codeGuardNotReady     = "guard_not_acknowledged"
-	codeShuttingDown      = "shutting_down"
-	codeInternal          = "internal_error"
+	codeUnauthorized     = "unauthorized"
+	codeHostNotAllowed   = "host_not_allowed"
+	codeOriginNotAllowed = "origin_not_allowed"
+	codeNotFound         = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeBadRequest       = "invalid_request"
+	codeTooLarge         = "payload_too_large"
+	codeSessionNotFound  = "session_not_found"
+	// POST /session's body and X-Qwen-Client-Id (DESIGN.md §7).
+	codeInvalidSessionScope = "invalid_session_scope"
+	codeInvalidSessionID    = "invalid_session_id"
+	codeInvalidApprovalMode = "invalid_approval_mode"
+	codeInvalidClientID     = "invalid_client_id"
+	codeSessionDied         = "session_died"
+	codeWorkspaceMismatch   = "workspace_mismatch"
+	codeQueueFull           = "prompt_queue_full"
+	codeSlashRejected       = "slash_command_rejected"
+	codePermissionUnknown   = "permission_not_found"
+	codeInvalidOptionID     = "invalid_option_id"
+	codeChildUnavailable    = "child_unavailable"
+	codeGuardNotReady       = "guard_not_acknowledged"
+	codeShuttingDown        = "shutting_down"
+	codeInternal            = "internal_error"
 	// The limits a host request can hit (serve_limits.go).
 	codeSessionLimit      = "session_limit_exceeded"
 	codePromptTooLarge    = "prompt_too_large"
@@ -227,13 +234,36 @@ func (d *daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 type newSessionRequest struct {
 	Cwd          *string `json:"cwd"`
-	SessionScope string  `json:"sessionScope"` // Qwen Code's; acpguard always creates a new session
+	SessionScope *string `json:"sessionScope"`
+	SessionID    *string `json:"sessionId"`
+	ApprovalMode *string `json:"approvalMode"`
 }
 
+// newSessionResponse is Qwen Code's answer to POST /session: the attach
+// keys only when attached (DESIGN.md §7).
 type newSessionResponse struct {
-	SessionID    string `json:"sessionId"`
-	WorkspaceCwd string `json:"workspaceCwd"`
+	SessionID       string `json:"sessionId"`
+	WorkspaceCwd    string `json:"workspaceCwd"`
+	Attached        bool   `json:"attached"`
+	ClientID        string `json:"clientId"`
+	CreatedAt       string `json:"createdAt"`
+	HasActivePrompt *bool  `json:"hasActivePrompt,omitempty"`
+	// HasRunningBackgroundTasks is always false: background shell tasks
+	// live in the child, which the daemon does not ask.
+	HasRunningBackgroundTasks *bool `json:"hasRunningBackgroundTasks,omitempty"`
 }
+
+// headerClientID names the host's client on a request, Qwen Code's.
+const headerClientID = "X-Qwen-Client-Id"
+
+// clientIDPattern is what X-Qwen-Client-Id may hold, Qwen Code's rule.
+var clientIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// uuidPattern is a UUID of versions 1 to 5, the session ids a host may pick.
+var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$`)
+
+// createdAtLayout is ISO 8601 in UTC with milliseconds, as Qwen Code sends it.
+const createdAtLayout = "2006-01-02T15:04:05.000Z"
 
 func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	var req newSessionRequest
@@ -252,7 +282,37 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s, herr := d.newSession(r.Context(), ws)
+	open := sessionRequest{ws: ws, scope: scopeSingle}
+	if req.SessionScope != nil {
+		if *req.SessionScope != scopeSingle && *req.SessionScope != scopeThread {
+			writeHostError(w, http.StatusBadRequest, codeInvalidSessionScope, "`sessionScope` must be \"single\" or \"thread\" when provided")
+			return
+		}
+		open.scope = *req.SessionScope
+	}
+	if req.SessionID != nil {
+		if !uuidPattern.MatchString(*req.SessionID) {
+			writeHostError(w, http.StatusBadRequest, codeInvalidSessionID, fmt.Sprintf("create session: session id %q is not a UUID; send a UUID (versions 1 to 5) or omit sessionId", *req.SessionID))
+			return
+		}
+		open.id = *req.SessionID
+	}
+	if req.ApprovalMode != nil {
+		if !slices.Contains(hostApprovalModes, *req.ApprovalMode) {
+			writeHostError(w, http.StatusBadRequest, codeInvalidApprovalMode, fmt.Sprintf("create session: approval mode %q is unknown; use plan, default, auto-edit, auto or yolo", *req.ApprovalMode),
+				hostKey{"allowed", hostApprovalModes})
+			return
+		}
+		open.mode = *req.ApprovalMode
+	}
+	if vs, named := r.Header[headerClientID]; named {
+		if len(vs) != 1 || !clientIDPattern.MatchString(vs[0]) {
+			writeHostError(w, http.StatusBadRequest, codeInvalidClientID, fmt.Sprintf("read %s: client id %q is invalid; use 1 to 128 of A-Z a-z 0-9 . _ : -", headerClientID, strings.Join(vs, ", ")))
+			return
+		}
+		open.clientID = vs[0]
+	}
+	o, herr := d.openSession(r.Context(), open)
 	if herr != nil {
 		if herr.code == codeSessionLimit {
 			w.Header().Set("Retry-After", sessionLimitRetryAfter)
@@ -260,7 +320,13 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		herr.write(w)
 		return
 	}
-	writeHostJSON(w, http.StatusOK, newSessionResponse{SessionID: s.id, WorkspaceCwd: ws})
+	res := newSessionResponse{SessionID: o.s.id, WorkspaceCwd: ws, Attached: o.attached, ClientID: o.clientID,
+		CreatedAt: o.createdAtTime.UTC().Format(createdAtLayout)}
+	if o.attached {
+		background := false
+		res.HasActivePrompt, res.HasRunningBackgroundTasks = &o.activePrompt, &background
+	}
+	writeHostJSON(w, http.StatusOK, res)
 }
 
 // workspaceMismatch is Qwen Code's 400 for a cwd that is not a workspace of

@@ -36,7 +36,7 @@ func TestServeSessionLimit(t *testing.T) {
 	td := startTestDaemon(t, serveOptions{Limits: serveLimits{MaxSessions: 2}}, fakeChildEnv(""))
 	a := td.newSession(t, "")
 	b := td.newSession(t, "")
-	r := td.do(t, "POST", "/session", "")
+	r := td.do(t, "POST", "/session", `{"sessionScope":"thread"}`)
 	wantError(t, r, http.StatusServiceUnavailable, codeSessionLimit)
 	if got := r.header.Get("Retry-After"); got != sessionLimitRetryAfter {
 		t.Errorf("Retry-After = %q, want %q", got, sessionLimitRetryAfter)
@@ -345,7 +345,7 @@ func TestServeE2ELimitFlags(t *testing.T) {
 	sp := startServe(t, []string{"--workspace", ws, "--max-sessions", "1", "--session-idle-timeout-ms", "1000", "--log-format", "json"})
 	id := sp.newSession(t, "")
 	stream := sp.openEvents(t, id, "")
-	r := sp.do(t, "POST", "/session", "")
+	r := sp.do(t, "POST", "/session", `{"sessionScope":"thread"}`)
 	wantError(t, r, http.StatusServiceUnavailable, codeSessionLimit)
 	if r.header.Get("Retry-After") == "" {
 		t.Error("503 session_limit_exceeded without Retry-After")

@@ -182,7 +182,7 @@ func TestServeToolExecutionMetrics(t *testing.T) {
 func TestServeLogFlags(t *testing.T) {
 	td := startTestDaemon(t, serveOptions{LogJSON: true, Limits: serveLimits{MaxSessions: 1}}, fakeChildEnv(""))
 	td.newSession(t, "")
-	wantError(t, td.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeSessionLimit)
+	wantError(t, td.do(t, "POST", "/session", `{"sessionScope":"thread"}`), http.StatusServiceUnavailable, codeSessionLimit)
 	var msgs []string
 	for _, line := range strings.Split(strings.TrimSpace(td.stderr.String()), "\n") {
 		var rec struct {
@@ -200,7 +200,7 @@ func TestServeLogFlags(t *testing.T) {
 
 	quiet := startTestDaemon(t, serveOptions{LogLevel: slog.LevelWarn, Limits: serveLimits{MaxSessions: 1}}, fakeChildEnv(""))
 	quiet.newSession(t, "")
-	quiet.do(t, "POST", "/session", "")
+	quiet.do(t, "POST", "/session", `{"sessionScope":"thread"}`)
 	lines := strings.Split(strings.TrimSpace(quiet.stderr.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `level=WARN msg="limit reached" code=session_limit_exceeded`) {
 		t.Errorf("--log-level warn logged %q, want only the limit warning", lines)

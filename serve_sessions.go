@@ -13,10 +13,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -27,6 +29,12 @@ type hostSession struct {
 	id     string
 	ch     *acpChannel
 	events *streamLog
+	// ws is the session's workspace; single marks the workspace's
+	// default session, which single-scope creations attach to.
+	ws      string
+	single  bool
+	created time.Time
+	modes   []string // the approval modes the child offered in session/new
 
 	mu      sync.Mutex
 	ended   bool // closed by the host, or its child died
@@ -38,6 +46,7 @@ type hostSession struct {
 	// lastUsed is the time of the last host request or prompt end, for
 	// the idle reaper.
 	lastUsed time.Time
+	clients  map[string]bool // the client ids POST /session handed out or was named
 }
 
 // promptJob is one queued or running prompt.
@@ -82,7 +91,142 @@ func (s *hostSession) isDead() bool {
 	return s.dead
 }
 
-func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *hostError) {
+// Session scopes of POST /session, Qwen Code's (DESIGN.md §7).
+const (
+	scopeSingle = "single"
+	scopeThread = "thread"
+)
+
+// hostApprovalModes are the approval modes a host may ask for, Qwen Code's.
+// The child has no classifier, so "auto" runs as "default": it asks where
+// auto would have asked its classifier (approvalModeForChild).
+var hostApprovalModes = []string{modePlan, modeDefault, modeAutoEdit, modeAuto, modeYolo}
+
+const modeAuto = "auto"
+
+// sessionRequest is what a POST /session asks for.
+type sessionRequest struct {
+	ws       string
+	scope    string // scopeSingle or scopeThread
+	id       string // the host's session id; "" generates one
+	mode     string // an approval mode of hostApprovalModes, or ""
+	clientID string // "" mints one
+}
+
+// sessionOpened is the answer to a POST /session.
+type sessionOpened struct {
+	s             *hostSession
+	attached      bool
+	clientID      string
+	activePrompt  bool
+	createdAtTime time.Time
+}
+
+// openSession creates a session, or attaches to the workspace's default
+// one: a single-scope request without a session id attaches to the live
+// default session, or creates it (DESIGN.md §7).
+func (d *daemon) openSession(ctx context.Context, req sessionRequest) (sessionOpened, *hostError) {
+	if req.clientID == "" {
+		req.clientID = "client_" + newUUID()
+	}
+	if req.scope != scopeSingle || req.id != "" {
+		s, herr := d.newSession(ctx, req.ws, req.id, req.mode, false)
+		if herr != nil {
+			return sessionOpened{}, herr
+		}
+		return s.opened(false, req.clientID), nil
+	}
+	d.singleMu.Lock()
+	defer d.singleMu.Unlock()
+	if s := d.defaultSession(req.ws); s != nil {
+		if req.mode != "" {
+			if herr := s.setMode(ctx, req.mode); herr != nil {
+				return sessionOpened{}, herr
+			}
+		}
+		s.touch()
+		return s.opened(true, req.clientID), nil
+	}
+	s, herr := d.newSession(ctx, req.ws, "", req.mode, true)
+	if herr != nil {
+		return sessionOpened{}, herr
+	}
+	return s.opened(false, req.clientID), nil
+}
+
+// defaultSession is the workspace's live single-scope session, if any: a
+// deleted, reaped or dead one no longer counts.
+func (d *daemon) defaultSession(ws string) *hostSession {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.sessions {
+		if s.single && s.ws == ws && !s.isEnded() {
+			return s
+		}
+	}
+	return nil
+}
+
+// opened registers clientID on the session and describes it to the host.
+func (s *hostSession) opened(attached bool, clientID string) sessionOpened {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clients[clientID] = true
+	return sessionOpened{s: s, attached: attached, clientID: clientID, activePrompt: s.active != nil, createdAtTime: s.created}
+}
+
+// approvalModeForChild is the mode the child is told for a host's mode:
+// itself where the child offers it, "default" for an "auto" it lacks.
+func approvalModeForChild(mode string, offered []string) string {
+	if mode == modeAuto && !slices.Contains(offered, modeAuto) {
+		return modeDefault
+	}
+	return mode
+}
+
+// setMode switches the live session's approval mode with ACP's
+// session/set_mode.
+func (s *hostSession) setMode(ctx context.Context, mode string) *hostError {
+	return setChildMode(ctx, s.ch, s.id, approvalModeForChild(mode, s.modes))
+}
+
+func setChildMode(ctx context.Context, ch *acpChannel, id, mode string) *hostError {
+	cctx, cancel := context.WithTimeout(ctx, childCallTimeout)
+	defer cancel()
+	if _, err := ch.conn.call(cctx, methodSessionSetMode, map[string]string{"sessionId": id, "modeId": mode}); err != nil {
+		return childUnavailable("set approval mode: the ACP child refused session/set_mode %q for session %q: %v", mode, id, err)
+	}
+	return nil
+}
+
+// invalidSessionID is the 400 for a host session id that is no UUID or is
+// in use (DESIGN.md §7).
+func invalidSessionID(format string, a ...any) *hostError {
+	return &hostError{http.StatusBadRequest, codeInvalidSessionID, fmt.Sprintf(format, a...)}
+}
+
+// newUUID is a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// newSession creates a session in ws: with the host's id unless id is "",
+// in the host's approval mode unless mode is "", the workspace's default
+// session when single.
+func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single bool) (*hostSession, *hostError) {
+	hostID := id != ""
+	if hostID {
+		d.mu.Lock()
+		_, taken := d.sessions[id]
+		d.mu.Unlock()
+		if taken {
+			return nil, invalidSessionID("create session: session id %q is already in use; omit sessionId or pick another", id)
+		}
+	}
 	// A creation holds its place against --max-sessions from here on, so
 	// concurrent ones cannot overshoot, nor leave an ACP session behind.
 	d.mu.Lock()
@@ -102,8 +246,11 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	if herr != nil {
 		return nil, herr
 	}
-	// serve generates the id (DESIGN.md §2); the child is told which.
-	id := randomHex(randomIDBytes)
+	// serve generates the id, or takes the host's (DESIGN.md §2); the
+	// child is told which.
+	if id == "" {
+		id = randomHex(randomIDBytes)
+	}
 	cctx, cancel := context.WithTimeout(ctx, childCallTimeout)
 	defer cancel()
 	raw, err := ch.conn.call(cctx, "session/new", map[string]any{"cwd": ws, "mcpServers": []any{}, "_meta": map[string]string{metaSessionID: id}})
@@ -120,14 +267,37 @@ func (d *daemon) newSession(ctx context.Context, ws string) (*hostSession, *host
 	if err := decodeStrict(raw, &res); err != nil || res.SessionID != id {
 		return nil, childUnavailable("create session: the ACP child answered session/new with %q, not the session id %q the daemon generated", truncateForError(raw), id)
 	}
+	var offered struct {
+		AvailableModes []struct {
+			ID string `json:"id"`
+		} `json:"availableModes"`
+	}
+	json.Unmarshal(res.Modes, &offered)
+	var modes []string
+	for _, m := range offered.AvailableModes {
+		modes = append(modes, m.ID)
+	}
+	if mode != "" {
+		if herr := setChildMode(ctx, ch, id, approvalModeForChild(mode, modes)); herr != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), childStopGrace)
+			defer cancel()
+			ch.conn.call(cctx, methodSessionClose, map[string]string{"sessionId": id})
+			return nil, herr
+		}
+	}
 	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, d.events, func(code string, attrs ...any) {
 		d.obs.limitHit(code, append([]any{"sessionId", res.SessionID}, attrs...)...)
 	})
-	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, perms: map[string]*hostPendingPermission{}, lastUsed: time.Now()}
+	now := time.Now()
+	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, ws: ws, single: single, created: now, modes: modes,
+		perms: map[string]*hostPendingPermission{}, clients: map[string]bool{}, lastUsed: now}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
 		return nil, errShuttingDown
+	}
+	if _, taken := d.sessions[s.id]; taken && hostID {
+		return nil, invalidSessionID("create session: session id %q is already in use; omit sessionId or pick another", s.id)
 	}
 	if _, taken := d.sessions[s.id]; taken || ch.ended() {
 		return nil, childUnavailable("create session: the ACP child returned an unusable session id %q", s.id)
