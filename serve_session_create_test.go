@@ -152,8 +152,8 @@ func TestServeSessionCreateRefusals(t *testing.T) {
 }
 
 // TestServeSessionApprovalMode runs the real child in yolo by settings: a
-// session created in plan refuses a write, and an attach asking for yolo
-// switches the live session back.
+// session created in plan refuses a write, an attach asking for yolo
+// switches the live session back, and a session in auto asks.
 func TestServeSessionApprovalMode(t *testing.T) {
 	ws := t.TempDir()
 	settings := filepath.Join(t.TempDir(), "settings.json")
@@ -171,5 +171,22 @@ func TestServeSessionApprovalMode(t *testing.T) {
 	td.runTurn(t, plan.SessionID, writeCall("yolo.txt"))
 	if b, err := os.ReadFile(filepath.Join(ws, "yolo.txt")); err != nil || string(b) != "x" {
 		t.Errorf("after an attach in yolo the write gave %q, %v", b, err)
+	}
+
+	// The child has no classifier: "auto" asks, as default does.
+	auto, _ := createSession(t, td, `{"sessionScope":"thread","approvalMode":"auto"}`)
+	stream := td.openEvents(t, auto.SessionID, "")
+	pid := td.prompt(t, auto.SessionID, writeCall("auto.txt"))
+	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventPermissionRequest })
+	var req permissionRequestEvent
+	if err := json.Unmarshal(parseEnvelope(t, evs[len(evs)-1]).Data, &req); err != nil || req.RequestID == "" {
+		t.Fatalf("permission_request = %s (%v)", evs[len(evs)-1].data, err)
+	}
+	if r := td.do(t, "POST", "/session/"+auto.SessionID+"/permission/"+req.RequestID, `{"outcome":{"outcome":"cancelled"}}`); r.status != http.StatusOK {
+		t.Fatalf("vote = %d %s", r.status, r.body)
+	}
+	readSSE(t, stream, untilTurnEnd(pid))
+	if fileExists(filepath.Join(ws, "auto.txt")) {
+		t.Error("a write rejected in auto ran")
 	}
 }
