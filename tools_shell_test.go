@@ -4,9 +4,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,6 +124,34 @@ func TestShellTruncatedRawOutput(t *testing.T) {
 	raw := res.RawOutput.(shellRawOutput)
 	if res.Status != statusCompleted || !raw.Truncated || !strings.Contains(raw.Output, "[output truncated at") {
 		t.Errorf("result %q, truncated %v", res.Status, raw.Truncated)
+	}
+}
+
+// TestServeShellRawOutput: a host reading the stream of `serve` finds a
+// finished shell call's rawOutput with exactly Qwen Code's shell_result keys.
+func TestServeShellRawOutput(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "decisions.jsonl"))
+	sp := startServe(t, args, tokenEnv)
+	id := sp.newSession(t, "")
+	_, evs := sp.runTurn(t, id, `call run_shell_command {"command":"echo hello"}`)
+	ups := toolUpdates(t, evs)
+	if len(ups) == 0 || ups[len(ups)-1].Status != "completed" {
+		t.Fatalf("shell call updates = %+v", ups)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(ups[len(ups)-1].RawOutput, &raw); err != nil {
+		t.Fatalf("rawOutput %s: %v", ups[len(ups)-1].RawOutput, err)
+	}
+	keys := slices.Sorted(maps.Keys(raw))
+	want := []string{"directory", "error", "exitCode", "notices", "outcome", "output", "outputFiles", "pid", "signal", "text", "truncated", "type", "version"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("rawOutput keys = %v, want %v", keys, want)
+	}
+	if raw["type"] != "shell_result" || raw["version"] != float64(1) || raw["output"] != "hello" || raw["text"] != "hello" ||
+		raw["directory"] != ws || raw["exitCode"] != float64(0) || raw["signal"] != nil || raw["error"] != nil || raw["outcome"] != "completed" {
+		t.Errorf("rawOutput = %s", ups[len(ups)-1].RawOutput)
 	}
 }
 
