@@ -126,8 +126,11 @@ const (
 // shellText is the text the model and the client see for a command that
 // ran or failed to start, in Qwen Code's layout and placeholders.
 func shellText(env *toolEnv, command, dir, output, errMsg string, code, sig, pgid *int) string {
-	rel := "(root)"
-	if r, err := filepath.Rel(filepath.Clean(env.Cwd), dir); err == nil && r != "." {
+	rel, root := "(root)", filepath.Clean(env.Cwd)
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r // the directory argument is resolved before it runs
+	}
+	if r, err := filepath.Rel(root, dir); err == nil && r != "." {
 		rel = r
 	}
 	lines := []string{
