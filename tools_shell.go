@@ -82,7 +82,7 @@ func execShell(ctx context.Context, env *toolEnv, args map[string]any) toolResul
 	switch {
 	case raw.Signal != nil:
 		raw.Outcome, raw.Text = shellOutcomeFailed, orText(raw.Output, "Command terminated by signal: "+*raw.Signal)
-	case *raw.ExitCode != 0:
+	case raw.ExitCode != nil && *raw.ExitCode != 0:
 		raw.Text = orText(raw.Output, fmt.Sprintf("Command exited with code: %d", *raw.ExitCode))
 		if shellExitFails(command, *raw.ExitCode) {
 			raw.Outcome = shellOutcomeFailed
