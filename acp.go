@@ -934,13 +934,15 @@ func (o *callObserver) toolRunning(call toolCall) {
 func (o *callObserver) finish(call toolCall, res toolResult) {
 	status := "failed"
 	raw := res.RawOutput
-	switch res.Status {
-	case statusCompleted:
+	_, shell := raw.(shellRawOutput) // Qwen Code's shell_result, sent as it is (DESIGN.md §7)
+	switch {
+	case res.Status == statusCompleted:
 		status = "completed"
 		if raw == nil {
 			raw = map[string]string{"output": res.Output}
 		}
-	case statusCancelled:
+	case shell:
+	case res.Status == statusCancelled:
 		raw = withOutcome(raw, "status", statusCancelled, res.Output)
 	default:
 		raw = withOutcome(raw, "errorType", res.ErrorType, res.Output)

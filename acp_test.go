@@ -1014,7 +1014,7 @@ func TestACPCancelReadWithPrompt(t *testing.T) {
 }
 
 // TestACPToolOutcomeDetails: a failed shell command keeps its exit code in
-// rawOutput beside the error type, and a call skipped by a cancel is
+// rawOutput beside its outcome, and a call skipped by a cancel is
 // reported under its canonical name, never the model's alias.
 func TestACPToolOutcomeDetails(t *testing.T) {
 	c := startACP(t, nil, nil)
@@ -1028,8 +1028,8 @@ func TestACPToolOutcomeDetails(t *testing.T) {
 			failed = &u
 		}
 	}
-	if failed == nil || failed.RawOutput["exitCode"] != float64(3) || failed.RawOutput["errorType"] != errTypeExecutionFailed ||
-		!strings.Contains(fmt.Sprint(failed.RawOutput["message"]), "[exit code 3]") {
+	if failed == nil || failed.RawOutput["exitCode"] != float64(3) || failed.RawOutput["outcome"] != "failed" ||
+		!strings.Contains(failed.Text, "Exit Code: 3") {
 		t.Fatalf("failed shell call rawOutput = %+v", failed)
 	}
 

@@ -102,7 +102,7 @@ func TestFilledDefaultsAreWhatRuns(t *testing.T) {
 		t.Errorf("grep = %+v, want a match %q", res, want)
 	}
 	res = runTool(context.Background(), env, call("run_shell_command", `{"command":"pwd -P"}`))
-	if res.Status != statusCompleted || !strings.HasPrefix(res.Output, real+"\n") {
+	if res.Status != statusCompleted || !strings.Contains(res.Output, "\nOutput: "+real+"\n") {
 		t.Errorf("pwd = %+v, want %s", res, real)
 	}
 	if g.calls() != 2 || g.reqs[0].Arguments["path"] != real || g.reqs[1].Arguments["directory"] != real {

@@ -4,8 +4,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,20 +23,136 @@ func TestShell(t *testing.T) {
 	}
 	runToolCases(t, setup, []toolCase{
 		{name: "stdout and stderr", tool: "run_shell_command", args: map[string]any{"command": "echo out; echo err >&2"}, status: statusCompleted,
-			want: []string{"out\n", "err\n", "[exit code 0]"}},
+			want: []string{"out\n", "err\n", "Exit Code: 0"}},
 		{name: "exit code", tool: "run_shell_command", args: map[string]any{"command": "echo partial; exit 3"}, status: statusFailed,
-			want: []string{"partial", "[exit code 3]"}},
+			want: []string{"partial", "Exit Code: 3"}},
 		{name: "cwd", tool: "run_shell_command", args: map[string]any{"command": "pwd"}, status: statusCompleted, want: []string{"$CWD\n"}},
 		{name: "directory", tool: "run_shell_command", args: map[string]any{"command": "pwd", "directory": "sub"}, status: statusCompleted, want: []string{"$CWD/sub\n"}},
 		{name: "scrubbed environment", tool: "run_shell_command", args: map[string]any{"command": "echo mark=$ACPGUARD_TEST_MARK home=$HOME"}, status: statusCompleted,
 			want: []string{"mark=visible home=\n"}},
 		{name: "empty stdin", tool: "run_shell_command", args: map[string]any{"command": "cat; echo done"}, status: statusCompleted, want: []string{"done"}},
 		{name: "timeout", tool: "run_shell_command", args: map[string]any{"command": "echo started; sleep 30", "timeout": 2000}, status: statusFailed,
-			want: []string{"started", "timed out after 2000 ms"}},
+			want: []string{"Command timed out after 2000ms before it could complete. Below is the output before it timed out:\nstarted"}},
 		{name: "bounded output", tool: "run_shell_command", args: map[string]any{"command": "head -c 3000000 /dev/zero | tr '\\0' x"}, status: statusCompleted,
 			want: []string{"[output truncated at 1048576 bytes; 1951424 bytes dropped]"}},
 		{name: "side effect", tool: "run_shell_command", args: map[string]any{"command": "echo made > made.txt"}, status: statusCompleted, check: fileIs("made.txt", "made\n")},
 	})
+}
+
+// TestShellQwenResult: the text the model and the host see, and the
+// rawOutput, are Qwen Code's, and exit 1 of grep and the like is no failure.
+func TestShellQwenResult(t *testing.T) {
+	intp := func(n int) *int { return &n }
+	strp := func(s string) *string { return &s }
+	for _, tt := range []struct {
+		name    string
+		args    map[string]any
+		status  string
+		text    string // with <pgid> for the process group id
+		rawText string
+		outcome string
+		code    *int
+		signal  *string
+		dir     string
+	}{
+		{name: "echo", args: map[string]any{"command": "echo hello"}, status: statusCompleted,
+			text:    "Command: echo hello\nDirectory: (root)\nOutput: hello\nError: (none)\nExit Code: 0\nSignal: (none)\nProcess Group PGID: <pgid>",
+			rawText: "hello", outcome: "completed", code: intp(0)},
+		{name: "grep exit 1", args: map[string]any{"command": "grep nomatch /dev/null"}, status: statusCompleted,
+			text:    "Command: grep nomatch /dev/null\nDirectory: (root)\nOutput: (empty)\nError: (none)\nExit Code: 1\nSignal: (none)\nProcess Group PGID: <pgid>",
+			rawText: "Command exited with code: 1", outcome: "completed", code: intp(1)},
+		{name: "test exit 1", args: map[string]any{"command": "LC_ALL=C [ -e missing ]"}, status: statusCompleted,
+			rawText: "Command exited with code: 1", outcome: "completed", code: intp(1)},
+		{name: "false exit 1", args: map[string]any{"command": "false"}, status: statusFailed,
+			text:    "Command: false\nDirectory: (root)\nOutput: (empty)\nError: (none)\nExit Code: 1\nSignal: (none)\nProcess Group PGID: <pgid>",
+			rawText: "Command exited with code: 1", outcome: "failed", code: intp(1)},
+		{name: "exit 2", args: map[string]any{"command": "echo partial; exit 2"}, status: statusFailed,
+			text:    "Command: echo partial; exit 2\nDirectory: (root)\nOutput: partial\nError: (none)\nExit Code: 2\nSignal: (none)\nProcess Group PGID: <pgid>",
+			rawText: "partial", outcome: "failed", code: intp(2)},
+		{name: "signal", args: map[string]any{"command": "kill -9 $$"}, status: statusFailed,
+			text:    "Command: kill -9 $$\nDirectory: (root)\nOutput: (empty)\nError: (none)\nExit Code: (none)\nSignal: 9\nProcess Group PGID: <pgid>",
+			rawText: "Command terminated by signal: SIGKILL", outcome: "failed", signal: strp("SIGKILL")},
+		{name: "timeout", args: map[string]any{"command": "sleep 30", "timeout": 300}, status: statusFailed,
+			text:    "Command timed out after 300ms before it could complete. There was no output before it timed out.",
+			rawText: "Command timed out after 300ms before it could complete.", outcome: "timed_out", signal: strp("SIGKILL")},
+		{name: "empty output", args: map[string]any{"command": "true"}, status: statusCompleted,
+			text:    "Command: true\nDirectory: (root)\nOutput: (empty)\nError: (none)\nExit Code: 0\nSignal: (none)\nProcess Group PGID: <pgid>",
+			outcome: "completed", code: intp(0)},
+		{name: "directory", args: map[string]any{"command": "echo in sub", "directory": "sub/deeper"}, status: statusCompleted,
+			text:    "Command: echo in sub\nDirectory: sub/deeper\nOutput: in sub\nError: (none)\nExit Code: 0\nSignal: (none)\nProcess Group PGID: <pgid>",
+			rawText: "in sub", outcome: "completed", code: intp(0), dir: "sub/deeper"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env, _ := newTestEnv(t, nil)
+			if err := os.MkdirAll(filepath.Join(env.Cwd, "sub", "deeper"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			res := runArgs(t, env, "run_shell_command", tt.args)
+			raw, ok := res.RawOutput.(shellRawOutput)
+			if !ok {
+				t.Fatalf("rawOutput = %#v, want a shell_result", res.RawOutput)
+			}
+			if res.Status != tt.status {
+				t.Errorf("status = %q, want %q", res.Status, tt.status)
+			}
+			if want := strings.ReplaceAll(tt.text, "<pgid>", strconv.Itoa(raw.PID)); tt.text != "" && res.Output != want {
+				t.Errorf("text =\n%s\nwant\n%s", res.Output, want)
+			}
+			wantDir := filepath.Join(env.Cwd, tt.dir)
+			if raw.Type != "shell_result" || raw.Version != 1 || raw.Text != tt.rawText || raw.Outcome != tt.outcome ||
+				raw.Directory != wantDir || raw.PID <= 0 || raw.Error != nil || raw.Truncated ||
+				raw.Notices == nil || raw.OutputFiles == nil {
+				t.Errorf("rawOutput = %+v, want text %q outcome %q directory %q", raw, tt.rawText, tt.outcome, wantDir)
+			}
+			if fmt.Sprint(deref(raw.ExitCode)) != fmt.Sprint(deref(tt.code)) || fmt.Sprint(deref(raw.Signal)) != fmt.Sprint(deref(tt.signal)) {
+				t.Errorf("exitCode, signal = %v, %v; want %v, %v", deref(raw.ExitCode), deref(raw.Signal), deref(tt.code), deref(tt.signal))
+			}
+		})
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestShellTruncatedRawOutput(t *testing.T) {
+	env, _ := newTestEnv(t, nil)
+	res := runArgs(t, env, "run_shell_command", map[string]any{"command": "head -c 2000000 /dev/zero | tr '\\0' x"})
+	raw := res.RawOutput.(shellRawOutput)
+	if res.Status != statusCompleted || !raw.Truncated || !strings.Contains(raw.Output, "[output truncated at") {
+		t.Errorf("result %q, truncated %v", res.Status, raw.Truncated)
+	}
+}
+
+// TestServeShellRawOutput: a host reading the stream of `serve` finds a
+// finished shell call's rawOutput with exactly Qwen Code's shell_result keys.
+func TestServeShellRawOutput(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "decisions.jsonl"))
+	sp := startServe(t, args, tokenEnv)
+	id := sp.newSession(t, "")
+	_, evs := sp.runTurn(t, id, `call run_shell_command {"command":"echo hello"}`)
+	ups := toolUpdates(t, evs)
+	if len(ups) == 0 || ups[len(ups)-1].Status != "completed" {
+		t.Fatalf("shell call updates = %+v", ups)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(ups[len(ups)-1].RawOutput, &raw); err != nil {
+		t.Fatalf("rawOutput %s: %v", ups[len(ups)-1].RawOutput, err)
+	}
+	keys := slices.Sorted(maps.Keys(raw))
+	want := []string{"directory", "error", "exitCode", "notices", "outcome", "output", "outputFiles", "pid", "signal", "text", "truncated", "type", "version"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("rawOutput keys = %v, want %v", keys, want)
+	}
+	if raw["type"] != "shell_result" || raw["version"] != float64(1) || raw["output"] != "hello" || raw["text"] != "hello" ||
+		raw["directory"] != ws || raw["exitCode"] != float64(0) || raw["signal"] != nil || raw["error"] != nil || raw["outcome"] != "completed" {
+		t.Errorf("rawOutput = %s", ups[len(ups)-1].RawOutput)
+	}
 }
 
 func TestShellNoEnvFailsClosed(t *testing.T) {
@@ -88,8 +208,9 @@ func TestShellCancelKillsProcessGroup(t *testing.T) {
 	}
 	cancel()
 	res := <-done
-	if res.Status != statusCancelled {
-		t.Errorf("status = %q, want cancelled", res.Status)
+	if res.Status != statusCancelled || res.Output != "Command was cancelled by user before it could complete. There was no output before it was cancelled." ||
+		res.RawOutput.(shellRawOutput).Outcome != shellOutcomeCancelled {
+		t.Errorf("cancelled result = %q %q %+v", res.Status, res.Output, res.RawOutput)
 	}
 	for _, pid := range pids {
 		waitGone(t, pid)
@@ -102,7 +223,7 @@ func TestShellLeftoversEndWithCommand(t *testing.T) {
 	if res.Status != statusCompleted {
 		t.Fatalf("result = %+v", res)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(res.Output, "\n", 2)[0]))
+	pid, err := strconv.Atoi(strings.TrimSpace(res.RawOutput.(shellRawOutput).Output))
 	if err != nil {
 		t.Fatalf("output %q: %v", res.Output, err)
 	}
