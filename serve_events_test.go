@@ -437,12 +437,14 @@ func TestFaultStalledReader(t *testing.T) {
 	other := td.newSession(t, "")
 	stalled := td.openEvents(t, id, "") // never read until the end
 	reader := td.openEvents(t, id, "")
-	// 150 calls of 100 kB output each: more events than the subscriber
-	// queue holds and more bytes than the socket buffers take.
+	// 150 calls of 40 kB output each, which every final update carries
+	// three times (content, rawOutput output and text): more events than
+	// the subscriber queue holds and more bytes than the socket buffers
+	// take.
 	const calls = 150
 	var lines []string
 	for i := range calls {
-		lines = append(lines, `call run_shell_command {"command":"head -c 100000 /dev/zero | tr '\\0' a; echo > big`+strconv.Itoa(i)+`.done"}`)
+		lines = append(lines, `call run_shell_command {"command":"head -c 40000 /dev/zero | tr '\\0' a; echo > big`+strconv.Itoa(i)+`.done"}`)
 	}
 	pid := td.prompt(t, id, strings.Join(lines, "\n"))
 	got := readSSE(t, reader, untilTurnEnd(pid))
