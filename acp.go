@@ -706,13 +706,16 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	var images []promptImage
 	lines := 0
 	for i, b := range p.Prompt {
-		if err := b.check(); err != nil {
-			return nil, invalidParams("session/prompt: block %d: %v", i, err)
-		}
 		if b.Type == "image" {
-			img, _ := b.image()
+			img, err := b.image()
+			if err != nil {
+				return nil, invalidParams("session/prompt: block %d: %v", i, err)
+			}
 			images = append(images, img)
 			continue
+		}
+		if err := b.check(); err != nil {
+			return nil, invalidParams("session/prompt: block %d: %v", i, err)
 		}
 		if lines > 0 {
 			text.WriteString("\n")
