@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,11 @@ const (
 	acpProtocolVersion = 1
 	// acpMaxLine bounds one incoming ACP message (DESIGN.md §6).
 	acpMaxLine = 8 << 20
+	// maxImageBytes bounds one image block's decoded data (DESIGN.md §6):
+	// vision model services refuse images past a few MiB, so a bigger one
+	// is refused before its turn starts rather than by the model after it;
+	// base64 of this many bytes still fits in one acpMaxLine message.
+	maxImageBytes = 5 << 20
 
 	methodInitialize     = "initialize"
 	methodSessionNew     = "session/new"
@@ -435,7 +441,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	}
 	caps := map[string]any{
 		"loadSession":         false,
-		"promptCapabilities":  map[string]bool{"image": false, "audio": false, "embeddedContext": false},
+		"promptCapabilities":  map[string]bool{"image": true, "audio": false, "embeddedContext": false},
 		"mcpCapabilities":     map[string]bool{"http": false, "sse": false},
 		"sessionCapabilities": map[string]any{"close": map[string]any{}},
 	}
@@ -597,7 +603,8 @@ func (a *agent) setMode(params json.RawMessage) (any, error) {
 	return map[string]any{}, nil
 }
 
-// contentBlock is an ACP ContentBlock; the agent accepts text and resource_link.
+// contentBlock is an ACP ContentBlock; the agent accepts text,
+// resource_link and image.
 type contentBlock struct {
 	Type        string          `json:"type"`
 	Text        string          `json:"text,omitempty"`
@@ -609,26 +616,71 @@ type contentBlock struct {
 	Size        *int64          `json:"size,omitempty"`
 	Annotations json.RawMessage `json:"annotations,omitempty"`
 	Meta        json.RawMessage `json:"_meta,omitempty"`
-	// Members of the block types this agent does not take (image, audio,
-	// resource), read only so that check can name the type.
-	Data     json.RawMessage `json:"data,omitempty"`
+	// An image's base64 data; read raw so that check can name the type of
+	// an audio block too.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Members of the resource type this agent does not take, read only so
+	// that check can name the type.
 	Resource json.RawMessage `json:"resource,omitempty"`
 }
+
+// imageMimeTypes are the image types a prompt may carry: the ones vision
+// model services take.
+var imageMimeTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 // check refuses a block the agent cannot read; serve applies it before it
 // accepts a prompt, so a host learns of a bad block from its 400.
 func (b contentBlock) check() error {
 	switch {
+	case b.Type == "image":
+		_, err := b.image()
+		return err
 	case b.Type != "text" && b.Type != "resource_link":
-		return fmt.Errorf("unsupported content type %q (text and resource_link are)", b.Type)
+		return fmt.Errorf("unsupported content type %q (text, resource_link and image are)", b.Type)
 	case b.Type == "resource_link" && b.URI == "":
 		return errors.New("a resource_link without a uri")
 	}
 	return nil
 }
 
-// empty reports whether the block says nothing.
-func (b contentBlock) empty() bool { return strings.TrimSpace(b.Text) == "" && b.URI == "" }
+// image returns an image block's picture, its data checked: one of
+// imageMimeTypes, standard base64 with padding and no line breaks, at most
+// maxImageBytes decoded. The block's uri is not read.
+func (b contentBlock) image() (promptImage, error) {
+	if !slices.Contains(imageMimeTypes, b.MimeType) {
+		return promptImage{}, fmt.Errorf("image mimeType %q is not supported (want one of %s)", b.MimeType, strings.Join(imageMimeTypes, ", "))
+	}
+	var data string
+	if err := json.Unmarshal(b.Data, &data); err != nil || data == "" {
+		return promptImage{}, errors.New("image data must be a non-empty base64 string")
+	}
+	if len(data) > base64.StdEncoding.EncodedLen(maxImageBytes) {
+		n := base64.StdEncoding.DecodedLen(len(data)) - (len(data) - len(strings.TrimRight(data, "=")))
+		return promptImage{}, imageTooLarge(n)
+	}
+	if i := strings.IndexAny(data, "\r\n"); i >= 0 {
+		return promptImage{}, fmt.Errorf("image data is not standard base64: line break at input byte %d", i)
+	}
+	raw, err := base64.StdEncoding.Strict().DecodeString(data)
+	if err != nil {
+		return promptImage{}, fmt.Errorf("image data is not standard base64: %v", err)
+	}
+	if len(raw) > maxImageBytes {
+		return promptImage{}, imageTooLarge(len(raw))
+	}
+	return promptImage{MimeType: b.MimeType, Data: data}, nil
+}
+
+// imageTooLarge is the error for an image of n bytes decoded.
+func imageTooLarge(n int) error {
+	return fmt.Errorf("image data is %d bytes decoded, more than %d (5 MiB) per image", n, maxImageBytes)
+}
+
+// empty reports whether the block says nothing; an image always says
+// something.
+func (b contentBlock) empty() bool {
+	return b.Type != "image" && strings.TrimSpace(b.Text) == "" && b.URI == ""
+}
 
 // invocation is the runtime-owned identity a managed parent binds to a prompt.
 type invocation struct {
@@ -651,17 +703,28 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		return nil, &rpcError{Code: rpcNotFound, Message: fmt.Sprintf("session/prompt: unknown session %q", p.SessionID)}
 	}
 	var text strings.Builder
+	var images []promptImage
+	lines := 0
 	for i, b := range p.Prompt {
+		if b.Type == "image" {
+			img, err := b.image()
+			if err != nil {
+				return nil, invalidParams("session/prompt: block %d: %v", i, err)
+			}
+			images = append(images, img)
+			continue
+		}
 		if err := b.check(); err != nil {
 			return nil, invalidParams("session/prompt: block %d: %v", i, err)
 		}
+		if lines > 0 {
+			text.WriteString("\n")
+		}
+		lines++
 		if b.Type == "text" {
 			text.WriteString(b.Text)
 		} else {
 			fmt.Fprintf(&text, "@%s", b.URI)
-		}
-		if i < len(p.Prompt)-1 {
-			text.WriteString("\n")
 		}
 	}
 	seq, _ := ctx.Value(promptSeqKey{}).(int64)
@@ -681,7 +744,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	if !slash {
 		s.cancel = cancel
-		s.history = append(s.history, message{Role: roleUser, Text: text.String()})
+		s.history = append(s.history, message{Role: roleUser, Text: text.String(), Images: images})
 	}
 	s.mu.Unlock()
 	// MCP failures are shown on the session's first prompt that runs,

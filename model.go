@@ -19,14 +19,22 @@ const (
 
 // message is one entry of a session's history, in the shape model APIs use.
 type message struct {
-	Role  string
-	Text  string
-	Calls []toolCall // assistant: the calls it proposed
+	Role   string
+	Text   string
+	Images []promptImage // user: the prompt's images, after its text
+	Calls  []toolCall    // assistant: the calls it proposed
 
 	// tool: which call this result answers and how it ended.
 	CallID string
 	Tool   string
 	Result toolResult
+}
+
+// promptImage is one image of a prompt: an accepted mime type and its data,
+// checked standard base64 (acp.go's contentBlock.image).
+type promptImage struct {
+	MimeType string
+	Data     string
 }
 
 // modelTurn is one assistant turn: text, then zero or more proposed calls.
@@ -42,7 +50,7 @@ type model interface {
 	next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error)
 }
 
-// scriptedModel reads the prompt text: each line `call <tool_name> <json-object>`
+// scriptedModel reads the prompt text, never its images: each line `call <tool_name> <json-object>`
 // is one proposed call, all in one turn; after their results it reports one
 // line per call and ends the turn. A prompt with no call line is echoed.
 type scriptedModel struct{}

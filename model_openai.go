@@ -147,7 +147,7 @@ type (
 	}
 	openAIMessage struct {
 		Role       string           `json:"role,omitempty"`
-		Content    *string          `json:"content,omitempty"`
+		Content    *openAIContent   `json:"content,omitempty"`
 		ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
 		ToolCallID string           `json:"tool_call_id,omitempty"`
 	}
@@ -170,6 +170,16 @@ type (
 		Description string          `json:"description,omitempty"`
 		Parameters  json.RawMessage `json:"parameters"`
 	}
+	// openAIContentPart is one part of a message whose content is an
+	// array: {"type":"text","text"} or {"type":"image_url","image_url"}.
+	openAIContentPart struct {
+		Type     string          `json:"type"`
+		Text     string          `json:"text,omitempty"`
+		ImageURL *openAIImageURL `json:"image_url,omitempty"`
+	}
+	openAIImageURL struct {
+		URL string `json:"url"`
+	}
 	// openAIReply is one streamed chunk or a whole non-streamed reply.
 	openAIReply struct {
 		Choices []openAIChoice  `json:"choices"`
@@ -182,6 +192,84 @@ type (
 		FinishReason *string       `json:"finish_reason"`
 	}
 )
+
+// openAIContent is a message's content: a string, or an array of parts
+// (Parts non-nil) for a user message with images.
+type openAIContent struct {
+	Text  string
+	Parts []openAIContentPart
+}
+
+// Content part types of the chat completions API.
+const (
+	openAIPartText  = "text"
+	openAIPartImage = "image_url"
+)
+
+// textContent is content that is the string s.
+func textContent(s string) *openAIContent { return &openAIContent{Text: s} }
+
+// userContent is a user message's content: its text alone, or, with
+// images, a text part (when there is text) then one image part per image
+// as a data URL.
+func userContent(m message) *openAIContent {
+	if len(m.Images) == 0 {
+		return textContent(m.Text)
+	}
+	c := &openAIContent{Parts: make([]openAIContentPart, 0, len(m.Images)+1)}
+	if m.Text != "" {
+		c.Parts = append(c.Parts, openAIContentPart{Type: openAIPartText, Text: m.Text})
+	}
+	for _, img := range m.Images {
+		url := "data:" + img.MimeType + ";base64," + img.Data
+		c.Parts = append(c.Parts, openAIContentPart{Type: openAIPartImage, ImageURL: &openAIImageURL{URL: url}})
+	}
+	return c
+}
+
+func (c openAIContent) MarshalJSON() ([]byte, error) {
+	if c.Parts != nil {
+		return json.Marshal(c.Parts)
+	}
+	return json.Marshal(c.Text)
+}
+
+// UnmarshalJSON reads a string or an array of parts, each part strictly.
+func (c *openAIContent) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' {
+		var raws []json.RawMessage
+		if err := json.Unmarshal(data, &raws); err != nil {
+			return err
+		}
+		c.Text, c.Parts = "", make([]openAIContentPart, len(raws))
+		for i, raw := range raws {
+			if err := decodeStrict(raw, &c.Parts[i]); err != nil {
+				return fmt.Errorf("content part %d: %v", i, err)
+			}
+		}
+		return nil
+	}
+	c.Parts = nil
+	return json.Unmarshal(data, &c.Text)
+}
+
+// text is the content's text: the string, or its text parts in order.
+func (c *openAIContent) text() string {
+	switch {
+	case c == nil:
+		return ""
+	case c.Parts == nil:
+		return c.Text
+	}
+	var b strings.Builder
+	for _, p := range c.Parts {
+		if p.Type == openAIPartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
 
 // next sends the history and tools and reads the assistant's turn.
 func (m *openAIModel) next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error) {
@@ -263,12 +351,12 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 	for i, h := range history {
 		switch h.Role {
 		case roleUser:
-			req.Messages = append(req.Messages, openAIMessage{Role: roleUser, Content: &h.Text})
+			req.Messages = append(req.Messages, openAIMessage{Role: roleUser, Content: userContent(h)})
 		case roleAssistant:
 			msg := openAIMessage{Role: roleAssistant}
 			// content may be absent only when the turn proposed calls.
 			if h.Text != "" || len(h.Calls) == 0 {
-				msg.Content = &h.Text
+				msg.Content = textContent(h.Text)
 			}
 			for _, c := range h.Calls {
 				args := string(c.Args)
@@ -282,7 +370,7 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 			}
 			req.Messages = append(req.Messages, msg)
 		case roleTool:
-			req.Messages = append(req.Messages, openAIMessage{Role: roleTool, ToolCallID: h.CallID, Content: &h.Result.Output})
+			req.Messages = append(req.Messages, openAIMessage{Role: roleTool, ToolCallID: h.CallID, Content: textContent(h.Result.Output)})
 		default:
 			return nil, fmt.Errorf("build chat completions request: history message %d has role %q", i, h.Role)
 		}
@@ -338,9 +426,9 @@ func (t *openAITurn) add(reply *openAIReply, streamed bool, text func(string)) e
 		if streamed {
 			msg = ch.Delta
 		}
-		if msg.Content != nil && *msg.Content != "" {
-			t.text.WriteString(*msg.Content)
-			text(*msg.Content)
+		if s := msg.Content.text(); s != "" {
+			t.text.WriteString(s)
+			text(s)
 		}
 		for pos, tc := range msg.ToolCalls {
 			// A server that leaves out index sends each call whole.

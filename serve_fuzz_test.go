@@ -47,6 +47,8 @@ func FuzzServeHostBody(f *testing.F) {
 	for _, seed := range []string{
 		`{"prompt":[{"type":"text","text":"hi"}]}`,
 		`{"prompt":[{"type":"text","text":"/fork"}],"_meta":{"qwen-code/invocation":{}}}`,
+		`{"prompt":[{"type":"image","mimeType":"image/png","data":"iVBORw0KGgo="}]}`,
+		`{"prompt":[{"type":"image","mimeType":"image/png","data":"iVBORw0KGgo"},{"type":"image","mimeType":"image/tiff","data":"AA=="}]}`,
 		`{"cwd":"/nonexistent-acpguard-fuzz-workspace"}`,
 		`{"outcome":{"outcome":"selected","optionId":"allow"}}`,
 		`{"outcome":{"outcome":"cancelled"}}`,
@@ -139,6 +141,9 @@ func FuzzModelCompleteParams(f *testing.F) {
 	for _, seed := range []string{
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"","messages":[{"role":"user","content":"hi"}],"stream":true}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"gpt-4o","messages":[],"stream":true}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]}],"stream":true}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x","detail":"high"}}]}]}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":[{"type":"text","text":"a","text":"b"}]}]}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"stream":true,"Model":"x"}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"base_url":"http://evil"}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"","request":{}}`,

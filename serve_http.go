@@ -413,7 +413,7 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if empty {
-		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt is empty: no text and no resource link")
+		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt is empty: no text, resource link or image")
 		return
 	}
 	job, herr := d.enqueue(s, blocks)

@@ -401,7 +401,7 @@ func TestHostileHostRequests(t *testing.T) {
 		// Blocks the child could not read: refused here, not after a 202.
 		{"text block without text", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text"}]}`, nil, 400, codeBadRequest},
 		{"blank text", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text","text":"  "}]}`, nil, 400, codeBadRequest},
-		{"image block", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"image","data":"AA==","mimeType":"image/png"},`, `]}`), nil, 400, codeBadRequest},
+		{"image block of an unsupported type", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"image","data":"AA==","mimeType":"image/svg+xml"},`, `]}`), nil, 400, codeBadRequest},
 		{"embedded resource", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"resource","resource":{"uri":"file:///x","text":"y"}},`, `]}`), nil, 400, codeBadRequest},
 		{"resource_link without uri", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"resource_link","name":"x"},`, `]}`), nil, 400, codeBadRequest},
 		{"unknown block field", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[{"type":"text","text":"a","colour":"red"},`, `]}`), nil, 400, codeBadRequest},
