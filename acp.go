@@ -167,6 +167,9 @@ type agent struct {
 	// session; mcpCallTimeout bounds one tools/call (0: the default).
 	mcpSettings    []mcpServerConfig
 	mcpCallTimeout time.Duration
+	// permTimeout cancels a permission request the client leaves
+	// unanswered (0: wait), as serve's --permission-response-timeout-ms.
+	permTimeout time.Duration
 
 	mu          sync.Mutex
 	initialized bool
@@ -217,6 +220,8 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		sandbox:    opts.Sandbox,
 		allowSlash: opts.AllowSlashCommands,
 		home:       sys.env.lookup("HOME"),
+
+		permTimeout: opts.PermissionTimeout,
 	}
 	if sandboxTestOverride != nil {
 		a.sandbox = *sandboxTestOverride
@@ -1095,7 +1100,16 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 		return permissionAllowed
 	}
 	options := permissionOptions(spec, args)
-	raw, err := a.conn.call(ctx, methodRequestPermission, map[string]any{
+	// On expiry the request is abandoned as a cancel abandons it: the
+	// client gets $/cancel_request, a late answer is dropped, and the call
+	// ends cancelled while the turn goes on (DESIGN.md §6).
+	askCtx := ctx
+	if a.permTimeout > 0 {
+		var stop context.CancelFunc
+		askCtx, stop = context.WithTimeout(ctx, a.permTimeout)
+		defer stop()
+	}
+	raw, err := a.conn.call(askCtx, methodRequestPermission, map[string]any{
 		"sessionId": s.id,
 		"toolCall": map[string]any{
 			"toolCallId": call.ID,
@@ -1109,6 +1123,10 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	})
 	if err != nil {
 		if ctx.Err() != nil {
+			return permissionCancelled
+		}
+		if askCtx.Err() != nil {
+			a.log.Warn("session/request_permission unanswered: the call is cancelled", "session", s.id, "toolCallId", call.ID, "timeout", a.permTimeout)
 			return permissionCancelled
 		}
 		a.log.Warn("session/request_permission failed: the call is rejected", "session", s.id, "toolCallId", call.ID, "err", err)

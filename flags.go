@@ -125,6 +125,9 @@ type acpOptions struct {
 	LogJSON            bool       // --log-format json; text otherwise
 	LogLevel           slog.Level // --log-level
 	Sandbox            sandboxConfig
+	// PermissionTimeout cancels a session/request_permission the client has
+	// not answered by then, as serve's flag of the same name; 0 waits.
+	PermissionTimeout time.Duration
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -568,15 +571,20 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs.Var(&disabledSlash, "disabled-slash-commands", "")
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
+	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
 	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
+	}
+	ms, ok := parseDigits(permTimeout.value)
+	if !ok || ms > maxPermissionTimeoutMs {
+		return acpOptions{}, usagef("--permission-response-timeout-ms %q: must be an integer from 0 through %d", permTimeout.value, maxPermissionTimeoutMs)
 	}
 	cfg, err := guard.resolve(envOf(sys))
 	if err != nil {
 		return acpOptions{}, err
 	}
-	opts := acpOptions{Guard: cfg, Model: modelName.value}
+	opts := acpOptions{Guard: cfg, Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond}
 	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
 		return acpOptions{}, err
 	}

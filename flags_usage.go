@@ -146,6 +146,10 @@ Flags:
         (repeatable) a slash command a managed child may run; set by serve.
   --disabled-slash-commands NAME[,NAME...]
         (repeatable) slash commands refused, added to slashCommands.disabled.
+  --permission-response-timeout-ms N
+        a permission request the client has not answered after N ms is
+        cancelled, so the call does not run and the turn goes on; 0 through
+        86400000 (default 0: wait).
 ` + sandboxFlagsUsage + `  --log-format text|json
         the format of the log on stderr (default text).
   --log-level debug|info|warn|error
