@@ -356,7 +356,7 @@ func TestServeQueueFull(t *testing.T) {
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
 	first := td.prompt(t, id, "wait")
-	readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, stream, childUpdate)
 	second := td.prompt(t, id, "report pid")
 	third := td.prompt(t, id, "report pid")
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 503, codeQueueFull)
