@@ -53,7 +53,10 @@ type promptJob struct {
 	// Each is set before ctx ends, under the session's mu; they tell a
 	// prepare for a cancelled prompt from one for a finished prompt.
 	answered, cancelled bool
-	model               modelBudget // the model calls serve made for it
+	// sent: session/prompt was written to the child. A cancel before that
+	// is told to the child once it is, never ahead of it (DESIGN.md §7).
+	sent  bool
+	model modelBudget // the model calls serve made for it
 	// started is when the runner took the prompt; cancelledAt when it
 	// was cancelled, for turn_complete's promptCancelled (DESIGN.md §7).
 	started, cancelledAt time.Time
@@ -241,7 +244,17 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		"prompt":    job.blocks,
 		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
 	}
-	raw, err := s.ch.conn.callAnswered(s.d.runCtx, "session/prompt", params, func() { s.promptAnswered(job) })
+	// A cancel that came before the prompt is written ends the turn
+	// without it; one that comes while it is written is sent right after
+	// it, so the child never sees session/cancel ahead of the prompt it
+	// cancels and the turn ends promptly (DESIGN.md §7).
+	s.mu.Lock()
+	early := job.cancelled
+	s.mu.Unlock()
+	if early {
+		return stopCancelled, nil
+	}
+	raw, err := s.ch.conn.callSent(s.d.runCtx, "session/prompt", params, func() { s.promptSent(job) }, func() { s.promptAnswered(job) })
 	if err != nil {
 		var rerr *rpcError
 		if errors.As(err, &rerr) {
@@ -258,6 +271,18 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		return "", fmt.Errorf("prompt: the ACP child answered with an invalid result %q", truncateForError(raw))
 	}
 	return res.StopReason, nil
+}
+
+// promptSent records that job's session/prompt is written and, if job was
+// cancelled meanwhile, tells the child now.
+func (s *hostSession) promptSent(job *promptJob) {
+	s.mu.Lock()
+	job.sent = true
+	tell := job.cancelled && !s.dead
+	s.mu.Unlock()
+	if tell {
+		s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	}
 }
 
 // echoPrompt publishes each text block of job as a user_message_chunk, the
@@ -320,8 +345,13 @@ func (s *hostSession) cancelPrompt(only *promptJob, reason string) bool {
 	}
 	job.cancel()
 	s.cancelPermsLocked()
+	// Unsent, the prompt is not running in the child yet: promptSent tells
+	// the child once it is.
+	sent := job.sent
 	s.mu.Unlock()
-	s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	if sent {
+		s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	}
 	return true
 }
 
@@ -338,6 +368,7 @@ func (s *hostSession) end(typ, message string) {
 	if active != nil && active.ctx.Err() == nil {
 		active.cancelled = true
 	}
+	activeSent := active != nil && active.sent
 	for _, job := range s.queue {
 		job.cancel()
 	}
@@ -346,7 +377,7 @@ func (s *hostSession) end(typ, message string) {
 	s.mu.Unlock()
 	if active != nil {
 		active.cancel()
-		if !s.dead {
+		if !s.dead && activeSent {
 			s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
 		}
 	}

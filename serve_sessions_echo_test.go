@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServeEchoesPromptTextFirst(t *testing.T) {
@@ -105,6 +106,81 @@ func TestServeCancelPublishesPromptCancelled(t *testing.T) {
 	for _, ev := range readSSE(t, stream, untilTurnEnd(pid2)) {
 		if ev.typ == eventPromptCancelled {
 			t.Errorf("idle cancel or the next turn published %s", ev.data)
+		}
+	}
+}
+
+// TestServeCancelRightAfterPromptEndsTurn: a cancel that follows the prompt
+// at once, whether the prompt is still queued, taken but not yet sent to
+// the child, or running, ends the turn promptly "cancelled", announced by
+// the host's prompt_cancelled: the child never sees the cancel before the
+// prompt and runs a prompt it can no longer be told to stop.
+func TestServeCancelRightAfterPromptEndsTurn(t *testing.T) {
+	td := startTestDaemon(t, serveOptions{}, fakeChildEnv(""))
+	id := td.newSession(t, "")
+	events := make(chan sseEvent, 64)
+	go func() {
+		defer close(events)
+		stream := td.openEvents(t, id, "")
+		var cur sseEvent
+		for {
+			line, err := stream.ReadString('\n')
+			if err != nil {
+				return
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "" && cur.typ != "":
+				events <- cur
+				cur = sseEvent{}
+			case strings.HasPrefix(line, "id: "):
+				cur.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				cur.typ = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				cur.data = json.RawMessage(line[6:])
+			}
+		}
+	}()
+	for i := range 40 {
+		pid := td.prompt(t, id, "wait")
+		if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
+			t.Fatalf("cancel %d = %d %s", i, r.status, r.body)
+		}
+		limit := time.After(testTimeout(5 * time.Second))
+		announced := false
+		for done := false; !done; {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("turn %d: the event stream ended", i)
+				}
+				e := parseEnvelope(t, ev)
+				if e.PromptID != pid {
+					continue
+				}
+				switch ev.typ {
+				case eventPromptCancelled:
+					var c promptCancelledEvent
+					if decodeStrict(e.Data, &c) != nil || c != (promptCancelledEvent{SessionID: id}) {
+						t.Errorf("turn %d: prompt_cancelled = %s, want the host's", i, e.Data)
+					}
+					announced = true
+				case eventTurnComplete:
+					var end turnComplete
+					if decodeStrict(e.Data, &end) != nil || end.StopReason != stopCancelled || end.PromptCancelled == nil {
+						t.Fatalf("turn %d: turn_complete = %s, want stopReason cancelled with promptCancelled", i, e.Data)
+					}
+					if !announced {
+						t.Errorf("turn %d: turn_complete without a prompt_cancelled before it", i)
+					}
+					done = true
+				case eventTurnError:
+					t.Fatalf("turn %d: turn_error %s", i, e.Data)
+				}
+			case <-limit:
+				t.Fatalf("turn %d: no turn_complete %v after the cancel: the child runs a prompt serve cancelled", i, testTimeout(5*time.Second))
+			}
 		}
 	}
 }
