@@ -174,6 +174,18 @@ type (
 	openAIReply struct {
 		Choices []openAIChoice  `json:"choices"`
 		Error   json.RawMessage `json:"error"`
+		Usage   *openAIUsage    `json:"usage"` // streamed: on the last chunk
+	}
+	openAIUsage struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		TotalTokens         int64 `json:"total_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
 	}
 	openAIChoice struct {
 		Index        int           `json:"index"`
@@ -308,6 +320,7 @@ type openAITurn struct {
 	calls    []*openAIPartialCall // in order of first appearance
 	byIndex  map[int]*openAIPartialCall
 	finished bool // a finish_reason arrived
+	usage    *modelUsage
 }
 
 // openAIPartialCall is a tool call whose fragments are still arriving.
@@ -325,6 +338,15 @@ func newOpenAITurn(secret string) *openAITurn {
 func (t *openAITurn) add(reply *openAIReply, streamed bool, text func(string)) error {
 	if len(reply.Error) > 0 && string(reply.Error) != "null" {
 		return fmt.Errorf("chat completions reply: error %s", quoteSnippet(reply.Error, t.secret))
+	}
+	if u := reply.Usage; u != nil {
+		t.usage = &modelUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		if u.PromptTokensDetails != nil {
+			t.usage.CachedReadTokens = u.PromptTokensDetails.CachedTokens
+		}
+		if u.CompletionTokensDetails != nil {
+			t.usage.ThoughtTokens = u.CompletionTokensDetails.ReasoningTokens
+		}
 	}
 	for _, ch := range reply.Choices {
 		// We ask for one choice; any other is not ours to run.
@@ -383,7 +405,7 @@ func (t *openAITurn) turn(history []message) (modelTurn, error) {
 			used[h.CallID] = true
 		}
 	}
-	out := modelTurn{Text: t.text.String()}
+	out := modelTurn{Text: t.text.String(), Usage: t.usage}
 	for _, c := range t.calls {
 		id := c.id
 		if !validModelCallID(id) || used[id] {
