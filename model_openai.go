@@ -144,6 +144,12 @@ type (
 		Messages []openAIMessage `json:"messages"`
 		Tools    []openAITool    `json:"tools,omitempty"`
 		Stream   bool            `json:"stream"`
+		// StreamOptions asks a streaming service for usage on its last
+		// chunk, as Qwen Code does (DESIGN.md §7).
+		StreamOptions *openAIStreamOptions `json:"stream_options,omitempty"`
+	}
+	openAIStreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
 	}
 	openAIMessage struct {
 		Role       string           `json:"role,omitempty"`
@@ -271,7 +277,7 @@ func readOpenAIReply(ctx context.Context, mediaType string, r io.Reader, t *open
 // Arguments go back as the string the model sent, so arguments that are not
 // JSON cannot break the request.
 func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]byte, error) {
-	req := openAIRequest{Model: model, Stream: true, Messages: make([]openAIMessage, 0, len(history))}
+	req := openAIRequest{Model: model, Stream: true, StreamOptions: &openAIStreamOptions{IncludeUsage: true}, Messages: make([]openAIMessage, 0, len(history))}
 	for i, h := range history {
 		switch h.Role {
 		case roleUser:

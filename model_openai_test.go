@@ -615,6 +615,7 @@ func TestOpenAIRequestAsTheServerSeesIt(t *testing.T) {
 	want := `{
 	  "model": "test-model",
 	  "stream": true,
+	  "stream_options": {"include_usage": true},
 	  "messages": [
 	    {"role": "user", "content": "list files"},
 	    {"role": "assistant", "content": "Looking.", "tool_calls": [

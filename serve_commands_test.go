@@ -123,4 +123,7 @@ func TestServeUsageChunkAfterModelCall(t *testing.T) {
 			t.Errorf("turn %d: agent_message_chunk texts %q, want the call's text, then the usage chunk", turn, texts)
 		}
 	}
+	if calls := fm.seen(); len(calls) == 0 || string(calls[0].body["stream_options"]) != `{"include_usage":true}` {
+		t.Errorf("model calls %+v, want stream_options include_usage, so a streaming service reports usage", calls)
+	}
 }
