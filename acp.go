@@ -194,6 +194,9 @@ type session struct {
 	// handler has not started yet.
 	promptsRead   int64
 	cancelledUpTo int64
+	// commandsSent: the session's available_commands_update went out, at
+	// the start of its first prompt (DESIGN.md §7).
+	commandsSent bool
 }
 
 // promptSeqKey carries a prompt's number (session.promptsRead) in its context.
@@ -751,7 +754,16 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		s.cancel = cancel
 		s.history = append(s.history, message{Role: roleUser, Text: text.String(), Images: images})
 	}
+	commandsDue := !s.commandsSent
+	s.commandsSent = true
 	s.mu.Unlock()
+	// The slash commands open here are announced on the session's first
+	// prompt, as Qwen Code's first turn carries them: an update sent
+	// right after session/new may reach the client before it knows the
+	// session's id, and be dropped (DESIGN.md §7).
+	if commandsDue {
+		a.update(s.id, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": a.availableCommands()})
+	}
 	// MCP failures are shown on the session's first prompt that runs,
 	// whatever it is.
 	for _, n := range s.mcp.takeNotices() {
@@ -902,6 +914,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		s.mu.Lock()
 		history := s.history[:len(s.history):len(s.history)]
 		s.mu.Unlock()
+		called := time.Now()
 		turn, err := a.model.next(ctx, history, a.offeredTools(env), func(t string) {
 			if t != "" {
 				a.update(s.id, map[string]any{
@@ -915,6 +928,15 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 				return stopCancelled, nil
 			}
 			return "", &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("model: %v", err)}
+		}
+		if turn.Usage != nil {
+			// Qwen Code reports a model call's usage as an empty text chunk
+			// right after the call (DESIGN.md §7).
+			a.update(s.id, map[string]any{
+				"sessionUpdate": "agent_message_chunk",
+				"content":       map[string]string{"type": "text", "text": ""},
+				"_meta":         map[string]any{"usage": turn.Usage, "durationMs": time.Since(called).Milliseconds()},
+			})
 		}
 		results := make([]message, 0, len(turn.Calls))
 		for _, call := range turn.Calls {
@@ -1170,6 +1192,29 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 // runs only the commands serve opened, and settings may disable any.
 func (a *agent) slashOpen(name string) bool {
 	return (!a.managed || slices.Contains(a.allowSlash, name)) && !a.settings.slashCommandDisabled(name)
+}
+
+// availableCommands lists the slash commands open here, as ACP's
+// available_commands_update has them; none takes an argument.
+func (a *agent) availableCommands() []availableCommand {
+	out := []availableCommand{}
+	for _, c := range slashCommands {
+		if a.slashOpen(c.name) {
+			out = append(out, availableCommand{Name: c.name, Description: c.what, Input: nil})
+		}
+	}
+	return out
+}
+
+type availableCommand struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Input is the command's argument hint, null when it takes none.
+	Input *commandInput `json:"input"`
+}
+
+type commandInput struct {
+	Hint string `json:"hint"`
 }
 
 // slashCommand answers a slash command with one agent message. A managed

@@ -2318,6 +2318,9 @@ func texts(t testing.TB, evs []sseEvent) []string {
 		if err := json.Unmarshal(parseEnvelope(t, ev).Data, &d); err != nil {
 			t.Fatal(err)
 		}
+		if d.Update.SessionUpdate == "user_message_chunk" {
+			continue // serve's echo of the prompt, not the agent's text
+		}
 		out = append(out, d.Update.Content.Text)
 	}
 	return out
@@ -2330,14 +2333,24 @@ func untilTurnEnd(promptID string) func(sseEvent) bool {
 	}
 }
 
-// runTurn prompts and returns the turn's events, up to its end.
+// isEcho reports whether ev is serve's user_message_chunk echo of a prompt.
+func isEcho(ev sseEvent) bool {
+	return ev.typ == eventSessionUpdate && strings.Contains(string(ev.data), `"sessionUpdate":"user_message_chunk"`)
+}
+
+// childUpdate reports whether ev is a session_update the child sent: the
+// sign that the child runs the prompt.
+func childUpdate(ev sseEvent) bool { return ev.typ == eventSessionUpdate && !isEcho(ev) }
+
+// runTurn prompts and returns the turn's events, up to its end, without
+// serve's echo of the prompt.
 func (td *testDaemon) runTurn(t testing.TB, id, text string) (string, []sseEvent) {
 	t.Helper()
 	stream := td.openEvents(t, id, "")
 	pid := td.prompt(t, id, text)
 	var evs []sseEvent
 	for _, ev := range readSSE(t, stream, untilTurnEnd(pid)) {
-		if parseEnvelope(t, ev).PromptID == pid {
+		if parseEnvelope(t, ev).PromptID == pid && !isEcho(ev) {
 			evs = append(evs, ev)
 		}
 	}

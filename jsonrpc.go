@@ -543,6 +543,13 @@ func (c *rpcConn) call(ctx context.Context, method string, params any) (json.Raw
 // after ctx ended, if the answer was already being read. It must be quick
 // and must not wait on this connection.
 func (c *rpcConn) callAnswered(ctx context.Context, method string, params any, answered func()) (json.RawMessage, error) {
+	return c.callSent(ctx, method, params, nil, answered)
+}
+
+// callSent is callAnswered that also runs sent, when not nil, on the
+// caller's goroutine once the request is written: a notification sent from
+// there reaches the peer after the request (DESIGN.md §7).
+func (c *rpcConn) callSent(ctx context.Context, method string, params any, sent, answered func()) (json.RawMessage, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -562,6 +569,9 @@ func (c *rpcConn) callAnswered(ctx context.Context, method string, params any, a
 	id := json.RawMessage(strconv.AppendInt(nil, n, 10))
 	if err := c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Method: method, Params: params}); err != nil {
 		return nil, fmt.Errorf("call %q: %w", method, err)
+	}
+	if sent != nil {
+		sent()
 	}
 	select {
 	case r := <-ch:

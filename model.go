@@ -41,6 +41,19 @@ type promptImage struct {
 type modelTurn struct {
 	Text  string
 	Calls []toolCall
+	// Usage is the token counts the model service reported; nil when it
+	// reported none (the scripted model never does).
+	Usage *modelUsage
+}
+
+// modelUsage is a model call's token counts, with Qwen Code's keys
+// (DESIGN.md §7).
+type modelUsage struct {
+	InputTokens      int64 `json:"inputTokens"`
+	OutputTokens     int64 `json:"outputTokens"`
+	TotalTokens      int64 `json:"totalTokens"`
+	ThoughtTokens    int64 `json:"thoughtTokens"`
+	CachedReadTokens int64 `json:"cachedReadTokens"`
 }
 
 // model proposes the next assistant turn from the history. text receives

@@ -144,6 +144,12 @@ type (
 		Messages []openAIMessage `json:"messages"`
 		Tools    []openAITool    `json:"tools,omitempty"`
 		Stream   bool            `json:"stream"`
+		// StreamOptions asks a streaming service for usage on its last
+		// chunk, as Qwen Code does (DESIGN.md §7).
+		StreamOptions *openAIStreamOptions `json:"stream_options,omitempty"`
+	}
+	openAIStreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
 	}
 	openAIMessage struct {
 		Role       string           `json:"role,omitempty"`
@@ -184,6 +190,18 @@ type (
 	openAIReply struct {
 		Choices []openAIChoice  `json:"choices"`
 		Error   json.RawMessage `json:"error"`
+		Usage   *openAIUsage    `json:"usage"` // streamed: on the last chunk
+	}
+	openAIUsage struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		TotalTokens         int64 `json:"total_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
 	}
 	openAIChoice struct {
 		Index        int           `json:"index"`
@@ -206,15 +224,15 @@ const (
 	openAIPartImage = "image_url"
 )
 
-// textContent is content that is the string s.
-func textContent(s string) *openAIContent { return &openAIContent{Text: s} }
+// openAIText is content that is the string s.
+func openAIText(s string) *openAIContent { return &openAIContent{Text: s} }
 
 // userContent is a user message's content: its text alone, or, with
 // images, a text part (when there is text) then one image part per image
 // as a data URL.
 func userContent(m message) *openAIContent {
 	if len(m.Images) == 0 {
-		return textContent(m.Text)
+		return openAIText(m.Text)
 	}
 	c := &openAIContent{Parts: make([]openAIContentPart, 0, len(m.Images)+1)}
 	if m.Text != "" {
@@ -347,7 +365,7 @@ func readOpenAIReply(ctx context.Context, mediaType string, r io.Reader, t *open
 // Arguments go back as the string the model sent, so arguments that are not
 // JSON cannot break the request.
 func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]byte, error) {
-	req := openAIRequest{Model: model, Stream: true, Messages: make([]openAIMessage, 0, len(history))}
+	req := openAIRequest{Model: model, Stream: true, StreamOptions: &openAIStreamOptions{IncludeUsage: true}, Messages: make([]openAIMessage, 0, len(history))}
 	for i, h := range history {
 		switch h.Role {
 		case roleUser:
@@ -356,7 +374,7 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 			msg := openAIMessage{Role: roleAssistant}
 			// content may be absent only when the turn proposed calls.
 			if h.Text != "" || len(h.Calls) == 0 {
-				msg.Content = textContent(h.Text)
+				msg.Content = openAIText(h.Text)
 			}
 			for _, c := range h.Calls {
 				args := string(c.Args)
@@ -370,7 +388,7 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 			}
 			req.Messages = append(req.Messages, msg)
 		case roleTool:
-			req.Messages = append(req.Messages, openAIMessage{Role: roleTool, ToolCallID: h.CallID, Content: textContent(h.Result.Output)})
+			req.Messages = append(req.Messages, openAIMessage{Role: roleTool, ToolCallID: h.CallID, Content: openAIText(h.Result.Output)})
 		default:
 			return nil, fmt.Errorf("build chat completions request: history message %d has role %q", i, h.Role)
 		}
@@ -396,6 +414,7 @@ type openAITurn struct {
 	calls    []*openAIPartialCall // in order of first appearance
 	byIndex  map[int]*openAIPartialCall
 	finished bool // a finish_reason arrived
+	usage    *modelUsage
 }
 
 // openAIPartialCall is a tool call whose fragments are still arriving.
@@ -413,6 +432,15 @@ func newOpenAITurn(secret string) *openAITurn {
 func (t *openAITurn) add(reply *openAIReply, streamed bool, text func(string)) error {
 	if len(reply.Error) > 0 && string(reply.Error) != "null" {
 		return fmt.Errorf("chat completions reply: error %s", quoteSnippet(reply.Error, t.secret))
+	}
+	if u := reply.Usage; u != nil {
+		t.usage = &modelUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		if u.PromptTokensDetails != nil {
+			t.usage.CachedReadTokens = u.PromptTokensDetails.CachedTokens
+		}
+		if u.CompletionTokensDetails != nil {
+			t.usage.ThoughtTokens = u.CompletionTokensDetails.ReasoningTokens
+		}
 	}
 	for _, ch := range reply.Choices {
 		// We ask for one choice; any other is not ours to run.
@@ -471,7 +499,7 @@ func (t *openAITurn) turn(history []message) (modelTurn, error) {
 			used[h.CallID] = true
 		}
 	}
-	out := modelTurn{Text: t.text.String()}
+	out := modelTurn{Text: t.text.String(), Usage: t.usage}
 	for _, c := range t.calls {
 		id := c.id
 		if !validModelCallID(id) || used[id] {

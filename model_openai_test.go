@@ -615,6 +615,7 @@ func TestOpenAIRequestAsTheServerSeesIt(t *testing.T) {
 	want := `{
 	  "model": "test-model",
 	  "stream": true,
+	  "stream_options": {"include_usage": true},
 	  "messages": [
 	    {"role": "user", "content": "list files"},
 	    {"role": "assistant", "content": "Looking.", "tool_calls": [
@@ -804,6 +805,31 @@ func BenchmarkOpenAIStream100(b *testing.B) {
 		}
 		if _, err := tr.turn(userHello); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestOpenAIUsage: the usage a reply reports, on a streamed reply's last
+// chunk or in a whole reply, is the turn's, with cached and reasoning
+// tokens when the service gives them; a reply without usage has none.
+func TestOpenAIUsage(t *testing.T) {
+	full := `{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":3}}`
+	want := &modelUsage{InputTokens: 12, OutputTokens: 7, TotalTokens: 19, ThoughtTokens: 3, CachedReadTokens: 4}
+	for _, tt := range []struct {
+		name, mediaType, body string
+		want                  *modelUsage
+	}{
+		{"stream", openAIEventStream, events(`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`, `{"choices":[],"usage":`+full+`}`, "[DONE]"), want},
+		{"json", openAIJSON, `{"choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":` + full + `}`, want},
+		{"none", openAIEventStream, events(`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`, "[DONE]"), nil},
+	} {
+		tr := newOpenAITurn(testAPIKey)
+		if err := readOpenAIReply(t.Context(), tt.mediaType, strings.NewReader(tt.body), tr, func(string) {}); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		turn, err := tr.turn(userHello)
+		if err != nil || (turn.Usage == nil) != (tt.want == nil) || turn.Usage != nil && *turn.Usage != *tt.want {
+			t.Errorf("%s: usage %+v (%v), want %+v", tt.name, turn.Usage, err, tt.want)
 		}
 	}
 }

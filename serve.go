@@ -209,7 +209,7 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 	d.mu.Unlock()
 
 	for _, s := range sessions {
-		s.cancelActive()
+		s.cancelActive(cancelReasonShutdown)
 	}
 	var stops sync.WaitGroup
 	for _, ch := range chans {

@@ -31,6 +31,7 @@ const (
 	eventPermissionRequest  = "permission_request"
 	eventPermissionResolved = "permission_resolved"
 	eventTurnComplete       = "turn_complete"
+	eventPromptCancelled    = "prompt_cancelled"
 	eventTurnError          = "turn_error"
 	eventSessionDied        = "session_died"
 	eventSessionClosed      = "session_closed"
@@ -762,6 +763,37 @@ type turnComplete struct {
 	SessionID  string `json:"sessionId"`
 	StopReason string `json:"stopReason"`
 	PromptID   string `json:"promptId"`
+	// PromptCancelled is set on a turn the host, a deadline or shutdown
+	// cancelled.
+	PromptCancelled *promptCancelledInfo `json:"promptCancelled,omitempty"`
+}
+
+type promptCancelledInfo struct {
+	CancelledAt int64 `json:"cancelledAt"` // Unix ms
+	ElapsedMs   int64 `json:"elapsedMs"`   // since the turn started
+}
+
+type promptCancelledEvent struct {
+	SessionID string `json:"sessionId"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// userMessageChunk is the ACP session/update serve publishes to echo a
+// prompt's text block at the start of its turn.
+type userMessageChunk struct {
+	SessionUpdate string      `json:"sessionUpdate"`
+	Content       textContent `json:"content"`
+	Meta          echoMeta    `json:"_meta"`
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type echoMeta struct {
+	ServerTimestamp int64  `json:"serverTimestamp"`
+	Source          string `json:"source"`
 }
 
 type turnError struct {

@@ -353,8 +353,8 @@ func TestServeStalledStreamsStayWithinEventMemory(t *testing.T) {
 		evs := readSSE(t, bufio.NewReader(resp.Body), untilTurnEnd(pid))
 		cancel()
 		resp.Body.Close()
-		if n := len(evs); n != 33 {
-			t.Fatalf("prompt %d: the reading host got %d events, want 33: %v", i, n, evs[max(0, n-2):])
+		if n := len(evs); n != 34 { // the echo, 32 texts, turn_complete
+			t.Fatalf("prompt %d: the reading host got %d events, want 34: %v", i, n, evs[max(0, n-2):])
 		}
 		last = evs[len(evs)-1].id
 		waitFor(t, "event memory back under the budget", func() bool {
@@ -400,8 +400,8 @@ func TestServeSlowSubscriberDropped(t *testing.T) {
 	fast := td.openEvents(t, id, "")
 	const n = 2000 // 16 MB: more than the subscriber queue and the socket buffers
 	pid := td.prompt(t, id, fmt.Sprintf("flood %d 8192", n))
-	if got := readSSE(t, fast, untilTurnEnd(pid)); len(got) != n+1 {
-		t.Fatalf("reading subscriber got %d events, want %d", len(got), n+1)
+	if got := readSSE(t, fast, untilTurnEnd(pid)); len(got) != n+2 { // with the echo and turn_complete
+		t.Fatalf("reading subscriber got %d events, want %d", len(got), n+2)
 	}
 	// The child was not stalled by the slow reader; the slow stream was
 	// cut: with a stream_dropped notice when its connection could still
@@ -416,13 +416,13 @@ func TestServeSlowSubscriberDropped(t *testing.T) {
 		}
 		dropped = dropped[:k]
 	}
-	if len(dropped) == 0 || len(dropped) >= n+1 {
+	if len(dropped) == 0 || len(dropped) >= n+2 {
 		t.Fatalf("slow subscriber got %d events before its stream ended, want some but not all", len(dropped))
 	}
 	// Reconnecting with Last-Event-ID loses nothing.
 	rest := readSSE(t, td.openEvents(t, id, dropped[len(dropped)-1].id), untilTurnEnd(pid))
-	if len(dropped)+len(rest) != n+1 {
-		t.Errorf("dropped %d + replayed %d events, want %d", len(dropped), len(rest), n+1)
+	if len(dropped)+len(rest) != n+2 {
+		t.Errorf("dropped %d + replayed %d events, want %d", len(dropped), len(rest), n+2)
 	}
 }
 

@@ -439,7 +439,7 @@ func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
-	s.cancelActive()
+	s.cancelActive("")
 	w.WriteHeader(http.StatusNoContent)
 }
 

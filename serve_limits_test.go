@@ -60,7 +60,7 @@ func TestServeQueueFullIsCounted(t *testing.T) {
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
 	first := td.prompt(t, id, "wait")
-	readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, stream, childUpdate)
 	second := td.prompt(t, id, "report pid")
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), http.StatusServiceUnavailable, codeQueueFull)
 	wantLimitHits(t, td, codeQueueFull, 1)
@@ -135,7 +135,7 @@ func TestServeSubscriberLimit(t *testing.T) {
 	// The streams it holds still get every event; another session has
 	// its own bound.
 	pid := td.prompt(t, id, "report pid")
-	if evs := readSSE(t, first, untilTurnEnd(pid)); len(evs) != 2 {
+	if evs := readSSE(t, first, untilTurnEnd(pid)); len(evs) != 3 { // echo, pid, turn_complete
 		t.Errorf("subscriber at the limit got %v", evs)
 	}
 	if _, evs := td.runTurn(t, other, "report pid"); len(evs) != 2 {
@@ -223,7 +223,7 @@ func TestServePromptDeadline(t *testing.T) {
 	id := td.newSession(t, "")
 	pid, evs := td.runTurn(t, id, "wait")
 	var end turnComplete
-	if last := evs[len(evs)-1]; last.typ != eventTurnComplete || decodeStrict(parseEnvelope(t, last).Data, &end) != nil || end != (turnComplete{id, "cancelled", pid}) {
+	if last := evs[len(evs)-1]; last.typ != eventTurnComplete || decodeStrict(parseEnvelope(t, last).Data, &end) != nil || end.SessionID != id || end.StopReason != "cancelled" || end.PromptID != pid || end.PromptCancelled == nil {
 		t.Errorf("turn past its deadline ended with %v, want turn_complete cancelled", last)
 	}
 	wantLimitHits(t, td, limitPromptDeadline, 1)
@@ -264,7 +264,7 @@ func TestServeIdleSessionsReaped(t *testing.T) {
 	busy := td.newSession(t, "")
 	busyStream := td.openEvents(t, busy, "")
 	busyPrompt := td.prompt(t, busy, "wait")
-	readSSE(t, busyStream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, busyStream, childUpdate)
 
 	evs := readSSE(t, td.openEvents(t, idle, ""), func(ev sseEvent) bool { return ev.typ == eventSessionClosed })
 	last := parseEnvelope(t, evs[len(evs)-1])

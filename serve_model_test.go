@@ -164,7 +164,7 @@ func TestServeModelCallsOnlyForOwnRunningPrompt(t *testing.T) {
 	b := td.newSession(t, `{"cwd":"`+wsB+`"}`)
 	streamB := td.openEvents(t, b, "")
 	pb := td.prompt(t, b, "wait")
-	readSSE(t, streamB, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, streamB, childUpdate)
 
 	_, evs := td.runTurn(t, a, strings.Join([]string{
 		"model " + b + " " + pb, // another child's session, running prompt

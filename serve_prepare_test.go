@@ -92,7 +92,7 @@ func TestServeRejectsForeignAndStalePrepare(t *testing.T) {
 	// b has an active prompt, so its identity would pass if only ids counted.
 	streamB := td.openEvents(t, b, "")
 	pb := td.prompt(t, b, "wait")
-	readSSE(t, streamB, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, streamB, childUpdate)
 
 	args := `{"command":"rm -rf /"}`
 	script := strings.Join([]string{
@@ -173,7 +173,7 @@ func TestServePrepareForCancelledPromptIsCancelled(t *testing.T) {
 	// The fake child asks after its wait ends, with the prompt's identity,
 	// on a context of its own that the cancel does not end.
 	pid := td.prompt(t, id, "wait\nlateprepare write_file {\"file_path\":\"a.txt\"}")
-	readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, stream, childUpdate)
 	if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
 		t.Fatalf("cancel = %d", r.status)
 	}
@@ -398,7 +398,7 @@ func TestServeE2EForgingChild(t *testing.T) {
 	b := sp.newSession(t, `{"cwd":"`+wsB+`"}`)
 	streamB := sp.openEvents(t, b, "")
 	pb := sp.prompt(t, b, "wait")
-	readSSE(t, streamB, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, streamB, childUpdate)
 	_, evs := sp.runTurn(t, a, "forge "+b+" "+pb+" write_file {}\nforge - stale write_file {}\nprepare write_file {}")
 	got := texts(t, evs)
 	want := []string{`{"allowed":false,"reason":"` + guardFailedReason + `"}`, `{"allowed":false,"reason":"` + guardFailedReason + `"}`, `{"allowed":true}`}

@@ -62,7 +62,13 @@ type promptJob struct {
 	// Each is set before ctx ends, under the session's mu; they tell a
 	// prepare for a cancelled prompt from one for a finished prompt.
 	answered, cancelled bool
-	model               modelBudget // the model calls serve made for it
+	// sent: session/prompt was written to the child. A cancel before that
+	// is told to the child once it is, never ahead of it (DESIGN.md §7).
+	sent  bool
+	model modelBudget // the model calls serve made for it
+	// started is when the runner took the prompt; cancelledAt when it
+	// was cancelled, for turn_complete's promptCancelled (DESIGN.md §7).
+	started, cancelledAt time.Time
 	// lastEventID is the session log's newest id when the prompt was
 	// queued: every event of its turn has a larger one (DESIGN.md §7).
 	lastEventID int64
@@ -359,21 +365,41 @@ func (s *hostSession) run() {
 		job := s.queue[0]
 		s.queue = s.queue[1:]
 		s.active = job
+		job.started = time.Now()
+		// A prompt cancelled while queued is never sent to the child.
+		skipped := job.cancelled
 		s.mu.Unlock()
 
-		stopDeadline := s.startDeadline(job)
-		stop, err := s.sendPrompt(job)
-		stopDeadline()
+		var stop string
+		var err error
+		if skipped {
+			stop = stopCancelled
+		} else {
+			s.echoPrompt(job)
+			stopDeadline := s.startDeadline(job)
+			stop, err = s.sendPrompt(job)
+			stopDeadline()
+		}
 
 		s.mu.Lock()
 		s.active = nil
 		s.lastUsed = time.Now()
 		job.cancel()
+		cancelled := job.cancelled
 		s.mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil:
 			s.d.obs.promptEnded(promptResultError)
 			s.events.publish(eventTurnError, job.id, turnError{SessionID: s.id, PromptID: job.id, Message: err.Error()})
-		} else {
+		case cancelled:
+			// A cancelled turn ends "cancelled" whatever the child
+			// answered, as Qwen Code's does (DESIGN.md §7).
+			s.d.obs.promptEnded(stopCancelled)
+			s.events.publish(eventTurnComplete, job.id, turnComplete{SessionID: s.id, PromptID: job.id, StopReason: stopCancelled, PromptCancelled: &promptCancelledInfo{
+				CancelledAt: job.cancelledAt.UnixMilli(),
+				ElapsedMs:   max(job.cancelledAt.Sub(job.started), 0).Milliseconds(),
+			}})
+		default:
 			s.d.obs.promptEnded(stop)
 			s.events.publish(eventTurnComplete, job.id, turnComplete{SessionID: s.id, PromptID: job.id, StopReason: stop})
 		}
@@ -388,7 +414,17 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		"prompt":    job.blocks,
 		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
 	}
-	raw, err := s.ch.conn.callAnswered(s.d.runCtx, "session/prompt", params, func() { s.promptAnswered(job) })
+	// A cancel that came before the prompt is written ends the turn
+	// without it; one that comes while it is written is sent right after
+	// it, so the child never sees session/cancel ahead of the prompt it
+	// cancels and the turn ends promptly (DESIGN.md §7).
+	s.mu.Lock()
+	early := job.cancelled
+	s.mu.Unlock()
+	if early {
+		return stopCancelled, nil
+	}
+	raw, err := s.ch.conn.callSent(s.d.runCtx, "session/prompt", params, func() { s.promptSent(job) }, func() { s.promptAnswered(job) })
 	if err != nil {
 		var rerr *rpcError
 		if errors.As(err, &rerr) {
@@ -407,25 +443,85 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 	return res.StopReason, nil
 }
 
+// promptSent records that job's session/prompt is written and, if job was
+// cancelled meanwhile, tells the child now.
+func (s *hostSession) promptSent(job *promptJob) {
+	s.mu.Lock()
+	job.sent = true
+	tell := job.cancelled && !s.dead
+	s.mu.Unlock()
+	if tell {
+		s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	}
+}
+
+// echoPrompt publishes each text block of job as a user_message_chunk, the
+// first frames of its turn, as Qwen Code's daemon echoes them (DESIGN.md §7).
+func (s *hostSession) echoPrompt(job *promptJob) {
+	for _, raw := range job.blocks {
+		var b struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if json.Unmarshal(raw, &b) != nil || b.Type != "text" || b.Text == nil {
+			continue
+		}
+		update, err := json.Marshal(userMessageChunk{
+			SessionUpdate: "user_message_chunk",
+			Content:       textContent{Type: "text", Text: *b.Text},
+			Meta:          echoMeta{ServerTimestamp: time.Now().UnixMilli(), Source: "bridge-echo"},
+		})
+		if err != nil {
+			continue
+		}
+		s.events.publish(eventSessionUpdate, job.id, sessionUpdateEvent{SessionID: s.id, Update: update})
+	}
+}
+
+// Reasons of a prompt_cancelled event that the host did not ask for.
+const (
+	cancelReasonDeadline = "prompt_deadline"
+	cancelReasonShutdown = "daemon_shutdown"
+)
+
 // cancelActive cancels the running prompt: a prepare for it is denied from
 // now on, a pending permission request is answered cancelled, and the
 // child is told to stop (it answers the prompt with stopReason cancelled).
-func (s *hostSession) cancelActive() { s.cancelPrompt(nil) }
+// With no running prompt it cancels the next queued one, which the runner
+// has not taken yet. reason is prompt_cancelled's, "" for the host's.
+func (s *hostSession) cancelActive(reason string) { s.cancelPrompt(nil, reason) }
 
 // cancelPrompt cancels the running prompt as cancelActive does, if it is
 // only (any, when only is nil); it reports whether it cancelled one.
-func (s *hostSession) cancelPrompt(only *promptJob) bool {
+// prompt_cancelled is published before the permission_resolved and the
+// turn_complete the cancel causes (DESIGN.md §7).
+func (s *hostSession) cancelPrompt(only *promptJob, reason string) bool {
 	s.mu.Lock()
 	job := s.active
-	if job == nil || job.ctx.Err() != nil || s.ended || (only != nil && job != only) {
+	if job == nil && only == nil && len(s.queue) > 0 {
+		job = s.queue[0]
+	}
+	if job == nil || job.ctx.Err() != nil || job.cancelled || s.ended || (only != nil && job != only) {
 		s.mu.Unlock()
 		return false
 	}
 	job.cancelled = true
+	job.cancelledAt = time.Now()
+	s.events.publish(eventPromptCancelled, job.id, promptCancelledEvent{SessionID: s.id, Reason: reason})
+	if job != s.active {
+		// Queued: the runner ends it without sending it to the child.
+		s.mu.Unlock()
+		return true
+	}
 	job.cancel()
 	s.cancelPermsLocked()
+	// Unsent, the prompt is not running in the child yet: promptSent tells
+	// the child once it is.
+	sent := job.sent
 	s.mu.Unlock()
-	s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	if sent {
+		s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	}
 	return true
 }
 
@@ -442,6 +538,7 @@ func (s *hostSession) end(typ, message string) {
 	if active != nil && active.ctx.Err() == nil {
 		active.cancelled = true
 	}
+	activeSent := active != nil && active.sent
 	for _, job := range s.queue {
 		job.cancel()
 	}
@@ -450,7 +547,7 @@ func (s *hostSession) end(typ, message string) {
 	s.mu.Unlock()
 	if active != nil {
 		active.cancel()
-		if !s.dead {
+		if !s.dead && activeSent {
 			s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
 		}
 	}
@@ -673,7 +770,7 @@ func (s *hostSession) startDeadline(job *promptJob) (stop func()) {
 	fired := make(chan struct{})
 	t := time.AfterFunc(deadline, func() {
 		defer close(fired)
-		if s.cancelPrompt(job) {
+		if s.cancelPrompt(job, cancelReasonDeadline) {
 			s.d.obs.limitHit(limitPromptDeadline, "sessionId", s.id, "promptId", job.id, "deadline", deadline)
 		}
 	})

@@ -74,6 +74,20 @@ func runFakeChild(mode string) int {
 			}
 			mu.Unlock()
 		},
+		// A prompt is cancellable from the moment it is read: a
+		// session/cancel read right after it stops it.
+		OnAdmit: func(ctx context.Context, method string, params json.RawMessage) context.Context {
+			if method != "session/prompt" {
+				return ctx
+			}
+			var p struct{ SessionID string }
+			json.Unmarshal(params, &p)
+			ctx, cancel := context.WithCancel(ctx)
+			mu.Lock()
+			cancels[p.SessionID] = cancel
+			mu.Unlock()
+			return ctx
+		},
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			switch method {
 			case "initialize":
@@ -115,11 +129,6 @@ func runFakeChild(mode string) int {
 				json.Unmarshal(params, &p)
 				var inv struct{ SessionID, PromptID string }
 				json.Unmarshal(p.Meta["qwen-code/invocation"], &inv)
-				ctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				mu.Lock()
-				cancels[p.SessionID] = cancel
-				mu.Unlock()
 				for _, line := range strings.Split(p.Prompt[0].Text, "\n") {
 					f := strings.SplitN(line, " ", 5)
 					switch f[0] {
@@ -356,7 +365,7 @@ func TestServeQueueFull(t *testing.T) {
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
 	first := td.prompt(t, id, "wait")
-	readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	readSSE(t, stream, childUpdate)
 	second := td.prompt(t, id, "report pid")
 	third := td.prompt(t, id, "report pid")
 	wantError(t, td.do(t, "POST", "/session/"+id+"/prompt", `{"prompt":[{"type":"text","text":"x"}]}`), 503, codeQueueFull)

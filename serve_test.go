@@ -389,7 +389,7 @@ func TestServeShutdownEndsChildren(t *testing.T) {
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
 	td.prompt(t, id, "report pid\nwait")
-	evs := readSSE(t, stream, func(ev sseEvent) bool { return ev.typ == eventSessionUpdate })
+	evs := readSSE(t, stream, childUpdate)
 	pid, _ := strconv.Atoi(texts(t, evs)[0])
 	if err := td.stop(); err != nil {
 		t.Fatalf("serveDaemon after cancel = %v, want nil", err)
