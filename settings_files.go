@@ -232,6 +232,12 @@ func readSettingsLayer(path string, lookup func(string) (string, bool), must boo
 	if errors.Is(err, os.ErrNotExist) && !must {
 		return nil, nil, nil, nil
 	}
+	// A file this user cannot even see (a directory above it that it may
+	// not search, such as another user's home) is missing to it; one it
+	// sees but may not read stops the start.
+	if _, serr := os.Stat(path); errors.Is(err, os.ErrPermission) && errors.Is(serr, os.ErrPermission) && !must {
+		return nil, nil, nil, nil
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read settings %q: %w", path, err)
 	}
