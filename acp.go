@@ -229,6 +229,9 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if sandboxTestOverride != nil {
 		a.sandbox = *sandboxTestOverride
 	}
+	// Each agent names the settings files it read: a child may read
+	// another workspace's than serve (DESIGN.md §10).
+	logSettingsFiles(a.log, opts.SettingsLoad, opts.Guard.required() || sys.env.privateGuard != "")
 	// serve has already warned, once, for its required-mode children.
 	if sys.env.privateGuard == "" {
 		warnSettings(a.log, opts.Settings)

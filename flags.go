@@ -33,6 +33,12 @@ const (
 	flagGuardTimeout  = "external-tool-guard-timeout-ms"
 )
 
+// The settings files flags of acp and serve (settings_files.go).
+const (
+	flagNoUserSettings         = "no-user-settings"
+	flagTrustWorkspaceSettings = "trust-workspace-settings"
+)
+
 // Provider timeout bounds in milliseconds (DESIGN.md §6).
 const (
 	minGuardTimeoutMs     = 100
@@ -120,7 +126,8 @@ type acpOptions struct {
 	Guard              guardConfig
 	Model              string // modelScripted or modelOpenAI
 	OpenAI             openAIConfig
-	Settings           *settings  // from --settings, or the defaults
+	Settings           *settings // the merged settings files (settings_files.go), or the defaults
+	SettingsLoad       *settingsLoad
 	AllowSlashCommands []string   // for a managed child: the slash commands serve opened
 	LogJSON            bool       // --log-format json; text otherwise
 	LogLevel           slog.Level // --log-level
@@ -144,8 +151,13 @@ type serveOptions struct {
 	Port         int // 0: pick a free port
 	Workspaces   []string
 	SettingsFile string    // "" none
-	Settings     *settings // loaded from SettingsFile, or the defaults
-	Token        string    // host API token, "" none
+	Settings     *settings // the merged settings files (settings_files.go), or the defaults
+	SettingsLoad *settingsLoad
+	// NoUserSettings and TrustWorkspaceSettings are the flags of the same
+	// names, passed on to every child.
+	NoUserSettings         bool
+	TrustWorkspaceSettings bool
+	Token                  string // host API token, "" none
 	// TokenFile is the host token file from --token-file: read when it
 	// existed at start, else created by runServe (GenerateToken).
 	TokenFile string
@@ -566,6 +578,8 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	modelName := onceFlag(fs, "model", "")
 	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
 	settingsFile := onceFlag(fs, "settings", "")
+	noUser := fs.Bool(flagNoUserSettings, false, "")
+	trustWorkspace := fs.Bool(flagTrustWorkspaceSettings, false, "")
 	var slash, disabledSlash listValue
 	fs.Var(&slash, "allow-slash-command", "")
 	fs.Var(&disabledSlash, "disabled-slash-commands", "")
@@ -588,13 +602,21 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
 		return acpOptions{}, err
 	}
-	settingsPath, st, err := parseSettingsFile(settingsFile.value)
+	// A managed child runs only under serve in required mode. Its
+	// workspace, as a standalone agent's, is the directory it starts in.
+	required := cfg.required() || envOf(sys).privateGuard != ""
+	wd, err := os.Getwd()
+	if err != nil {
+		return acpOptions{}, fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
+	}
+	settingsPath, load, err := parseSettingsFile(settingsFile.value, settingsSourcesOf(envOf(sys)),
+		settingsLoadOptions{Workspace: wd, NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: required})
 	if err != nil {
 		return acpOptions{}, err
 	}
-	opts.Settings = st
-	// A managed child runs only under serve in required mode.
-	if opts.Sandbox, err = sandbox.resolve(st, settingsPath, cfg.required() || envOf(sys).privateGuard != ""); err != nil {
+	st := load.Settings
+	opts.Settings, opts.SettingsLoad = st, load
+	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
 		return acpOptions{}, err
 	}
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
@@ -646,6 +668,8 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	var workspaces, slash listValue
 	fs.Var(&workspaces, "workspace", "")
 	settings := onceFlag(fs, "settings", "")
+	noUser := fs.Bool(flagNoUserSettings, false, "")
+	trustWorkspace := fs.Bool(flagTrustWorkspaceSettings, false, "")
 	token := onceFlag(fs, "token", "")
 	tokenFile := onceFlag(fs, flagHostTokenFile, "")
 	tokenless := fs.Bool(flagAllowTokenlessLoopback, false, "")
@@ -694,12 +718,17 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
 		return serveOptions{}, err
 	}
-	if opts.SettingsFile, opts.Settings, err = parseSettingsFile(settings.value); err != nil {
-		return serveOptions{}, err
-	}
 	if opts.Guard, err = guard.resolve(env); err != nil {
 		return serveOptions{}, err
 	}
+	// serve reads the settings files of its first workspace, where its
+	// first child starts; each child reads those of its own (DESIGN.md §10).
+	opts.NoUserSettings, opts.TrustWorkspaceSettings = *noUser, *trustWorkspace
+	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(settings.value, settingsSourcesOf(env),
+		settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: opts.Guard.required()}); err != nil {
+		return serveOptions{}, err
+	}
+	opts.Settings = opts.SettingsLoad.Settings
 	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, opts.Hostname.loopback); err != nil {
 		return serveOptions{}, err
 	}
@@ -719,7 +748,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Model, err = serveModelConfig(env, opts.Settings); err != nil {
 		return serveOptions{}, err
 	}
-	if opts.Sandbox, err = sandbox.resolve(opts.Settings, opts.SettingsFile, opts.Guard.required()); err != nil {
+	if opts.Sandbox, err = sandbox.resolve(opts.Settings, opts.SettingsLoad.originOf("tools", opts.SettingsFile), opts.Guard.required()); err != nil {
 		return serveOptions{}, err
 	}
 	n, ok := parseDigits(maxPending.value)
@@ -818,12 +847,17 @@ func parseWorkspaces(raw []string) ([]string, error) {
 	return out, nil
 }
 
-// parseSettingsFile checks that --settings names an existing regular file
-// and loads it; without the flag the defaults apply. A bad file is a usage
-// error, so nothing starts on a settings file that would be half applied.
-func parseSettingsFile(raw string) (string, *settings, error) {
+// parseSettingsFile checks that --settings names an existing regular file,
+// then reads and merges it with Qwen Code's settings files
+// (loadSettingsFiles); with none the defaults apply. A bad file is a usage
+// error, so nothing starts on settings that would be half applied.
+func parseSettingsFile(raw string, src settingsSources, o settingsLoadOptions) (string, *settingsLoad, error) {
 	if raw == "" {
-		return "", defaultSettings(), nil
+		load, err := loadSettingsFiles(src, o)
+		if err != nil {
+			return "", nil, &usageError{err}
+		}
+		return "", load, nil
 	}
 	abs, err := filepath.Abs(raw)
 	if err != nil {
@@ -838,11 +872,12 @@ func parseSettingsFile(raw string) (string, *settings, error) {
 	case !fi.Mode().IsRegular():
 		return "", nil, usagef("--settings %q: not a regular file", raw)
 	}
-	st, err := loadSettings(abs)
+	o.Operator = abs
+	load, err := loadSettingsFiles(src, o)
 	if err != nil {
 		return "", nil, &usageError{err}
 	}
-	return abs, st, nil
+	return abs, load, nil
 }
 
 // parseSlashCommands validates --allow-slash-command names, with or without

@@ -142,6 +142,19 @@ Flags:
         model.maxSessionTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs,
         tools.sandbox (true|false), tools.sandboxRead, tools.sandboxWrite,
         tools.sandboxNetwork, tools.sandboxUnix (a --sandbox* flag wins).
+        It is the last of the settings files read, and wins: system
+        defaults, ~/.qwen/settings.json ($QWEN_HOME/settings.json), the
+        .qwen/settings.json of the directory acp starts in, the system
+        file, then FILE, merged as Qwen Code merges them. In required mode the workspace file is
+        untrusted: its hooks, MCP servers, allow rules, sandbox, model
+        endpoint and env keys, and a looser approval mode, are dropped and
+        logged.
+  --no-user-settings
+        read only FILE and the system files: never ~/.qwen nor the
+        workspace's .qwen/settings.json.
+  --trust-workspace-settings
+        in required mode, apply the workspace's .qwen/settings.json whole,
+        as Qwen Code does for a trusted folder.
   --allow-slash-command NAME
         (repeatable) a slash command a managed child may run; set by serve.
   --disabled-slash-commands NAME[,NAME...]
@@ -175,6 +188,13 @@ Environment:
         Unix socket. Read and removed at start.
   QWEN_CODE_PRIVATE_ACP_CAPABILITY
         read and removed at start; not used.
+  HOME, QWEN_HOME
+        find the user settings file: $QWEN_HOME/settings.json, else
+        $HOME/.qwen/settings.json. $VAR and ${VAR} in settings string values
+        are replaced from the environment.
+  QWEN_CODE_SYSTEM_SETTINGS_PATH, QWEN_CODE_SYSTEM_DEFAULTS_PATH
+        the system settings file (default /etc/qwen-code/settings.json) and
+        the system defaults file (default system-defaults.json beside it).
   GOMAXPROCS
         unset, the runtime runs on one scheduler slot: its work is short steps
         between waits, and one slot answers a guard decision sooner.
@@ -199,6 +219,21 @@ Flags:
   --settings FILE
         settings file for the ACP children (permissions, hooks, the
         tools.sandbox* keys; a --sandbox* flag wins over its key).
+        It is the last of the settings files read, and wins: system
+        defaults, ~/.qwen/settings.json ($QWEN_HOME/settings.json), the
+        first --workspace's .qwen/settings.json (each child reads its own
+        workspace's), the system file, then FILE, merged as Qwen Code
+        merges them. In required mode the workspace file is
+        untrusted: its hooks, MCP servers, allow rules, sandbox, model
+        endpoint and env keys, and a looser approval mode, are dropped and
+        logged.
+  --no-user-settings
+        read only FILE and the system files: never ~/.qwen nor the
+        workspace's .qwen/settings.json.
+  --trust-workspace-settings
+        in required mode, apply the workspace's .qwen/settings.json whole,
+        as Qwen Code does for a trusted folder. Both flags pass to
+        every child.
   --token T
         bearer token every host request must send; wins over QWEN_SERVER_TOKEN.
         Prefer the variable or --token-file: a flag is visible to other local
@@ -302,6 +337,13 @@ Environment:
   QWEN_SERVER_TOKEN
         bearer token for host requests when --token is not given; read and
         removed from the environment at start.
+  HOME, QWEN_HOME
+        find the user settings file: $QWEN_HOME/settings.json, else
+        $HOME/.qwen/settings.json. $VAR and ${VAR} in settings string values
+        are replaced from the environment.
+  QWEN_CODE_SYSTEM_SETTINGS_PATH, QWEN_CODE_SYSTEM_DEFAULTS_PATH
+        the system settings file (default /etc/qwen-code/settings.json) and
+        the system defaults file (default system-defaults.json beside it).
   QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
         the provider's bearer token, required in required mode unless
         --external-tool-guard-token-file is given; read and removed at start,

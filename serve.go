@@ -31,6 +31,7 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 		return err
 	}
 	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
+	logSettingsFiles(log, opts.SettingsLoad, opts.Guard.required())
 	warnSettings(log, opts.Settings)
 	if err := hideEnviron(log); err != nil {
 		return err
@@ -64,6 +65,7 @@ type daemon struct {
 	disabled     []string // --disabled-slash-commands
 	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
+	settingsArgs []string       // --no-user-settings, --trust-workspace-settings
 	sandbox      sandboxInForce // checked against the kernel; given to every child
 	port         string
 	bindHost     string // the bound address as a Host header spells it
@@ -107,6 +109,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		disabled:     opts.DisabledSlashCommands,
 		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
 		settingsFile: opts.SettingsFile,
+		settingsArgs: settingsChildArgs(opts),
 		checkHost:    opts.Hostname.loopback,
 		requireAuth:  opts.RequireAuth,
 		slots:        map[string]*workspaceSlot{},

@@ -95,6 +95,7 @@ func (d *daemon) childCommand(exe string) *exec.Cmd {
 	if d.settingsFile != "" {
 		args = append(args, "--settings", d.settingsFile)
 	}
+	args = append(args, d.settingsArgs...)
 	for _, name := range d.allowSlash {
 		args = append(args, "--allow-slash-command", name)
 	}
@@ -106,6 +107,19 @@ func (d *daemon) childCommand(exe string) *exec.Cmd {
 	cmd := exec.Command(exe, args...)
 	cmd.Env = d.sys.env.acpChildEnv(d.guarded)
 	return cmd
+}
+
+// settingsChildArgs are the settings files flags serve passes to every
+// child, so that the child reads the files serve read.
+func settingsChildArgs(opts serveOptions) []string {
+	var args []string
+	if opts.NoUserSettings {
+		args = append(args, "--"+flagNoUserSettings)
+	}
+	if opts.TrustWorkspaceSettings {
+		args = append(args, "--"+flagTrustWorkspaceSettings)
+	}
+	return args
 }
 
 type initializeResult struct {

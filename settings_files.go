@@ -1,0 +1,565 @@
+// settings_files.go owns settings discovery and merge as Qwen Code does it
+// (DESIGN.md §10): which settings files are read, in which order, how their
+// layers merge, the legacy flat keys and $VAR expansion, and the trust of
+// the workspace's own file. settings.go checks each layer and the result.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// The scopes of the settings files, lowest priority first. The operator's
+// --settings file comes last and wins.
+const (
+	scopeSystemDefaults = "system-defaults"
+	scopeUser           = "user"
+	scopeWorkspace      = "workspace"
+	scopeSystem         = "system"
+	scopeOperator       = "settings flag"
+)
+
+// Where Qwen Code looks for its settings files, and the variables that move
+// them.
+const (
+	defaultSystemSettingsPath = "/etc/qwen-code/settings.json"
+	systemDefaultsFileName    = "system-defaults.json"
+	envSystemSettingsPath     = "QWEN_CODE_SYSTEM_SETTINGS_PATH"
+	envSystemDefaultsPath     = "QWEN_CODE_SYSTEM_DEFAULTS_PATH"
+	envQwenHome               = "QWEN_HOME"
+	qwenDirName               = ".qwen"
+	settingsFileName          = "settings.json"
+)
+
+// settingsSources are the inputs of discovery, taken from the environment
+// the process started with (settingsSourcesOf), so a test can point them at
+// a temporary directory.
+type settingsSources struct {
+	Home           string // $HOME, "" unset
+	QwenHome       string // $QWEN_HOME, "" unset
+	System         string // the System file
+	SystemDefaults string // the SystemDefaults file
+	// Lookup returns a variable for $VAR expansion; ok false when unset.
+	Lookup func(name string) (string, bool)
+}
+
+// settingsSourcesOf reads the settings locations from env.
+func settingsSourcesOf(env *procEnv) settingsSources {
+	lookup := func(name string) (string, bool) {
+		for _, kv := range env.snapshot {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	src := settingsSources{Home: env.lookup("HOME"), QwenHome: env.lookup(envQwenHome), Lookup: lookup}
+	src.System = defaultSystemSettingsPath
+	if p := env.lookup(envSystemSettingsPath); p != "" {
+		src.System = p
+	}
+	src.SystemDefaults = filepath.Join(filepath.Dir(src.System), systemDefaultsFileName)
+	if p := env.lookup(envSystemDefaultsPath); p != "" {
+		src.SystemDefaults = p
+	}
+	return src
+}
+
+// settingsLoadOptions are the flags and mode that choose the layers.
+type settingsLoadOptions struct {
+	Operator       string // the --settings file, absolute; "" none
+	Workspace      string // the workspace directory; "" none
+	NoUser         bool   // --no-user-settings: neither the user nor the workspace file
+	TrustWorkspace bool   // --trust-workspace-settings
+	Required       bool   // the guard is required: the workspace file is untrusted
+}
+
+// settingsFileRead is one settings file that was read.
+type settingsFileRead struct {
+	Scope string
+	Path  string
+}
+
+// settingsLoad is the merged, validated settings and what the operator is
+// told about how they were found.
+type settingsLoad struct {
+	Settings *settings
+	Files    []settingsFileRead
+	Warnings []string // legacy keys ignored, workspace keys dropped
+	// origin maps a top-level key and its first nested key ("tools.sandbox")
+	// to the last file that set it, for errors found after the merge.
+	origin map[string]string
+}
+
+// originOf returns the last file that set key ("tools.sandbox" or "hooks"),
+// or the operator's file name when none did.
+func (l *settingsLoad) originOf(key, fallback string) string {
+	if p, ok := l.origin[key]; ok {
+		return p
+	}
+	return fallback
+}
+
+// logSettingsFiles logs every file read, at info in required mode (so the
+// operator sees what a daemon runs on) and at debug otherwise, then every
+// warning.
+func logSettingsFiles(log *slog.Logger, l *settingsLoad, required bool) {
+	if l == nil {
+		return
+	}
+	level := slog.LevelDebug
+	if required {
+		level = slog.LevelInfo
+	}
+	for _, f := range l.Files {
+		log.Log(context.Background(), level, fmt.Sprintf("settings: read %s (%s)", f.Path, f.Scope))
+	}
+	for _, w := range l.Warnings {
+		log.Warn(w)
+	}
+}
+
+// loadSettingsFiles discovers, reads and merges the settings layers:
+// SystemDefaults < User < Workspace < System < --settings. A missing file is
+// skipped; one that cannot be read or is invalid stops the start with its
+// path. acpguard never rewrites a settings file.
+func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoad, error) {
+	type layer struct{ scope, path string }
+	var layers []layer
+	layers = append(layers, layer{scopeSystemDefaults, src.SystemDefaults})
+	if !o.NoUser {
+		switch {
+		case src.QwenHome != "":
+			layers = append(layers, layer{scopeUser, filepath.Join(src.QwenHome, settingsFileName)})
+		case src.Home != "":
+			layers = append(layers, layer{scopeUser, filepath.Join(src.Home, qwenDirName, settingsFileName)})
+		}
+		if o.Workspace != "" && !sameDir(o.Workspace, src.Home) {
+			layers = append(layers, layer{scopeWorkspace, filepath.Join(o.Workspace, qwenDirName, settingsFileName)})
+		}
+	}
+	layers = append(layers, layer{scopeSystem, src.System})
+	if o.Operator != "" {
+		layers = append(layers, layer{scopeOperator, o.Operator})
+	}
+
+	l := &settingsLoad{origin: map[string]string{}}
+	merged := map[string]any{}
+	for _, ly := range layers {
+		if ly.path == "" {
+			continue
+		}
+		obj, raw, warnings, err := readSettingsLayer(ly.path, src.Lookup, ly.scope == scopeOperator)
+		if err != nil {
+			return nil, err
+		}
+		if obj == nil {
+			continue // missing
+		}
+		l.Files = append(l.Files, settingsFileRead{ly.scope, ly.path})
+		l.Warnings = append(l.Warnings, warnings...)
+		if ly.scope == scopeWorkspace {
+			l.Warnings = append(l.Warnings, filterWorkspaceSettings(obj, merged, ly.path, o)...)
+		}
+		// Each layer is checked alone, after what the workspace file may
+		// not set is gone, so an error names its file.
+		if err := checkSettingsLayer(obj, raw); err != nil {
+			return nil, fmt.Errorf("settings %q: %w", ly.path, err)
+		}
+		for k, v := range obj {
+			l.origin[k] = ly.path
+			if m, ok := v.(map[string]any); ok {
+				for k2 := range m {
+					l.origin[k+"."+k2] = ly.path
+				}
+			}
+		}
+		merged = mergeSettingsLayer(merged, obj, "")
+	}
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return nil, fmt.Errorf("merge settings: %w", err)
+	}
+	st, err := parseSettings(data)
+	if err != nil {
+		return nil, fmt.Errorf("merge settings files %s: %w", strings.Join(l.paths(), ", "), err)
+	}
+	l.Settings = st
+	return l, nil
+}
+
+func (l *settingsLoad) paths() []string {
+	var out []string
+	for _, f := range l.Files {
+		out = append(out, fmt.Sprintf("%q", f.Path))
+	}
+	return out
+}
+
+// sameDir reports whether a and b name the same directory once symbolic
+// links are resolved; Qwen Code skips the workspace file of the home
+// directory, which is the user file already.
+func sameDir(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ra == rb
+}
+
+// readSettingsLayer reads one settings file: at most maxSettingsBytes, its
+// comments blanked, decoded with duplicate keys refused, legacy flat keys
+// moved to their nested names, $VAR expanded in string values, then checked
+// later by checkSettingsLayer. A missing file returns nil, nil, unless it is the
+// operator's (must).
+func readSettingsLayer(path string, lookup func(string) (string, bool), must bool) (obj map[string]any, raw []byte, warnings []string, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && !must {
+		return nil, nil, nil, nil
+	}
+	// A file this user cannot even see (a directory above it that it may
+	// not search, such as another user's home) is missing to it; one it
+	// sees but may not read stops the start.
+	if _, serr := os.Stat(path); errors.Is(err, os.ErrPermission) && errors.Is(serr, os.ErrPermission) && !must {
+		return nil, nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read settings %q: %w", path, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read settings %q: %w", path, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, nil, nil, fmt.Errorf("read settings %q: not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSettingsBytes+1))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read settings %q: %w", path, err)
+	}
+	fail := func(err error) (map[string]any, []byte, []string, error) {
+		return nil, nil, nil, fmt.Errorf("settings %q: %w", path, err)
+	}
+	if len(data) > maxSettingsBytes {
+		return fail(fmt.Errorf("larger than %d bytes", maxSettingsBytes))
+	}
+	if !utf8.Valid(data) {
+		return fail(errors.New("not valid UTF-8"))
+	}
+	raw = data
+	data = blankJSONC(data)
+	obj, err = decodeObject(data)
+	if err == nil {
+		err = duplicateMember(data)
+	}
+	if err != nil {
+		// parseSettings names the place of a syntax error in the file as
+		// written.
+		if _, perr := parseSettings(raw); perr != nil {
+			err = perr
+		}
+		return fail(err)
+	}
+	warnings = migrateLegacySettings(obj, path)
+	expandSettingsEnv(obj, lookup)
+	return obj, raw, warnings, nil
+}
+
+// checkSettingsLayer checks one layer's object with parseSettings: the
+// file's bytes as written (raw) when nothing was migrated, expanded or
+// dropped, so an error's place is the file's.
+func checkSettingsLayer(obj map[string]any, raw []byte) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	if orig, err := decodeObject(blankJSONC(raw)); err == nil && sameJSON(orig, obj) {
+		data = raw
+	}
+	_, err = parseSettings(data)
+	return err
+}
+
+// legacySettingsKeys are Qwen Code's flat keys of settings $version 1 and
+// their nested names.
+var legacySettingsKeys = map[string]string{
+	"theme":                "ui.theme",
+	"model":                "model.name",
+	"selectedAuthType":     "security.auth.selectedType",
+	"approvalMode":         "tools.approvalMode",
+	"autoAccept":           "tools.autoAccept",
+	"coreTools":            "tools.core",
+	"allowedTools":         "tools.allowed",
+	"excludeTools":         "tools.exclude",
+	"allowMCPServers":      "mcp.allowed",
+	"excludeMCPServers":    "mcp.excluded",
+	"maxSessionTurns":      "model.maxSessionTurns",
+	"sessionTokenLimit":    "model.sessionTokenLimit",
+	"skipNextSpeakerCheck": "model.skipNextSpeakerCheck",
+	"skipLoopDetection":    "model.skipLoopDetection",
+	"sandbox":              "tools.sandbox",
+}
+
+// migrateLegacySettings moves the legacy flat keys of obj to their nested
+// names in memory, as Qwen Code's v1 to v2 migration does when $version is
+// missing or below 2. With a later $version a legacy key is dropped with
+// Qwen's warning. A nested name already set wins over its flat key. A flat
+// key whose value is an object is not legacy ("model": {...}).
+func migrateLegacySettings(obj map[string]any, path string) []string {
+	version := 0.0
+	if v, ok := obj["$version"].(json.Number); ok {
+		version, _ = v.Float64()
+	}
+	var warnings []string
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		to, legacy := legacySettingsKeys[k]
+		if !legacy {
+			continue
+		}
+		v := obj[k]
+		if _, isObject := v.(map[string]any); isObject {
+			continue
+		}
+		delete(obj, k)
+		if version >= 2 {
+			warnings = append(warnings, fmt.Sprintf("settings %q: Legacy setting '%s' will be ignored. Please use '%s' instead.", path, k, to))
+			continue
+		}
+		parent, leaf, _ := strings.Cut(to, ".")
+		m, ok := obj[parent].(map[string]any)
+		if !ok {
+			m = map[string]any{}
+			obj[parent] = m
+		}
+		for strings.Contains(leaf, ".") {
+			var head string
+			head, leaf, _ = strings.Cut(leaf, ".")
+			next, ok := m[head].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[head] = next
+			}
+			m = next
+		}
+		if _, set := m[leaf]; !set {
+			m[leaf] = v
+		}
+	}
+	return warnings
+}
+
+// neverExpanded are the variables Qwen Code never substitutes into
+// settings: session ids and tokens.
+var neverExpanded = []string{"SESSION_ID", "QWEN_CODE_SESSION_ID", envServerToken, "QWEN_DAEMON_TOKEN", envGuardToken}
+
+var settingsVarRef = regexp.MustCompile(`\$(?:\{([^}]*)\}|(\w+))`)
+
+// expandSettingsEnv replaces $NAME and ${NAME} in every string value (never
+// in keys) with the variable's value, as Qwen Code does; an unset variable,
+// one of neverExpanded and ${NAME:-default} are kept as written.
+func expandSettingsEnv(v any, lookup func(string) (string, bool)) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = expandSettingsEnv(e, lookup)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = expandSettingsEnv(e, lookup)
+		}
+	case string:
+		return settingsVarRef.ReplaceAllStringFunc(t, func(ref string) string {
+			m := settingsVarRef.FindStringSubmatch(ref)
+			name := m[1] + m[2]
+			if slices.Contains(neverExpanded, name) || lookup == nil {
+				return ref
+			}
+			if val, ok := lookup(name); ok {
+				return val
+			}
+			return ref
+		})
+	}
+	return v
+}
+
+// The merge strategies of Qwen Code's settings paths; every other object
+// merges deep, and every other scalar or array is replaced.
+var (
+	shallowMergePaths = []string{"mcpServers", "env", "channels", "serve", "agents.modelGrades", "agents.maxParallelAgentsByModel"}
+	unionMergePaths   = []string{"permissions.allow", "permissions.ask", "permissions.deny", "permissions.autoMode.environment",
+		"tools.exclude", "tools.disabled", "tools.visible", "slashCommands.disabled", "advanced.excludedEnvVars"}
+	unionMergePrefixes = []string{"permissions.autoMode.hints.", "skills."}
+	concatMergePaths   = []string{"mcp.allowed", "mcp.excluded", "context.includeDirectories"}
+	concatMergePrefix  = "hooks."
+)
+
+// mergeSettingsLayer merges over onto base (both decoded objects) at path
+// and returns the result; later layers win.
+func mergeSettingsLayer(base, over map[string]any, path string) map[string]any {
+	out := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		p := k
+		if path != "" {
+			p = path + "." + k
+		}
+		out[k] = mergeSettingsValue(out[k], v, p)
+	}
+	return out
+}
+
+func mergeSettingsValue(base, over any, path string) any {
+	bl, bIsList := base.([]any)
+	ol, oIsList := over.([]any)
+	bm, bIsObj := base.(map[string]any)
+	om, oIsObj := over.(map[string]any)
+	switch {
+	case bIsList && oIsList && (slices.Contains(unionMergePaths, path) || hasAnyPrefix(path, unionMergePrefixes)):
+		out := append([]any(nil), bl...)
+		for _, e := range ol {
+			if !slices.ContainsFunc(out, func(x any) bool { return sameJSON(x, e) }) {
+				out = append(out, e)
+			}
+		}
+		return out
+	case bIsList && oIsList && (slices.Contains(concatMergePaths, path) || strings.HasPrefix(path, concatMergePrefix)):
+		return append(append([]any(nil), bl...), ol...)
+	case bIsObj && oIsObj && slices.Contains(shallowMergePaths, path):
+		out := make(map[string]any, len(bm)+len(om))
+		for k, v := range bm {
+			out[k] = v
+		}
+		for k, v := range om {
+			out[k] = v
+		}
+		return out
+	case bIsObj && oIsObj:
+		return mergeSettingsLayer(bm, om, path)
+	}
+	return over
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// workspaceAlwaysDropped are the keys Qwen Code itself never takes from a
+// workspace file, trusted or not.
+var workspaceAlwaysDropped = []string{"tools.executionSandbox", "tools.workflowsEnabled", "security.allowPrivateNetworkHooks",
+	"security.allowedInsecureVoiceBaseUrls", "goals.modelProposed", "outboundCorrelation.allowDynamicHeaderValues", "serve.tokenQr"}
+
+// workspaceUntrustedKeys are what an untrusted workspace file may not set
+// (DESIGN.md §10): what runs commands (hooks, MCP servers, tool discovery),
+// what allows without asking, the sandbox, where model calls go and the
+// environment. tools.approvalMode is checked apart: it may only tighten.
+var workspaceUntrustedKeys = []string{
+	"hooks", "disableAllHooks", "mcpServers", "mcp.allowed", "mcp.serverCommand",
+	"permissions.allow", "permissions.autoMode.hints.allow",
+	"tools.allowed", "tools.core", "tools.autoAccept", "tools.discoveryCommand", "tools.callCommand",
+	"tools.sandbox", "tools.sandboxImage", "tools.sandboxRead", "tools.sandboxWrite", "tools.sandboxNetwork", "tools.sandboxUnix",
+	"model.baseUrl", "modelProviders", "providerProtocol", "security.auth", "security.allowedHttpHookUrls", "proxy", "env",
+}
+
+// approvalModeRank orders the approval modes from strictest: a workspace
+// file may only move to a lower rank.
+func approvalModeRank(mode string) int {
+	switch strings.ToLower(strings.ReplaceAll(mode, "_", "-")) {
+	case "plan":
+		return 0
+	case "default", "auto":
+		return 1
+	case "auto-edit", "autoedit":
+		return 2
+	}
+	return 3 // yolo, and what is unknown
+}
+
+// filterWorkspaceSettings removes from the workspace file's object what it
+// may not set and returns a warning for each removal. below is the merge of
+// the layers under it, whose approval mode the file may only tighten.
+func filterWorkspaceSettings(obj, below map[string]any, path string, o settingsLoadOptions) []string {
+	var warnings []string
+	for _, key := range workspaceAlwaysDropped {
+		if deleteSettingsKey(obj, key) {
+			warnings = append(warnings, fmt.Sprintf("settings %q: ignore key %q: Qwen Code never takes it from a workspace file", path, key))
+		}
+	}
+	if !o.Required || o.TrustWorkspace {
+		why := "the guard is not required"
+		if o.Required {
+			why = "--trust-workspace-settings"
+		}
+		return append(warnings, fmt.Sprintf("settings %q: workspace file applied as trusted (%s)", path, why))
+	}
+	drop := func(key string) {
+		warnings = append(warnings, fmt.Sprintf("settings %q: drop key %q: the workspace file is untrusted in required mode; give --trust-workspace-settings to apply it", path, key))
+	}
+	for _, key := range workspaceUntrustedKeys {
+		if deleteSettingsKey(obj, key) {
+			drop(key)
+		}
+	}
+	if tools, ok := obj["tools"].(map[string]any); ok {
+		if mode, ok := tools["approvalMode"].(string); ok {
+			current := defaultSettingsMode
+			if bt, ok := below["tools"].(map[string]any); ok {
+				if m, ok := bt["approvalMode"].(string); ok {
+					current = m
+				}
+			}
+			if approvalModeRank(mode) > approvalModeRank(current) {
+				delete(tools, "approvalMode")
+				drop("tools.approvalMode")
+			}
+		}
+	}
+	return warnings
+}
+
+// deleteSettingsKey removes the dotted key from obj and reports whether it
+// was there.
+func deleteSettingsKey(obj map[string]any, key string) bool {
+	m := obj
+	parts := strings.Split(key, ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			return false
+		}
+		m = next
+	}
+	last := parts[len(parts)-1]
+	if _, ok := m[last]; !ok {
+		return false
+	}
+	delete(m, last)
+	return true
+}
