@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,7 @@ func TestLoadQwenSettingsFiles(t *testing.T) {
 			}
 		},
 	}
+	maps.Copy(check, qwenSettingsChecks)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestLoadQwenSettingsFiles(t *testing.T) {
 	for _, e := range entries {
 		t.Run(e.Name(), func(t *testing.T) {
 			s := mustLoad(t, filepath.Join(dir, e.Name()))
-			if len(s.Warnings) != 0 {
+			if len(s.Warnings) != 0 && !qwenSettingsWarn[e.Name()] {
 				t.Errorf("warnings: %q", s.Warnings)
 			}
 			if c := check[e.Name()]; c != nil {
