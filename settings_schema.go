@@ -306,6 +306,11 @@ func closestKey(key string, candidates []string) string {
 		if strings.EqualFold(c, key) {
 			return c
 		}
+		// Lengths further apart than two cannot be within two edits: a
+		// long key costs nothing.
+		if n := len(key) - len(c); n > 2 || n < -2 {
+			continue
+		}
 		if d := editDistance(key, c); d < bestD {
 			best, bestD = c, d
 		}
