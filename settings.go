@@ -589,11 +589,28 @@ func warnSettings(log *slog.Logger, s *settings) {
 //
 // tools.exclude is read as tools.disabled; a non-empty tools.core disables
 // every tool it does not name.
-func (s *settings) toolDisabled(tool string) bool {
-	if len(s.Tools.Core) > 0 && !toolNamed(s.Tools.Core, tool) {
-		return true
+func (s *settings) toolDisabled(tool string) bool { return s.disabledBy(tool) != "" }
+
+// disabledBy is disabledBy of the policy's settings; no policy disables
+// nothing.
+func (p *callPolicy) disabledBy(tool string) string {
+	if p == nil {
+		return ""
 	}
-	return toolNamed(s.Tools.Disabled, tool) || toolNamed(s.Tools.Exclude, tool)
+	return p.Settings.disabledBy(tool)
+}
+
+// disabledBy names the key that disables the tool, "" if none does.
+func (s *settings) disabledBy(tool string) string {
+	switch {
+	case toolNamed(s.Tools.Disabled, tool):
+		return "tools.disabled"
+	case toolNamed(s.Tools.Exclude, tool):
+		return "tools.exclude"
+	case len(s.Tools.Core) > 0 && !toolNamed(s.Tools.Core, tool):
+		return "tools.core"
+	}
+	return ""
 }
 
 // toolNamed reports whether a tools list names the canonical tool.
