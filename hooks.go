@@ -23,7 +23,6 @@ const hookEventPreToolUse = "PreToolUse"
 // bounded output.
 const (
 	hookDefaultTimeoutMS = 60000
-	hookMinTimeoutMS     = 100
 	hookMaxTimeoutMS     = 600000
 	maxHookOutputBytes   = 64 << 10 // each of stdout and stderr
 	maxHookReasonBytes   = 2000     // a reason shown to the user and the model
