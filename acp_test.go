@@ -771,7 +771,7 @@ func TestACPBadLogFormatExit2(t *testing.T) {
 
 func TestACPBadSettingsExit2(t *testing.T) {
 	tests := []struct{ settings, stderr string }{
-		{`{"tools":{"aprovalMode":"yolo"}}`, `unknown key "tools.aprovalMode"`},
+		{`{"tools":{"aprovalMode":"yolo"}}`, `key "tools.aprovalMode": unknown key`},
 		// Qwen Code's http and sse entries, as its settings write them.
 		{`{"mcpServers":{"web":{"httpUrl":"http://127.0.0.1:1/mcp","headers":{"Authorization":"Bearer x"},"timeout":5000}}}`,
 			`key "mcpServers.web.httpUrl": MCP server "web" was refused: transport "http" is not supported; only stdio MCP servers are supported`},

@@ -52,8 +52,8 @@ func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]a
 		return pendingFailure(env, *call, failed(errTypeToolNotRegistered, "tool %q is not registered", call.Name))
 	}
 	// tools.disabled refuses the name whatever the arguments (DESIGN.md §10).
-	if env.Policy != nil && env.Policy.Settings.toolDisabled(call.Name) {
-		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "tool %q is disabled by settings (tools.disabled)", call.Name))
+	if key := env.Policy.disabledBy(call.Name); key != "" {
+		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "tool %q is disabled by settings (%s)", call.Name, key))
 	}
 	args, err := decodeArgs(call.Args)
 	if err == nil && spec.Params != nil {

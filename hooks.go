@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -21,7 +23,6 @@ const hookEventPreToolUse = "PreToolUse"
 // bounded output.
 const (
 	hookDefaultTimeoutMS = 60000
-	hookMinTimeoutMS     = 100
 	hookMaxTimeoutMS     = 600000
 	maxHookOutputBytes   = 64 << 10 // each of stdout and stderr
 	maxHookReasonBytes   = 2000     // a reason shown to the user and the model
@@ -36,12 +37,50 @@ type hookMatcher struct {
 	all     bool
 }
 
-// hookCommand is one command hook. Timeout is in milliseconds, 0 for the default.
+// hookCommand is one command hook. Timeout is in milliseconds, 0 for the
+// default: the settings file gives it in seconds as Qwen Code does, and
+// validate converts it (hookTimeoutMS). Name and Description label the hook
+// in logs; Env is added to its environment.
 type hookCommand struct {
-	Type     string `json:"type"`
-	Command  string `json:"command"`
-	Timeout  int    `json:"timeout"`
-	FailOpen bool   `json:"failOpen"`
+	Type        string            `json:"type"`
+	Command     string            `json:"command"`
+	Timeout     int               `json:"timeout"`
+	FailOpen    bool              `json:"failOpen"`
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Env         map[string]string `json:"env"`
+}
+
+// envList is the hook's env as NAME=value entries.
+func (h hookCommand) envList() []string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(h.Env)) {
+		kv = append(kv, k+"="+h.Env[k])
+	}
+	return kv
+}
+
+// label names the hook in messages: its name when it has one, else its
+// command.
+func (h hookCommand) label() string {
+	if h.Name != "" {
+		return fmt.Sprintf("%q", h.Name)
+	}
+	return quoteHookCommand(h.Command)
+}
+
+// hookTimeoutMS reads a hook's timeout as Qwen Code does: seconds, except
+// that a value of 1000 or more is the older milliseconds; 0 is the default.
+func hookTimeoutMS(v int) (int, error) {
+	switch {
+	case v == 0:
+		return 0, nil
+	case v >= 1 && v <= hookMaxTimeoutMS/1000:
+		return v * 1000, nil
+	case v >= 1000 && v <= hookMaxTimeoutMS:
+		return v, nil
+	}
+	return 0, fmt.Errorf("timeout %d is not between 1 and %d seconds (a value of 1000 or more is read as milliseconds, up to %d)", v, hookMaxTimeoutMS/1000, hookMaxTimeoutMS)
 }
 
 // compile prepares the matcher with Qwen Code's rules: empty, "*" or ".*"
@@ -219,7 +258,7 @@ func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInpu
 				return hookOutcome{Decision: hookDeny, Reason: "PreToolUse hooks cancelled"}
 			}
 			if failure != "" {
-				msg := fmt.Sprintf("PreToolUse hook %s %s", quoteHookCommand(h.Command), failure)
+				msg := fmt.Sprintf("PreToolUse hook %s %s", h.label(), failure)
 				// A hook the sandbox could not confine did not run at all:
 				// failOpen covers a hook's own failures, not that.
 				if !h.FailOpen || strings.HasPrefix(failure, hookNotConfined) {
@@ -233,7 +272,7 @@ func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInpu
 				if reason == "" {
 					reason = "no reason given"
 				}
-				return hookOutcome{Decision: hookDeny, Reason: fmt.Sprintf("PreToolUse hook %s denied the call: %s", quoteHookCommand(h.Command), reason), Ignored: out.Ignored}
+				return hookOutcome{Decision: hookDeny, Reason: fmt.Sprintf("PreToolUse hook %s denied the call: %s", h.label(), reason), Ignored: out.Ignored}
 			case hookAsk:
 				if out.Decision != hookAsk {
 					out.Decision, out.Reason = hookAsk, reason
@@ -275,7 +314,7 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 		return "", "", "was cancelled"
 	}
 	cmd := exec.Command("bash", "-c", h.Command)
-	cmd.Env = env.Env.childEnv(env.Sandbox.env()...)
+	cmd.Env = env.Env.childEnv(env.Sandbox.env(h.envList()...)...)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.WaitDelay = procDrainGrace

@@ -79,6 +79,33 @@ type mcpServerConfig struct {
 	// CallTimeout bounds one tools/call to this server; 0 means the
 	// session's default.
 	CallTimeout time.Duration
+	// From the settings file (settings.go): Cwd is where the server starts,
+	// relative to the session's directory, "" for it; Trust lets its tools
+	// run without the permission prompt (the guard still decides);
+	// IncludeTools and ExcludeTools filter the tools it lists;
+	// StartupTimeout bounds its start and tools/list, 0 for the default.
+	Cwd            string
+	Trust          bool
+	IncludeTools   []string
+	ExcludeTools   []string
+	StartupTimeout time.Duration
+}
+
+// offersTool applies includeTools and excludeTools to a listed tool: an
+// entry is the tool's name or "name(" and more; exclude wins.
+func (c mcpServerConfig) offersTool(tool string) bool {
+	named := func(list []string) bool {
+		for _, e := range list {
+			if e == tool || strings.HasPrefix(e, tool+"(") {
+				return true
+			}
+		}
+		return false
+	}
+	if named(c.ExcludeTools) {
+		return false
+	}
+	return len(c.IncludeTools) == 0 || named(c.IncludeTools)
 }
 
 // validate checks what the runtime relies on: a name, a command, and
@@ -341,6 +368,9 @@ func startMCPServers(ctx context.Context, configs []mcpServerConfig, opts mcpOpt
 		}
 		set.servers = append(set.servers, r.srv)
 		for _, t := range r.tools {
+			if !configs[i].offersTool(t.Name) {
+				continue
+			}
 			offered = append(offered, mcpOffer{srv: r.srv, def: t})
 		}
 	}
@@ -446,6 +476,7 @@ func (s *mcpServer) spec(canonical string, def mcpToolDef) *toolSpec {
 		Kind:        kind,
 		Description: def.Description,
 		ReadOnly:    readOnly,
+		Trusted:     s.trust,
 		title:       func(map[string]any) string { return title },
 		normalize: func(_ *toolEnv, args map[string]any) (map[string]any, error) {
 			if err := s.unusable(); err != nil {

@@ -27,6 +27,7 @@ type mcpServer struct {
 	name        string
 	cwd         string
 	callTimeout time.Duration
+	trust       bool // its tools skip the default permission prompt
 	log         *slog.Logger
 	conn        *rpcConn
 	group       *procGroup
@@ -62,6 +63,15 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = opts.Env.childEnv(opts.Sandbox.env(cfg.Env...)...) // never nil: nil would inherit everything
 	cmd.Dir = opts.Cwd
+	if cfg.Cwd != "" {
+		cmd.Dir = cfg.Cwd
+		if !filepath.IsAbs(cfg.Cwd) {
+			cmd.Dir = filepath.Join(opts.Cwd, cfg.Cwd)
+		}
+		if fi, err := os.Stat(cmd.Dir); err != nil || !fi.IsDir() {
+			return nil, nil, fmt.Errorf("cwd %q is not a directory", cmd.Dir)
+		}
+	}
 	cmd.Stdin, cmd.Stdout = inR, outW
 	cmd.Stderr = &mcpStderr{log: opts.Log, server: cfg.Name, budget: mcpStderrLogBudget}
 	cmd.WaitDelay = procDrainGrace
@@ -69,6 +79,7 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 		name:        cfg.Name,
 		cwd:         opts.Cwd,
 		callTimeout: cfg.CallTimeout,
+		trust:       cfg.Trust,
 		log:         opts.Log,
 		stdin:       inW,
 		done:        make(chan struct{}),
@@ -105,7 +116,11 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 		<-served
 	}()
 
-	tools, err := s.handshake(ctx, opts.StartupTimeout)
+	startup := opts.StartupTimeout
+	if cfg.StartupTimeout > 0 {
+		startup = cfg.StartupTimeout
+	}
+	tools, err := s.handshake(ctx, startup)
 	if err != nil {
 		s.stop(err)
 		return nil, nil, err

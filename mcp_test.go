@@ -90,15 +90,15 @@ func TestParseACPMCPServers(t *testing.T) {
 		configs string // fmt of the configs
 		notices []string
 	}{
-		{"stdio without type or env", `[{"name":"a","command":"/bin/a","args":["-x"]}]`, `[{a /bin/a [-x] [] 0s}]`, nil},
-		{"stdio typed with env", `[{"type":"stdio","name":"a","command":"a","args":[],"env":[{"name":"K","value":"v=1"}]}]`, `[{a a [] [K=v=1] 0s}]`, nil},
+		{"stdio without type or env", `[{"name":"a","command":"/bin/a","args":["-x"]}]`, `[{a /bin/a [-x] [] 0s  false [] [] 0s}]`, nil},
+		{"stdio typed with env", `[{"type":"stdio","name":"a","command":"a","args":[],"env":[{"name":"K","value":"v=1"}]}]`, `[{a a [] [K=v=1] 0s  false [] [] 0s}]`, nil},
 		{"http refused", `[{"type":"http","name":"w","url":"http://127.0.0.1:1","headers":[]}]`, `[]`, []string{`MCP server "w" was refused: transport "http" is not supported`}},
 		{"sse refused", `[{"type":"sse","name":"w","url":"http://127.0.0.1:1","headers":[]}]`, `[]`, []string{`transport "sse" is not supported`}},
 		{"no command", `[{"name":"a","args":[]}]`, `[]`, []string{`MCP server "a" was refused: MCP server "a" has no command`}},
-		{"duplicate names", `[{"name":"a","command":"x","args":[]},{"name":"b","command":"y","args":[]},{"name":"a","command":"z","args":[]}]`, `[{b y [] [] 0s}]`, []string{`MCP server "a" was refused: session/new names it 2 times`}},
+		{"duplicate names", `[{"name":"a","command":"x","args":[]},{"name":"b","command":"y","args":[]},{"name":"a","command":"z","args":[]}]`, `[{b y [] [] 0s  false [] [] 0s}]`, []string{`MCP server "a" was refused: session/new names it 2 times`}},
 		// One bad entry is refused; the others still run (the schema's
 		// x-deserialize-skip-invalid-items).
-		{"unknown field", `[{"name":"a","command":"x","args":[],"cwd":"/"},{"name":"b","command":"y","args":[]}]`, `[{b y [] [] 0s}]`, []string{`MCP server entry 0 ("a") was refused: json: unknown field "cwd"`}},
+		{"unknown field", `[{"name":"a","command":"x","args":[],"cwd":"/"},{"name":"b","command":"y","args":[]}]`, `[{b y [] [] 0s  false [] [] 0s}]`, []string{`MCP server entry 0 ("a") was refused: json: unknown field "cwd"`}},
 		{"env name with =", `[{"name":"a","command":"x","args":[],"env":[{"name":"A=B","value":"v"}]}]`, `[]`, []string{`MCP server "a" was refused: environment variable name "A=B" is invalid`}},
 		{"stdio with url", `[{"name":"a","command":"x","args":[],"url":"http://127.0.0.1"}]`, `[]`, []string{"carries url or headers"}},
 	}
@@ -147,10 +147,10 @@ func TestParseSettingsMCPServers(t *testing.T) {
 		name, raw, want, err string
 	}{
 		{"qwen format", `{"zeta":{"command":"z"},"alpha":{"command":"/bin/a","args":["-v"],"env":{"B":"2","A":"1"},"timeout":1500}}`,
-			"[{alpha /bin/a [-v] [A=1 B=2] 1.5s} {zeta z [] [] 0s}]", ""},
+			"[{alpha /bin/a [-v] [A=1 B=2] 1.5s  false [] [] 0s} {zeta z [] [] 0s  false [] [] 0s}]", ""},
 		{"empty", `{}`, "[]", ""},
-		{"any name", `{"my server":{"command":"x"}}`, "[{my server x [] [] 0s}]", ""},
-		{"unknown key", `{"a":{"command":"x","cwd":"/"}}`, "", `mcpServers: json: unknown field "cwd"`},
+		{"any name", `{"my server":{"command":"x"}}`, "[{my server x [] [] 0s  false [] [] 0s}]", ""},
+		{"unknown key", `{"a":{"command":"x","cwdir":"/"}}`, "", `mcpServers: json: unknown field "cwdir"`},
 		{"http", `{"a":{"headers":{"K":"v"},"httpUrl":"http://127.0.0.1"}}`, "", `key "mcpServers.a.httpUrl": MCP server "a" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
 		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "", `key "mcpServers.a.url": MCP server "a" was refused: transport "sse" is not supported`},
 		{"stdio with headers", `{"a":{"command":"x","headers":{}}}`, "", `key "mcpServers.a.headers": MCP server "a" has headers but no url or httpUrl`},

@@ -129,7 +129,7 @@ func TestSandboxFlagsAndSettings(t *testing.T) {
 		{name: "settings number", settings: `{"tools":{"sandbox":1}}`, wantErr: `settings %q: key "tools.sandbox": want a boolean, got number`},
 		{name: "settings object", settings: `{"tools":{"sandbox":{"read":[]}}}`, wantErr: `settings %q: key "tools.sandbox": want a boolean, got object`},
 		{name: "settings null", settings: `{"tools":{"sandbox":null}}`, wantErr: `settings %q: key "tools.sandbox": want a boolean, got null`},
-		{name: "settings sandboxImage", settings: `{"tools":{"sandbox":true,"sandboxImage":"x"}}`, wantErr: `settings %q: unknown key "tools.sandboxImage"`},
+		{name: "settings sandboxImage", settings: `{"tools":{"sandbox":true,"sandboxImage":"x"}}`, wantErr: `settings %q: key "tools.sandboxImage": Qwen Code's container sandbox is not supported: acpguard confines tools itself (tools.sandbox, DESIGN.md §5), and an ignored image would look like a confinement that is not there`},
 		{name: "settings sandbox twice", settings: `{"tools":{"sandbox":true,"sandbox":false}}`, wantErr: `settings %q: duplicate key "tools.sandbox"`},
 		// The settings lists.
 		{name: "settings lists", settings: fmt.Sprintf(`{"tools":{"sandbox":true,"sandboxRead":["/usr",%q,"/usr/"],"sandboxWrite":[%q],"sandboxNetwork":"none","sandboxUnix":"none"}}`, dir, dir),

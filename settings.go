@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -47,12 +49,20 @@ type settings struct {
 	SlashCommands slashCommandsSettings        `json:"slashCommands"`
 	MCPServers    map[string]mcpServerSettings `json:"mcpServers"`
 	MCP           mcpSettings                  `json:"mcp"`
+	// DisableAllHooks true runs no hook at all (Qwen Code's key).
+	DisableAllHooks bool `json:"disableAllHooks"`
 
 	// Rules are the parsed permissions lists.
 	Rules *permissionRules `json:"-"`
 	// Warnings are what loaded but deserves the operator's notice (a
 	// deprecated key), logged once at startup (warnSettings).
 	Warnings []string `json:"-"`
+	// Ignored are the Qwen Code keys the file sets that acpguard does not
+	// act on, logged once at debug level.
+	Ignored []string `json:"-"`
+	// SkippedMCP are the servers mcp.allowed and mcp.excluded keep from
+	// starting, logged once at debug level.
+	SkippedMCP []string `json:"-"`
 }
 
 // ignoredNumber is a value that must be a JSON number and is then ignored.
@@ -70,6 +80,12 @@ func (*ignoredNumber) UnmarshalJSON([]byte) error { return nil }
 type toolsSettings struct {
 	ApprovalMode string   `json:"approvalMode"`
 	Disabled     []string `json:"disabled"`
+	// Qwen Code's older tool lists: Exclude is a deny list like Disabled,
+	// Allowed adds allow rules, and a non-empty Core registers only the
+	// tools it names (DESIGN.md §10).
+	Exclude []string `json:"exclude"`
+	Core    []string `json:"core"`
+	Allowed []string `json:"allowed"`
 	// The sandbox keys (sandbox_flags.go): Qwen Code's tools.sandbox, and
 	// acpguard's read and write lists and network and Unix choices.
 	Sandbox        sandboxSetting `json:"sandbox"`
@@ -77,6 +93,8 @@ type toolsSettings struct {
 	SandboxWrite   []string       `json:"sandboxWrite"`
 	SandboxNetwork sandboxAccess  `json:"sandboxNetwork"`
 	SandboxUnix    sandboxAccess  `json:"sandboxUnix"`
+	// SandboxImage is Qwen Code's container image: refused, not ignored.
+	SandboxImage *string `json:"sandboxImage"`
 }
 
 type permissionsSettings struct {
@@ -85,8 +103,41 @@ type permissionsSettings struct {
 	Deny  []string `json:"deny"`
 }
 
+// hooksSettings has one list per event of Qwen Code's hooks. PreToolUse
+// runs; the events that could block something acpguard does not run a
+// hook for are refused (hookEventsRefused); the informational ones are
+// accepted and not run, with a warning.
 type hooksSettings struct {
-	PreToolUse []hookMatcher `json:"PreToolUse"`
+	PreToolUse          []hookMatcher `json:"PreToolUse"`
+	PostToolUse         []hookMatcher `json:"PostToolUse"`
+	UserPromptSubmit    []hookMatcher `json:"UserPromptSubmit"`
+	PermissionRequest   []hookMatcher `json:"PermissionRequest"`
+	UserPromptExpansion []hookMatcher `json:"UserPromptExpansion"`
+	Stop                []hookMatcher `json:"Stop"`
+	StopFailure         []hookMatcher `json:"StopFailure"`
+	MessageDisplay      []hookMatcher `json:"MessageDisplay"`
+	Notification        []hookMatcher `json:"Notification"`
+	PostToolUseFailure  []hookMatcher `json:"PostToolUseFailure"`
+	PostToolBatch       []hookMatcher `json:"PostToolBatch"`
+	SessionStart        []hookMatcher `json:"SessionStart"`
+	SessionEnd          []hookMatcher `json:"SessionEnd"`
+	SessionDelete       []hookMatcher `json:"SessionDelete"`
+	PreCompact          []hookMatcher `json:"PreCompact"`
+	PostCompact         []hookMatcher `json:"PostCompact"`
+	SubagentStart       []hookMatcher `json:"SubagentStart"`
+	SubagentStop        []hookMatcher `json:"SubagentStop"`
+	PermissionDenied    []hookMatcher `json:"PermissionDenied"`
+	TodoCreated         []hookMatcher `json:"TodoCreated"`
+	TodoCompleted       []hookMatcher `json:"TodoCompleted"`
+	InstructionsLoaded  []hookMatcher `json:"InstructionsLoaded"`
+}
+
+// hookEventsRefused says why each event whose hook could block is refused:
+// a blocking hook that does not run would let through what it meant to stop.
+var hookEventsRefused = map[string]string{
+	"PostToolUse":       "acpguard runs PreToolUse hooks only, and a PostToolUse hook's feedback to the model would be lost",
+	"UserPromptSubmit":  "acpguard does not run hooks on prompts, and an ignored hook could not block the prompt it meant to stop",
+	"PermissionRequest": "acpguard decides permission requests itself (DESIGN.md §10), and an ignored hook could not deny the request it meant to stop",
 }
 
 // modelSettings: MaxSessionTurns is Qwen Code's name for the turn bound
@@ -108,15 +159,33 @@ type slashCommandsSettings struct {
 // mcpServerSettings is one stdio MCP server. Timeout is in milliseconds, 0
 // when absent. URL, HTTPURL and Headers are Qwen Code's keys of an sse or
 // http server: read so that such an entry is refused by name (stdioOnly).
+//
+// Cwd is where the server starts (relative: to the session's directory);
+// Trust skips the permission prompt for its tools, never the guard;
+// IncludeTools and ExcludeTools filter its tools (exclude wins); Type is
+// Qwen Code's transport label, of which only "stdio" runs;
+// DiscoveryTimeoutMs bounds its start and tools/list.
 type mcpServerSettings struct {
-	Command string            `json:"command"`
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	Timeout int               `json:"timeout"`
-	URL     string            `json:"url"`
-	HTTPURL string            `json:"httpUrl"`
-	Headers map[string]string `json:"headers"`
+	Command            string            `json:"command"`
+	Args               []string          `json:"args"`
+	Env                map[string]string `json:"env"`
+	Timeout            int               `json:"timeout"`
+	URL                string            `json:"url"`
+	HTTPURL            string            `json:"httpUrl"`
+	Headers            map[string]string `json:"headers"`
+	Cwd                string            `json:"cwd"`
+	Trust              bool              `json:"trust"`
+	IncludeTools       []string          `json:"includeTools"`
+	ExcludeTools       []string          `json:"excludeTools"`
+	Type               string            `json:"type"`
+	DiscoveryTimeoutMs int               `json:"discoveryTimeoutMs"`
 }
+
+// MCP discovery bounds (Qwen Code's): the start and tools/list of one server.
+const (
+	mcpMinDiscoveryMS = 100
+	mcpMaxDiscoveryMS = 300000
+)
 
 // mcpMaxCallTimeout bounds a settings entry's timeout.
 const mcpMaxCallTimeout = 24 * time.Hour
@@ -127,6 +196,8 @@ const mcpMaxCallTimeout = 24 * time.Hour
 // headers belong to those transports only.
 func (e mcpServerSettings) stdioOnly(name string) (key string, err error) {
 	switch {
+	case e.Type != "" && e.Type != "stdio":
+		return "type", mcpTransportRefused(name, e.Type)
 	case e.HTTPURL != "":
 		return "httpUrl", mcpTransportRefused(name, "http")
 	case e.URL != "":
@@ -149,7 +220,9 @@ func mcpServersFromSettings(servers map[string]mcpServerSettings) ([]mcpServerCo
 		if key, err := e.stdioOnly(name); err != nil {
 			return nil, fmt.Errorf("key %q: %w", "mcpServers."+name+"."+key, err)
 		}
-		c := mcpServerConfig{Name: name, Command: e.Command, Args: e.Args}
+		c := mcpServerConfig{Name: name, Command: e.Command, Args: e.Args, Cwd: e.Cwd, Trust: e.Trust,
+			IncludeTools: e.IncludeTools, ExcludeTools: e.ExcludeTools,
+			StartupTimeout: time.Duration(e.DiscoveryTimeoutMs) * time.Millisecond}
 		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return nil, fmt.Errorf("key %q: variable name %q is invalid", "mcpServers."+name+".env", k)
@@ -170,8 +243,29 @@ func mcpServersFromSettings(servers map[string]mcpServerSettings) ([]mcpServerCo
 	return configs, nil
 }
 
+// mcpSettings: CallTimeoutMs is acpguard's default per-call bound;
+// Allowed and Excluded are Qwen Code's server name globs (* and ?).
 type mcpSettings struct {
-	CallTimeoutMs int `json:"callTimeoutMs"`
+	CallTimeoutMs int      `json:"callTimeoutMs"`
+	Allowed       []string `json:"allowed"`
+	Excluded      []string `json:"excluded"`
+}
+
+// serverAllowed applies mcp.allowed and mcp.excluded to a server name:
+// excluded wins; a set allowed list must name it.
+func (m mcpSettings) serverAllowed(name string) bool {
+	match := func(globs []string) bool {
+		for _, g := range globs {
+			if ok, _ := path.Match(g, name); ok || g == name {
+				return true
+			}
+		}
+		return false
+	}
+	if match(m.Excluded) {
+		return false
+	}
+	return m.Allowed == nil || match(m.Allowed)
 }
 
 // defaultSettings is what runs without a settings file.
@@ -195,14 +289,19 @@ func loadSettings(path string) (*settings, error) {
 		return nil, fmt.Errorf("read settings %q: %w", path, err)
 	}
 	s, err := parseSettings(data)
+	if se := (*settingsError)(nil); errors.As(err, &se) {
+		se.File = path
+		return nil, se
+	}
 	if err != nil {
 		return nil, fmt.Errorf("settings %q: %w", path, err)
 	}
 	return s, nil
 }
 
-// parseSettings checks the shape of data against the settings types, key by
-// key (checkShape), then decodes and validates every value.
+// parseSettings checks every key of data against the key tree
+// (checkSettingsKeys), then decodes and validates every value. Its error
+// is a *settingsError listing every problem found, in file order.
 func parseSettings(data []byte) (*settings, error) {
 	if len(data) > maxSettingsBytes {
 		return nil, fmt.Errorf("larger than %d bytes", maxSettingsBytes)
@@ -211,99 +310,235 @@ func parseSettings(data []byte) (*settings, error) {
 		return nil, errors.New("not valid UTF-8")
 	}
 	data = blankJSONC(data)
-	if err := checkShape(data, reflect.TypeFor[settings](), maxSettingsStringBytes); err != nil {
-		return nil, err
+	ignored, problems := checkSettingsKeys(data)
+	if len(problems) > 0 {
+		return nil, &settingsError{Problems: problems}
 	}
 	s := defaultSettings()
 	if err := json.Unmarshal(data, s); err != nil {
 		return nil, err // the walk above has already refused every bad shape
 	}
-	if err := s.validate(); err != nil {
-		return nil, err
+	if problems := s.validate(); len(problems) > 0 {
+		return nil, &settingsError{Problems: problems}
 	}
+	s.Ignored = ignored
+	slices.Sort(s.SkippedMCP)
 	return s, nil
 }
 
 // envName is a portable environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// validate checks every value and fills in what depends on it.
-func (s *settings) validate() error {
-	switch s.Tools.ApprovalMode {
-	case modePlan, modeDefault, modeAutoEdit, modeYolo:
-	default:
-		return fmt.Errorf("key %q: unknown approval mode %q (want plan, default, auto-edit or yolo)", "tools.approvalMode", s.Tools.ApprovalMode)
+// validate checks every value and fills in what depends on it, returning
+// every problem found.
+func (s *settings) validate() []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if mode, ok := approvalModeFromSettings(s.Tools.ApprovalMode); ok {
+		if mode == "auto" {
+			mode = modeDefault
+			s.Warnings = append(s.Warnings, `settings key "tools.approvalMode": "auto" runs as "default": acpguard has no classifier, so edits, shell commands and MCP tools ask`)
+		}
+		s.Tools.ApprovalMode = mode
+	} else {
+		add("key %q: Invalid approval mode: %s. Valid values are: plan, default, auto-edit, auto, yolo", "tools.approvalMode", s.Tools.ApprovalMode)
 	}
-	for i, name := range s.Tools.Disabled {
-		if _, ok := ruleToolNames(name); !ok && !strings.HasPrefix(name, mcpToolPrefix) {
-			return fmt.Errorf("key %q: unknown tool %q", fmt.Sprintf("tools.disabled[%d]", i), name)
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"tools.disabled", s.Tools.Disabled}, {"tools.exclude", s.Tools.Exclude}, {"tools.core", s.Tools.Core}} {
+		for i, name := range list.names {
+			if !knownToolName(name) {
+				add("key %q: unknown tool %q", fmt.Sprintf("%s[%d]", list.key, i), name)
+			}
 		}
 	}
 	if err := s.Tools.validateSandbox(); err != nil {
-		return err
+		problems = append(problems, err.Error())
 	}
-	rules, err := parsePermissionRules(s.Permissions.Allow, s.Permissions.Ask, s.Permissions.Deny)
-	if err != nil {
-		return err
+	if s.Tools.SandboxImage != nil {
+		add("key %q: Qwen Code's container sandbox is not supported: acpguard confines tools itself (tools.sandbox, DESIGN.md §5), and an ignored image would look like a confinement that is not there", "tools.sandboxImage")
 	}
-	s.Rules = rules
-	for i := range s.Hooks.PreToolUse {
-		m := &s.Hooks.PreToolUse[i]
-		at := fmt.Sprintf("hooks.PreToolUse[%d]", i)
-		if err := m.compile(); err != nil {
-			return fmt.Errorf("key %q: %w", at+".matcher", err)
-		}
-		if len(m.Hooks) == 0 {
-			return fmt.Errorf("key %q: no hooks", at+".hooks")
-		}
-		for j, h := range m.Hooks {
-			hat := fmt.Sprintf("%s.hooks[%d]", at, j)
-			switch {
-			case h.Type != "command":
-				return fmt.Errorf("key %q: hook type %q is not supported (want \"command\")", hat+".type", h.Type)
-			case strings.TrimSpace(h.Command) == "":
-				return fmt.Errorf("key %q: empty command", hat+".command")
-			case strings.IndexByte(h.Command, 0) >= 0:
-				return fmt.Errorf("key %q: command contains a NUL byte", hat+".command")
-			case h.Timeout != 0 && (h.Timeout < hookMinTimeoutMS || h.Timeout > hookMaxTimeoutMS):
-				return fmt.Errorf("key %q: timeout %d ms is not between %d and %d", hat+".timeout", h.Timeout, hookMinTimeoutMS, hookMaxTimeoutMS)
+	allow := append(slices.Clip(s.Permissions.Allow), s.Tools.Allowed...)
+	if rules, err := parsePermissionRules(allow, s.Permissions.Ask, s.Permissions.Deny); err != nil {
+		msg := err.Error()
+		if i := len(s.Permissions.Allow); len(s.Tools.Allowed) > 0 {
+			// A rule from tools.allowed is named by its own key.
+			for j := range s.Tools.Allowed {
+				msg = strings.Replace(msg, fmt.Sprintf("%q", fmt.Sprintf("permissions.allow[%d]", i+j)), fmt.Sprintf("%q", fmt.Sprintf("tools.allowed[%d]", j)), 1)
 			}
 		}
+		problems = append(problems, msg)
+	} else {
+		s.Rules = rules
 	}
+	problems = append(problems, s.validateHooks()...)
 	if err := s.Model.resolveMaxTurns(&s.Warnings); err != nil {
-		return err
+		problems = append(problems, err.Error())
 	}
 	for i, c := range s.SlashCommands.Disabled {
 		if name := strings.TrimPrefix(c, "/"); name == "" || strings.ContainsAny(name, " \t\r\n/") {
-			return fmt.Errorf("key %q: invalid slash command %q", fmt.Sprintf("slashCommands.disabled[%d]", i), c)
+			add("key %q: invalid slash command %q", fmt.Sprintf("slashCommands.disabled[%d]", i), c)
 		}
 	}
-	for name, srv := range s.MCPServers {
-		at := "mcpServers." + name
-		if key, err := srv.stdioOnly(name); err != nil {
-			return fmt.Errorf("key %q: %w", at+"."+key, err)
-		}
-		// Any name runs under its sanitized form, as session/new's do.
-		switch {
-		case strings.TrimSpace(name) == "":
-			return fmt.Errorf("key %q: empty MCP server name", at)
-		case mcpNameAmbiguous(name) != nil:
-			return fmt.Errorf("key %q: %w", at, mcpNameAmbiguous(name))
-		case strings.TrimSpace(srv.Command) == "":
-			return fmt.Errorf("key %q: empty command", at+".command")
-		case srv.Timeout != 0 && (srv.Timeout < mcpMinTimeoutMS || srv.Timeout > mcpMaxTimeoutMS):
-			return fmt.Errorf("key %q: timeout %d ms is not between %d and %d", at+".timeout", srv.Timeout, mcpMinTimeoutMS, mcpMaxTimeoutMS)
-		}
-		for k := range srv.Env {
-			if !envName.MatchString(k) {
-				return fmt.Errorf("key %q: invalid environment variable name %q", at+".env", k)
+	for _, name := range slices.Sorted(maps.Keys(s.MCPServers)) {
+		problems = append(problems, validateMCPServer(name, s.MCPServers[name])...)
+	}
+	if t := s.MCP.CallTimeoutMs; t != 0 && (t < mcpMinTimeoutMS || t > mcpMaxTimeoutMS) {
+		add("key %q: %d ms is not between %d and %d", "mcp.callTimeoutMs", t, mcpMinTimeoutMS, mcpMaxTimeoutMS)
+	}
+	for _, list := range []struct {
+		key   string
+		globs []string
+	}{{"mcp.allowed", s.MCP.Allowed}, {"mcp.excluded", s.MCP.Excluded}} {
+		for i, g := range list.globs {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				add("key %q: invalid server name pattern %q (want a name with * and ?)", fmt.Sprintf("%s[%d]", list.key, i), g)
 			}
 		}
 	}
-	if t := s.MCP.CallTimeoutMs; t != 0 && (t < mcpMinTimeoutMS || t > mcpMaxTimeoutMS) {
-		return fmt.Errorf("key %q: %d ms is not between %d and %d", "mcp.callTimeoutMs", t, mcpMinTimeoutMS, mcpMaxTimeoutMS)
+	// A server that mcp.allowed does not name, or that mcp.excluded names,
+	// is not started: it is dropped here, with a debug line.
+	for name := range s.MCPServers {
+		if !s.MCP.serverAllowed(name) {
+			delete(s.MCPServers, name)
+			s.SkippedMCP = append(s.SkippedMCP, name)
+		}
 	}
-	return nil
+	return problems
+}
+
+// approvalModeFromSettings reads tools.approvalMode as Qwen Code does:
+// any case, with autoEdit and auto_edit for auto-edit. "auto" is returned
+// as is for the caller to map.
+func approvalModeFromSettings(v string) (string, bool) {
+	switch m := strings.ToLower(v); m {
+	case modePlan, modeDefault, modeAutoEdit, modeYolo, "auto":
+		return m, true
+	case "autoedit", "auto_edit":
+		return modeAutoEdit, true
+	}
+	return "", false
+}
+
+// knownToolName reports whether a tools list entry names a tool: a name or
+// alias, optionally with a "(spec)" (tools.core's form), or an MCP name.
+func knownToolName(name string) bool {
+	if strings.HasPrefix(name, mcpToolPrefix) {
+		return true
+	}
+	base, _, _ := strings.Cut(name, "(")
+	_, ok := ruleToolNames(base)
+	return ok
+}
+
+// validateMCPServer checks one mcpServers entry.
+func validateMCPServer(name string, srv mcpServerSettings) []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	at := "mcpServers." + name
+	if key, err := srv.stdioOnly(name); err != nil {
+		add("key %q: %v", at+"."+key, err)
+		return problems
+	}
+	// Any name runs under its sanitized form, as session/new's do.
+	switch {
+	case strings.TrimSpace(name) == "":
+		add("key %q: empty MCP server name", at)
+	case mcpNameAmbiguous(name) != nil:
+		add("key %q: %v", at, mcpNameAmbiguous(name))
+	case strings.TrimSpace(srv.Command) == "":
+		add("key %q: empty command", at+".command")
+	case srv.Timeout != 0 && (srv.Timeout < mcpMinTimeoutMS || srv.Timeout > mcpMaxTimeoutMS):
+		add("key %q: timeout %d ms is not between %d and %d", at+".timeout", srv.Timeout, mcpMinTimeoutMS, mcpMaxTimeoutMS)
+	case srv.DiscoveryTimeoutMs != 0 && (srv.DiscoveryTimeoutMs < mcpMinDiscoveryMS || srv.DiscoveryTimeoutMs > mcpMaxDiscoveryMS):
+		add("key %q: %d ms is not between %d and %d", at+".discoveryTimeoutMs", srv.DiscoveryTimeoutMs, mcpMinDiscoveryMS, mcpMaxDiscoveryMS)
+	}
+	for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
+		if !envName.MatchString(k) {
+			add("key %q: invalid environment variable name %q", at+".env", k)
+		}
+	}
+	if srv.Cwd != "" && filepath.IsAbs(srv.Cwd) {
+		if fi, err := os.Stat(srv.Cwd); err != nil || !fi.IsDir() {
+			add("key %q: directory %q does not exist", at+".cwd", srv.Cwd)
+		}
+	}
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"includeTools", srv.IncludeTools}, {"excludeTools", srv.ExcludeTools}} {
+		for i, n := range list.names {
+			if strings.TrimSpace(n) == "" {
+				add("key %q: empty tool name", fmt.Sprintf("%s.%s[%d]", at, list.key, i))
+			}
+		}
+	}
+	return problems
+}
+
+// validateHooks checks every hooks event: PreToolUse hooks are compiled and
+// their timeouts read (hookTimeoutMS); an event that could block and does
+// not run is refused; informational events are accepted, not run, and
+// named in one warning. disableAllHooks true leaves no hook to run.
+func (s *settings) validateHooks() []string {
+	var problems, informational []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	v := reflect.ValueOf(&s.Hooks).Elem()
+	for i, f := range jsonFields(v.Type()) {
+		list := v.Field(i).Interface().([]hookMatcher)
+		switch {
+		case len(list) == 0 || s.DisableAllHooks && f.name != hookEventPreToolUse:
+			continue
+		case hookEventsRefused[f.name] != "":
+			add("key %q: %s hooks are not supported: %s", "hooks."+f.name, f.name, hookEventsRefused[f.name])
+			continue
+		case f.name != hookEventPreToolUse:
+			informational = append(informational, f.name)
+			continue
+		}
+		for i := range list {
+			m := &list[i]
+			at := fmt.Sprintf("hooks.%s[%d]", f.name, i)
+			if err := m.compile(); err != nil {
+				add("key %q: %v", at+".matcher", err)
+			}
+			if len(m.Hooks) == 0 {
+				add("key %q: no hooks", at+".hooks")
+			}
+			for j := range m.Hooks {
+				h := &m.Hooks[j]
+				hat := fmt.Sprintf("%s.hooks[%d]", at, j)
+				switch {
+				case h.Type == "http" || h.Type == "prompt":
+					add("key %q: %q hooks are not supported: acpguard runs command hooks only, and an ignored blocking hook would let calls run that it meant to stop", hat+".type", h.Type)
+				case h.Type != "command":
+					add("key %q: hook type %q is not supported (want \"command\")", hat+".type", h.Type)
+				case strings.TrimSpace(h.Command) == "":
+					add("key %q: empty command", hat+".command")
+				case strings.IndexByte(h.Command, 0) >= 0:
+					add("key %q: command contains a NUL byte", hat+".command")
+				}
+				ms, err := hookTimeoutMS(h.Timeout)
+				if err != nil {
+					add("key %q: %v", hat+".timeout", err)
+				}
+				h.Timeout = ms
+				for _, k := range slices.Sorted(maps.Keys(h.Env)) {
+					if !envName.MatchString(k) {
+						add("key %q: invalid environment variable name %q", hat+".env", k)
+					}
+				}
+			}
+		}
+	}
+	if len(informational) > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("settings: hooks for %s are accepted but not run: acpguard runs PreToolUse hooks only", strings.Join(informational, ", ")))
+	}
+	if s.DisableAllHooks {
+		s.Hooks.PreToolUse = nil
+	}
+	return problems
 }
 
 // resolveMaxTurns sets MaxTurns from model.maxSessionTurns or its deprecated
@@ -334,18 +569,54 @@ func (m *modelSettings) resolveMaxTurns(warnings *[]string) error {
 	return nil
 }
 
-// warnSettings logs each of the settings' warnings once.
+// warnSettings logs each of the settings' warnings once, and at debug
+// level the keys it ignores.
 func warnSettings(log *slog.Logger, s *settings) {
 	for _, w := range s.Warnings {
 		log.Warn(w)
+	}
+	if len(s.Ignored) > 0 {
+		log.Debug("settings: ignoring Qwen Code keys: " + strings.Join(s.Ignored, ", "))
+	}
+	for _, name := range s.SkippedMCP {
+		log.Debug("settings: MCP server not started: mcp.allowed or mcp.excluded leaves it out", "server", name)
 	}
 }
 
 // toolDisabled reports whether tools.disabled names the canonical tool,
 // directly, through an alias (Bash, Read, ...) or as an MCP rule name
 // (mcp__server covers the server's tools).
-func (s *settings) toolDisabled(tool string) bool {
-	for _, name := range s.Tools.Disabled {
+//
+// tools.exclude is read as tools.disabled; a non-empty tools.core disables
+// every tool it does not name.
+func (s *settings) toolDisabled(tool string) bool { return s.disabledBy(tool) != "" }
+
+// disabledBy is disabledBy of the policy's settings; no policy disables
+// nothing.
+func (p *callPolicy) disabledBy(tool string) string {
+	if p == nil {
+		return ""
+	}
+	return p.Settings.disabledBy(tool)
+}
+
+// disabledBy names the key that disables the tool, "" if none does.
+func (s *settings) disabledBy(tool string) string {
+	switch {
+	case toolNamed(s.Tools.Disabled, tool):
+		return "tools.disabled"
+	case toolNamed(s.Tools.Exclude, tool):
+		return "tools.exclude"
+	case len(s.Tools.Core) > 0 && !toolNamed(s.Tools.Core, tool):
+		return "tools.core"
+	}
+	return ""
+}
+
+// toolNamed reports whether a tools list names the canonical tool.
+func toolNamed(list []string, tool string) bool {
+	for _, name := range list {
+		name, _, _ = strings.Cut(name, "(")
 		if strings.HasPrefix(name, mcpToolPrefix) {
 			if strings.HasPrefix(tool, mcpToolPrefix) && matchMCPRule(name, tool) {
 				return true

@@ -108,6 +108,9 @@ type toolSpec struct {
 	// Schema, when set, is the argument schema as a server gave it (MCP);
 	// otherwise the schema is built from Params.
 	Schema json.RawMessage
+	// Trusted skips the default permission prompt (an MCP server's trust):
+	// deny and ask rules and the guard still apply.
+	Trusted bool
 	// title is a short human label for the client, over normalized arguments.
 	title func(args map[string]any) string
 	// normalize returns the final arguments from type-checked ones; an error
