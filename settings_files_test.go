@@ -161,7 +161,7 @@ func TestSettingsFilesErrorsNameThePath(t *testing.T) {
 	tests := []struct{ name, body, want string }{
 		{"syntax", `{"tools":`, "invalid JSON at byte 9: unexpected EOF"},
 		{"duplicate key", `{"model":{"name":"a","name":"b"}}`, `duplicate key "model.name"`},
-		{"bad value", `{"tools":{"approvalMode":"sometimes"}}`, `"sometimes"`},
+		{"bad value", `{"tools":{"approvalMode":"sometimes"}}`, `Invalid approval mode: sometimes.`},
 		{"not an object", `[]`, ""},
 	}
 	for _, tt := range tests {
