@@ -954,6 +954,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			} else {
 				callEnv := *env
 				callEnv.Observer = obs
+				obs.env = &callEnv
 				callEnv.Policy = a.callPolicy(s)
 				res = runTool(ctx, &callEnv, call)
 			}
@@ -985,7 +986,8 @@ func (a *agent) update(sessionID string, u map[string]any) {
 type callObserver struct {
 	a         *agent
 	sessionID string
-	canonical string // the canonical tool name, once runTool reported it
+	canonical string   // the canonical tool name, once runTool reported it
+	env       *toolEnv // the call's session, for the preview of its change; nil: none
 }
 
 func (o *callObserver) name(call toolCall) string {
@@ -1010,7 +1012,21 @@ func (o *callObserver) toolPending(call toolCall, title, kind string, args map[s
 	} else {
 		u["rawInput"] = rawInputOf(call.Args)
 	}
+	// Only a prepared call has its tool's kind (an unprepared one is
+	// announced as other), so the preview runs on final arguments only: the
+	// change the user is about to be asked to approve.
+	if kind == kindEdit {
+		if d := previewChange(o.env, o.canonical, args); d != nil {
+			u["content"] = []any{diffContent(d)}
+		}
+	}
 	o.a.update(o.sessionID, u)
+}
+
+// diffContent is d as ACP diff tool-call content; oldText is null for a
+// new file.
+func diffContent(d *fileDiff) map[string]any {
+	return map[string]any{"type": "diff", "path": d.Path, "oldText": d.Old, "newText": d.New}
 }
 
 func (o *callObserver) toolRunning(call toolCall) {
@@ -1040,16 +1056,20 @@ func (o *callObserver) finish(call toolCall, res toolResult) {
 	default:
 		raw = withOutcome(raw, "errorType", res.ErrorType, res.Output)
 	}
+	content := []any{map[string]any{
+		"type":    "content",
+		"content": map[string]string{"type": "text", "text": res.Output},
+	}}
+	if res.Diff != nil {
+		content = append([]any{diffContent(res.Diff)}, content...)
+	}
 	o.a.update(o.sessionID, map[string]any{
 		"sessionUpdate": "tool_call_update",
 		"toolCallId":    call.ID,
 		"status":        status,
-		"content": []any{map[string]any{
-			"type":    "content",
-			"content": map[string]string{"type": "text", "text": res.Output},
-		}},
-		"rawOutput": raw,
-		"_meta":     map[string]string{"toolName": o.name(call)},
+		"content":       content,
+		"rawOutput":     raw,
+		"_meta":         map[string]string{"toolName": o.name(call)},
 	})
 }
 

@@ -51,6 +51,10 @@ type toolResult struct {
 	Output    string // text for the model and the client
 	RawOutput any    // structured result for rawOutput
 	ErrorType string // "" unless failed
+
+	// Diff is the change an edit or write made, within its bound: the
+	// client is shown it, the model is not (tools_fs.go).
+	Diff *fileDiff `json:"-"`
 }
 
 // toolObserver hears a call's lifecycle. runTool calls toolPending exactly

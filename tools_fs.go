@@ -1,5 +1,6 @@
 // tools_fs.go owns the file tools: read_file, write_file, edit and
-// list_directory, each confined to the workspace through os.Root.
+// list_directory, each confined to the workspace through os.Root, and the
+// changes edit and write_file propose or made, shown to the client as diffs.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // workspaceRoot opens the session cwd as an os.Root and gives p, a path
@@ -110,10 +112,15 @@ func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolR
 		return failed(errTypeExecutionFailed, "write file: %v", err)
 	}
 	defer root.Close()
+	// What the file held, for the diff the client is shown; read before the
+	// write as the preview reads it.
+	d := previewWrite(root, rel, p, content)
 	if err := writeFile(root, rel, p, content); err != nil {
 		return failed(errTypeExecutionFailed, "write file: %v", err)
 	}
-	return completed(fmt.Sprintf("Wrote %d bytes to %s", len(content), p), map[string]any{"path": p, "bytes": len(content)})
+	res := completed(fmt.Sprintf("Wrote %d bytes to %s", len(content), p), map[string]any{"path": p, "bytes": len(content)})
+	res.Diff = d
+	return res
 }
 
 // writeFile writes content to the file rel of root, shown as p, creating
@@ -130,38 +137,141 @@ func writeFile(root *os.Root, rel, p, content string) error {
 
 func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p := argStr(args, "file_path")
-	oldS, newS := argStr(args, "old_string"), argStr(args, "new_string")
 	root, rel, err := workspaceRoot(env, p)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "edit: %v", err)
 	}
 	defer root.Close()
 	data, err := readTextFile(root, rel, p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && oldS == "":
-		if err := writeFile(root, rel, p, newS); err != nil {
-			return failed(errTypeExecutionFailed, "edit: %v", err)
-		}
-		return completed("Created "+p, map[string]any{"path": p, "created": true})
-	case err != nil:
+	plan, res := planEdit(p, args, data, err)
+	if plan == nil {
+		return res
+	}
+	if err := writeFile(root, rel, p, plan.New); err != nil {
 		return failed(errTypeExecutionFailed, "edit: %v", err)
+	}
+	if plan.Old == nil {
+		res = completed("Created "+p, map[string]any{"path": p, "created": true})
+	} else {
+		res = completed(fmt.Sprintf("Replaced %d occurrence(s) in %s", plan.replaced, p), map[string]any{"path": p, "replacements": plan.replaced})
+	}
+	res.Diff = plan.bounded()
+	return res
+}
+
+// planEdit is the change edit makes to p, whose content is data (readErr
+// from reading it), without writing: nil and the failure when the edit
+// cannot be made. The executor and the preview share it, so a preview
+// shows exactly what the executor would write.
+func planEdit(p string, args map[string]any, data []byte, readErr error) (*fileDiff, toolResult) {
+	oldS, newS := argStr(args, "old_string"), argStr(args, "new_string")
+	switch {
+	case errors.Is(readErr, fs.ErrNotExist) && oldS == "":
+		return &fileDiff{Path: p, New: newS}, toolResult{}
+	case readErr != nil:
+		return nil, failed(errTypeExecutionFailed, "edit: %v", readErr)
 	case oldS == "":
-		return failed(errTypeExecutionFailed, "edit: file %q already exists; an empty old_string only creates a new file", p)
+		return nil, failed(errTypeExecutionFailed, "edit: file %q already exists; an empty old_string only creates a new file", p)
 	case oldS == newS:
-		return failed(errTypeExecutionFailed, "edit: old_string and new_string are identical; nothing to change in %q", p)
+		return nil, failed(errTypeExecutionFailed, "edit: old_string and new_string are identical; nothing to change in %q", p)
 	}
 	text := string(data)
 	n := strings.Count(text, oldS)
 	switch {
 	case n == 0:
-		return failed(errTypeExecutionFailed, "edit: old_string not found in %q", p)
+		return nil, failed(errTypeExecutionFailed, "edit: old_string not found in %q", p)
 	case n > 1 && !argBool(args, "replace_all"):
-		return failed(errTypeExecutionFailed, "edit: old_string occurs %d times in %q; it must occur exactly once unless replace_all is true", n, p)
+		return nil, failed(errTypeExecutionFailed, "edit: old_string occurs %d times in %q; it must occur exactly once unless replace_all is true", n, p)
 	}
-	if err := writeFile(root, rel, p, strings.ReplaceAll(text, oldS, newS)); err != nil {
-		return failed(errTypeExecutionFailed, "edit: %v", err)
+	return &fileDiff{Path: p, Old: &text, New: strings.ReplaceAll(text, oldS, newS), replaced: n}, toolResult{}
+}
+
+// maxDiffTextBytes bounds each side of the diff an edit or a write shows
+// the client (DESIGN.md §6): an editor renders both texts whole, and the
+// update carrying them, escaped as JSON, must stay far below serve's
+// maxChildLine with both sides full. Above it the client gets the text
+// result only.
+const maxDiffTextBytes = 256 << 10
+
+// fileDiff is a change edit or write_file proposes or made: the ACP diff
+// content of the call. Old is nil for a file that does not exist yet.
+type fileDiff struct {
+	Path     string // absolute, as normalized
+	Old      *string
+	New      string
+	replaced int // occurrences an edit replaces
+}
+
+// bounded is d when both sides are within maxDiffTextBytes, else nil.
+func (d *fileDiff) bounded() *fileDiff {
+	if d == nil || len(d.New) > maxDiffTextBytes || d.Old != nil && len(*d.Old) > maxDiffTextBytes {
+		return nil
 	}
-	return completed(fmt.Sprintf("Replaced %d occurrence(s) in %s", n, p), map[string]any{"path": p, "replacements": n})
+	return d
+}
+
+// previewChange is the change a prepared edit or write_file call (final
+// arguments, DESIGN.md §1) would make, computed without writing anything,
+// through the same workspace root as the executor: nil for other tools, a
+// change above maxDiffTextBytes, or a call that would fail.
+func previewChange(env *toolEnv, tool string, args map[string]any) *fileDiff {
+	if env == nil || tool != toolEdit && tool != toolWriteFile {
+		return nil
+	}
+	p := argStr(args, "file_path")
+	root, rel, err := workspaceRoot(env, p)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	if tool == toolWriteFile {
+		return previewWrite(root, rel, p, argStr(args, "content"))
+	}
+	old, err := readPreview(root, rel)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var data []byte
+	if old != nil {
+		data = []byte(*old)
+	}
+	plan, _ := planEdit(p, args, data, err)
+	return plan.bounded()
+}
+
+// previewWrite is the change writing content to the file rel of root,
+// shown as p, makes: nil when the current file cannot be shown.
+func previewWrite(root *os.Root, rel, p, content string) *fileDiff {
+	old, err := readPreview(root, rel)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return (&fileDiff{Path: p, Old: old, New: content}).bounded()
+}
+
+// errNoPreview marks a file a diff does not show: not a regular file, too
+// large, or binary.
+var errNoPreview = errors.New("no preview")
+
+// readPreview reads the file rel of root for a diff: nil and an error
+// wrapping fs.ErrNotExist when it does not exist. It opens without blocking
+// (a FIFO planted in the workspace must not stall the call before the user
+// is asked), reads only a regular file, and at most maxDiffTextBytes.
+func readPreview(root *os.Root, rel string) (*string, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxDiffTextBytes {
+		return nil, errNoPreview
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxDiffTextBytes+1))
+	if err != nil || len(data) > maxDiffTextBytes || isBinary(data) {
+		return nil, errNoPreview
+	}
+	text := string(data)
+	return &text, nil
 }
 
 func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) toolResult {

@@ -2,10 +2,15 @@
 package main
 
 import (
+	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestReadFile(t *testing.T) {
@@ -98,4 +103,151 @@ func TestListDirectory(t *testing.T) {
 		{name: "sub", tool: "list_directory", args: map[string]any{"path": "zdir"}, status: statusCompleted, want: []string{"inner.txt"}},
 		{name: "missing", tool: "list_directory", args: map[string]any{"path": "nope"}, status: statusFailed, want: []string{"no such file"}},
 	})
+}
+
+// TestPreviewChange: the change edit and write_file propose is computed
+// through the workspace root without writing, is the change the executor
+// then makes, and is absent when the call would fail or a side is too
+// large to show.
+func TestPreviewChange(t *testing.T) {
+	big := strings.Repeat("x", maxDiffTextBytes+1)
+	strp := func(s string) *string { return &s }
+	tests := []struct {
+		name    string
+		tool    string
+		args    map[string]any
+		want    *fileDiff // nil: no diff, before or after
+		status  string
+		unmoved []string // files the preview must leave as they are
+	}{
+		{"edit", toolEdit, map[string]any{"file_path": "f.txt", "old_string": "b", "new_string": "B"},
+			&fileDiff{Path: "f.txt", Old: strp("a b c"), New: "a B c"}, statusCompleted, nil},
+		{"edit creates", toolEdit, map[string]any{"file_path": "new/g.txt", "old_string": "", "new_string": "fresh"},
+			&fileDiff{Path: "new/g.txt", New: "fresh"}, statusCompleted, []string{"new"}},
+		{"write new", toolWriteFile, map[string]any{"file_path": "n.txt", "content": "hi"},
+			&fileDiff{Path: "n.txt", New: "hi"}, statusCompleted, []string{"n.txt"}},
+		{"write over", toolWriteFile, map[string]any{"file_path": "f.txt", "content": "new"},
+			&fileDiff{Path: "f.txt", Old: strp("a b c"), New: "new"}, statusCompleted, nil},
+		{"edit not found", toolEdit, map[string]any{"file_path": "f.txt", "old_string": "zzz", "new_string": "y"}, nil, statusFailed, nil},
+		{"edit missing file", toolEdit, map[string]any{"file_path": "none.txt", "old_string": "a", "new_string": "b"}, nil, statusFailed, []string{"none.txt"}},
+		{"edit oversized file", toolEdit, map[string]any{"file_path": "big.txt", "old_string": "x", "new_string": "y", "replace_all": true}, nil, statusCompleted, nil},
+		{"write oversized content", toolWriteFile, map[string]any{"file_path": "n.txt", "content": big}, nil, statusCompleted, []string{"n.txt"}},
+		{"write over binary", toolWriteFile, map[string]any{"file_path": "bin", "content": "text"}, nil, statusCompleted, nil},
+		{"write a directory", toolWriteFile, map[string]any{"file_path": "adir", "content": "x"}, nil, statusFailed, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, rec := newTestEnv(t, nil)
+			mustWrite(t, filepath.Join(env.Cwd, "f.txt"), "a b c")
+			mustWrite(t, filepath.Join(env.Cwd, "big.txt"), big)
+			mustWrite(t, filepath.Join(env.Cwd, "bin"), "a\x00b")
+			if err := os.Mkdir(filepath.Join(env.Cwd, "adir"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			args, err := normalizeFor(env, tt.tool, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want *fileDiff
+			if tt.want != nil {
+				w := *tt.want
+				w.Path = filepath.Join(env.Cwd, w.Path)
+				want = &w
+			}
+			before := snapshot(t, env.Cwd)
+			got := previewChange(env, tt.tool, args)
+			if after := snapshot(t, env.Cwd); !maps.Equal(before, after) {
+				t.Errorf("the preview changed the workspace: %v -> %v", before, after)
+			}
+			for _, f := range tt.unmoved {
+				if fileExists(filepath.Join(env.Cwd, f)) {
+					t.Errorf("the preview created %s", f)
+				}
+			}
+			checkDiff(t, "preview", got, want)
+			res := runArgs(t, env, tt.tool, tt.args)
+			if res.Status != tt.status {
+				t.Fatalf("status = %q, want %q: %s", res.Status, tt.status, res.Output)
+			}
+			checkDiff(t, "result", res.Diff, want)
+			checkOnePending(t, rec)
+		})
+	}
+}
+
+// TestPreviewFollowsNoMore: the preview reads nothing the executor would
+// not, and a FIFO planted in the workspace does not stall it.
+func TestPreviewFollowsNoMore(t *testing.T) {
+	env, _ := newTestEnv(t, nil)
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	mustWrite(t, outside, "outside")
+	// A directory symlink swapped in after normalization points outside.
+	if err := os.Mkdir(filepath.Join(env.Cwd, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args, err := normalizeFor(env, toolEdit, map[string]any{"file_path": "sub/secret.txt", "old_string": "out", "new_string": "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(env.Cwd, "sub"))
+	mustSymlink(t, filepath.Dir(outside), filepath.Join(env.Cwd, "sub"))
+	if d := previewChange(env, toolEdit, args); d != nil {
+		t.Errorf("preview through a symlink out of the workspace = %+v", d)
+	}
+	fifo := filepath.Join(env.Cwd, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *fileDiff, 1)
+	go func() {
+		done <- previewChange(env, toolWriteFile, map[string]any{"file_path": fifo, "content": "x"})
+	}()
+	select {
+	case d := <-done:
+		if d != nil {
+			t.Errorf("preview of a FIFO = %+v", d)
+		}
+	case <-time.After(testTimeout(5 * time.Second)):
+		t.Fatal("the preview blocked on a FIFO")
+	}
+}
+
+func normalizeFor(env *toolEnv, tool string, args map[string]any) (map[string]any, error) {
+	spec, _ := lookupTool(env, tool)
+	return spec.normalize(env, maps.Clone(args))
+}
+
+// snapshot maps every path under dir to its content ("/" for a directory).
+func snapshot(t *testing.T, dir string) map[string]string {
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			b, _ := os.ReadFile(p)
+			out[p] = string(b)
+		} else if err == nil {
+			out[p] = d.Type().String()
+		}
+		return nil
+	})
+	return out
+}
+
+func checkDiff(t *testing.T, what string, got, want *fileDiff) {
+	t.Helper()
+	if (got == nil) != (want == nil) {
+		t.Fatalf("%s diff = %+v, want %+v", what, got, want)
+	}
+	if got == nil {
+		return
+	}
+	if got.Path != want.Path || got.New != want.New || (got.Old == nil) != (want.Old == nil) || got.Old != nil && *got.Old != *want.Old {
+		t.Errorf("%s diff = %s %v %q, want %s %v %q", what, got.Path, derefOr(got.Old), got.New, want.Path, derefOr(want.Old), want.New)
+	}
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

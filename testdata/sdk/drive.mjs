@@ -1,6 +1,8 @@
 // Drives "acpguard acp" with the official ACP TypeScript SDK, as an editor
 // would: initialize, session/new, a prompt whose write asks for permission,
-// set_mode, a shell call. Exits non-zero on the first unexpected answer.
+// set_mode, a shell call. The write's diff (oldText null: a new file) reaches
+// the SDK in the pending tool_call, before the permission request, and in
+// the completed update. Exits non-zero on the first unexpected answer.
 // Usage: node drive.mjs <acpguard binary> <workspace dir>
 import * as acp from "@agentclientprotocol/sdk";
 import { spawn } from "node:child_process";
@@ -12,6 +14,7 @@ const [bin, dir] = process.argv.slice(2);
 const proc = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
 const updates = [];
 let permissions = 0;
+let updatesAtAsk = -1;
 function check(ok, what) {
   if (!ok) {
     console.error("FAIL: " + what);
@@ -21,6 +24,7 @@ function check(ok, what) {
 const app = acp.client({ name: "acpguard-sdk-test" })
   .onRequest(acp.methods.client.session.requestPermission, async (ctx) => {
     permissions++;
+    updatesAtAsk = updates.length;
     // Qwen Code's options: the editor picks the allow_once kind.
     const once = ctx.params.options.find((o) => o.kind === "allow_once");
     check(once && once.optionId === "proceed_once", "permission options: " + JSON.stringify(ctx.params.options));
@@ -56,4 +60,7 @@ check(kinds === "tool_call:pending,tool_call_update:in_progress,tool_call_update
   "current_mode_update,tool_call:pending,tool_call_update:in_progress,tool_call_update:completed,agent_message_chunk", "updates " + kinds);
 check(updates[0].rawInput.file_path === path.join(dir, "a.txt") && updates[0]._meta.toolName === "write_file", "tool_call " + JSON.stringify(updates[0]));
 check(fs.readFileSync(path.join(dir, "a.txt"), "utf8") === "sdk", "a.txt content");
+const isWriteDiff = (c) => c.type === "diff" && c.path === path.join(dir, "a.txt") && c.oldText === null && c.newText === "sdk";
+check(updatesAtAsk === 1 && (updates[0].content || []).some(isWriteDiff), "diff before the permission request: " + JSON.stringify(updates[0]));
+check((updates[2].content || []).some(isWriteDiff), "diff in the completed update: " + JSON.stringify(updates[2]));
 console.log("ok: the official ACP SDK drove acpguard acp");
