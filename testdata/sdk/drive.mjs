@@ -13,6 +13,8 @@ import path from "node:path";
 const [bin, dir] = process.argv.slice(2);
 const proc = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
 const updates = [];
+const commands = [];
+let updatesAtCommands = -1;
 let permissions = 0;
 let updatesAtAsk = -1;
 function check(ok, what) {
@@ -31,6 +33,12 @@ const app = acp.client({ name: "acpguard-sdk-test" })
     return { outcome: { outcome: "selected", optionId: once.optionId } };
   })
   .onNotification(acp.methods.client.session.update, async (ctx) => {
+    // The slash-command list comes once, at the start of the first prompt.
+    if (ctx.params.update.sessionUpdate === "available_commands_update") {
+      commands.push(ctx.params.update);
+      if (updates.length === 0) updatesAtCommands = 0;
+      return;
+    }
     updates.push(ctx.params.update);
   });
 await app.connectWith(acp.ndJsonStream(Writable.toWeb(proc.stdin), Readable.toWeb(proc.stdout)), async (agent) => {
@@ -63,4 +71,5 @@ check(fs.readFileSync(path.join(dir, "a.txt"), "utf8") === "sdk", "a.txt content
 const isWriteDiff = (c) => c.type === "diff" && c.path === path.join(dir, "a.txt") && c.oldText === null && c.newText === "sdk";
 check(updatesAtAsk === 1 && (updates[0].content || []).some(isWriteDiff), "diff before the permission request: " + JSON.stringify(updates[0]));
 check((updates[2].content || []).some(isWriteDiff), "diff in the completed update: " + JSON.stringify(updates[2]));
+check(commands.length === 1 && updatesAtCommands === 0 && Array.isArray(commands[0].availableCommands), "available_commands_update: " + JSON.stringify(commands));
 console.log("ok: the official ACP SDK drove acpguard acp");
