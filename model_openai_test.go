@@ -994,3 +994,72 @@ func TestOpenAIIndexlessCallsAreSeparate(t *testing.T) {
 		t.Errorf("both calls have id %q", turn.Calls[0].ID)
 	}
 }
+
+// TestServeThoughtsAndFlatError: through serve and its acp child, a
+// reasoning model's thinking reaches the host as agent_thought_chunk updates
+// before the answer's text, and a flat error object mid-stream (as vLLM
+// sends) ends the turn with the service's message instead of a normal end.
+func TestServeThoughtsAndFlatError(t *testing.T) {
+	fm := newFakeModelServer(t, func(n int) []string {
+		if n == 0 {
+			return []string{
+				`{"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"Think "}}]}`,
+				`{"choices":[{"index":0,"delta":{"reasoning_content":"first."}}]}`,
+				`{"choices":[{"index":0,"delta":{"content":"done"},"finish_reason":"stop"}]}`,
+				"[DONE]",
+			}
+		}
+		return []string{
+			`{"choices":[{"index":0,"delta":{"content":"Partial"}}]}`,
+			`{"object":"error","message":"maximum context length is 32768 tokens","type":"BadRequestError","param":null,"code":400}`,
+			"[DONE]",
+		}
+	})
+	td := startTestDaemon(t, serveOptions{Model: openAIConfig{BaseURL: fm.srv.URL, Model: "m"}})
+	id := td.newSession(t, "")
+	_, evs := td.runTurn(t, id, "hello")
+	var kinds, texts []string
+	for _, ev := range evs {
+		var d struct {
+			Update struct {
+				SessionUpdate string      `json:"sessionUpdate"`
+				Content       textContent `json:"content"`
+			} `json:"update"`
+		}
+		if ev.typ != eventSessionUpdate || json.Unmarshal(parseEnvelope(t, ev).Data, &d) != nil || !strings.HasSuffix(d.Update.SessionUpdate, "_chunk") {
+			continue
+		}
+		kinds = append(kinds, d.Update.SessionUpdate)
+		texts = append(texts, d.Update.Content.Text)
+	}
+	wantKinds := []string{"agent_thought_chunk", "agent_thought_chunk", "agent_message_chunk"}
+	if !reflect.DeepEqual(kinds, wantKinds) || !reflect.DeepEqual(texts, []string{"Think ", "first.", "done"}) {
+		t.Errorf("updates %q with texts %q, want %q with the thinking, then the answer", kinds, texts, wantKinds)
+	}
+	if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
+		t.Fatalf("turn ended with %s %s", last.typ, last.data)
+	}
+	pid, evs := td.runTurn(t, id, "again")
+	var te turnError
+	last := evs[len(evs)-1]
+	if last.typ != eventTurnError || decodeStrict(parseEnvelope(t, last).Data, &te) != nil || te.PromptID != pid ||
+		!strings.Contains(te.Message, "maximum context length is 32768 tokens") {
+		t.Errorf("turn ended with %s %s, want a turn_error with the service's message", last.typ, last.data)
+	}
+}
+
+// TestOpenAIJSONReplyReasoning: a whole (non-streamed) reply's reasoning is
+// shown once, the reasoning_content name first, and is not the turn's text.
+func TestOpenAIJSONReplyReasoning(t *testing.T) {
+	m := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Hi!",`+
+			`"reasoning_content":"Greet back.","reasoning":"Greet back."},"finish_reason":"stop"}]}`)
+	})
+	var thoughts []string
+	ctx := withThoughtSink(t.Context(), func(s string) { thoughts = append(thoughts, s) })
+	turn, err := m.next(ctx, userHello, nil, func(string) {})
+	if err != nil || turn.Text != "Hi!" || !reflect.DeepEqual(thoughts, []string{"Greet back."}) {
+		t.Errorf("turn %+v (%v), thoughts %q: want text \"Hi!\" and the thinking once", turn, err, thoughts)
+	}
+}
