@@ -918,7 +918,16 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		history := s.history[:len(s.history):len(s.history)]
 		s.mu.Unlock()
 		called := time.Now()
-		turn, err := a.model.next(ctx, history, a.offeredTools(env), func(t string) {
+		// A reasoning model's thinking is shown as it arrives, never kept.
+		modelCtx := withThoughtSink(ctx, func(t string) {
+			if t != "" {
+				a.update(s.id, map[string]any{
+					"sessionUpdate": "agent_thought_chunk",
+					"content":       map[string]string{"type": "text", "text": t},
+				})
+			}
+		})
+		turn, err := a.model.next(modelCtx, history, a.offeredTools(env), func(t string) {
 			if t != "" {
 				a.update(s.id, map[string]any{
 					"sessionUpdate": "agent_message_chunk",

@@ -156,6 +156,10 @@ type (
 		Content    *openAIContent   `json:"content,omitempty"`
 		ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
 		ToolCallID string           `json:"tool_call_id,omitempty"`
+		// A reasoning model's thinking, in a reply only: vLLM, SGLang and
+		// DeepSeek name it reasoning_content, Ollama and newer vLLM reasoning.
+		ReasoningContent openAIReasoning `json:"reasoning_content,omitempty"`
+		Reasoning        openAIReasoning `json:"reasoning,omitempty"`
 	}
 	openAIToolCall struct {
 		Index    *int               `json:"index,omitempty"` // streamed replies only
@@ -191,6 +195,10 @@ type (
 		Choices []openAIChoice  `json:"choices"`
 		Error   json.RawMessage `json:"error"`
 		Usage   *openAIUsage    `json:"usage"` // streamed: on the last chunk
+		// Object is "error" in the flat error object vLLM sends mid-stream
+		// ({"object":"error","message":...}) instead of a chunk.
+		Object string `json:"object"`
+		raw    []byte // the bytes read, which a flat error quotes
 	}
 	openAIUsage struct {
 		PromptTokens        int64 `json:"prompt_tokens"`
@@ -223,6 +231,41 @@ const (
 	openAIPartText  = "text"
 	openAIPartImage = "image_url"
 )
+
+// openAIReasoning is a reply's reasoning text. Only a string is thinking
+// to show; any other JSON value (a server's structured details) is read as
+// none rather than failing the turn, since thoughts never reach a tool.
+type openAIReasoning string
+
+func (r *openAIReasoning) UnmarshalJSON(data []byte) error {
+	var s string
+	if json.Unmarshal(data, &s) == nil {
+		*r = openAIReasoning(s)
+	} else {
+		*r = ""
+	}
+	return nil
+}
+
+// openAIErrorObject is the value of a flat error object's "object" field.
+const openAIErrorObject = "error"
+
+// thoughtSinkKey carries, in a model call's context, where a reasoning
+// model's thinking goes as it arrives (acp.go: agent_thought_chunk).
+type thoughtSinkKey struct{}
+
+// withThoughtSink returns ctx whose model calls pass thinking to thought.
+func withThoughtSink(ctx context.Context, thought func(string)) context.Context {
+	return context.WithValue(ctx, thoughtSinkKey{}, thought)
+}
+
+// thoughtSink is ctx's thought sink, or one that drops thinking.
+func thoughtSink(ctx context.Context) func(string) {
+	if f, ok := ctx.Value(thoughtSinkKey{}).(func(string)); ok && f != nil {
+		return f
+	}
+	return func(string) {}
+}
 
 // openAIText is content that is the string s.
 func openAIText(s string) *openAIContent { return &openAIContent{Text: s} }
@@ -301,6 +344,7 @@ func (m *openAIModel) next(ctx context.Context, history []message, tools []*tool
 	}
 	defer reply.Close()
 	t := newOpenAITurn(m.apiKey)
+	t.thought = thoughtSink(ctx)
 	if err := readOpenAIReply(ctx, mediaType, http.MaxBytesReader(nil, reply, openAIMaxReply), t, text); err != nil {
 		return modelTurn{}, err
 	}
@@ -415,6 +459,12 @@ type openAITurn struct {
 	byIndex  map[int]*openAIPartialCall
 	finished bool // a finish_reason arrived
 	usage    *modelUsage
+	// unindexed is the last call begun by a fragment without an index,
+	// which an index-less fragment with neither id nor name continues.
+	unindexed *openAIPartialCall
+	// thought receives reasoning text as it arrives; it is never part of
+	// the turn, so it is neither sent back nor run.
+	thought func(string)
 }
 
 // openAIPartialCall is a tool call whose fragments are still arriving.
@@ -424,7 +474,7 @@ type openAIPartialCall struct {
 }
 
 func newOpenAITurn(secret string) *openAITurn {
-	return &openAITurn{secret: secret, byIndex: make(map[int]*openAIPartialCall)}
+	return &openAITurn{secret: secret, byIndex: make(map[int]*openAIPartialCall), thought: func(string) {}}
 }
 
 // add applies one reply's first choice: text goes to text at once, tool-call
@@ -432,6 +482,11 @@ func newOpenAITurn(secret string) *openAITurn {
 func (t *openAITurn) add(reply *openAIReply, streamed bool, text func(string)) error {
 	if len(reply.Error) > 0 && string(reply.Error) != "null" {
 		return fmt.Errorf("chat completions reply: error %s", quoteSnippet(reply.Error, t.secret))
+	}
+	if reply.Object == openAIErrorObject {
+		// The flat shape has no "error" member: the whole object is the
+		// error, and it ends the turn as an {"error":{...}} chunk does.
+		return fmt.Errorf("chat completions reply: error %s", quoteSnippet(reply.raw, t.secret))
 	}
 	if u := reply.Usage; u != nil {
 		t.usage = &modelUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
@@ -454,26 +509,46 @@ func (t *openAITurn) add(reply *openAIReply, streamed bool, text func(string)) e
 		if streamed {
 			msg = ch.Delta
 		}
+		// A server that sends both names sends the same text twice.
+		if r := msg.ReasoningContent; r != "" {
+			t.thought(string(r))
+		} else if r := msg.Reasoning; r != "" {
+			t.thought(string(r))
+		}
 		if s := msg.Content.text(); s != "" {
 			t.text.WriteString(s)
 			text(s)
 		}
-		for pos, tc := range msg.ToolCalls {
-			// A server that leaves out index sends each call whole.
-			index := pos
+		for _, tc := range msg.ToolCalls {
+			var c *openAIPartialCall
 			if tc.Index != nil {
-				index = *tc.Index
+				c = t.byIndex[*tc.Index]
+				// Some servers reuse one index for every call; a new id
+				// there starts a new call.
+				if c != nil && tc.ID != "" && c.id != "" && tc.ID != c.id {
+					c = nil
+				}
+			} else {
+				// A server that leaves out index (and often id) sends each
+				// call whole, several in one message: a fragment with its
+				// own id, or with a function name and no id, is a new call;
+				// only a bare fragment continues the last one.
+				c = t.unindexed
+				if c != nil && (tc.ID != "" && tc.ID != c.id || tc.ID == "" && tc.Function.Name != "") {
+					c = nil
+				}
 			}
-			c := t.byIndex[index]
-			// Some servers reuse one index for every call; a new id there
-			// starts a new call.
-			if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) {
+			if c == nil {
 				if len(t.calls) == openAIMaxCalls {
 					return fmt.Errorf("chat completions reply: more than %d tool calls in one turn", openAIMaxCalls)
 				}
 				c = &openAIPartialCall{}
 				t.calls = append(t.calls, c)
-				t.byIndex[index] = c
+				if tc.Index != nil {
+					t.byIndex[*tc.Index] = c
+				} else {
+					t.unindexed = c
+				}
 			}
 			if tc.ID != "" {
 				c.id = tc.ID
@@ -535,7 +610,7 @@ func readOpenAIJSON(r io.Reader, t *openAITurn, text func(string)) error {
 	if err != nil {
 		return openAIReadError(err)
 	}
-	var reply openAIReply
+	reply := openAIReply{raw: b}
 	// Not decodeStrict: the reply is a third party's evolving format, and
 	// a field we do not know cannot turn a denial into an allow — every
 	// call still goes through runTool. One value, no trailing data.
@@ -583,7 +658,7 @@ func readOpenAIStream(r io.Reader, t *openAITurn, text func(string)) error {
 				return nil
 			case len(payload) > 0:
 				chunks++
-				var reply openAIReply
+				reply := openAIReply{raw: payload}
 				// Not decodeStrict, for the reason in readOpenAIJSON.
 				if err := json.Unmarshal(payload, &reply); err != nil {
 					return fmt.Errorf("chat completions stream: chunk %d: invalid JSON: %w", chunks, err)

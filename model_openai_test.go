@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -721,8 +723,26 @@ func FuzzOpenAISSE(f *testing.F) {
 	f.Add([]byte("\ufeffdata: {\"choices\":[{\"index\":0,\ndata: \"delta\":{\"content\":\"x\"}}]}\n\ndata\n\n"))
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1,\"id\":\"\"}]},\"finish_reason\":\"\"}]}\n\n"))
 	f.Add([]byte(`data: {"error":null,"choices":null}` + "\n\n"))
+	f.Add([]byte(`data: {"choices":[{"delta":{"reasoning":{"k":1},"reasoning_content":7}}],"object":"error"}` + "\n\n"))
+	// Every recorded shape of a real server is a seed.
+	vectors, _ := filepath.Glob(filepath.Join(streamVectorDir, "*.sse"))
+	if len(vectors) == 0 {
+		f.Fatalf("no stream vectors in %s", streamVectorDir)
+	}
+	for _, v := range vectors {
+		b, err := os.ReadFile(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr := newOpenAITurn(testAPIKey)
+		tr.thought = func(s string) {
+			if s == "" {
+				t.Error("thought called with an empty chunk")
+			}
+		}
 		var streamed strings.Builder
 		err := readOpenAIStream(bytes.NewReader(data), tr, func(s string) {
 			if s == "" {
@@ -831,5 +851,215 @@ func TestOpenAIUsage(t *testing.T) {
 		if err != nil || (turn.Usage == nil) != (tt.want == nil) || turn.Usage != nil && *turn.Usage != *tt.want {
 			t.Errorf("%s: usage %+v (%v), want %+v", tt.name, turn.Usage, err, tt.want)
 		}
+	}
+}
+
+// streamVectorDir holds recorded stream shapes of real OpenAI-compatible
+// servers, one SSE body a file; each is also a seed of FuzzOpenAISSE.
+var streamVectorDir = filepath.Join("testdata", "openai_stream")
+
+// vectorUsage is the usage every vector that reports one reports.
+var vectorUsage = &modelUsage{InputTokens: 31, OutputTokens: 12, TotalTokens: 43}
+
+// TestOpenAIStreamVectors replays each recorded shape from a loopback server
+// and checks what a user sees: the text, the thinking, the calls proposed,
+// the usage, or the error that ends the turn.
+func TestOpenAIStreamVectors(t *testing.T) {
+	tests := map[string]struct {
+		text, err string // err: a substring of the error; the turn then has nothing else
+		thoughts  []string
+		calls     []wantCall
+		usage     *modelUsage
+	}{
+		"vllm.sse": {text: "Reading it.", thoughts: []string{"Need the file."}, usage: vectorUsage,
+			calls: []wantCall{{"chatcmpl-tool-9a1", "read_file", `{"absolute_path": "/w/caf\u00e9.txt"}`}}},
+		"ollama.sse": {thoughts: []string{"Two files."}, usage: vectorUsage,
+			calls: []wantCall{{"call_k2v1", "read_file", `{"absolute_path":"/w/a"}`}, {"call_p8x0", "glob", `{"pattern":"*.go"}`}}},
+		"llamacpp.sse":      {text: "Hello.", thoughts: []string{"Short answer."}, usage: vectorUsage},
+		"llamacpp_tool.sse": {calls: []wantCall{{"Xr5kq", "list_directory", `{"path":"/w"}`}}},
+		"flat_error.sse":    {err: `chat completions reply: error "{\"object\":\"error\",\"message\":\"This model's maximum context length is 32768 tokens.`},
+		"error_chunk.sse":   {err: `chat completions reply: error "{\"message\":\"upstream overloaded\"`},
+		"reasoning.sse":     {text: "Hi!", thoughts: []string{"The user ", "says hi."}},
+		"indexless_calls.sse": {calls: []wantCall{
+			{"", "read_file", `{"absolute_path":"/w/a"}`}, {"", "read_file", `{"absolute_path":"/w/b"}`}}},
+		"indexless_one_chunk.sse": {calls: []wantCall{
+			{"", "glob", `{"pattern":"*"}`}, {"", "read_file", `{"absolute_path":"/w/a"}`}}},
+		"several_calls.sse": {text: "Three.", calls: []wantCall{
+			{"call_1", "glob", `{"pattern":"*.md"}`}, {"call_2", "read_file", `{"absolute_path":"/w/a"}`},
+			{"call_3", "list_directory", `{"path":"/w"}`}}},
+		"usage_empty_choices.sse": {text: "ok", usage: vectorUsage},
+		"crlf.sse":                {text: "line"},
+		"data_nospace.sse":        {text: "tight"},
+		"keepalive.sse":           {text: "ab"},
+		"no_done.sse":             {text: "end", usage: vectorUsage},
+	}
+	files, err := filepath.Glob(filepath.Join(streamVectorDir, "*.sse"))
+	if err != nil || len(files) != len(tests) {
+		t.Fatalf("%d vectors in %s (%v), want one per table row (%d)", len(files), streamVectorDir, err, len(tests))
+	}
+	for _, file := range files {
+		name := filepath.Base(file)
+		tt, ok := tests[name]
+		if !ok {
+			t.Errorf("vector %s has no table row", name)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := newFakeOpenAI(t, sseReply(string(body)))
+			var thoughts []string
+			var streamed strings.Builder
+			ctx := withThoughtSink(t.Context(), func(s string) { thoughts = append(thoughts, s) })
+			turn, err := m.next(ctx, userHello, nil, func(s string) { streamed.WriteString(s) })
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want one holding %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if turn.Text != tt.text || streamed.String() != tt.text {
+				t.Errorf("text %q, streamed %q, want %q", turn.Text, streamed.String(), tt.text)
+			}
+			if !reflect.DeepEqual(thoughts, tt.thoughts) {
+				t.Errorf("thoughts %q, want %q", thoughts, tt.thoughts)
+			}
+			checkCalls(t, turn.Calls, tt.calls)
+			if (turn.Usage == nil) != (tt.usage == nil) || turn.Usage != nil && *turn.Usage != *tt.usage {
+				t.Errorf("usage %+v, want %+v", turn.Usage, tt.usage)
+			}
+		})
+	}
+}
+
+// TestOpenAIErrorBodies: a flat error object as a whole reply and any
+// non-2xx reply, whatever its Content-Type, end the turn with the service's
+// message in the error.
+func TestOpenAIErrorBodies(t *testing.T) {
+	flat := `{"object":"error","message":"The model 'qwen' does not exist.","type":"NotFoundError","param":null,"code":404}`
+	for _, tt := range []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+		want        string
+	}{
+		{"flat error as a JSON reply", http.StatusOK, "application/json", flat, `error "{\"object\":\"error\",\"message\":\"The model 'qwen' does not exist.\"`},
+		{"flat error with status 404", http.StatusNotFound, "application/json", flat, `status 404 Not Found: body "{\"object\":\"error\",\"message\":\"The model 'qwen' does not exist.\"`},
+		{"error chunk with status 429 as SSE", http.StatusTooManyRequests, "text/event-stream", events(`{"error":{"message":"rate limited"}}`), `status 429 Too Many Requests: body "data: {\"error\":{\"message\":\"rate limited\"}}`},
+		{"plain text 502", http.StatusBadGateway, "text/plain", "upstream connect error", `status 502 Bad Gateway: body "upstream connect error"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tt.contentType)
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			})
+			var streamed strings.Builder
+			_, err := m.next(t.Context(), userHello, nil, func(s string) { streamed.WriteString(s) })
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one holding %s", err, tt.want)
+			}
+			if streamed.Len() != 0 {
+				t.Errorf("streamed %q from an error reply", streamed.String())
+			}
+		})
+	}
+}
+
+// TestOpenAIIndexlessCallsAreSeparate: two complete calls with neither index nor id
+// each run; before, they were merged and the merged arguments failed.
+func TestOpenAIIndexlessCallsAreSeparate(t *testing.T) {
+	tr := newOpenAITurn(testAPIKey)
+	body := events(
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"glob","arguments":"{\"pattern\":"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"\"*\"}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"glob","arguments":"{}"}}]}}]}`,
+		finishChunk("tool_calls"))
+	if err := readOpenAIStream(strings.NewReader(body), tr, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := tr.turn(userHello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fragment with neither id nor name continues the call before it.
+	checkCalls(t, turn.Calls, []wantCall{{"", "glob", `{"pattern":"*"}`}, {"", "glob", `{}`}})
+	if turn.Calls[0].ID == turn.Calls[1].ID {
+		t.Errorf("both calls have id %q", turn.Calls[0].ID)
+	}
+}
+
+// TestServeThoughtsAndFlatError: through serve and its acp child, a
+// reasoning model's thinking reaches the host as agent_thought_chunk updates
+// before the answer's text, and a flat error object mid-stream (as vLLM
+// sends) ends the turn with the service's message instead of a normal end.
+func TestServeThoughtsAndFlatError(t *testing.T) {
+	fm := newFakeModelServer(t, func(n int) []string {
+		if n == 0 {
+			return []string{
+				`{"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"Think "}}]}`,
+				`{"choices":[{"index":0,"delta":{"reasoning_content":"first."}}]}`,
+				`{"choices":[{"index":0,"delta":{"content":"done"},"finish_reason":"stop"}]}`,
+				"[DONE]",
+			}
+		}
+		return []string{
+			`{"choices":[{"index":0,"delta":{"content":"Partial"}}]}`,
+			`{"object":"error","message":"maximum context length is 32768 tokens","type":"BadRequestError","param":null,"code":400}`,
+			"[DONE]",
+		}
+	})
+	td := startTestDaemon(t, serveOptions{Model: openAIConfig{BaseURL: fm.srv.URL, Model: "m"}})
+	id := td.newSession(t, "")
+	_, evs := td.runTurn(t, id, "hello")
+	var kinds, texts []string
+	for _, ev := range evs {
+		var d struct {
+			Update struct {
+				SessionUpdate string      `json:"sessionUpdate"`
+				Content       textContent `json:"content"`
+			} `json:"update"`
+		}
+		if ev.typ != eventSessionUpdate || json.Unmarshal(parseEnvelope(t, ev).Data, &d) != nil || !strings.HasSuffix(d.Update.SessionUpdate, "_chunk") {
+			continue
+		}
+		kinds = append(kinds, d.Update.SessionUpdate)
+		texts = append(texts, d.Update.Content.Text)
+	}
+	wantKinds := []string{"agent_thought_chunk", "agent_thought_chunk", "agent_message_chunk"}
+	if !reflect.DeepEqual(kinds, wantKinds) || !reflect.DeepEqual(texts, []string{"Think ", "first.", "done"}) {
+		t.Errorf("updates %q with texts %q, want %q with the thinking, then the answer", kinds, texts, wantKinds)
+	}
+	if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
+		t.Fatalf("turn ended with %s %s", last.typ, last.data)
+	}
+	pid, evs := td.runTurn(t, id, "again")
+	var te turnError
+	last := evs[len(evs)-1]
+	if last.typ != eventTurnError || decodeStrict(parseEnvelope(t, last).Data, &te) != nil || te.PromptID != pid ||
+		!strings.Contains(te.Message, "maximum context length is 32768 tokens") {
+		t.Errorf("turn ended with %s %s, want a turn_error with the service's message", last.typ, last.data)
+	}
+}
+
+// TestOpenAIJSONReplyReasoning: a whole (non-streamed) reply's reasoning is
+// shown once, the reasoning_content name first, and is not the turn's text.
+func TestOpenAIJSONReplyReasoning(t *testing.T) {
+	m := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Hi!",`+
+			`"reasoning_content":"Greet back.","reasoning":"Greet back."},"finish_reason":"stop"}]}`)
+	})
+	var thoughts []string
+	ctx := withThoughtSink(t.Context(), func(s string) { thoughts = append(thoughts, s) })
+	turn, err := m.next(ctx, userHello, nil, func(string) {})
+	if err != nil || turn.Text != "Hi!" || !reflect.DeepEqual(thoughts, []string{"Greet back."}) {
+		t.Errorf("turn %+v (%v), thoughts %q: want text \"Hi!\" and the thinking once", turn, err, thoughts)
 	}
 }

@@ -90,6 +90,7 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 		}
 	}
 	t := newOpenAITurn("") // serve redacted its key already
+	t.thought = thoughtSink(ctx)
 	var readErr error
 	if mediaType != "" {
 		readErr = readOpenAIReply(ctx, mediaType, pr, t, text)
