@@ -6,6 +6,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -317,4 +320,37 @@ func FuzzDecodeHistory(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestACPSessionLoadModelGoesOn(t *testing.T) {
+	state, cwd := t.TempDir(), t.TempDir()
+	first := startACP(t, nil, []string{"--state-dir", state})
+	loadSessionCaps(t, first)
+	sid := first.newYoloSession(cwd)
+	first.prompt(sid, "call run_shell_command {\"command\":\"echo ran >> marker; echo first-output\"}", "")
+	stopACP(t, first)
+
+	bodies := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- string(b)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"I remember"}}]}`)
+	}))
+	defer srv.Close()
+	second := startACP(t, nil, []string{"--state-dir", state}, envModelBaseURL+"="+srv.URL+"/v1", envModelName+"=test-model")
+	loadSessionCaps(t, second)
+	second.mustCall(methodSessionLoad, map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}, nil)
+	if stop := second.prompt(sid, "what did you run?", ""); stop != stopEndTurn {
+		t.Fatalf("stopReason = %q", stop)
+	}
+	body := <-bodies
+	for _, want := range []string{`echo ran \u003e\u003e marker`, "first-output", `"role":"tool"`, "what did you run?"} {
+		if !strings.Contains(body, want) && !strings.Contains(body, strings.ReplaceAll(want, `\u003e`, ">")) {
+			t.Errorf("the model's request after load lacks %s:\n%s", want, body)
+		}
+	}
+	if got := countLines(t, filepath.Join(cwd, "marker")); got != 1 {
+		t.Errorf("marker has %d lines, want 1", got)
+	}
 }
