@@ -1001,8 +1001,10 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 
 // update sends one session/update notification.
 func (a *agent) update(sessionID string, u map[string]any) {
-	if s := a.session(sessionID); s != nil && a.history != nil {
-		s.record.note(u)
+	if a.history != nil {
+		if s := a.session(sessionID); s != nil {
+			s.record.note(u)
+		}
 	}
 	if err := a.conn.notify(methodSessionUpdate, map[string]any{"sessionId": sessionID, "update": u}); err != nil {
 		a.log.Warn("send session/update", "session", sessionID, "err", err)
