@@ -150,27 +150,44 @@ func (h *historyStore) save(f *historyFile) ([]historyMessage, error) {
 
 // encodeHistory is f's file, at most historyMaxBytes, and the messages it
 // holds: whole exchanges are dropped from the front until it fits, so the
-// model never sees a tool result without the call it answers.
+// model never sees a tool result without the call it answers. Each message
+// is measured once.
 func encodeHistory(f *historyFile) ([]byte, []historyMessage, error) {
 	out := *f
 	out.Version = historyVersion
-	if out.Messages == nil {
-		out.Messages = []historyMessage{}
+	out.Messages = []historyMessage{}
+	head, err := json.Marshal(&out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
 	}
-	for {
-		data, err := json.Marshal(&out)
+	sizes := make([]int, len(f.Messages))
+	total := len(head)
+	for i := range f.Messages {
+		b, err := json.Marshal(&f.Messages[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
 		}
-		if len(data) <= historyMaxBytes || len(out.Messages) == 0 {
-			return data, out.Messages, nil
-		}
-		next := 1
-		for next < len(out.Messages) && out.Messages[next].Role != roleUser {
-			next++
-		}
-		out.Messages = out.Messages[next:]
+		sizes[i] = len(b) + 1 // and its comma
+		total += sizes[i]
 	}
+	first := 0
+	for total > historyMaxBytes && first < len(sizes) {
+		total -= sizes[first]
+		first++
+		for first < len(sizes) && f.Messages[first].Role != roleUser {
+			total -= sizes[first]
+			first++
+		}
+	}
+	out.Messages = f.Messages[first:]
+	if out.Messages == nil {
+		out.Messages = []historyMessage{}
+	}
+	data, err := json.Marshal(&out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
+	}
+	return data, out.Messages, nil
 }
 
 // prune removes the least recently written sessions past
@@ -334,7 +351,11 @@ func historyOf(msgs []message, shown map[string][]json.RawMessage) []historyMess
 	for _, m := range msgs {
 		h := historyMessage{Role: m.Role, Text: m.Text}
 		for _, img := range m.Images {
-			h.Images = append(h.Images, historyImage(img))
+			// An image that alone fills the file is not saved: the prompt's
+			// text is.
+			if len(img.Data) < historyMaxBytes/2 {
+				h.Images = append(h.Images, historyImage(img))
+			}
 		}
 		for _, c := range m.Calls {
 			args := c.Args
