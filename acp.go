@@ -38,6 +38,7 @@ const (
 	methodSessionCancel  = "session/cancel"
 	methodSessionSetMode = "session/set_mode"
 	methodSessionClose   = "session/close"
+	methodSessionLoad    = "session/load"
 	methodSessionUpdate  = "session/update"
 )
 
@@ -170,6 +171,9 @@ type agent struct {
 	// permTimeout cancels a permission request the client leaves
 	// unanswered (0: wait), as serve's --permission-response-timeout-ms.
 	permTimeout time.Duration
+	// history saves each session for session/load; nil: not saved
+	// (acp_history.go).
+	history *historyStore
 
 	mu          sync.Mutex
 	initialized bool
@@ -197,6 +201,11 @@ type session struct {
 	// commandsSent: the session's available_commands_update went out, at
 	// the start of its first prompt (DESIGN.md §7).
 	commandsSent bool
+	// What the session's file holds (acp_history.go): the saved messages,
+	// how much of history they cover, the updates of calls not yet saved.
+	record    sessionRecord
+	saved     []historyMessage
+	savedUpTo int
 }
 
 // promptSeqKey carries a prompt's number (session.promptsRead) in its context.
@@ -277,6 +286,9 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		return err
 	}
 	a.sandbox, a.sandboxABI = inForce.Config, inForce.ABI
+	if a.history, err = openStateDir(opts, a.log); err != nil {
+		return err
+	}
 	// The runtime's Go work is short steps between waits on its client, its
 	// parent and its tools. On one scheduler slot the answer to a guard
 	// request wakes the waiting prompt on the thread that read it; with two,
@@ -376,6 +388,8 @@ func (a *agent) handleRequest(ctx context.Context, method string, params json.Ra
 		return a.setMode(params)
 	case methodSessionClose:
 		return a.closeSession(params)
+	case methodSessionLoad:
+		return a.loadSession(ctx, params)
 	default:
 		return nil, &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
 	}
@@ -451,7 +465,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 		return nil, invalidParams("initialize: %v", err)
 	}
 	caps := map[string]any{
-		"loadSession":         false,
+		"loadSession":         a.history != nil,
 		"promptCapabilities":  map[string]bool{"image": true, "audio": false, "embeddedContext": false},
 		"mcpCapabilities":     map[string]bool{"http": false, "sse": false},
 		"sessionCapabilities": map[string]any{"close": map[string]any{}},
@@ -529,11 +543,22 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 		return nil, err
 	}
 	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: a.settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{}}
+	if err := a.openSession(ctx, s, p.McpServers, methodSessionNew); err != nil {
+		return nil, err
+	}
+	return map[string]any{"sessionId": id, "modes": sessionModes(s.mode)}, nil
+}
+
+// openSession starts s's sandbox and MCP servers and adds it to the
+// agent's sessions; op names the request in errors.
+func (a *agent) openSession(ctx context.Context, s *session, mcpServers []json.RawMessage, op string) error {
+	id := s.id
+	var err error
 	if s.sandbox, err = newSandboxSession(a.sandbox, s.cwd, a.env); err != nil {
 		// No session whose tools would run unconfined.
-		return nil, &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("session/new: %v", err)}
+		return &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("%s: %v", op, err)}
 	}
-	requested := parseACPMCPServers(p.McpServers)
+	requested := parseACPMCPServers(mcpServers)
 	// The failures are shown as agent text at the start of the session's
 	// first prompt: updates for a session id the client has not yet
 	// received may be dropped.
@@ -545,18 +570,20 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 		a.mu.Unlock()
 		s.mcp.close()
 		s.sandbox.close()
-		return nil, invalidParams("session/new: session id %q is taken", id)
+		return invalidParams("%s: session id %q is taken", op, id)
 	}
 	a.sessions[id] = s
 	a.mu.Unlock()
+	return nil
+}
+
+// sessionModes is the modes member of a session/new or session/load result.
+func sessionModes(current string) map[string]any {
 	modes := make([]map[string]string, len(approvalModes))
 	for i, m := range approvalModes {
 		modes[i] = map[string]string{"id": m.id, "name": m.name, "description": m.description}
 	}
-	return map[string]any{
-		"sessionId": id,
-		"modes":     map[string]any{"currentModeId": s.mode, "availableModes": modes},
-	}, nil
+	return map[string]any{"currentModeId": current, "availableModes": modes}
 }
 
 // closeSession ends a session: its running prompt, its background
@@ -799,6 +826,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Extra:      s.mcp.extra(),
 	}
 	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
+	a.saveSession(s)
 	if err != nil {
 		return nil, err
 	}
@@ -986,6 +1014,11 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 
 // update sends one session/update notification.
 func (a *agent) update(sessionID string, u map[string]any) {
+	if a.history != nil {
+		if s := a.session(sessionID); s != nil {
+			s.record.note(u)
+		}
+	}
 	if err := a.conn.notify(methodSessionUpdate, map[string]any{"sessionId": sessionID, "update": u}); err != nil {
 		a.log.Warn("send session/update", "session", sessionID, "err", err)
 	}

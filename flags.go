@@ -135,6 +135,10 @@ type acpOptions struct {
 	// PermissionTimeout cancels a session/request_permission the client has
 	// not answered by then, as serve's flag of the same name; 0 waits.
 	PermissionTimeout time.Duration
+	// StateDir is where sessions are saved for session/load, "" nowhere;
+	// StateDirGiven says --state-dir named it (acp_history.go).
+	StateDir      string
+	StateDirGiven bool
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -586,8 +590,16 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
 	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
+	stateDir := onceFlag(fs, flagStateDir, "")
 	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
+		return acpOptions{}, err
+	}
+	// serve's children save nothing unless told to: session/load is not
+	// part of the host API.
+	servedChild := envOf(sys).privateGuard != "" || modelName.value == modelParent
+	sd, sdGiven, err := parseStateDir(stateDir, envOf(sys), servedChild)
+	if err != nil {
 		return acpOptions{}, err
 	}
 	ms, ok := parseDigits(permTimeout.value)
@@ -598,7 +610,8 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if err != nil {
 		return acpOptions{}, err
 	}
-	opts := acpOptions{Guard: cfg, Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond}
+	opts := acpOptions{Guard: cfg, Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond,
+		StateDir: sd, StateDirGiven: sdGiven}
 	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
 		return acpOptions{}, err
 	}

@@ -444,7 +444,7 @@ func TestHelp(t *testing.T) {
 		want []string
 	}{
 		{"provider", []string{"--listen", "--policy", "--audit", "--audit-arguments", "--help", envGuardToken, envServerToken}},
-		{"acp", append(guard, "--help", envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard)},
+		{"acp", append(guard, "--help", "--state-dir", envGuardToken, envServerToken, envPrivateCapability, envPrivateGuard)},
 		{"serve", append(guard, "--hostname", "--port", "--workspace", "--settings", "--token", "--decision-log",
 			"--max-pending-prompts-per-session", "--allow-slash-command", "--help", envServerToken, envGuardToken,
 			"--token-file", "--allow-tokenless-loopback", "--require-auth", envModelKey)},

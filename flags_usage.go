@@ -163,6 +163,14 @@ Flags:
         a permission request the client has not answered after N ms is
         cancelled, so the call does not run and the turn goes on; 0 through
         86400000 (default 0: wait).
+  --state-dir DIR|off
+        where each session's conversation is saved after every prompt, for
+        session/load (prompts, assistant text, calls and their results as
+        the client saw them; never the environment or a token). Created
+        0700; refused if another user could write it. Default
+        $XDG_STATE_HOME/acpguard/sessions, else acpguard/sessions under the
+        user cache directory; off for serve's children. off: nothing saved,
+        session/load not offered.
 ` + sandboxFlagsUsage + `  --log-format text|json
         the format of the log on stderr (default text).
   --log-level debug|info|warn|error

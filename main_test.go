@@ -64,7 +64,17 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run(arg))
 	}
-	os.Exit(m.Run())
+	// The agents the tests start save their sessions here, never in the
+	// user's state directory.
+	state, err := os.MkdirTemp("", "acpguard-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(envStateHome, state)
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
 }
 
 func TestCommandDispatch(t *testing.T) {

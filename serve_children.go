@@ -92,6 +92,8 @@ func childLogArgs(logJSON bool, level slog.Level) []string {
 // session (reaper.go).
 func (d *daemon) childCommand(exe string) *exec.Cmd {
 	args := append([]string{"acp"}, d.childModelArgs()...)
+	// session/load is not part of the host API: a child saves nothing.
+	args = append(args, "--"+flagStateDir, stateDirOff)
 	if d.settingsFile != "" {
 		args = append(args, "--settings", d.settingsFile)
 	}
