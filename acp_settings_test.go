@@ -140,3 +140,55 @@ func startACPIn(t *testing.T, dir string, env []string) *acpClient {
 	}
 	return c
 }
+
+// A relative mcpServers cwd of a workspace file is in that workspace.
+func TestACPWorkspaceMCPServerRelativeCwd(t *testing.T) {
+	ws, marks := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(marks, "cwd")
+	writeFileAll(t, filepath.Join(ws, ".qwen", "settings.json"),
+		`{"mcpServers":{"where":{"command":"/bin/sh","args":["-c","pwd > `+mark+`"],"cwd":"sub"}}}`)
+	c := startACP(t, nil, nil, isolatedSettingsEnv(t)...)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	c.newSession(ws)
+	waitForFile(t, mark)
+	waitFor(t, "the server's pwd", func() bool {
+		b, _ := os.ReadFile(mark)
+		return strings.TrimSpace(string(b)) == filepath.Join(ws, "sub")
+	})
+}
+
+func TestSettingsCacheReadsChangedFilesOnly(t *testing.T) {
+	tr := newSettingsTree(t, nil)
+	w := tr.workspace(t, `{"tools":{"approvalMode":"plan"}}`)
+	tr.user(t, `{"slashCommands":{"disabled":["help"]}}`)
+	cache := newSettingsCache(tr.src, settingsLoadOptions{}, func(l *settingsLoad) (*sessionSettings, error) {
+		return deriveSessionSettings(l, []string{"tools"})
+	})
+	first, fresh, err := cache.get(tr.ws)
+	if err != nil || !fresh || first.Settings.Tools.ApprovalMode != modePlan {
+		t.Fatalf("first get = %+v, %v, %v", first, fresh, err)
+	}
+	if got := first.Settings.SlashCommands.Disabled; strings.Join(got, ",") != "help,tools" {
+		t.Errorf("disabled slash commands = %q, want the user file's and the flag's", got)
+	}
+	again, fresh, err := cache.get(tr.ws)
+	if err != nil || fresh || again != first {
+		t.Errorf("unchanged files: fresh %v, same %v, %v", fresh, again == first, err)
+	}
+	writeFileAll(t, w, `{"tools":{"approvalMode":"auto-edit"}}`)
+	changed, fresh, err := cache.get(tr.ws)
+	if err != nil || !fresh || changed.Settings.Tools.ApprovalMode != modeAutoEdit {
+		t.Errorf("changed file: %+v, fresh %v, %v", changed, fresh, err)
+	}
+	// The home directory's workspace file is the user file: read once.
+	home, _, err := cache.get(tr.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readScopes(home.Load); len(got) != 1 || !strings.HasPrefix(got[0], scopeUser+" ") {
+		t.Errorf("session in home read %q", got)
+	}
+}
