@@ -159,15 +159,21 @@ type agent struct {
 	managed  bool            // serve's required-v1 child: serve decides
 	provider *providerClient // standalone required mode
 
-	settings   *settings
-	sandbox    sandboxConfig // confines what tools, hooks and MCP servers start
-	sandboxABI int           // the kernel's Landlock ABI, reported in initialize
-	allowSlash []string      // slash commands serve opened for a managed child
-	home       string        // for ~/ in path rules
+	settings *settings // the start's settings; a session has its own (session.settings)
+	// settingsRequired logs the settings files read at info (required mode).
+	settingsRequired bool
+	sandbox          sandboxConfig // confines what tools, hooks and MCP servers start
+	sandboxABI       int           // the kernel's Landlock ABI, reported in initialize
+	allowSlash       []string      // slash commands serve opened for a managed child
+	home             string        // for ~/ in path rules
 	// mcpSettings are the settings file's MCP servers, started for every
 	// session; mcpCallTimeout bounds one tools/call (0: the default).
+	// With settingsCache nil, settings and these govern every session.
 	mcpSettings    []mcpServerConfig
 	mcpCallTimeout time.Duration
+	// settingsCache loads each session's settings from its cwd's workspace
+	// at session/new (DESIGN.md §10).
+	settingsCache *settingsCache
 	// permTimeout cancels a permission request the client leaves
 	// unanswered (0: wait), as serve's --permission-response-timeout-ms.
 	permTimeout time.Duration
@@ -187,6 +193,7 @@ type session struct {
 	background *processSet
 	mcp        *mcpSet         // its MCP servers and their tools
 	sandbox    *sandboxSession // confines its tools, hooks and MCP servers; nil: off
+	settings   *settings       // from its workspace (agent.settingsFor); never changed
 
 	mu      sync.Mutex
 	mode    string
@@ -238,17 +245,23 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if sandboxTestOverride != nil {
 		a.sandbox = *sandboxTestOverride
 	}
-	// Each agent names the settings files it read: a child may read
-	// another workspace's than serve (DESIGN.md §10).
-	logSettingsFiles(a.log, opts.SettingsLoad, opts.Guard.required() || sys.env.privateGuard != "")
-	// serve has already warned, once, for its required-mode children.
-	if sys.env.privateGuard == "" {
-		warnSettings(a.log, opts.Settings)
-	}
 	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
 		return usagef("settings: %v", err)
 	}
 	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
+	a.settingsRequired = opts.Guard.required() || sys.env.privateGuard != ""
+	a.settingsCache = newSettingsCache(opts.SettingsSources, opts.SettingsOptions, func(l *settingsLoad) (*sessionSettings, error) {
+		return deriveSessionSettings(l, opts.DisabledSlashCommands)
+	})
+	// Each agent names the settings files it read: a child may read
+	// another workspace's than serve (DESIGN.md §10). The start
+	// directory's are read now, so its sessions find them cached.
+	if _, err := a.settingsFor(opts.SettingsOptions.Workspace, ""); err != nil {
+		logSettingsFiles(a.log, opts.SettingsLoad, a.settingsRequired)
+		if sys.env.privateGuard == "" {
+			warnSettings(a.log, opts.Settings)
+		}
+	}
 	switch opts.Model {
 	case modelOpenAI:
 		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
@@ -510,6 +523,34 @@ func (a *agent) sessionIDFor(meta json.RawMessage) (string, error) {
 	return id, nil
 }
 
+// settingsFor returns the settings of a session in cwd: its workspace's
+// files over the others (DESIGN.md §10), read again only when one changed.
+// The files read and their warnings are logged when they were read, with
+// the session id; an agent without a cache has one settings for all.
+func (a *agent) settingsFor(cwd, id string) (*sessionSettings, error) {
+	if a.settingsCache == nil {
+		return &sessionSettings{Settings: a.settings, MCP: a.mcpSettings, MCPCallTimeout: a.mcpCallTimeout}, nil
+	}
+	ss, fresh, err := a.settingsCache.get(cwd)
+	if !fresh {
+		return ss, err
+	}
+	log := a.log
+	if id != "" {
+		log = log.With("session", id)
+	}
+	if err != nil {
+		log.Warn("settings: " + err.Error())
+		return nil, err
+	}
+	logSettingsFiles(log, ss.Load, a.settingsRequired)
+	// serve has already warned, once, for its required-mode children.
+	if a.env.privateGuard == "" {
+		warnSettings(log, ss.Settings)
+	}
+	return ss, nil
+}
+
 func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, error) {
 	var p struct {
 		Cwd                   string            `json:"cwd"`
@@ -542,16 +583,21 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	if err != nil {
 		return nil, err
 	}
-	s := &session{id: id, cwd: filepath.Clean(p.Cwd), mode: a.settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{}}
-	if err := a.openSession(ctx, s, p.McpServers, methodSessionNew); err != nil {
+	ss, err := a.settingsFor(filepath.Clean(p.Cwd), id)
+	if err != nil {
+		return nil, invalidParams("session/new: %v", err)
+	}
+	s := &session{id: id, cwd: filepath.Clean(p.Cwd), settings: ss.Settings, mode: ss.Settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{}}
+	if err := a.openSession(ctx, s, ss, p.McpServers, methodSessionNew); err != nil {
 		return nil, err
 	}
 	return map[string]any{"sessionId": id, "modes": sessionModes(s.mode)}, nil
 }
 
-// openSession starts s's sandbox and MCP servers and adds it to the
-// agent's sessions; op names the request in errors.
-func (a *agent) openSession(ctx context.Context, s *session, mcpServers []json.RawMessage, op string) error {
+// openSession starts s's sandbox and MCP servers (those of its settings ss
+// and of the request) and adds it to the agent's sessions; op names the
+// request in errors.
+func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
 	var err error
 	if s.sandbox, err = newSandboxSession(a.sandbox, s.cwd, a.env); err != nil {
@@ -562,8 +608,8 @@ func (a *agent) openSession(ctx context.Context, s *session, mcpServers []json.R
 	// The failures are shown as agent text at the start of the session's
 	// first prompt: updates for a session id the client has not yet
 	// received may be dropped.
-	s.mcp = startMCPServers(ctx, mergeMCPServers(a.mcpSettings, requested), mcpOptions{
-		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: a.mcpCallTimeout,
+	s.mcp = startMCPServers(ctx, mergeMCPServers(ss.MCP, requested), mcpOptions{
+		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout,
 	}, requested.notices)
 	a.mu.Lock()
 	if _, taken := a.sessions[id]; taken {
@@ -792,7 +838,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	// right after session/new may reach the client before it knows the
 	// session's id, and be dropped (DESIGN.md §7).
 	if commandsDue {
-		a.update(s.id, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": a.availableCommands()})
+		a.update(s.id, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": a.availableCommands(s)})
 	}
 	// MCP failures are shown on the session's first prompt that runs,
 	// whatever it is.
@@ -936,7 +982,7 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 // runTurn runs the model loop of one prompt until the model stops calling
 // tools, the prompt is cancelled, or the turn limit is reached.
 func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, error) {
-	for range a.settings.Model.MaxTurns {
+	for range s.settings.Model.MaxTurns {
 		if ctx.Err() != nil {
 			return stopCancelled, nil
 		}
@@ -955,7 +1001,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 				})
 			}
 		})
-		turn, err := a.model.next(modelCtx, history, a.offeredTools(env), func(t string) {
+		turn, err := a.model.next(modelCtx, history, a.offeredTools(s, env), func(t string) {
 			if t != "" {
 				a.update(s.id, map[string]any{
 					"sessionUpdate": "agent_message_chunk",
@@ -1139,11 +1185,11 @@ func rawInputOf(args json.RawMessage) any {
 
 // offeredTools is what the model may call: tools.disabled removes a tool
 // from the offer, and runTool (guard.go) also refuses it if called.
-func (a *agent) offeredTools(env *toolEnv) []*toolSpec {
+func (a *agent) offeredTools(s *session, env *toolEnv) []*toolSpec {
 	all := offeredTools(env)
 	out := all[:0]
 	for _, t := range all {
-		if !a.settings.toolDisabled(t.Name) {
+		if !s.settings.toolDisabled(t.Name) {
 			out = append(out, t)
 		}
 	}
@@ -1156,7 +1202,7 @@ func (a *agent) callPolicy(s *session) *callPolicy {
 	mode := s.mode
 	s.mu.Unlock()
 	return &callPolicy{
-		Settings: a.settings,
+		Settings: s.settings,
 		Mode:     mode,
 		Home:     a.home,
 		Ask: func(ctx context.Context, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
@@ -1255,16 +1301,16 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 
 // slashOpen reports whether the command name may run here: a managed child
 // runs only the commands serve opened, and settings may disable any.
-func (a *agent) slashOpen(name string) bool {
-	return (!a.managed || slices.Contains(a.allowSlash, name)) && !a.settings.slashCommandDisabled(name)
+func (a *agent) slashOpen(s *session, name string) bool {
+	return (!a.managed || slices.Contains(a.allowSlash, name)) && !s.settings.slashCommandDisabled(name)
 }
 
 // availableCommands lists the slash commands open here, as ACP's
 // available_commands_update has them; none takes an argument.
-func (a *agent) availableCommands() []availableCommand {
+func (a *agent) availableCommands(s *session) []availableCommand {
 	out := []availableCommand{}
 	for _, c := range slashCommands {
-		if a.slashOpen(c.name) {
+		if a.slashOpen(s, c.name) {
 			out = append(out, availableCommand{Name: c.name, Description: c.what, Input: nil})
 		}
 	}
@@ -1290,12 +1336,12 @@ func (a *agent) slashCommand(s *session, text string) {
 	switch {
 	case a.managed && !slices.Contains(a.allowSlash, name):
 		reply = fmt.Sprintf("slash command %q is not available in a managed session", "/"+name)
-	case a.settings.slashCommandDisabled(name):
+	case s.settings.slashCommandDisabled(name):
 		reply = fmt.Sprintf("slash command %q is disabled by settings (slashCommands.disabled)", "/"+name)
 	case name == slashHelp:
 		var open []string
 		for _, c := range slashCommands {
-			if a.slashOpen(c.name) {
+			if a.slashOpen(s, c.name) {
 				open = append(open, fmt.Sprintf("/%s (%s)", c.name, c.what))
 			}
 		}
@@ -1303,7 +1349,7 @@ func (a *agent) slashCommand(s *session, text string) {
 			"Scripted model: each line `call <tool_name> <json-object>` proposes one tool call."
 	case name == slashTools:
 		var names []string
-		for _, t := range a.offeredTools(&toolEnv{Extra: s.mcp.extra()}) {
+		for _, t := range a.offeredTools(s, &toolEnv{Extra: s.mcp.extra()}) {
 			names = append(names, t.Name)
 		}
 		reply = "Tools: " + strings.Join(names, ", ")

@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,8 @@ func TestACPDiffBeforePermissionAndAfterCompletion(t *testing.T) {
 			n := len(c.sessionUpdates(sid))
 			c.prompt(sid, tt.line, "")
 			mu.Lock()
-			before := seenAtAsk[n:]
+			// The first prompt opens with the slash-command list.
+			before := slices.DeleteFunc(slices.Clone(seenAtAsk[n:]), func(u toolUpdate) bool { return u.SessionUpdate == "available_commands_update" })
 			mu.Unlock()
 			ups := c.sessionUpdates(sid)[n:]
 			tc := firstToolCall(t, ups)

@@ -532,10 +532,14 @@ func (a *agent) loadSession(ctx context.Context, params json.RawMessage) (any, e
 	if cwd := filepath.Clean(p.Cwd); cwd != hf.Cwd {
 		return nil, invalidParams("%s: cwd %q is not the session's cwd %q", op, cwd, hf.Cwd)
 	}
+	ss, err := a.settingsFor(hf.Cwd, hf.SessionID)
+	if err != nil {
+		return nil, invalidParams("%s: %v", op, err)
+	}
 	history := messagesOf(hf.Messages)
-	s := &session{id: hf.SessionID, cwd: hf.Cwd, mode: a.settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{},
+	s := &session{id: hf.SessionID, cwd: hf.Cwd, settings: ss.Settings, mode: ss.Settings.Tools.ApprovalMode, background: &processSet{}, always: map[string]bool{},
 		history: history, saved: hf.Messages, savedUpTo: len(history)}
-	if err := a.openSession(ctx, s, p.McpServers, op); err != nil {
+	if err := a.openSession(ctx, s, ss, p.McpServers, op); err != nil {
 		return nil, err
 	}
 	a.replay(s, hf.Messages)

@@ -139,6 +139,13 @@ type acpOptions struct {
 	// StateDirGiven says --state-dir named it (acp_history.go).
 	StateDir      string
 	StateDirGiven bool
+
+	// SettingsSources and SettingsOptions find a session's settings files
+	// at session/new, from its cwd (DESIGN.md §10); DisabledSlashCommands
+	// are --disabled-slash-commands, added to every session's list.
+	SettingsSources       settingsSources
+	SettingsOptions       settingsLoadOptions
+	DisabledSlashCommands []string
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -622,10 +629,21 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if err != nil {
 		return acpOptions{}, fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
 	}
-	settingsPath, load, err := parseSettingsFile(settingsFile.value, settingsSourcesOf(envOf(sys)),
-		settingsLoadOptions{Workspace: wd, NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: required})
+	// The layers but the workspace's are checked now, so a bad one stops
+	// the start; each session reads its own workspace's file at
+	// session/new, where a bad one fails that session only.
+	src := settingsSourcesOf(envOf(sys))
+	so := settingsLoadOptions{NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: required}
+	settingsPath, load, err := parseSettingsFile(settingsFile.value, src, so)
 	if err != nil {
 		return acpOptions{}, err
+	}
+	so.Operator, so.Workspace = settingsPath, wd
+	opts.SettingsSources, opts.SettingsOptions = src, so
+	// The sandbox is the process's: it takes the start directory's
+	// workspace file too, when that loads.
+	if wsLoad, err := loadSettingsFiles(src, so); err == nil {
+		load = wsLoad
 	}
 	st := load.Settings
 	opts.Settings, opts.SettingsLoad = st, load
@@ -640,6 +658,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 		return acpOptions{}, err
 	}
 	// The flag adds to the settings' list, as Qwen Code's does.
+	opts.DisabledSlashCommands = disabled
 	opts.Settings.SlashCommands.Disabled = append(opts.Settings.SlashCommands.Disabled, disabled...)
 	env := envOf(sys)
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)

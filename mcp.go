@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -278,6 +279,20 @@ func mergeMCPServers(settings []mcpServerConfig, session sessionMCPServers) []mc
 		}
 	}
 	return out
+}
+
+// resolveMCPCwds makes the relative cwd of a settings server absolute
+// against base(name), the workspace of the file that named it; with base
+// "" it stays relative, to the session's directory (startMCPServer).
+func resolveMCPCwds(configs []mcpServerConfig, base func(name string) string) {
+	for i, c := range configs {
+		if c.Cwd == "" || filepath.IsAbs(c.Cwd) {
+			continue
+		}
+		if dir := base(c.Name); dir != "" {
+			configs[i].Cwd = filepath.Join(dir, c.Cwd)
+		}
+	}
 }
 
 // mcpToolName is the canonical name of a server's tool.

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -135,25 +137,7 @@ func logSettingsFiles(log *slog.Logger, l *settingsLoad, required bool) {
 // skipped; one that cannot be read or is invalid stops the start with its
 // path. acpguard never rewrites a settings file.
 func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoad, error) {
-	type layer struct{ scope, path string }
-	var layers []layer
-	layers = append(layers, layer{scopeSystemDefaults, src.SystemDefaults})
-	if !o.NoUser {
-		switch {
-		case src.QwenHome != "":
-			layers = append(layers, layer{scopeUser, filepath.Join(src.QwenHome, settingsFileName)})
-		case src.Home != "":
-			layers = append(layers, layer{scopeUser, filepath.Join(src.Home, qwenDirName, settingsFileName)})
-		}
-		if o.Workspace != "" && !sameDir(o.Workspace, src.Home) {
-			layers = append(layers, layer{scopeWorkspace, filepath.Join(o.Workspace, qwenDirName, settingsFileName)})
-		}
-	}
-	layers = append(layers, layer{scopeSystem, src.System})
-	if o.Operator != "" {
-		layers = append(layers, layer{scopeOperator, o.Operator})
-	}
-
+	layers := settingsLayers(src, o)
 	l := &settingsLoad{origin: map[string]string{}}
 	merged := map[string]any{}
 	for _, ly := range layers {
@@ -197,6 +181,33 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 	}
 	l.Settings = st
 	return l, nil
+}
+
+// settingsLayer is one settings file to read: its scope and path.
+type settingsLayer struct{ scope, path string }
+
+// settingsLayers lists the files loadSettingsFiles reads, lowest priority
+// first.
+func settingsLayers(src settingsSources, o settingsLoadOptions) []settingsLayer {
+	type layer = settingsLayer
+	var layers []layer
+	layers = append(layers, layer{scopeSystemDefaults, src.SystemDefaults})
+	if !o.NoUser {
+		switch {
+		case src.QwenHome != "":
+			layers = append(layers, layer{scopeUser, filepath.Join(src.QwenHome, settingsFileName)})
+		case src.Home != "":
+			layers = append(layers, layer{scopeUser, filepath.Join(src.Home, qwenDirName, settingsFileName)})
+		}
+		if o.Workspace != "" && !sameDir(o.Workspace, src.Home) {
+			layers = append(layers, layer{scopeWorkspace, filepath.Join(o.Workspace, qwenDirName, settingsFileName)})
+		}
+	}
+	layers = append(layers, layer{scopeSystem, src.System})
+	if o.Operator != "" {
+		layers = append(layers, layer{scopeOperator, o.Operator})
+	}
+	return layers
 }
 
 func (l *settingsLoad) paths() []string {
@@ -562,4 +573,122 @@ func deleteSettingsKey(obj map[string]any, key string) bool {
 	}
 	delete(m, last)
 	return true
+}
+
+// sessionSettings are the settings that govern one session, loaded from
+// its cwd's workspace (DESIGN.md §10), and what is derived from them: the
+// MCP servers every session of that workspace starts and their call bound.
+// A value is shared by the sessions of a workspace and never changed.
+type sessionSettings struct {
+	Load           *settingsLoad
+	Settings       *settings
+	MCP            []mcpServerConfig
+	MCPCallTimeout time.Duration
+}
+
+// settingsStamp is what shows that a settings file changed: whether it is
+// there, its size and its modification time.
+type settingsStamp struct {
+	path  string
+	found bool
+	size  int64
+	mtime int64 // nanoseconds
+}
+
+func stampSettingsFiles(layers []settingsLayer) []settingsStamp {
+	out := make([]settingsStamp, 0, len(layers))
+	for _, ly := range layers {
+		st := settingsStamp{path: ly.path}
+		if fi, err := os.Stat(ly.path); err == nil {
+			st.found, st.size, st.mtime = true, fi.Size(), fi.ModTime().UnixNano()
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// maxSettingsCacheEntries bounds the workspaces whose settings are kept.
+const maxSettingsCacheEntries = 64
+
+// settingsCache loads the settings of each session's workspace
+// (loadSettingsFiles with the workspace's file) and keeps the result, or
+// the error, until a stamp of one of its files changes, so that session/new
+// does not read unchanged files again. derive turns a load into a session's
+// settings; its error is the load's.
+type settingsCache struct {
+	src    settingsSources
+	opts   settingsLoadOptions // Workspace is set per call
+	derive func(*settingsLoad) (*sessionSettings, error)
+
+	mu      sync.Mutex
+	entries map[string]*settingsCacheEntry
+}
+
+type settingsCacheEntry struct {
+	stamps []settingsStamp
+	value  *sessionSettings
+	err    error
+}
+
+func newSettingsCache(src settingsSources, o settingsLoadOptions, derive func(*settingsLoad) (*sessionSettings, error)) *settingsCache {
+	return &settingsCache{src: src, opts: o, derive: derive, entries: map[string]*settingsCacheEntry{}}
+}
+
+// get returns the settings of the workspace dir; fresh says the files were
+// read for this call (the caller logs what was read then, once).
+func (c *settingsCache) get(workspace string) (v *sessionSettings, fresh bool, err error) {
+	o := c.opts
+	o.Workspace = workspace
+	layers := settingsLayers(c.src, o)
+	// The stamps are taken before the files are read: a file that changes
+	// during the read is read again by the next call.
+	stamps := stampSettingsFiles(layers)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[workspace]; ok && slices.Equal(e.stamps, stamps) {
+		return e.value, false, e.err
+	}
+	load, err := loadSettingsFiles(c.src, o)
+	if err == nil {
+		v, err = c.derive(load)
+	}
+	if len(c.entries) >= maxSettingsCacheEntries {
+		for k := range c.entries {
+			delete(c.entries, k)
+			break
+		}
+	}
+	c.entries[workspace] = &settingsCacheEntry{stamps: stamps, value: v, err: err}
+	return v, true, err
+}
+
+// deriveSessionSettings makes a session's settings of a load: the
+// --disabled-slash-commands added to its list, its MCP servers, a relative
+// cwd of one resolved against the workspace of the file that named it
+// (resolveMCPCwds). A server that cannot run is an error naming that file.
+func deriveSessionSettings(l *settingsLoad, disabledSlash []string) (*sessionSettings, error) {
+	st := *l.Settings
+	st.SlashCommands.Disabled = append(slices.Clip(st.SlashCommands.Disabled), disabledSlash...)
+	servers, err := mcpServersFromSettings(st.MCPServers)
+	if err != nil {
+		return nil, fmt.Errorf("settings %q: %w", l.originOf("mcpServers", "mcpServers"), err)
+	}
+	resolveMCPCwds(servers, func(name string) string { return l.workspaceOf("mcpServers." + name) })
+	return &sessionSettings{Load: l, Settings: &st, MCP: servers,
+		MCPCallTimeout: time.Duration(st.MCP.CallTimeoutMs) * time.Millisecond}, nil
+}
+
+// workspaceOf returns the workspace directory of the file that last set key
+// when that is a workspace file (the directory holding its .qwen), else "".
+func (l *settingsLoad) workspaceOf(key string) string {
+	p, ok := l.origin[key]
+	if !ok {
+		return ""
+	}
+	for _, f := range l.Files {
+		if f.Path == p && f.Scope == scopeWorkspace {
+			return filepath.Dir(filepath.Dir(p))
+		}
+	}
+	return ""
 }
