@@ -128,6 +128,9 @@ type acpOptions struct {
 	// PermissionTimeout cancels a session/request_permission the client has
 	// not answered by then, as serve's flag of the same name; 0 waits.
 	PermissionTimeout time.Duration
+	// SystemPrompt replaces the built-in system prompt (agent_prompt.go):
+	// --system-prompt-file, else QWEN_SYSTEM_MD.
+	SystemPrompt systemPromptSource
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -169,6 +172,9 @@ type serveOptions struct {
 	// Model is the model service serve calls for its children
 	// (serve_model.go); BaseURL "" runs the scripted model.
 	Model openAIConfig
+	// SystemPrompt is checked at start; its File goes to every child as
+	// --system-prompt-file.
+	SystemPrompt systemPromptSource
 }
 
 // serveLimits bound what callers can make the daemon hold. A zero count or
@@ -572,6 +578,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
 	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
+	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
 	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
@@ -607,6 +614,9 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	// The flag adds to the settings' list, as Qwen Code's does.
 	opts.Settings.SlashCommands.Disabled = append(opts.Settings.SlashCommands.Disabled, disabled...)
 	env := envOf(sys)
+	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
+		return acpOptions{}, err
+	}
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
 		return acpOptions{}, err
@@ -667,6 +677,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	eventMemory := onceFlag(fs, "max-event-memory", strconv.Itoa(defaultMaxEventMemory))
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
+	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
 	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
@@ -695,6 +706,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 	if opts.SettingsFile, opts.Settings, err = parseSettingsFile(settings.value); err != nil {
+		return serveOptions{}, err
+	}
+	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, opts.Settings); err != nil {
 		return serveOptions{}, err
 	}
 	if opts.Guard, err = guard.resolve(env); err != nil {

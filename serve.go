@@ -64,6 +64,7 @@ type daemon struct {
 	disabled     []string // --disabled-slash-commands
 	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
+	systemFile   string         // --system-prompt-file or QWEN_SYSTEM_MD's file, for the children
 	sandbox      sandboxInForce // checked against the kernel; given to every child
 	port         string
 	bindHost     string // the bound address as a Host header spells it
@@ -107,6 +108,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		disabled:     opts.DisabledSlashCommands,
 		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
 		settingsFile: opts.SettingsFile,
+		systemFile:   opts.SystemPrompt.File,
 		checkHost:    opts.Hostname.loopback,
 		requireAuth:  opts.RequireAuth,
 		slots:        map[string]*workspaceSlot{},

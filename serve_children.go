@@ -95,6 +95,9 @@ func (d *daemon) childCommand(exe string) *exec.Cmd {
 	if d.settingsFile != "" {
 		args = append(args, "--settings", d.settingsFile)
 	}
+	if d.systemFile != "" {
+		args = append(args, "--"+flagSystemPromptFile, d.systemFile)
+	}
 	for _, name := range d.allowSlash {
 		args = append(args, "--allow-slash-command", name)
 	}

@@ -47,6 +47,9 @@ type settings struct {
 	SlashCommands slashCommandsSettings        `json:"slashCommands"`
 	MCPServers    map[string]mcpServerSettings `json:"mcpServers"`
 	MCP           mcpSettings                  `json:"mcp"`
+	// Env is Qwen Code's fallback environment: acpguard reads only
+	// QWEN_SYSTEM_MD from it (agent_prompt.go); other names warn.
+	Env map[string]string `json:"env"`
 
 	// Rules are the parsed permissions lists.
 	Rules *permissionRules `json:"-"`
@@ -298,6 +301,14 @@ func (s *settings) validate() error {
 			if !envName.MatchString(k) {
 				return fmt.Errorf("key %q: invalid environment variable name %q", at+".env", k)
 			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("key %q: invalid environment variable name %q", "env", k)
+		}
+		if k != envSystemMD {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("settings key %q is ignored: acpguard reads only %s from env", "env."+k, envSystemMD))
 		}
 	}
 	if t := s.MCP.CallTimeoutMs; t != 0 && (t < mcpMinTimeoutMS || t > mcpMaxTimeoutMS) {
