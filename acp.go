@@ -180,6 +180,9 @@ type agent struct {
 	// history saves each session for session/load; nil: not saved
 	// (acp_history.go).
 	history *historyStore
+	// systemPrompt replaces the built-in system prompt when its Text is
+	// set (agent_prompt.go).
+	systemPrompt systemPromptSource
 
 	mu          sync.Mutex
 	initialized bool
@@ -199,7 +202,10 @@ type session struct {
 	mode    string
 	cancel  context.CancelFunc // of the running prompt, nil when idle
 	history []message
-	always  map[string]bool // calls the user allowed for the whole session
+	// system is the system prompt every model call sends first, fixed at
+	// session/new; "" for the scripted model, which reads none.
+	system string
+	always map[string]bool // calls the user allowed for the whole session
 	// Prompts are numbered as they are read; a session/cancel cancels the
 	// running prompt and every prompt read before it, even one whose
 	// handler has not started yet.
@@ -240,7 +246,8 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		allowSlash: opts.AllowSlashCommands,
 		home:       sys.env.lookup("HOME"),
 
-		permTimeout: opts.PermissionTimeout,
+		permTimeout:  opts.PermissionTimeout,
+		systemPrompt: opts.SystemPrompt,
 	}
 	if sandboxTestOverride != nil {
 		a.sandbox = *sandboxTestOverride
@@ -611,6 +618,9 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	s.mcp = startMCPServers(ctx, mergeMCPServers(ss.MCP, requested), mcpOptions{
 		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout,
 	}, requested.notices)
+	if _, scripted := a.model.(scriptedModel); !scripted {
+		s.system = sessionSystemPrompt(a.systemPrompt, s.cwd, a.offeredTools(s, &toolEnv{}), a.log.With("session", id))
+	}
 	a.mu.Lock()
 	if _, taken := a.sessions[id]; taken {
 		a.mu.Unlock()
@@ -989,7 +999,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		// Only this turn appends to the history, so the model may read it
 		// without a copy; the full slice expression keeps it from appending.
 		s.mu.Lock()
-		history := s.history[:len(s.history):len(s.history)]
+		history := withSystemPrompt(s.system, s.history[:len(s.history):len(s.history)])
 		s.mu.Unlock()
 		called := time.Now()
 		// A reasoning model's thinking is shown as it arrives, never kept.

@@ -119,7 +119,7 @@ func TestACPOpenAIImageParts(t *testing.T) {
 	var req struct {
 		Messages []json.RawMessage `json:"messages"`
 	}
-	if err := json.Unmarshal(bodies[2], &req); err != nil || len(req.Messages) != 5 {
+	if err := json.Unmarshal(bodies[2], &req); err != nil || len(req.Messages) != 6 {
 		t.Fatalf("third request %s: %v", bodies[2], err)
 	}
 	for i, want := range []string{
@@ -131,7 +131,7 @@ func TestACPOpenAIImageParts(t *testing.T) {
 		`{"role":"assistant","content":"a picture"}`,
 		`{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/gif;base64,R0lG"}}]}`,
 	} {
-		if got := string(req.Messages[i]); got != want {
+		if got := string(req.Messages[i+1]); got != want {
 			t.Errorf("message %d = %s\nwant %s", i, got, want)
 		}
 	}

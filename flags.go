@@ -146,6 +146,9 @@ type acpOptions struct {
 	SettingsSources       settingsSources
 	SettingsOptions       settingsLoadOptions
 	DisabledSlashCommands []string
+	// SystemPrompt replaces the built-in system prompt (agent_prompt.go):
+	// --system-prompt-file, else QWEN_SYSTEM_MD.
+	SystemPrompt systemPromptSource
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -192,6 +195,9 @@ type serveOptions struct {
 	// Model is the model service serve calls for its children
 	// (serve_model.go); BaseURL "" runs the scripted model.
 	Model openAIConfig
+	// SystemPrompt is checked at start; its File goes to every child as
+	// --system-prompt-file.
+	SystemPrompt systemPromptSource
 }
 
 // serveLimits bound what callers can make the daemon hold. A zero count or
@@ -598,6 +604,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	logLevel := onceFlag(fs, "log-level", "info")
 	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
 	stateDir := onceFlag(fs, flagStateDir, "")
+	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
 	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
@@ -661,6 +668,9 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	opts.DisabledSlashCommands = disabled
 	opts.Settings.SlashCommands.Disabled = append(opts.Settings.SlashCommands.Disabled, disabled...)
 	env := envOf(sys)
+	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
+		return acpOptions{}, err
+	}
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
 		return acpOptions{}, err
@@ -723,6 +733,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	eventMemory := onceFlag(fs, "max-event-memory", strconv.Itoa(defaultMaxEventMemory))
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
+	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
 	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
@@ -761,6 +772,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 	opts.Settings = opts.SettingsLoad.Settings
+	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, opts.Settings); err != nil {
+		return serveOptions{}, err
+	}
 	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, opts.Hostname.loopback); err != nil {
 		return serveOptions{}, err
 	}

@@ -171,6 +171,9 @@ Flags:
         $XDG_STATE_HOME/acpguard/sessions, else acpguard/sessions under the
         user cache directory; off for serve's children. off: nothing saved,
         session/load not offered.
+  --system-prompt-file FILE
+        replaces the built-in system prompt a real model reads first (at most
+        64 KiB, read once at start); wins over QWEN_SYSTEM_MD.
 ` + sandboxFlagsUsage + `  --log-format text|json
         the format of the log on stderr (default text).
   --log-level debug|info|warn|error
@@ -185,6 +188,12 @@ Environment:
         environment at start.
   OPENAI_BASE_URL, OPENAI_MODEL
         the OpenAI-compatible service and model name.
+  HTTPS_PROXY, HTTP_PROXY, NO_PROXY
+        honoured by the model client only; never by the provider's client.
+  QWEN_SYSTEM_MD
+        1 or true: the system prompt is system.md in QWEN_HOME (default
+        ~/.qwen); 0 or false: the built-in one; else the path of a file that
+        replaces it. Also read from the settings' env block.
   OPENAI_API_KEY
         its API key unless --model-key-file is given; read and removed at
         start, sent only to that service.
@@ -242,6 +251,9 @@ Flags:
         in required mode, apply the workspace's .qwen/settings.json whole,
         as Qwen Code does for a trusted folder. Both flags pass to
         every child.
+  --system-prompt-file FILE
+        replaces the children's built-in system prompt; checked at start and
+        passed to every child; wins over QWEN_SYSTEM_MD (as for acp).
   --token T
         bearer token every host request must send; wins over QWEN_SERVER_TOKEN.
         Prefer the variable or --token-file: a flag is visible to other local

@@ -12,6 +12,7 @@ import (
 
 // Roles of the messages in a session's history.
 const (
+	roleSystem    = "system" // only ever the first message a model call sends (agent_prompt.go)
 	roleUser      = "user"
 	roleAssistant = "assistant"
 	roleTool      = "tool"

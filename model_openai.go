@@ -120,9 +120,11 @@ func newOpenAIModel(cfg openAIConfig) (*openAIModel, error) {
 		name:     cfg.Model,
 		client: &http.Client{
 			Transport: &http.Transport{
-				// No proxy from the environment: the key goes only where the
-				// operator pointed OPENAI_BASE_URL.
-				Proxy:                  nil,
+				// HTTPS_PROXY, HTTP_PROXY and NO_PROXY, as every HTTP client
+				// honours them: the operator's proxy is where the operator
+				// sends outbound traffic. The provider's client never takes
+				// them (guard_client.go).
+				Proxy:                  http.ProxyFromEnvironment,
 				DialContext:            (&net.Dialer{Timeout: openAIDialTimeout}).DialContext,
 				TLSHandshakeTimeout:    openAITLSTimeout,
 				MaxResponseHeaderBytes: openAIMaxHeaderBytes,
@@ -412,6 +414,8 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 	req := openAIRequest{Model: model, Stream: true, StreamOptions: &openAIStreamOptions{IncludeUsage: true}, Messages: make([]openAIMessage, 0, len(history))}
 	for i, h := range history {
 		switch h.Role {
+		case roleSystem:
+			req.Messages = append(req.Messages, openAIMessage{Role: roleSystem, Content: openAIText(h.Text)})
 		case roleUser:
 			req.Messages = append(req.Messages, openAIMessage{Role: roleUser, Content: userContent(h)})
 		case roleAssistant:

@@ -66,6 +66,7 @@ type daemon struct {
 	childLog     []string // --log-format and --log-level for the children
 	settingsFile string
 	settingsArgs []string       // --no-user-settings, --trust-workspace-settings
+	systemFile   string         // --system-prompt-file or QWEN_SYSTEM_MD's file, for the children
 	sandbox      sandboxInForce // checked against the kernel; given to every child
 	port         string
 	bindHost     string // the bound address as a Host header spells it
@@ -110,6 +111,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
 		settingsFile: opts.SettingsFile,
 		settingsArgs: settingsChildArgs(opts),
+		systemFile:   opts.SystemPrompt.File,
 		checkHost:    opts.Hostname.loopback,
 		requireAuth:  opts.RequireAuth,
 		slots:        map[string]*workspaceSlot{},

@@ -98,6 +98,9 @@ func (d *daemon) childCommand(exe string) *exec.Cmd {
 		args = append(args, "--settings", d.settingsFile)
 	}
 	args = append(args, d.settingsArgs...)
+	if d.systemFile != "" {
+		args = append(args, "--"+flagSystemPromptFile, d.systemFile)
+	}
 	for _, name := range d.allowSlash {
 		args = append(args, "--allow-slash-command", name)
 	}

@@ -97,7 +97,11 @@ func TestServeE2EImageReachesModelService(t *testing.T) {
 	}
 	want := `[{"role":"user","content":[{"type":"text","text":"what is this"},` +
 		`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + testPNG + `"}}]}]`
-	if got := string(calls[0].body["messages"]); got != want {
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(calls[0].body["messages"], &msgs); err != nil || len(msgs) != 2 || !strings.HasPrefix(string(msgs[0]), `{"role":"system"`) {
+		t.Fatalf("messages = %s, want the system message then the user's", calls[0].body["messages"])
+	}
+	if got := "[" + string(msgs[1]) + "]"; got != want {
 		t.Errorf("messages = %s\nwant %s", got, want)
 	}
 }

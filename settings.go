@@ -51,6 +51,10 @@ type settings struct {
 	MCP           mcpSettings                  `json:"mcp"`
 	// DisableAllHooks true runs no hook at all (Qwen Code's key).
 	DisableAllHooks bool `json:"disableAllHooks"`
+	// Env is Qwen Code's fallback environment: acpguard reads only
+	// QWEN_SYSTEM_MD from it (agent_prompt.go); other names are listed
+	// with the ignored keys.
+	Env map[string]string `json:"env"`
 
 	// Rules are the parsed permissions lists.
 	Rules *permissionRules `json:"-"`
@@ -321,7 +325,7 @@ func parseSettings(data []byte) (*settings, error) {
 	if problems := s.validate(); len(problems) > 0 {
 		return nil, &settingsError{Problems: problems}
 	}
-	s.Ignored = ignored
+	s.Ignored = append(ignored, s.Ignored...)
 	slices.Sort(s.SkippedMCP)
 	return s, nil
 }
@@ -403,6 +407,15 @@ func (s *settings) validate() []string {
 		if !s.MCP.serverAllowed(name) {
 			delete(s.MCPServers, name)
 			s.SkippedMCP = append(s.SkippedMCP, name)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		if !envName.MatchString(k) {
+			add("key %q: invalid environment variable name %q", "env", k)
+			continue
+		}
+		if k != envSystemMD && !slices.Contains(s.Ignored, "env") {
+			s.Ignored = append(s.Ignored, "env") // acpguard reads only QWEN_SYSTEM_MD from it
 		}
 	}
 	return problems

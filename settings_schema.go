@@ -26,7 +26,7 @@ var qwenIgnoredKeys = []string{
 	"output", "dualOutput", "review", "memory", "agents", "experimental",
 	"artifact", "worktree", "goals", "channels", "modelPricing", "omni",
 	"advanced", "context", "skills", "modelProviders", "providerProtocol",
-	"env", "proxy", "plansDirectory", "policy", "serve", "stopHookBlockingCap",
+	"proxy", "plansDirectory", "policy", "serve", "stopHookBlockingCap",
 	"fastModel", "advisorModel", "visionModel", "compactionModel", "imageModel",
 	"voiceModel", "modelFallbacks", "visionBridgeTimeoutMs",
 	"security",
