@@ -2286,7 +2286,9 @@ type envelope struct {
 	Type     string          `json:"type"`
 	PromptID string          `json:"promptId"`
 	Data     json.RawMessage `json:"data"`
-	Meta     envelopeMeta    `json:"_meta"`
+	// Originator is the X-Qwen-Client-Id the event answers, if named.
+	Originator string       `json:"originatorClientId"`
+	Meta       envelopeMeta `json:"_meta"`
 }
 
 func parseEnvelope(t testing.TB, ev sseEvent) envelope {

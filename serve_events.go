@@ -30,11 +30,14 @@ const (
 	eventSessionUpdate      = "session_update"
 	eventPermissionRequest  = "permission_request"
 	eventPermissionResolved = "permission_resolved"
-	eventTurnComplete       = "turn_complete"
-	eventPromptCancelled    = "prompt_cancelled"
-	eventTurnError          = "turn_error"
-	eventSessionDied        = "session_died"
-	eventSessionClosed      = "session_closed"
+	// A vote for a request already resolved: its 404 also tells the
+	// session's streams, as Qwen Code's serve does (DESIGN.md §7).
+	eventPermissionAlreadyResolved = "permission_already_resolved"
+	eventTurnComplete              = "turn_complete"
+	eventPromptCancelled           = "prompt_cancelled"
+	eventTurnError                 = "turn_error"
+	eventSessionDied               = "session_died"
+	eventSessionClosed             = "session_closed"
 	// The last event a dropped slow subscriber gets. It carries no id, so
 	// the host's Last-Event-ID still names the last event it received.
 	eventStreamDropped = "stream_dropped"
@@ -219,12 +222,15 @@ func (ev *streamEvent) cost() int { return len(ev.data) + streamEventOverhead }
 // streamEnvelope is an event as Qwen Code's serve frames it (DESIGN.md §7):
 // _meta.serverTimestamp is the publication time in Unix milliseconds.
 type streamEnvelope struct {
-	ID       int64        `json:"id"`
-	V        int          `json:"v"`
-	Type     string       `json:"type"`
-	PromptID string       `json:"promptId,omitempty"`
-	Data     any          `json:"data"`
-	Meta     envelopeMeta `json:"_meta"`
+	ID       int64  `json:"id"`
+	V        int    `json:"v"`
+	Type     string `json:"type"`
+	PromptID string `json:"promptId,omitempty"`
+	Data     any    `json:"data"`
+	// OriginatorClientID is the X-Qwen-Client-Id of the host request the
+	// event answers, where it named one (DESIGN.md §7).
+	OriginatorClientID string       `json:"originatorClientId,omitempty"`
+	Meta               envelopeMeta `json:"_meta"`
 }
 
 type envelopeMeta struct {
@@ -286,7 +292,11 @@ func newBoundedStreamLog(ringSize, maxSubs int, budget *eventBudget, limitHit fu
 // keeps an exact copy, never the buffer and its spare capacity.
 var envelopeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-func (l *streamLog) publish(typ, promptID string, data any) {
+func (l *streamLog) publish(typ, promptID string, data any) { l.publishFrom(typ, promptID, "", data) }
+
+// publishFrom publishes an event whose envelope names the client the event
+// answers; "" names none.
+func (l *streamLog) publishFrom(typ, promptID, originator string, data any) {
 	buf := envelopeBuffers.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledEnvelope {
@@ -302,7 +312,7 @@ func (l *streamLog) publish(typ, promptID string, data any) {
 		l.mu.Unlock()
 		return
 	}
-	if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, Meta: envelopeMeta{time.Now().UnixMilli()}}); err != nil {
+	if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, OriginatorClientID: originator, Meta: envelopeMeta{time.Now().UnixMilli()}}); err != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -810,9 +820,15 @@ type permissionRequestEvent struct {
 }
 
 type permissionResolvedEvent struct {
-	RequestID string          `json:"requestId"`
-	SessionID string          `json:"sessionId"`
-	Outcome   hostVoteOutcome `json:"outcome"`
+	RequestID     string          `json:"requestId"`
+	SessionID     string          `json:"sessionId"`
+	Outcome       hostVoteOutcome `json:"outcome"`
+	VoterClientID string          `json:"voterClientId,omitempty"`
+}
+
+type permissionAlreadyResolvedEvent struct {
+	RequestID string `json:"requestId"`
+	SessionID string `json:"sessionId"`
 }
 
 type sessionUpdateEvent struct {

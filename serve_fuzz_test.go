@@ -38,7 +38,7 @@ func fuzzDaemon(log io.Writer) (*daemon, *acpChannel, *hostSession) {
 	s := &hostSession{d: d, id: "s1", ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.active = &promptJob{id: "p1", ctx: ctx, cancel: cancel}
-	s.perms["r1"] = &hostPendingPermission{options: []hostPermissionOption{{OptionID: "allow", Kind: kindAllowOnce}}, resolved: make(chan hostVoteOutcome, 1)}
+	s.perms["r1"] = &hostPendingPermission{options: []hostPermissionOption{{OptionID: "allow", Kind: kindAllowOnce}}, resolved: make(chan permissionVote, 1)}
 	d.sessions[s.id] = s
 	return d, ch, s
 }

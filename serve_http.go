@@ -114,6 +114,7 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("GET /session/{id}/events", d.handleEvents)
 	mux.HandleFunc("POST /session/{id}/cancel", d.handleCancel)
 	mux.HandleFunc("POST /session/{id}/permission/{requestId}", d.handlePermission)
+	mux.HandleFunc("POST /permission/{requestId}", d.handlePermission)
 	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
 	mux.HandleFunc("GET "+metricsPath, d.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -237,6 +238,13 @@ type newSessionRequest struct {
 	SessionScope *string `json:"sessionScope"`
 	SessionID    *string `json:"sessionId"`
 	ApprovalMode *string `json:"approvalMode"`
+	// Keys Qwen Code accepts that acpguard reads as strings and ignores:
+	// it has one model service and no worktrees (DESIGN.md §7).
+	ModelServiceID *string `json:"modelServiceId"`
+	SourceType     *string `json:"sourceType"`
+	SourceID       *string `json:"sourceId"`
+	Branch         *string `json:"branch"`
+	Worktree       *string `json:"worktree"`
 }
 
 // newSessionResponse is Qwen Code's answer to POST /session: the attach
@@ -261,6 +269,34 @@ var clientIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // uuidPattern is a UUID of versions 1 to 5, the session ids a host may pick.
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$`)
+
+// requestClientID is the request's X-Qwen-Client-Id, "" when it names none;
+// an invalid one is answered 400 invalid_client_id here (ok false).
+func requestClientID(w http.ResponseWriter, r *http.Request) (id string, ok bool) {
+	vs, named := r.Header[headerClientID]
+	if !named {
+		return "", true
+	}
+	if len(vs) != 1 || !clientIDPattern.MatchString(vs[0]) {
+		writeHostError(w, http.StatusBadRequest, codeInvalidClientID, fmt.Sprintf("read %s: client id %q is invalid; use 1 to 128 of A-Z a-z 0-9 . _ : -", headerClientID, strings.Join(vs, ", ")))
+		return "", false
+	}
+	return vs[0], true
+}
+
+// lookupAs is lookup for a request whose X-Qwen-Client-Id, if valid, is
+// registered on the session it names (DESIGN.md §7).
+func (d *daemon) lookupAs(w http.ResponseWriter, r *http.Request, allowDead bool) (*hostSession, string) {
+	client, ok := requestClientID(w, r)
+	if !ok {
+		return nil, ""
+	}
+	s := d.lookup(w, r, allowDead)
+	if s != nil {
+		s.addClient(client)
+	}
+	return s, client
+}
 
 // createdAtLayout is ISO 8601 in UTC with milliseconds, as Qwen Code sends it.
 const createdAtLayout = "2006-01-02T15:04:05.000Z"
@@ -305,12 +341,9 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		}
 		open.mode = *req.ApprovalMode
 	}
-	if vs, named := r.Header[headerClientID]; named {
-		if len(vs) != 1 || !clientIDPattern.MatchString(vs[0]) {
-			writeHostError(w, http.StatusBadRequest, codeInvalidClientID, fmt.Sprintf("read %s: client id %q is invalid; use 1 to 128 of A-Z a-z 0-9 . _ : -", headerClientID, strings.Join(vs, ", ")))
-			return
-		}
-		open.clientID = vs[0]
+	var ok bool
+	if open.clientID, ok = requestClientID(w, r); !ok {
+		return
 	}
 	o, herr := d.openSession(r.Context(), open)
 	if herr != nil {
@@ -369,7 +402,7 @@ type promptAccepted struct {
 }
 
 func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
-	s := d.lookup(w, r, false)
+	s, client := d.lookupAs(w, r, false)
 	if s == nil {
 		return
 	}
@@ -416,7 +449,7 @@ func (d *daemon) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		writeHostError(w, http.StatusBadRequest, codeBadRequest, "prompt is empty: no text, resource link or image")
 		return
 	}
-	job, herr := d.enqueue(s, blocks)
+	job, herr := d.enqueue(s, blocks, client)
 	if herr != nil {
 		herr.write(w)
 		return
@@ -435,7 +468,7 @@ func promptBlocks(raw json.RawMessage) []json.RawMessage {
 }
 
 func (d *daemon) handleCancel(w http.ResponseWriter, r *http.Request) {
-	s := d.lookup(w, r, false)
+	s, _ := d.lookupAs(w, r, false)
 	if s == nil {
 		return
 	}
@@ -456,10 +489,29 @@ type hostVoteOutcome struct {
 	OptionID string `json:"optionId,omitempty"`
 }
 
+// handlePermission answers a vote, on POST /session/:id/permission/:requestId
+// or on POST /permission/:requestId, which finds the request's session
+// itself (DESIGN.md §7).
 func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
-	s := d.lookup(w, r, false)
-	if s == nil {
-		return
+	var s *hostSession
+	var client string
+	if r.PathValue("id") != "" {
+		if s, client = d.lookupAs(w, r, false); s == nil {
+			return
+		}
+	} else {
+		var ok bool
+		if client, ok = requestClientID(w, r); !ok {
+			return
+		}
+		requestID := r.PathValue("requestId")
+		if s = d.permissionSession(requestID); s == nil {
+			// Qwen Code's text; no session to name.
+			writeHostError(w, http.StatusNotFound, codePermissionUnknown, "No pending permission request for session", hostKey{"requestId", requestID})
+			return
+		}
+		s.touch()
+		s.addClient(client)
 	}
 	var vote hostVote
 	if !d.readHostBody(w, r, &vote) {
@@ -469,15 +521,28 @@ func (d *daemon) handlePermission(w http.ResponseWriter, r *http.Request) {
 		writeHostError(w, http.StatusBadRequest, codeBadRequest, voteInvalidText)
 		return
 	}
-	if herr := s.vote(r.PathValue("requestId"), *vote.Outcome); herr != nil {
+	if herr := s.vote(r.PathValue("requestId"), *vote.Outcome, client); herr != nil {
 		herr.write(w)
 		return
 	}
 	writeHostJSON(w, http.StatusOK, struct{}{})
 }
 
+// permissionSession is the live session with the permission request id
+// pending or lately resolved; nil when none has it.
+func (d *daemon) permissionSession(requestID string) *hostSession {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.sessions {
+		if s.hasPermission(requestID) && !s.isDead() {
+			return s
+		}
+	}
+	return nil
+}
+
 func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
-	s := d.lookup(w, r, true)
+	s, _ := d.lookupAs(w, r, true)
 	if s == nil {
 		return
 	}

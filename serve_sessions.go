@@ -47,7 +47,13 @@ type hostSession struct {
 	// the idle reaper.
 	lastUsed time.Time
 	clients  map[string]bool // the client ids POST /session handed out or was named
+	// resolvedPerms are the newest permission requests resolved, at most
+	// maxResolvedPerms: a late vote for one is told on the stream.
+	resolvedPerms []string
 }
+
+// maxResolvedPerms bounds the resolved request ids a session remembers.
+const maxResolvedPerms = 64
 
 // promptJob is one queued or running prompt.
 type promptJob struct {
@@ -72,11 +78,23 @@ type promptJob struct {
 	// lastEventID is the session log's newest id when the prompt was
 	// queued: every event of its turn has a larger one (DESIGN.md §7).
 	lastEventID int64
+	// clientID is the X-Qwen-Client-Id of the prompt's sender, "" when it
+	// named none: the originator of its turn's permission_request and
+	// prompt_cancelled (DESIGN.md §7).
+	clientID string
 }
 
 type hostPendingPermission struct {
 	options  []hostPermissionOption // as the child offered them
-	resolved chan hostVoteOutcome   // capacity 1
+	resolved chan permissionVote    // capacity 1
+	promptID string                 // the turn that asked
+}
+
+// permissionVote is how a permission request was resolved, and by which
+// client ("" for none, or a cancel).
+type permissionVote struct {
+	out   hostVoteOutcome
+	voter string
 }
 
 // voteCancelled is the answer to a permission request that got no vote.
@@ -86,9 +104,41 @@ var voteCancelled = hostVoteOutcome{Outcome: "cancelled"}
 // s.mu is held.
 func (s *hostSession) cancelPermsLocked() {
 	for id, p := range s.perms {
-		delete(s.perms, id)
-		p.resolved <- voteCancelled
+		s.resolveLocked(id, p, permissionVote{out: voteCancelled})
 	}
+}
+
+// resolveLocked answers the pending request id with v, publishes its
+// permission_resolved, and remembers it resolved; s.mu is held. Publishing
+// here, not in the asking goroutine, keeps the event after what caused it
+// (a prompt_cancelled) and before what follows it (the tool's updates, the
+// turn's end), as Qwen Code orders them (DESIGN.md §7).
+func (s *hostSession) resolveLocked(id string, p *hostPendingPermission, v permissionVote) {
+	delete(s.perms, id)
+	s.events.publishFrom(eventPermissionResolved, p.promptID, v.voter, permissionResolvedEvent{RequestID: id, SessionID: s.id, Outcome: v.out, VoterClientID: v.voter})
+	p.resolved <- v
+	if len(s.resolvedPerms) >= maxResolvedPerms {
+		s.resolvedPerms = slices.Delete(s.resolvedPerms, 0, 1)
+	}
+	s.resolvedPerms = append(s.resolvedPerms, id)
+}
+
+// hasPermission reports whether the session has the request id pending or
+// resolved lately.
+func (s *hostSession) hasPermission(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perms[id] != nil || slices.Contains(s.resolvedPerms, id)
+}
+
+// addClient registers a client id a host request named; "" is none.
+func (s *hostSession) addClient(id string) {
+	if id == "" {
+		return
+	}
+	s.mu.Lock()
+	s.clients[id] = true
+	s.mu.Unlock()
 }
 
 func (s *hostSession) isDead() bool {
@@ -314,11 +364,11 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 	return s, nil
 }
 
-func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage) (*promptJob, hostFailure) {
+func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage, clientID string) (*promptJob, hostFailure) {
 	// Not derived from runCtx: at shutdown the active prompt must still be
 	// seen as running until cancelActive tells the child to stop.
 	ctx, cancel := context.WithCancel(context.Background())
-	job := &promptJob{id: randomHex(randomIDBytes), blocks: blocks, ctx: ctx, cancel: cancel}
+	job := &promptJob{id: randomHex(randomIDBytes), blocks: blocks, ctx: ctx, cancel: cancel, clientID: clientID}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s.mu.Lock()
@@ -507,7 +557,7 @@ func (s *hostSession) cancelPrompt(only *promptJob, reason string) bool {
 	}
 	job.cancelled = true
 	job.cancelledAt = time.Now()
-	s.events.publish(eventPromptCancelled, job.id, promptCancelledEvent{SessionID: s.id, Reason: reason})
+	s.events.publishFrom(eventPromptCancelled, job.id, job.clientID, promptCancelledEvent{SessionID: s.id, Reason: reason})
 	if job != s.active {
 		// Queued: the runner ends it without sending it to the child.
 		s.mu.Unlock()
@@ -599,50 +649,51 @@ type hostPermissionOption struct {
 // for its vote; anything but a vote is the cancelled outcome.
 func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams) hostVoteOutcome {
 	requestID := randomHex(randomIDBytes)
-	pend := &hostPendingPermission{resolved: make(chan hostVoteOutcome, 1)}
-	pend.options = p.Options
+	pend := &hostPendingPermission{resolved: make(chan permissionVote, 1), options: p.Options}
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
 		return voteCancelled
 	}
-	promptID := ""
+	promptID, sender := "", ""
 	if s.active != nil {
-		promptID = s.active.id
+		promptID, sender = s.active.id, s.active.clientID
 	}
+	pend.promptID = promptID
 	s.perms[requestID] = pend
 	s.mu.Unlock()
 
-	s.events.publish(eventPermissionRequest, promptID, permissionRequestEvent{RequestID: requestID, SessionID: s.id, ToolCall: p.ToolCall, Options: p.Options})
+	s.events.publishFrom(eventPermissionRequest, promptID, sender, permissionRequestEvent{RequestID: requestID, SessionID: s.id, ToolCall: p.ToolCall, Options: p.Options})
 	var expired <-chan time.Time
 	if timeout := s.d.limits.PermissionTimeout; timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		expired = t.C
 	}
-	var out hostVoteOutcome
+	var out permissionVote
 	select {
 	case out = <-pend.resolved:
 	case <-ctx.Done():
 		s.mu.Lock()
-		delete(s.perms, requestID)
+		if s.perms[requestID] != nil {
+			s.resolveLocked(requestID, pend, permissionVote{out: voteCancelled})
+		}
 		s.mu.Unlock()
-		out = voteCancelled
+		out = <-pend.resolved // this cancel, or a vote that won the race
 	case <-expired:
 		s.mu.Lock()
 		_, unanswered := s.perms[requestID]
-		delete(s.perms, requestID)
+		if unanswered {
+			s.resolveLocked(requestID, pend, permissionVote{out: voteCancelled})
+		}
 		s.mu.Unlock()
 		if unanswered {
 			s.d.obs.limitHit(limitPermissionTimeout, "sessionId", s.id, "requestId", requestID, "timeout", s.d.limits.PermissionTimeout)
-			out = voteCancelled
-		} else {
-			// A vote or a cancel won the race; it is already buffered.
-			out = <-pend.resolved
 		}
+		// This expiry, or a vote or a cancel that won the race: buffered.
+		out = <-pend.resolved
 	}
-	s.events.publish(eventPermissionResolved, promptID, permissionResolvedEvent{RequestID: requestID, SessionID: s.id, Outcome: out})
-	return out
+	return out.out
 }
 
 // hostFailure is an error reply to a host request.
@@ -662,14 +713,17 @@ func (e *invalidOptionError) write(w http.ResponseWriter) {
 		codeInvalidOptionID, e.requestID, e.optionID})
 }
 
-// vote resolves a pending permission request with the host's outcome. A
-// legacy option id (legacyOptionKinds) stands for the offered option of its
-// kind, and the child is sent the offered id.
-func (s *hostSession) vote(requestID string, out hostVoteOutcome) hostFailure {
+// vote resolves a pending permission request with the host's outcome,
+// voter's ("" for none). A legacy option id (legacyOptionKinds) stands for
+// the offered option of its kind, and the child is sent the offered id.
+func (s *hostSession) vote(requestID string, out hostVoteOutcome, voter string) hostFailure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.perms[requestID]
 	if p == nil {
+		if slices.Contains(s.resolvedPerms, requestID) && !s.ended {
+			s.events.publishFrom(eventPermissionAlreadyResolved, "", voter, permissionAlreadyResolvedEvent{RequestID: requestID, SessionID: s.id})
+		}
 		// Qwen Code's text and keys (DESIGN.md §11).
 		return &hostErrorKeys{hostError: &hostError{http.StatusNotFound, codePermissionUnknown, "No pending permission request for session"},
 			keys: []hostKey{{"sessionId", s.id}, {"requestId", requestID}}}
@@ -685,8 +739,7 @@ func (s *hostSession) vote(requestID string, out hostVoteOutcome) hostFailure {
 	default:
 		return &hostError{http.StatusBadRequest, codeBadRequest, voteInvalidText}
 	}
-	delete(s.perms, requestID)
-	p.resolved <- out
+	s.resolveLocked(requestID, p, permissionVote{out: out, voter: voter})
 	return nil
 }
 
