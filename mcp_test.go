@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -267,5 +268,47 @@ func TestMCPLongToolNameKeepsItsServer(t *testing.T) {
 		if d := pol.decide(name, map[string]any{}); d.Allowed {
 			t.Errorf("provider rule on the server, tool %q: %+v", name, d)
 		}
+	}
+}
+
+// TestMCPLongToolNameDeniedEndToEnd: a real server named
+// acme-production-database offers a tool whose name is shortened; a deny
+// rule on the server, in the settings file (yolo mode) or in the reference
+// provider's policy (required mode), keeps every call from reaching it.
+func TestMCPLongToolNameDeniedEndToEnd(t *testing.T) {
+	const server, tool = "acme-production-database", "execute_arbitrary_sql_statement_in_transaction"
+	name := mcpToolName(server, tool)
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	mustWrite(t, policy, `{"rules":[{"tool":"mcp__`+server+`__*","decision":"deny","reason":"Not the production database"}],"default":"allow"}`)
+	p := startRefProvider(t, providerOptions{PolicyFile: policy})
+	settings := writeSettings(t, `{"permissions":{"deny":["mcp__`+server+`"]}}`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		conf bool // required mode confines the server: it needs its log writable
+	}{
+		{"settings rule", []string{"--settings", settings}, nil, false},
+		{"provider rule", []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url}, []string{envGuardToken + "=" + providerTestToken}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHelperServer(t, server)
+			h.env[envHelperTools] = `[{"name":"` + tool + `","inputSchema":{"type":"object"}}]`
+			args := tc.args
+			if tc.conf {
+				args = append(args, h.writable()...)
+			}
+			c := startACP(t, nil, args, tc.env...)
+			c.mustCall(methodInitialize, initializeParams(""), nil)
+			sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+			c.prompt(sid, "call "+name+` {"text":"DROP TABLE users"}`, "")
+			if got := agentText(c.sessionUpdates(sid)); got != name+": denied\n" {
+				t.Errorf("model answer = %q, want %q", got, name+": denied\n")
+			}
+			if got := h.events("tools/call"); len(got) != 0 {
+				t.Errorf("tools/call reached the server: %q", got)
+			}
+		})
 	}
 }
