@@ -1125,7 +1125,7 @@ func (a *agent) callPolicy(s *session) *callPolicy {
 }
 
 // alwaysKey is what an always answer remembers, from the normalized
-// arguments (DESIGN.md §7): for a shell call the whole call (the command,
+// arguments (DESIGN.md §10): for a shell call the whole call (the command,
 // the resolved directory, is_background and timeout), so that an approved
 // command approves it nowhere else and in no other way; for any other tool,
 // MCP tools included, the tool, as Qwen Code's "Always Allow in project:
