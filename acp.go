@@ -1222,14 +1222,22 @@ func (a *agent) callPolicy(s *session) *callPolicy {
 	}
 }
 
-// alwaysKey is what an always answer remembers: the tool, and for a
-// shell call the exact command, so one approved command approves no other.
+// alwaysKey is what an always answer remembers, from the normalized
+// arguments (DESIGN.md §10): for a shell call the whole call (the command,
+// the resolved directory, is_background and timeout), so that an approved
+// command approves it nowhere else and in no other way; for any other tool,
+// MCP tools included, the tool, as Qwen Code's "Always Allow in project:
+// <tool>" and "Allow All Edits" (every edit of that tool, whatever its path)
+// mean.
 func alwaysKey(tool string, args map[string]any) string {
-	if tool == toolShell {
-		cmd, _ := args["command"].(string)
-		return tool + "\x00" + cmd
+	if tool != toolShell {
+		return tool
 	}
-	return tool
+	key, err := json.Marshal([]any{tool, args["command"], args["directory"], args["is_background"], args["timeout"]})
+	if err != nil {
+		return "" // never stored: an unkeyable call is asked every time
+	}
+	return string(key)
 }
 
 // askPermission asks the client with session/request_permission. Anything
@@ -1237,7 +1245,7 @@ func alwaysKey(tool string, args map[string]any) string {
 func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
 	key := alwaysKey(spec.Name, args)
 	s.mu.Lock()
-	remembered := s.always[key]
+	remembered := key != "" && s.always[key]
 	s.mu.Unlock()
 	if remembered {
 		return permissionAllowed
@@ -1300,9 +1308,11 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	case chosen.Kind == kindAllowOnce:
 		return permissionAllowed
 	case chosen.Kind == kindAllowAlways:
-		s.mu.Lock()
-		s.always[key] = true
-		s.mu.Unlock()
+		if key != "" {
+			s.mu.Lock()
+			s.always[key] = true
+			s.mu.Unlock()
+		}
 		return permissionAllowed
 	default:
 		return permissionRejected

@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,13 +47,20 @@ const (
 var mcpAcceptedVersions = []string{mcpProtocolVersion, "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // An MCP tool is offered as mcp__<server>__<tool>, other characters than
-// [A-Za-z0-9_-] as "_" (model APIs accept no others in function names); a
-// longer name keeps its head and tail around a splice.
+// [A-Za-z0-9_-] as "_" (model APIs accept no others in function names). A
+// longer name is shortened in the tool part only, never inside
+// mcp__<server>__, so that every rule on the server still matches it: the
+// tool part keeps its head and ends in "_" and a hash of the tool's name,
+// which keeps two long tools of one server apart. A server name that leaves
+// less than mcpMinToolPart characters for the tool is refused at start
+// (Qwen Code cuts the whole name instead, server part included; DESIGN.md §6).
 const (
-	mcpMaxToolName   = 64
-	mcpTruncHead     = 28
-	mcpTruncTail     = 32
-	mcpTruncSplicing = "___"
+	mcpMaxToolName = 64
+	mcpToolHashLen = 8                      // hex digits of the hash of a shortened tool's name
+	mcpMinToolPart = 8 + 1 + mcpToolHashLen // head, "_", hash
+	// mcpMaxServerName is the longest sanitized server name that leaves
+	// mcpMinToolPart characters for the tool.
+	mcpMaxServerName = mcpMaxToolName - len(mcpToolPrefix) - len(mcpToolNameSeparator) - mcpMinToolPart
 )
 
 // MCP limits (DESIGN.md §6).
@@ -117,6 +126,8 @@ func (c mcpServerConfig) validate() error {
 		return errors.New("MCP server has no name")
 	case mcpNameAmbiguous(c.Name) != nil:
 		return mcpNameAmbiguous(c.Name)
+	case mcpServerNameTooLong(c.Name) != nil:
+		return mcpServerNameTooLong(c.Name)
 	case c.Command == "":
 		return fmt.Errorf("MCP server %q has no command", c.Name)
 	case strings.ContainsRune(c.Command, 0):
@@ -295,14 +306,28 @@ func resolveMCPCwds(configs []mcpServerConfig, base func(name string) string) {
 	}
 }
 
-// mcpToolName is the canonical name of a server's tool.
+// mcpToolName is the canonical name of a server's tool. Its server part is
+// never cut (mcpServerNameTooLong refuses a server it would not fit).
 func mcpToolName(server, tool string) string {
-	n := mcpToolPrefix + mcpSanitize(server) + mcpToolNameSeparator + mcpSanitize(tool)
-	if len(n) > mcpMaxToolName {
-		// n is ASCII after sanitizing: byte offsets are characters.
-		n = n[:mcpTruncHead] + mcpTruncSplicing + n[len(n)-mcpTruncTail:]
+	prefix := mcpToolPrefix + mcpSanitize(server) + mcpToolNameSeparator
+	part := mcpSanitize(tool)
+	if len(prefix)+len(part) <= mcpMaxToolName {
+		return prefix + part
 	}
-	return n
+	// part is ASCII after sanitizing: byte offsets are characters.
+	head := max(mcpMaxToolName-len(prefix)-1-mcpToolHashLen, 0)
+	sum := sha256.Sum256([]byte(tool))
+	return prefix + part[:head] + "_" + hex.EncodeToString(sum[:])[:mcpToolHashLen]
+}
+
+// mcpServerNameTooLong refuses a server name that leaves too little room
+// for its tools' names within mcpMaxToolName characters.
+func mcpServerNameTooLong(name string) error {
+	n := len(mcpSanitize(name))
+	if n <= mcpMaxServerName {
+		return nil
+	}
+	return fmt.Errorf("MCP server name %q is too long: it has %d characters, at most %d leave room for a tool in a name \"mcp__<server>__<tool>\" of at most %d characters; give the server a shorter name", name, n, mcpMaxServerName, mcpMaxToolName)
 }
 
 // mcpSanitize replaces every character outside [A-Za-z0-9_-] with '_'; an

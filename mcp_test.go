@@ -4,11 +4,14 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,8 +27,10 @@ func TestMCPToolName(t *testing.T) {
 		{"s", "\xff\xfe", "mcp__s____"},
 		{"s", strings.Repeat("b", 55), "mcp__s__" + strings.Repeat("b", 55)}, // exactly 63
 		{"s", strings.Repeat("b", 56), "mcp__s__" + strings.Repeat("b", 56)}, // exactly 64
-		{"s", strings.Repeat("b", 57), "mcp__s__" + strings.Repeat("b", 20) + "___" + strings.Repeat("b", 32)},
-		{long, long + "XYZ", "mcp__" + strings.Repeat("a", 23) + "___" + strings.Repeat("a", 29) + "XYZ"},
+		{"s", strings.Repeat("b", 57), "mcp__s__" + strings.Repeat("b", 47) + "_" + toolHash(strings.Repeat("b", 57))},
+		{long, long + "XYZ", "mcp__" + long + "__aaaaaaaa_" + toolHash(long+"XYZ")},
+		{"acme-production-database", "execute_arbitrary_sql_statement_in_transaction",
+			"mcp__acme-production-database__execute_arbitrary_sql_st_" + toolHash("execute_arbitrary_sql_statement_in_transaction")},
 	}
 	for _, tt := range tests {
 		got := mcpToolName(tt.server, tt.tool)
@@ -49,7 +54,7 @@ func TestMCPCollisionsRefuseBoth(t *testing.T) {
 		{"distinct", [][2]string{{"a", "t"}, {"b", "t"}}, []string{"mcp__a__t", "mcp__b__t"}, ""},
 		{"sanitized alike", [][2]string{{"a", "t.x"}, {"a", "t_x"}, {"a", "u"}}, []string{"mcp__a__u"}, `MCP tools "t.x" of server "a", "t_x" of server "a" all map to the name "mcp__a__t_x"; all of them are refused`},
 		{"across servers", [][2]string{{"a__b", "c"}, {"a", "b__c"}}, nil, `"c" of server "a__b", "b__c" of server "a" all map to the name "mcp__a__b__c"`},
-		{"truncated alike", [][2]string{{"s", long + "1" + strings.Repeat("z", 32)}, {"s", long + "2" + strings.Repeat("z", 32)}}, nil, "all of them are refused"},
+		{"shortened apart", [][2]string{{"s", long + "1"}, {"s", long + "2"}}, []string{mcpToolName("s", long+"1"), mcpToolName("s", long+"2")}, ""},
 		{"listed twice", [][2]string{{"a", "t"}, {"a", "t"}}, nil, `"t" of server "a", "t" of server "a"`},
 	}
 	for _, tt := range tests {
@@ -203,5 +208,107 @@ func TestACPSessionMergesSettingsServers(t *testing.T) {
 	a.shutdown()
 	for _, pid := range pids {
 		waitGone(t, pid)
+	}
+}
+
+func toolHash(tool string) string {
+	sum := sha256.Sum256([]byte(tool))
+	return hex.EncodeToString(sum[:])[:mcpToolHashLen]
+}
+
+// TestMCPServerNameTooLongIsRefused: a server name that leaves no room for
+// its tools within 64 characters is refused, from the settings file at
+// start and from session/new, naming the server and the limit.
+func TestMCPServerNameTooLongIsRefused(t *testing.T) {
+	fits, over := strings.Repeat("s", mcpMaxServerName), strings.Repeat("s", mcpMaxServerName+1)
+	if mcpMaxServerName != 40 {
+		t.Fatalf("mcpMaxServerName = %d, want 40", mcpMaxServerName)
+	}
+	if err := (mcpServerConfig{Name: fits, Command: "x"}).validate(); err != nil {
+		t.Errorf("a %d-character name is refused: %v", len(fits), err)
+	}
+	want := fmt.Sprintf(`MCP server name %q is too long: it has 41 characters, at most 40 leave room for a tool in a name "mcp__<server>__<tool>" of at most 64 characters; give the server a shorter name`, over)
+	_, err := loadSettings(writeSettings(t, `{"mcpServers":{"`+over+`":{"command":"x"}}}`))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("settings with a 41-character server name: %v, want %q", err, want)
+	}
+	got := parseACPMCPServers([]json.RawMessage{json.RawMessage(`{"name":"` + over + `","command":"x","args":[],"env":[]}`)})
+	if len(got.configs) != 0 || len(got.notices) != 1 || got.notices[0] != fmt.Sprintf("MCP server %q was refused: %s", over, want) {
+		t.Errorf("session/new with a 41-character server name: %+v", got)
+	}
+	for _, tool := range []string{"t", strings.Repeat("t", 200)} {
+		if n := mcpToolName(fits, tool); len(n) > mcpMaxToolName || !strings.HasPrefix(n, "mcp__"+fits+"__") {
+			t.Errorf("mcpToolName(%q, %q) = %q", fits, tool, n)
+		}
+	}
+}
+
+// TestMCPLongToolNameKeepsItsServer: a tool of acme-production-database
+// whose name is shortened keeps mcp__acme-production-database__, so a
+// settings deny rule on the server and a provider deny rule on
+// mcp__acme-production-database__* both catch it.
+func TestMCPLongToolNameKeepsItsServer(t *testing.T) {
+	const server = "acme-production-database"
+	for _, tool := range []string{"execute_arbitrary_sql_statement", "execute_arbitrary_sql_statement_in_transaction"} {
+		name := mcpToolName(server, tool)
+		if !strings.HasPrefix(name, "mcp__"+server+"__execute_") || len(name) > mcpMaxToolName {
+			t.Errorf("mcpToolName(%q, %q) = %q", server, tool, name)
+		}
+		s, err := loadSettings(writeSettings(t, `{"tools":{"approvalMode":"yolo"},"permissions":{"deny":["mcp__`+server+`"]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, rule := s.Rules.decide(s.Tools.ApprovalMode, name, false, map[string]any{}, testCwd, testHome); v != verdictDeny || rule != "mcp__"+server {
+			t.Errorf("settings rule on the server, tool %q: %s %q", name, v, rule)
+		}
+		pol, err := parseProviderPolicy([]byte(`{"rules":[{"tool":"mcp__` + server + `__*","decision":"deny","reason":"Not the production database"}],"default":"allow"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := pol.decide(name, map[string]any{}); d.Allowed {
+			t.Errorf("provider rule on the server, tool %q: %+v", name, d)
+		}
+	}
+}
+
+// TestMCPLongToolNameDeniedEndToEnd: a real server named
+// acme-production-database offers a tool whose name is shortened; a deny
+// rule on the server, in the settings file (yolo mode) or in the reference
+// provider's policy (required mode), keeps every call from reaching it.
+func TestMCPLongToolNameDeniedEndToEnd(t *testing.T) {
+	const server, tool = "acme-production-database", "execute_arbitrary_sql_statement_in_transaction"
+	name := mcpToolName(server, tool)
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	mustWrite(t, policy, `{"rules":[{"tool":"mcp__`+server+`__*","decision":"deny","reason":"Not the production database"}],"default":"allow"}`)
+	p := startRefProvider(t, providerOptions{PolicyFile: policy})
+	settings := writeSettings(t, `{"permissions":{"deny":["mcp__`+server+`"]}}`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		conf bool // required mode confines the server: it needs its log writable
+	}{
+		{"settings rule", []string{"--settings", settings}, nil, false},
+		{"provider rule", []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url}, []string{envGuardToken + "=" + providerTestToken}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHelperServer(t, server)
+			h.env[envHelperTools] = `[{"name":"` + tool + `","inputSchema":{"type":"object"}}]`
+			args := tc.args
+			if tc.conf {
+				args = append(args, h.writable()...)
+			}
+			c := startACP(t, nil, args, tc.env...)
+			c.mustCall(methodInitialize, initializeParams(""), nil)
+			sid := newMCPSession(t, c, t.TempDir(), h.acpEntry(t))
+			c.prompt(sid, "call "+name+` {"text":"DROP TABLE users"}`, "")
+			if got := agentText(c.sessionUpdates(sid)); got != name+": denied\n" {
+				t.Errorf("model answer = %q, want %q", got, name+": denied\n")
+			}
+			if got := h.events("tools/call"); len(got) != 0 {
+				t.Errorf("tools/call reached the server: %q", got)
+			}
+		})
 	}
 }

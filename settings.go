@@ -460,6 +460,8 @@ func validateMCPServer(name string, srv mcpServerSettings) []string {
 		add("key %q: empty MCP server name", at)
 	case mcpNameAmbiguous(name) != nil:
 		add("key %q: %v", at, mcpNameAmbiguous(name))
+	case mcpServerNameTooLong(name) != nil:
+		add("key %q: %v", at, mcpServerNameTooLong(name))
 	case strings.TrimSpace(srv.Command) == "":
 		add("key %q: empty command", at+".command")
 	case srv.Timeout != 0 && (srv.Timeout < mcpMinTimeoutMS || srv.Timeout > mcpMaxTimeoutMS):
