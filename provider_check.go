@@ -16,8 +16,8 @@ import (
 // providerPolicyCase is one example of a cases file: a tool name, its
 // arguments and the decision expected, at a time ("at") when the policy has
 // windows. Cases are decided in order as calls of one session, so they
-// spend the policy's budgets as the provider would. Reason, when given, is the exact text a client would
-// show for the denial.
+// spend the policy's budgets as the provider would. Reason, when given, is
+// the exact text a client would show for the denial.
 type providerPolicyCase struct {
 	Name      string          `json:"name"`
 	Tool      string          `json:"tool"`

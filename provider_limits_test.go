@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -307,5 +308,17 @@ func TestProviderRateLimit(t *testing.T) {
 	other.SessionID = "sess-2"
 	if res := c.prepare(context.Background(), other); !res.Allowed {
 		t.Errorf("another session: %+v", res)
+	}
+}
+
+// TestProviderStartupWarning: a rule on a Qwen Code tool acpguard lacks is
+// loaded, with a warning at start whatever the log level.
+func TestProviderStartupWarning(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "p.json")
+	os.WriteFile(policy, []byte(`{"rules":[{"tool":"read_file","decision":"allow"},{"tool":"web_search","decision":"deny"}]}`), 0o600)
+	p := startRefProvider(t, providerOptions{PolicyFile: policy, LogLevel: slog.LevelError})
+	want := fmt.Sprintf("acpguard provider: warning: policy %q: rule 1: tool \"web_search\" (web_search) is a Qwen Code tool acpguard does not have: the rule matches only calls from another client\n", policy)
+	if !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", p.stderr.String(), want)
 	}
 }
