@@ -37,6 +37,22 @@ type providerRuleTool struct {
 // (perms.go ruleToolNames resolves them), offered by "did you mean".
 var providerAliasNames = []string{"Bash", "Shell", "Read", "Edit", "Write", "Grep", "Glob", "replace", "search_file_content"}
 
+// providerToolNames are the canonical names of this runtime's tools, as
+// the settings file's aliases resolve them: the provider uses nothing of
+// the tools themselves.
+func providerToolNames() []string {
+	var names []string
+	for _, alias := range []string{"Read", "Edit", "Bash"} {
+		tools, _ := ruleToolNames(alias)
+		for _, n := range tools {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
 // compileProviderTool checks a rule's tool name (DESIGN.md §11): a
 // canonical name, an alias of the settings file, an mcp__server__tool name,
 // or a glob matching one of the tools or only MCP names. A Qwen Code tool
@@ -50,7 +66,7 @@ func compileProviderTool(name string) (t providerRuleTool, warning string, err e
 		if _, err := path.Match(name, ""); err != nil {
 			return t, "", fmt.Errorf("invalid tool pattern %q: %w", name, err)
 		}
-		for _, n := range builtinToolNames() {
+		for _, n := range providerToolNames() {
 			if ok, _ := path.Match(name, n); ok {
 				return t, "", nil
 			}
@@ -63,7 +79,7 @@ func compileProviderTool(name string) (t providerRuleTool, warning string, err e
 				return t, fmt.Sprintf("tool pattern %q matches only Qwen Code tools acpguard does not have", name), nil
 			}
 		}
-		return t, "", fmt.Errorf("tool pattern %q matches no tool: want a tool name (%s), a glob over them, or an mcp__server__tool pattern", name, strings.Join(builtinToolNames(), ", "))
+		return t, "", fmt.Errorf("tool pattern %q matches no tool: want a tool name (%s), a glob over them, or an mcp__server__tool pattern", name, strings.Join(providerToolNames(), ", "))
 	}
 	if names, ok := ruleToolNames(name); ok {
 		t.names = append(names, name)
@@ -79,7 +95,7 @@ func compileProviderTool(name string) (t providerRuleTool, warning string, err e
 		}
 		return t, "", fmt.Errorf("tool %q: an MCP tool is named mcp__<server>__<tool>; for every tool of a server write %q", name, strings.TrimSuffix(name, "__")+"__*")
 	}
-	candidates := slices.Concat(builtinToolNames(), providerAliasNames)
+	candidates := slices.Concat(providerToolNames(), providerAliasNames)
 	for n := range qwenOnlyTools {
 		candidates = append(candidates, n)
 	}
