@@ -75,6 +75,9 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		return &usageError{err}
 	}
 	logger := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
+	for _, w := range pol.warnings {
+		providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelWarn, fmt.Sprintf("acpguard provider: warning: policy %q: %s\n", opts.PolicyFile, w), "policy warning", "file", opts.PolicyFile, "warning", w)
+	}
 	p := &providerServer{
 		token:    opts.Token,
 		withArgs: opts.AuditArguments,
@@ -349,7 +352,7 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 		p.fail(w, http.StatusBadRequest, err.Error())
 		return false
 	}
-	d := p.current.Load().decide(rec.ToolName, args)
+	d := p.current.Load().decideCall(&providerCall{Tool: rec.ToolName, Args: args, Session: rec.SessionID, At: time.Now()})
 	p.metrics.policy[providerPairIndex(d.Allowed)].Add(1)
 	rec.Decision, rec.Reason, rec.Rule = providerDecisionName(d.Allowed), d.Reason, d.Rule
 	answer := d.Decision
@@ -479,6 +482,9 @@ func (p *providerServer) reload(file string) {
 		p.metrics.reloads[0].Add(1)
 		p.log.Error("reload failed, keeping the previous policy", "error", err)
 		return
+	}
+	for _, w := range pol.warnings {
+		p.log.Warn("policy warning", "file", file, "warning", w)
 	}
 	p.current.Store(pol)
 	p.metrics.reloads[1].Add(1)

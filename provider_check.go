@@ -10,19 +10,24 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // providerPolicyCase is one example of a cases file: a tool name, its
-// arguments and the decision expected. Reason, when given, is the exact text a client would
-// show for the denial.
+// arguments and the decision expected, at a time ("at") when the policy has
+// windows. Cases are decided in order as calls of one session, so they
+// spend the policy's budgets as the provider would. Reason, when given, is
+// the exact text a client would show for the denial.
 type providerPolicyCase struct {
 	Name      string          `json:"name"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
 	Expect    string          `json:"expect"`
 	Reason    string          `json:"reason"`
+	At        string          `json:"at"` // RFC 3339; absent: now
 
-	args any // Arguments decoded as the provider decodes them
+	args any       // Arguments decoded as the provider decodes them
+	at   time.Time // At parsed
 }
 
 // maxProviderCasesFile bounds a cases file read from disk, like a policy.
@@ -40,6 +45,9 @@ func runProviderCheck(sys *system, args []string) error {
 	pol, err := loadProviderPolicy(opts.PolicyFile)
 	if err != nil {
 		return &usageError{err}
+	}
+	for _, w := range pol.warnings {
+		fmt.Fprintf(sys.stderr, "acpguard provider check: warning: policy %q: %s\n", opts.PolicyFile, w)
 	}
 	cases, err := loadProviderPolicyCases(opts.CasesFile)
 	if errors.Is(err, os.ErrNotExist) && !opts.CasesGiven {
@@ -109,6 +117,11 @@ func (c *providerPolicyCase) validate() error {
 		return err
 	}
 	c.args = args
+	if c.At != "" {
+		if c.at, err = time.Parse(time.RFC3339, c.At); err != nil {
+			return fmt.Errorf(`at %q: want an RFC 3339 time such as "2026-01-05T10:00:00+01:00"`, c.At)
+		}
+	}
 	return nil
 }
 
@@ -123,7 +136,11 @@ func (c *providerPolicyCase) label(i int) string {
 // The reason compared is the one a client shows: the policy's, trimmed, or
 // the client's default text for a denial without one.
 func (c *providerPolicyCase) check(pol *providerPolicy) string {
-	d := pol.decide(c.Tool, c.args)
+	at := c.at
+	if at.IsZero() {
+		at = time.Now()
+	}
+	d := pol.decideCall(&providerCall{Tool: c.Tool, Args: c.args, At: at})
 	got, reason := providerDecisionName(d.Allowed), deniedReason(d.Reason)
 	if got == c.Expect && (c.Reason == "" || c.Reason == reason) {
 		return ""
@@ -156,6 +173,12 @@ func (pol *providerPolicy) describe(rule int) string {
 			fmt.Fprintf(&b, "%q: %q", m.raw, clipProviderText(m.re.String(), maxProviderRenderedPattern))
 		}
 		b.WriteString("}")
+	}
+	if r.limit != nil {
+		fmt.Fprintf(&b, ", limit %q per %s", r.limit.raw, r.limit.key)
+	}
+	if r.window != nil {
+		fmt.Fprintf(&b, ", window %q", r.window.String())
 	}
 	fmt.Fprintf(&b, ", %s}", providerDecisionName(r.allow))
 	return b.String()

@@ -51,7 +51,7 @@ func TestProviderCheckRefusals(t *testing.T) {
 		}
 		return f
 	}
-	badPolicy := write("bad.json", `{"rules":[{"tool":"a","decision":"allow"},{"tool":"b","decision":"ask"}]}`)
+	badPolicy := write("bad.json", `{"rules":[{"tool":"read_file","decision":"allow"},{"tool":"glob","decision":"ask"}]}`)
 	lonePolicy := write("lone.json", `{"rules":[{"tool":"read_file","decision":"allow"}]}`)
 	emptyCases := write("empty.cases.json", `[]`)
 	tests := []struct {
@@ -128,15 +128,15 @@ func TestParsePolicyCases(t *testing.T) {
 // TestPolicyCaseReasons: a case compares the reason a client shows, which
 // for a denial without a reason is the client's default text.
 func TestPolicyCaseReasons(t *testing.T) {
-	pol, err := parseProviderPolicy([]byte(`{"rules":[{"tool":"quiet","decision":"deny"},{"tool":"loud","decision":"deny","reason":"  Padded  "}]}`))
+	pol, err := parseProviderPolicy([]byte(`{"rules":[{"tool":"mcp__s__quiet","decision":"deny"},{"tool":"mcp__s__loud","decision":"deny","reason":"  Padded  "}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases, err := parseProviderPolicyCases([]byte(`[
-		{"tool":"quiet","arguments":{},"expect":"deny","reason":"` + denyDefaultReason + `"},
-		{"tool":"loud","arguments":{},"expect":"deny","reason":"Padded"},
-		{"tool":"loud","arguments":{},"expect":"deny","reason":"  Padded  "},
-		{"tool":"other","arguments":{},"expect":"deny","reason":"` + denyDefaultReason + `"}
+		{"tool":"mcp__s__quiet","arguments":{},"expect":"deny","reason":"` + denyDefaultReason + `"},
+		{"tool":"mcp__s__loud","arguments":{},"expect":"deny","reason":"Padded"},
+		{"tool":"mcp__s__loud","arguments":{},"expect":"deny","reason":"  Padded  "},
+		{"tool":"mcp__s__other","arguments":{},"expect":"deny","reason":"` + denyDefaultReason + `"}
 	]`))
 	if err != nil {
 		t.Fatal(err)

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The policy file of the reference provider, strict JSON:
@@ -39,6 +39,14 @@ import (
 // user, so it must be a safe denial reason (non-blank, at most 500 UTF-16
 // code units, no control characters). A denial without a reason shows the
 // client's generic text.
+//
+// "tool" is checked at load (provider_limits.go): an alias of the settings
+// file (Bash, Shell, Read, Edit, Write, Grep, Glob) means the tools it means
+// there. "limit" ("N/second|minute|hour|day", allow rules only) budgets the
+// calls the rule allows, per "limitKey" ("session", the default, "tool" or
+// "global"); over budget the rule denies, saying so. "hours" ("09:00-18:00")
+// and "days" (["mon", ...]) in "timezone" (IANA; local time when absent)
+// are a window outside which the rule does not match.
 type providerPolicyFile struct {
 	// Each rule is decoded on its own, so that an error names its index.
 	Rules         []json.RawMessage `json:"rules"`
@@ -51,6 +59,11 @@ type providerPolicyFileRule struct {
 	Match    map[string]string `json:"match"`
 	Decision string            `json:"decision"`
 	Reason   string            `json:"reason"`
+	Limit    string            `json:"limit"`
+	LimitKey string            `json:"limitKey"`
+	Hours    string            `json:"hours"`
+	Days     []string          `json:"days"`
+	Timezone string            `json:"timezone"`
 }
 
 // maxProviderPolicyFile bounds the policy read from disk.
@@ -61,14 +74,18 @@ type providerPolicy struct {
 	rules         []providerPolicyRule
 	defaultAllow  bool
 	defaultReason string
+	warnings      []string // what loading accepted but the operator should know
+	budgets       providerBudgets
 }
 
 type providerPolicyRule struct {
 	tool   string
-	glob   bool
+	names  providerRuleTool
 	args   []providerArgMatch
 	allow  bool
 	reason string
+	limit  *providerLimit  // nil: no budget
+	window *providerWindow // nil: always
 }
 
 type providerArgMatch struct {
@@ -132,25 +149,28 @@ func parseProviderPolicy(data []byte) (*providerPolicy, error) {
 		if err := decodeStrict(raw, &fr); err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i, err)
 		}
-		r, err := compileProviderRule(fr)
+		r, warning, err := compileProviderRule(fr)
 		if err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i, err)
+		}
+		if warning != "" {
+			pol.warnings = append(pol.warnings, fmt.Sprintf("rule %d: %s", i, warning))
 		}
 		pol.rules = append(pol.rules, r)
 	}
 	return pol, nil
 }
 
-func compileProviderRule(fr providerPolicyFileRule) (providerPolicyRule, error) {
-	r := providerPolicyRule{tool: fr.Tool, reason: fr.Reason}
-	if fr.Tool == "" {
-		return r, errors.New(`missing "tool"`)
+func compileProviderRule(fr providerPolicyFileRule) (r providerPolicyRule, warning string, err error) {
+	r = providerPolicyRule{tool: fr.Tool, reason: fr.Reason}
+	if r.names, warning, err = compileProviderTool(fr.Tool); err != nil {
+		return r, "", err
 	}
-	if r.glob = strings.ContainsAny(fr.Tool, `*?[\`); r.glob {
-		if _, err := path.Match(fr.Tool, ""); err != nil {
-			return r, fmt.Errorf("invalid tool pattern %q: %w", fr.Tool, err)
-		}
-	}
+	r, err = compileProviderRuleRest(r, fr)
+	return r, warning, err
+}
+
+func compileProviderRuleRest(r providerPolicyRule, fr providerPolicyFileRule) (providerPolicyRule, error) {
 	switch fr.Decision {
 	case "allow":
 		r.allow = true
@@ -176,6 +196,13 @@ func compileProviderRule(fr providerPolicyFileRule) (providerPolicyRule, error) 
 			return r, fmt.Errorf("invalid regexp for %q: %w", p, err)
 		}
 		r.args = append(r.args, providerArgMatch{raw: p, pointer: tokens, re: re})
+	}
+	var err error
+	if r.limit, err = compileProviderLimit(fr.Limit, fr.LimitKey, r.allow); err != nil {
+		return r, err
+	}
+	if r.window, err = compileProviderWindow(fr.Hours, fr.Days, fr.Timezone); err != nil {
+		return r, err
 	}
 	return r, nil
 }
@@ -247,11 +274,7 @@ func selectJSONPointer(v any, tokens []string) (any, bool) {
 // allow rule does not, so that {"command":["curl"]} cannot slip past a deny
 // written for strings, nor 1e3 past one written for "1000".
 func (r *providerPolicyRule) matches(toolName string, args any) bool {
-	if r.glob {
-		if ok, _ := path.Match(r.tool, toolName); !ok {
-			return false
-		}
-	} else if r.tool != toolName {
+	if !r.names.matches(r.tool, toolName) {
 		return false
 	}
 	for _, m := range r.args {
@@ -276,12 +299,39 @@ func (r *providerPolicyRule) matches(toolName string, args any) bool {
 	return true
 }
 
-// decide applies the policy to one call: first matching rule, else the default.
+// decide applies the policy to one call of no session, now.
 func (pol *providerPolicy) decide(toolName string, args any) providerDecision {
+	return pol.decideCall(&providerCall{Tool: toolName, Args: args, At: time.Now()})
+}
+
+// decideCall applies the policy to one call: the first rule that matches
+// decides, else the default. A rule with a window matches only inside it. A
+// rule with a limit matches, and denies with the limit's reason when its
+// budget is spent; an allowed call is counted. When the default denies a
+// call an allow rule would have matched inside its window, the reason says
+// so.
+func (pol *providerPolicy) decideCall(call *providerCall) providerDecision {
+	outside := -1
 	for i := range pol.rules {
-		if r := &pol.rules[i]; r.matches(toolName, args) {
-			return providerDecision{Decision{r.allow, r.reason}, i}
+		r := &pol.rules[i]
+		if !r.matches(call.Tool, call.Args) {
+			continue
 		}
+		if r.window != nil && !r.window.contains(call.At) {
+			if r.allow && outside < 0 {
+				outside = i
+			}
+			continue
+		}
+		if r.limit != nil {
+			if ok, wait := pol.budgets.take(i, r.limit, call); !ok {
+				return providerDecision{Decision{Reason: limitReason(i, r.limit, wait)}, i}
+			}
+		}
+		return providerDecision{Decision{r.allow, r.reason}, i}
+	}
+	if !pol.defaultAllow && outside >= 0 {
+		return providerDecision{Decision{Reason: windowReason(outside, pol.rules[outside].window)}, -1}
 	}
 	return providerDecision{Decision{pol.defaultAllow, pol.defaultReason}, -1}
 }

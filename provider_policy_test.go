@@ -17,11 +17,11 @@ func TestParsePolicy(t *testing.T) {
 		{"minimal", `{}`, ""},
 		{"full", `{"rules":[{"tool":"mcp__*","match":{"/a/0":"^x$","/b~1c":"y"},"decision":"deny","reason":"No"}],"default":"allow"}`, ""},
 		{"unknown top field", `{"rule":[]}`, `json: unknown field "rule"`},
-		{"unknown rule field", `{"rules":[{"tool":"x","decision":"allow"},{"tool":"x","decision":"allow","why":"x"}]}`, `rule 1: json: unknown field "why"`},
+		{"unknown rule field", `{"rules":[{"tool":"mcp__s__x","decision":"allow"},{"tool":"mcp__s__x","decision":"allow","why":"x"}]}`, `rule 1: json: unknown field "why"`},
 		{"rule field of another type", `{"rules":[{"tool":5,"decision":"allow"}]}`, `rule 0: json: cannot unmarshal number`},
 		// encoding/json alone lets the last of two members win.
 		{"decision given twice", `{"rules":[{"tool":"read_file","decision":"deny"},{"tool":"read_file","decision":"deny","decision":"allow"}]}`, `duplicate field "decision" in rules[1]`},
-		{"rules given twice", `{"rules":[{"tool":"x","decision":"deny"}],"rules":[]}`, `duplicate field "rules"`},
+		{"rules given twice", `{"rules":[{"tool":"mcp__s__x","decision":"deny"}],"rules":[]}`, `duplicate field "rules"`},
 		{"decision given twice in two cases", `{"rules":[{"tool":"read_file","decision":"deny","Decision":"allow"}]}`, `rule 0: unknown field "Decision"`},
 		{"rule not an object", `{"rules":["read_file"]}`, `rule 0: json: cannot unmarshal string`},
 		{"trailing data", `{} {}`, "trailing data"},
@@ -30,17 +30,17 @@ func TestParsePolicy(t *testing.T) {
 		{"default reason on allow", `{"default":"allow","defaultReason":"x"}`, "defaultReason: a reason is only allowed on a deny"},
 		{"unsafe default reason", `{"defaultReason":"a\nb"}`, `defaultReason: unsafe reason "a\nb": control character U+000A`},
 		{"missing tool", `{"rules":[{"decision":"allow"}]}`, `rule 0: missing "tool"`},
-		{"bad glob", `{"rules":[{"tool":"x","decision":"allow"},{"tool":"mcp__[","decision":"deny"}]}`, `rule 1: invalid tool pattern "mcp__[": syntax error in pattern`},
-		{"missing decision", `{"rules":[{"tool":"x"}]}`, `rule 0: decision "": want "allow" or "deny"`},
-		{"bad decision", `{"rules":[{"tool":"x","decision":"ask"}]}`, `rule 0: decision "ask": want "allow" or "deny"`},
-		{"reason on allow", `{"rules":[{"tool":"x","decision":"allow","reason":"ok"}]}`, "rule 0: a reason is only allowed on a deny"},
-		{"blank reason", `{"rules":[{"tool":"x","decision":"deny","reason":"  "}]}`, `rule 0: unsafe reason "  ": blank`},
-		{"long reason", `{"rules":[{"tool":"x","decision":"deny","reason":"` + strings.Repeat("a", 501) + `"}]}`, "rule 0: unsafe reason"},
-		{"u2028 reason", `{"rules":[{"tool":"x","decision":"deny","reason":"a\u2028b"}]}`, "control character U+2028"},
-		{"pointer without slash", `{"rules":[{"tool":"x","match":{"command":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "command": must start with /`},
-		{"empty pointer", `{"rules":[{"tool":"x","match":{"":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "": must start with /`},
-		{"bad escape", `{"rules":[{"tool":"x","match":{"/a~2":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "/a~2": ~ must be followed by 0 or 1`},
-		{"bad regexp", `{"rules":[{"tool":"x","match":{"/a":"x"}, "decision":"deny"},{"tool":"y","match":{"/b":"ok","/a":"[z"},"decision":"deny"}]}`, `rule 1: invalid regexp for "/a": error parsing regexp: missing closing ]: ` + "`[z`"},
+		{"bad glob", `{"rules":[{"tool":"mcp__s__x","decision":"allow"},{"tool":"mcp__[","decision":"deny"}]}`, `rule 1: invalid tool pattern "mcp__[": syntax error in pattern`},
+		{"missing decision", `{"rules":[{"tool":"mcp__s__x"}]}`, `rule 0: decision "": want "allow" or "deny"`},
+		{"bad decision", `{"rules":[{"tool":"mcp__s__x","decision":"ask"}]}`, `rule 0: decision "ask": want "allow" or "deny"`},
+		{"reason on allow", `{"rules":[{"tool":"mcp__s__x","decision":"allow","reason":"ok"}]}`, "rule 0: a reason is only allowed on a deny"},
+		{"blank reason", `{"rules":[{"tool":"mcp__s__x","decision":"deny","reason":"  "}]}`, `rule 0: unsafe reason "  ": blank`},
+		{"long reason", `{"rules":[{"tool":"mcp__s__x","decision":"deny","reason":"` + strings.Repeat("a", 501) + `"}]}`, "rule 0: unsafe reason"},
+		{"u2028 reason", `{"rules":[{"tool":"mcp__s__x","decision":"deny","reason":"a\u2028b"}]}`, "control character U+2028"},
+		{"pointer without slash", `{"rules":[{"tool":"mcp__s__x","match":{"command":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "command": must start with /`},
+		{"empty pointer", `{"rules":[{"tool":"mcp__s__x","match":{"":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "": must start with /`},
+		{"bad escape", `{"rules":[{"tool":"mcp__s__x","match":{"/a~2":"x"},"decision":"deny"}]}`, `rule 0: invalid JSON Pointer "/a~2": ~ must be followed by 0 or 1`},
+		{"bad regexp", `{"rules":[{"tool":"mcp__s__x","match":{"/a":"x"}, "decision":"deny"},{"tool":"mcp__s__y","match":{"/b":"ok","/a":"[z"},"decision":"deny"}]}`, `rule 1: invalid regexp for "/a": error parsing regexp: missing closing ]: ` + "`[z`"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,10 +57,10 @@ func TestParsePolicy(t *testing.T) {
 
 func TestPolicyDecide(t *testing.T) {
 	pol, err := parseProviderPolicy([]byte(`{"rules":[
-		{"tool":"t","match":{"/a~1b/0":"^yes$"},"decision":"allow"},
-		{"tool":"t","match":{"/m~0n":"go","/x":"."},"decision":"allow"},
-		{"tool":"t","match":{"/arr/10":"ten"},"decision":"allow"},
-		{"tool":"g?b_*","decision":"deny","reason":"glob"}
+		{"tool":"mcp__s__t","match":{"/a~1b/0":"^yes$"},"decision":"allow"},
+		{"tool":"mcp__s__t","match":{"/m~0n":"go","/x":"."},"decision":"allow"},
+		{"tool":"mcp__s__t","match":{"/arr/10":"ten"},"decision":"allow"},
+		{"tool":"mcp__g?b_*","decision":"deny","reason":"glob"}
 	],"default":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -70,18 +70,18 @@ func TestPolicyDecide(t *testing.T) {
 		tool, args string
 		rule       int
 	}{
-		{"t", `{"a/b":["yes"]}`, 0},
-		{"t", `{"a/b":["yes!"]}`, -1},
-		{"t", `{"a/b":"yes"}`, -1},
-		{"t", `{"a/b":[true]}`, -1},
-		{"t", `{"m~n":"golang","x":"1"}`, 1},
-		{"t", `{"m~n":"golang"}`, -1},
-		{"t", `{"arr":` + arr + `}`, 2},
-		{"t", `{"arr":{"10":"ten"}}`, 2},
-		{"t", `{"arr":{"010":"ten"}}`, -1},
-		{"T", `{"a/b":["yes"]}`, -1},
-		{"gib_x", `{}`, 3},
-		{"gb_x", `{}`, -1},
+		{"mcp__s__t", `{"a/b":["yes"]}`, 0},
+		{"mcp__s__t", `{"a/b":["yes!"]}`, -1},
+		{"mcp__s__t", `{"a/b":"yes"}`, -1},
+		{"mcp__s__t", `{"a/b":[true]}`, -1},
+		{"mcp__s__t", `{"m~n":"golang","x":"1"}`, 1},
+		{"mcp__s__t", `{"m~n":"golang"}`, -1},
+		{"mcp__s__t", `{"arr":` + arr + `}`, 2},
+		{"mcp__s__t", `{"arr":{"10":"ten"}}`, 2},
+		{"mcp__s__t", `{"arr":{"010":"ten"}}`, -1},
+		{"mcp__s__T", `{"a/b":["yes"]}`, -1},
+		{"mcp__gib_x", `{}`, 3},
+		{"mcp__gb_x", `{}`, -1},
 	}
 	for _, tt := range tests {
 		var args any
@@ -123,7 +123,7 @@ func FuzzParsePolicy(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(example, "run_shell_command", []byte(`{"command":"ls -la"}`))
-	f.Add([]byte(`{"rules":[{"tool":"t*","match":{"/a~1b/0":"^x$"},"decision":"deny","reason":"No"}],"default":"allow"}`), "tx", []byte(`{"a/b":["x"]}`))
+	f.Add([]byte(`{"rules":[{"tool":"mcp__t*","match":{"/a~1b/0":"^x$"},"decision":"deny","reason":"No"}],"default":"allow"}`), "mcp__tx", []byte(`{"a/b":["x"]}`))
 	f.Add([]byte(`{"rules":[{"tool":"[","decision":"allow"}]}`), "x", []byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte, tool string, rawArgs []byte) {
 		pol, err := parseProviderPolicy(data)

@@ -191,7 +191,7 @@ func TestProviderAuditFailureDenies(t *testing.T) {
 func TestProviderStartupRefusals(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "p.json")
-	os.WriteFile(bad, []byte(`{"rules":[{"tool":"a","decision":"allow"},{"tool":"b","decision":"allow"},{"tool":"c","decision":"allow"},{"tool":"run_shell_command","match":{"/command":"(rm"},"decision":"deny"}]}`), 0o600)
+	os.WriteFile(bad, []byte(`{"rules":[{"tool":"read_file","decision":"allow"},{"tool":"glob","decision":"allow"},{"tool":"edit","decision":"allow"},{"tool":"run_shell_command","match":{"/command":"(rm"},"decision":"deny"}]}`), 0o600)
 	tests := []struct {
 		name string
 		opts providerOptions

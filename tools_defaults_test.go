@@ -267,9 +267,9 @@ func TestREADMEListsFilledDefaults(t *testing.T) {
 func TestPolicyMatchesFilledInScalars(t *testing.T) {
 	pol, err := parseProviderPolicy([]byte(`{"rules":[
 		{"tool":"run_shell_command","match":{"/is_background":"^true$"},"decision":"deny","reason":"Background commands are not allowed"},
-		{"tool":"n","match":{"/limit":"^5$"},"decision":"allow"},
-		{"tool":"n","match":{"/limit":"^5$"},"decision":"deny"},
-		{"tool":"b","match":{"/flag":"^false$"},"decision":"allow"}
+		{"tool":"mcp__s__n","match":{"/limit":"^5$"},"decision":"allow"},
+		{"tool":"mcp__s__n","match":{"/limit":"^5$"},"decision":"deny"},
+		{"tool":"mcp__s__b","match":{"/flag":"^false$"},"decision":"allow"}
 	],"default":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -282,11 +282,11 @@ func TestPolicyMatchesFilledInScalars(t *testing.T) {
 		{"run_shell_command", `{"command":"ls","is_background":false}`, -1},
 		{"run_shell_command", `{"command":"ls","is_background":"true"}`, 0},
 		{"run_shell_command", `{"command":"ls","is_background":[true]}`, 0},
-		{"n", `{"limit":"5"}`, 1},
-		{"n", `{"limit":5}`, 2},
-		{"n", `{"limit":6}`, 2},
-		{"b", `{"flag":false}`, 3},
-		{"b", `{"flag":true}`, -1},
+		{"mcp__s__n", `{"limit":"5"}`, 1},
+		{"mcp__s__n", `{"limit":5}`, 2},
+		{"mcp__s__n", `{"limit":6}`, 2},
+		{"mcp__s__b", `{"flag":false}`, 3},
+		{"mcp__s__b", `{"flag":true}`, -1},
 		{"b", `{"flag":null}`, -1},
 	} {
 		var args any
