@@ -3,6 +3,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,36 +44,40 @@ func TestShellCommandPatterns(t *testing.T) {
 
 func TestSplitShellCommand(t *testing.T) {
 	for _, tc := range []struct {
-		command string
-		parts   []string
-		complex bool
+		command   string
+		parts     []string
+		allowable bool
 	}{
-		{"git status && rm -rf /", []string{"git status", "rm -rf /"}, false},
-		{"a || b; c | d |& e & f\ng", []string{"a", "b", "c", "d", "e", "f", "g"}, false},
-		{`echo 'a && b' "c; d"`, []string{`echo 'a && b' "c; d"`}, false},
-		{`echo a\;b`, []string{`echo a\;b`}, false},
-		{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-", []string{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-"}, false},
-		{"make &>log", []string{"make &>log"}, true},
-		{"echo x > ~/.bashrc", []string{"echo x > ~/.bashrc"}, true},
-		{"echo x >>out", []string{"echo x >>out"}, true},
-		{"echo x >&out", []string{"echo x >&out"}, true},
-		{`echo "a (b) > c" 'd > e'`, []string{`echo "a (b) > c" 'd > e'`}, false},
-		{`echo "$(cat "f")" x`, []string{`echo "`, `cat "f"`, `" x`}, true},
-		{"echo $(rm -rf /)", []string{"echo", "rm -rf /"}, true},
-		{`echo "x $(rm -rf /) y"`, []string{`echo "x`, "rm -rf /", `y"`}, true},
-		{"echo `rm -rf /`", []string{"echo", "rm -rf /"}, true},
+		{"git status && rm -rf /", []string{"git status", "rm -rf /"}, true},
+		{"a || b; c | d |& e & f\ng", []string{"a", "b", "c", "d", "e", "f", "g"}, true},
+		{`echo 'a && b' "c; d"`, []string{`echo 'a && b' 'c; d'`}, true},
+		{`echo a\;b`, []string{`echo a;b`}, true},
+		{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-", []string{"make"}, true},
+		{"make &>log", []string{"make"}, false},
+		{"echo x > ~/.bashrc", []string{"echo x"}, false},
+		{"echo x >>out", []string{"echo x"}, false},
+		{"echo x >&out", []string{"echo x"}, false},
+		{`echo "a (b) > c" 'd > e'`, []string{`echo 'a (b) > c' 'd > e'`}, true},
+		{`echo "$(cat "f")" x`, []string{"cat f", `echo '$(cat "f")' x`}, false},
+		{"echo $(rm -rf /)", []string{"rm -rf /", "echo '$(rm -rf /)'"}, false},
+		{`echo "x $(rm -rf /) y"`, []string{"rm -rf /", "echo 'x $(rm -rf /) y'"}, false},
+		{"echo `rm -rf /`", []string{"rm -rf /", "echo '`rm -rf /`'"}, false},
 		{"(cd x; rm y)", []string{"cd x", "rm y"}, true},
-		{"diff <(ls a) >(ls b)", []string{"diff", "ls a", "ls b"}, true},
-		{"{ rm x; }", []string{"{ rm x", "}"}, true},
-		{"cat <<EOF\nrm x\nEOF", []string{"cat <<EOF", "rm x", "EOF"}, true},
-		{"echo $'a\\'b'", []string{`echo $'a\'b'`}, true},
-		{`echo "unterminated`, []string{`echo "unterminated`}, true},
+		{"diff <(ls a) >(ls b)", []string{"ls a", "ls b", "diff '<(ls a)' '>(ls b)'"}, false},
+		{"{ rm x; }", []string{"rm x"}, true},
+		{"cat <<EOF\nrm x\nEOF", []string{"cat"}, false},
+		{"echo $'a\\'b'", []string{"echo a'b"}, true},
+		{`echo "unterminated`, nil, false},
 		{`echo x\`, []string{`echo x\`}, true},
-		{"  ", nil, false},
+		{"/bin/rm -rf x", []string{"rm -rf x"}, true},
+		{"sudo rm x", []string{"sudo rm x"}, true},
+		{"  ", nil, true},
 	} {
-		parts, complex := splitShellCommand(tc.command)
-		if strings.Join(parts, "\x00") != strings.Join(tc.parts, "\x00") || complex != tc.complex {
-			t.Errorf("%q: %q complex=%v, want %q complex=%v", tc.command, parts, complex, tc.parts, tc.complex)
+		parts, _ := splitShellCommand(tc.command)
+		v := viewShellCommand(tc.command)
+		allowable := !v.complex && !slices.ContainsFunc(v.allow, func(f []string) bool { return f == nil })
+		if strings.Join(parts, "\x00") != strings.Join(tc.parts, "\x00") || allowable != tc.allowable {
+			t.Errorf("%q: %q allowable=%v, want %q allowable=%v", tc.command, parts, allowable, tc.parts, tc.allowable)
 		}
 	}
 }
@@ -98,7 +103,7 @@ func TestCompoundShellCommands(t *testing.T) {
 		{`git log "$(rm -rf /)"`, verdictDeny, "Bash(rm *)"},
 		{"FOO=1 BAR='a b' rm -rf /", verdictDeny, "Bash(rm *)"},
 		{"git log $(date)", verdictAsk, ""}, // too complex to allow
-		{"(git status)", verdictAsk, ""},
+		{"(git status)", verdictAllow, "Bash(git *)"},
 		{`git commit -m "a && rm b"`, verdictAllow, "Bash(git *)"},
 		{"git status && npm publish", verdictAsk, "Bash(npm publish)"}, // any asked part asks
 		{"ls", verdictAllow, "Bash(ls)"},
