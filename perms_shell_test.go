@@ -3,8 +3,12 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -146,4 +150,88 @@ func FuzzDecideShell(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The spellings of issue #17 that ran past a deny rule: each is one
+// simple command bash runs as touch.
+var touchBypasses = []string{
+	"echo hi #'\ntouch F1\n#'",
+	"{touch,F2}",
+	"'touch' F3",
+	`\touch F4`,
+	"t''ouch F5",
+	"command touch F6",
+	"exec touch F7",
+	"env touch F8",
+	"X=1 {touch,F9}",
+}
+
+func TestShellDenySeesThroughSpellings(t *testing.T) {
+	r := mustRules(t, []string{"Bash(echo *)"}, nil, []string{"Bash(touch *)"})
+	extra := []string{"/usr/bin/touch x", "sudo -u root touch x", "nice -n 5 touch x", "nohup touch x", "timeout 5 touch x",
+		"xargs touch", "doas touch x", "stdbuf -oL touch x", "time touch x", "su -c 'touch x'", "find . -exec touch {} ;",
+		"bash -c 'touch x'", "sh -c \"echo a; touch x\"", "echo $(touch x)", "echo ok && (cd /; touch x)", "if true; then touch x; fi"}
+	for _, cmd := range append(slices.Clone(touchBypasses), extra...) {
+		for _, mode := range []string{modeYolo, modeDefault} {
+			if v, rule := r.decide(mode, "run_shell_command", false, map[string]any{"command": cmd}, testCwd, testHome); v != verdictDeny || rule != "Bash(touch *)" {
+				t.Errorf("%s %q: %s %q, want deny by Bash(touch *)", mode, cmd, v, rule)
+			}
+		}
+	}
+	// The comment trick no longer passes as one echo allowed by Bash(echo *).
+	allowOnly := mustRules(t, []string{"Bash(echo *)"}, nil, nil)
+	for _, tc := range []struct {
+		cmd  string
+		want verdict
+	}{
+		{"echo hi #'\ntouch X\n#'", verdictAsk},
+		{"echo hi # a comment", verdictAllow},
+		{"echo $(touch x)", verdictAsk},
+		{"sudo echo x", verdictAsk}, // the wrapper itself is not allowed
+		{"eval echo x", verdictAsk},
+	} {
+		if v, _ := allowOnly.decide(modeDefault, "run_shell_command", false, map[string]any{"command": tc.cmd}, testCwd, testHome); v != tc.want {
+			t.Errorf("default %q: %s, want %s", tc.cmd, v, tc.want)
+		}
+	}
+	// A complex command asks in the modes that ask, runs in yolo, is
+	// refused in plan.
+	for mode, want := range map[string]verdict{modeDefault: verdictAsk, modeAutoEdit: verdictAsk, modeYolo: verdictAllow, modePlan: verdictDeny} {
+		if v, _ := allowOnly.decide(mode, "run_shell_command", false, map[string]any{"command": "echo `date`"}, testCwd, testHome); v != want {
+			t.Errorf("%s, complex command: %s, want %s", mode, v, want)
+		}
+	}
+}
+
+// The same spellings through the real agent in yolo mode: none creates
+// its file, and a command no rule denies still runs.
+func TestACPShellDenyInYolo(t *testing.T) {
+	var log prepareLog
+	var perms atomic.Int32
+	c := startManagedWith(t, permissionParent(&log, &perms, selected(optionProceedOnce)), "--settings",
+		writeSettings(t, `{"tools":{"approvalMode":"yolo"},"permissions":{"deny":["Bash(touch *)"]}}`))
+	work := t.TempDir()
+	sid := c.newSession(work)
+	var prompt, want strings.Builder
+	for _, cmd := range append(slices.Clone(touchBypasses), "echo ok > control.txt") {
+		b, _ := json.Marshal(map[string]string{"command": cmd})
+		fmt.Fprintf(&prompt, "call run_shell_command %s\n", b)
+	}
+	c.prompt(sid, strings.TrimSuffix(prompt.String(), "\n"), "p1")
+	for i := range touchBypasses {
+		if f := fmt.Sprintf("F%d", i+1); fileExists(filepath.Join(work, f)) {
+			t.Errorf("%q created %s", touchBypasses[i], f)
+		}
+		want.WriteString("run_shell_command: denied\n")
+	}
+	if !fileExists(filepath.Join(work, "control.txt")) {
+		t.Error("the command no rule denies did not run")
+	}
+	want.WriteString("run_shell_command: completed\n")
+	if got := agentText(c.sessionUpdates(sid)); got != want.String() {
+		t.Errorf("model answer = %q, want %q", got, want.String())
+	}
+	if perms.Load() != 0 {
+		t.Error("the user was asked in yolo mode")
+	}
 }
