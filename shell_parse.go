@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -210,9 +211,13 @@ func isShellMeta(c byte) bool {
 // to the ")" closing a command or process substitution.
 func (p *shParser) parseSeq(inSub bool) {
 	base := len(p.stack)
+	needCmd := false // after | && ||: a command must follow
 	for {
 		p.skipBlanks()
-		if p.i >= len(p.src) {
+		if p.i >= len(p.src) || needCmd && p.src[p.i] == ')' {
+			if needCmd {
+				p.fail("a command must follow %q", "|")
+			}
 			if inSub {
 				p.fail("substitution is not closed")
 			}
@@ -226,6 +231,10 @@ func (p *shParser) parseSeq(inSub bool) {
 			continue
 		case c == ';' || c == '&' && !p.has("&>") || c == '|':
 			op := p.readOp()
+			if needCmd {
+				p.fail("unexpected %q", op)
+			}
+			needCmd = op == "|" || op == "|&" || op == "&&" || op == "||"
 			if strings.HasPrefix(op, ";;") || op == ";&" {
 				if p.top() != "case" {
 					p.fail("unexpected %q", op)
@@ -252,12 +261,14 @@ func (p *shParser) parseSeq(inSub bool) {
 			}
 			p.i++
 			p.push("(")
+			needCmd = false
 			continue
 		}
 		if p.top() == "case" && p.casePat {
 			p.casePattern()
 			continue
 		}
+		needCmd = false
 		p.simpleCommand()
 	}
 }
@@ -1446,7 +1457,7 @@ func expandWrappers(c shellCommand) []shellCommand {
 			return
 		}
 		eff := c
-		if len(argv) != len(c.Argv) {
+		if !slices.Equal(argv, c.Argv) && !(len(argv) == 1 && argv[0] == c.Argv[0]) {
 			eff = shellCommand{Argv: argv, Dynamic: dyn, Redirects: c.Redirects, Complex: c.Complex, Why: c.Why}
 			out = append(out, eff)
 		}
