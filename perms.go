@@ -263,7 +263,7 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 	call := permCall{tool: tool, args: args, cwd: cwd, home: home}
 	if tool == toolShell {
 		if cmd, ok := args["command"].(string); ok {
-			call.parts, call.complex = splitShellCommand(cmd)
+			call.shellView = viewShellCommand(cmd)
 			call.hasCommand = true
 		}
 	}
@@ -313,15 +313,14 @@ func permissionDenialText(tool, mode, rule string) string {
 	return fmt.Sprintf("tool %q denied: unknown approval mode %q", tool, mode)
 }
 
-// permCall is the part of a call a rule looks at. A shell command is split
-// once, into parts.
+// permCall is the part of a call a rule looks at. A shell command is
+// parsed once (viewShellCommand).
 type permCall struct {
 	tool       string
 	args       map[string]any
 	cwd, home  string
 	hasCommand bool
-	parts      []string
-	complex    bool
+	shellView
 }
 
 // matches reports whether the rule covers the call. strict is true for deny
@@ -340,7 +339,7 @@ func (rl permRule) matches(c permCall, strict bool) bool {
 	case !covered:
 		return false
 	case rl.command != nil:
-		return !c.hasCommand || matchShellParts(rl.command, c.parts)
+		return !c.hasCommand || matchShellParts(rl.command, c.deny)
 	case rl.paths != nil:
 		return rl.matchPath(c, strict)
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,11 +65,10 @@ func collapseBlanks(s string) string {
 }
 
 // matchShellParts is how a deny or ask rule meets a command: it matches
-// when any part does, including the commands inside $(...), `...` and
-// (...), also with their leading NAME=value assignments removed.
+// when any form of any simple command does (shellView.deny).
 func matchShellParts(re *regexp.Regexp, parts []string) bool {
 	for _, p := range parts {
-		if re.MatchString(p) || re.MatchString(stripEnvAssignments(p)) {
+		if re.MatchString(p) {
 			return true
 		}
 	}
@@ -76,197 +76,133 @@ func matchShellParts(re *regexp.Regexp, parts []string) bool {
 }
 
 // allowShellParts is how allow rules with a command pattern meet a command:
-// as in Qwen Code, a compound command is allowed only if every part is,
-// each part by some rule. A command this splitter does not fully
-// understand is never allowed by a pattern. It returns the rules used,
+// as in Qwen Code, a compound command is allowed only if every simple
+// command is, each by some rule; here also every command it runs through
+// a wrapper (sudo rm x needs both "sudo rm x" and "rm x" allowed). A
+// complex command is never allowed by a pattern. It returns the rules used,
 // joined by ", ", or "".
 func (r *permissionRules) allowShellParts(c permCall) string {
-	if c.tool != toolShell || !c.hasCommand || c.complex || len(c.parts) == 0 {
+	if c.tool != toolShell || !c.hasCommand || c.complex || len(c.allow) == 0 {
 		return ""
 	}
 	var used []string
-	for _, p := range c.parts {
-		found := ""
-		for _, rl := range r.allow {
-			if rl.command != nil && rl.command.MatchString(p) {
-				found = rl.raw
-				break
-			}
-		}
-		if found == "" {
+	for _, forms := range c.allow {
+		if forms == nil {
 			return ""
 		}
-		if !slices.Contains(used, found) {
-			used = append(used, found)
+		for _, p := range forms {
+			found := ""
+			for _, rl := range r.allow {
+				if rl.command != nil && rl.command.MatchString(p) {
+					found = rl.raw
+					break
+				}
+			}
+			if found == "" {
+				return ""
+			}
+			if !slices.Contains(used, found) {
+				used = append(used, found)
+			}
 		}
 	}
 	return strings.Join(used, ", ")
 }
 
-// splitShellCommand splits a command on the unquoted operators && || ; | |&
-// & and newlines, and on the bounds of $(...), `...`, <(...), >(...) and
-// (...), so that the commands inside them become parts too. complex reports
-// a construct whose parts it cannot vouch for: a substitution, a subshell,
-// a brace group, a here-document, $'...' quoting, an unterminated quote or
-// an output redirection to a file.
-// Each part has its blanks collapsed.
+// shellView is a shell command as the permission rules see it, parsed by
+// parseShell (shell_parse.go).
+type shellView struct {
+	// deny holds every form of every simple command a deny or ask rule is
+	// matched against: as written (argv0 as written and as a basename, with
+	// and without its assignments), and each command run through a wrapper
+	// or a find -exec, su -c or sh -c (expandWrappers).
+	deny []string
+	// allow holds, per simple command, the forms that must each match an
+	// allow rule; nil for a command no rule may allow (complex, or writing
+	// a file by a redirection).
+	allow [][]string
+	// complex: the command cannot be reduced to plain words.
+	complex bool
+}
+
+// viewShellCommand parses command for the permission rules.
+func viewShellCommand(command string) shellView {
+	cmds, complex, _ := parseShell(command)
+	v := shellView{complex: complex}
+	seen := map[string]bool{}
+	addDeny := func(s string) {
+		if !seen[s] {
+			seen[s] = true
+			v.deny = append(v.deny, s)
+		}
+	}
+	for _, c := range cmds {
+		var forms []string
+		allowable := !c.Complex && !redirectsToFile(c.Redirects)
+		for k, x := range append([]shellCommand{c}, expandWrappers(c)...) {
+			addDeny(argvText(nil, x.Argv, false))
+			addDeny(argvText(nil, x.Argv, true))
+			if len(x.Assigns) > 0 {
+				addDeny(argvText(x.Assigns, x.Argv, true))
+			}
+			forms = append(forms, argvText(x.Assigns, x.Argv, true))
+			if k > 0 && x.Complex {
+				allowable = false
+			}
+		}
+		if !allowable {
+			forms = nil
+		}
+		v.allow = append(v.allow, forms)
+	}
+	return v
+}
+
+// splitShellCommand returns the simple commands of command as the allow
+// rules read them (assignments, then argv with argv0's basename), and
+// whether command is complex.
 func splitShellCommand(command string) (parts []string, complex bool) {
-	var cur strings.Builder
-	flush := func() {
-		if p := collapseBlanks(strings.TrimSpace(cur.String())); p != "" {
-			parts = append(parts, p)
-		}
-		cur.Reset()
+	cmds, complex, _ := parseShell(command)
+	for _, c := range cmds {
+		parts = append(parts, argvText(c.Assigns, c.Argv, true))
 	}
-	inSingle, inDouble := false, false
-	depth := 0 // open $( ... ) substitutions
-	for i := 0; i < len(command); i++ {
-		c := command[i]
-		next := byte(0)
-		if i+1 < len(command) {
-			next = command[i+1]
-		}
-		switch {
-		case inSingle:
-			if c == '\'' {
-				inSingle = false
-			}
-			cur.WriteByte(c)
-			continue
-		case c == '\\':
-			cur.WriteByte(c)
-			if i+1 < len(command) {
-				i++
-				cur.WriteByte(command[i])
-			} else {
-				complex = true
-			}
-			continue
-		case c == '$' && next == '(', c == '`':
-			complex = true
-			flush()
-			if c == '$' {
-				depth++
-				i++
-			}
-			continue
-		case inDouble:
-			if c == '"' {
-				inDouble = false
-			}
-			if c == ')' && depth > 0 { // closes a $( opened inside the quotes
-				depth--
-				flush()
-				continue
-			}
-			cur.WriteByte(c)
-			continue
-		case c == '\'':
-			if i > 0 && command[i-1] == '$' {
-				complex = true
-			}
-			inSingle = true
-			cur.WriteByte(c)
-			continue
-		case c == '"':
-			inDouble = true
-			cur.WriteByte(c)
-			continue
-		}
-		switch c {
-		case '\n', ';':
-			flush()
-		case '(', ')':
-			complex = true
-			if c == ')' && depth > 0 {
-				depth--
-			}
-			flush()
-		case '|':
-			flush()
-			if next == '|' || next == '&' {
-				i++
-			}
-		case '&':
-			prev := byte(0)
-			if i > 0 {
-				prev = command[i-1]
-			}
-			if prev == '>' || prev == '<' || next == '>' {
-				cur.WriteByte(c) // a redirection: 2>&1, &>file
-				continue
-			}
-			flush()
-			if next == '&' {
-				i++
-			}
-		case '<':
-			if next == '<' {
-				complex = true // a here-document's body is not a command
-			}
-			if next == '(' {
-				complex = true
-				flush()
-				i++
-				continue
-			}
-			cur.WriteByte(c)
-		case '>':
-			if next == '(' {
-				complex = true
-				flush()
-				i++
-				continue
-			}
-			complex = complex || redirectsToFile(command[i+1:])
-			cur.WriteByte(c)
-		case '{', '}':
-			if cur.Len() == 0 || strings.TrimSpace(cur.String()) == "" {
-				complex = true // a brace group, not a literal brace
-			}
-			cur.WriteByte(c)
-		default:
-			cur.WriteByte(c)
-		}
-	}
-	if inSingle || inDouble {
-		complex = true
-	}
-	flush()
 	return parts, complex
 }
 
-// redirectsToFile reports whether the output redirection whose ">" comes
-// just before rest writes a file: anything but /dev/null or a descriptor
-// (2>&1, >&-). An allow rule for "echo *" must not allow "echo x > ~/.bashrc".
-func redirectsToFile(rest string) bool {
-	rest = strings.TrimLeft(rest, ">|") // >> and >|
-	dup := strings.HasPrefix(rest, "&")
-	rest = strings.TrimLeft(strings.TrimPrefix(rest, "&"), " \t")
-	end := strings.IndexAny(rest, " \t\n;|&<>()")
-	if end < 0 {
-		end = len(rest)
+// argvText is the text a command pattern is matched against: the words
+// joined by one space, a word holding blanks (or empty) quoted so that it
+// stays one word; with base, argv0 is its basename (/bin/rm is rm).
+func argvText(assigns, argv []string, base bool) string {
+	words := make([]string, 0, len(assigns)+len(argv))
+	words = append(words, assigns...)
+	for i, a := range argv {
+		if i == 0 && base && strings.Contains(a, "/") {
+			a = path.Base(a)
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n") {
+			a = shellQuote(a)
+		}
+		words = append(words, a)
 	}
-	target := rest[:end]
-	if target == "/dev/null" {
-		return false
-	}
-	if dup && target != "" && strings.Trim(target, "0123456789-") == "" {
-		return false
-	}
-	return true
+	return strings.Join(words, " ")
 }
 
-// envAssignment is a leading NAME=value word, which bash runs the command
-// after: "FOO=1 rm -rf x" runs rm.
-var envAssignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=(?:'[^']*'|"[^"]*"|[^ '"]*) `)
-
-func stripEnvAssignments(p string) string {
-	for {
-		loc := envAssignment.FindStringIndex(p)
-		if loc == nil {
-			return p
+// redirectsToFile reports whether a redirection writes a file: anything
+// but /dev/null or a descriptor (2>&1, >&-). An allow rule for "echo *"
+// must not allow "echo x > ~/.bashrc".
+func redirectsToFile(rs []shellRedirect) bool {
+	for _, r := range rs {
+		switch r.Op {
+		case "<", "<<", "<<-", "<<<", "<&":
+			continue
 		}
-		p = p[loc[1]:]
+		if r.Target == "/dev/null" {
+			continue
+		}
+		if (r.Op == ">&" || r.Op == "<&") && r.Target != "" && strings.Trim(r.Target, "0123456789-") == "" {
+			continue
+		}
+		return true
 	}
+	return false
 }

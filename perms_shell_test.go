@@ -3,7 +3,12 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -43,36 +48,40 @@ func TestShellCommandPatterns(t *testing.T) {
 
 func TestSplitShellCommand(t *testing.T) {
 	for _, tc := range []struct {
-		command string
-		parts   []string
-		complex bool
+		command   string
+		parts     []string
+		allowable bool
 	}{
-		{"git status && rm -rf /", []string{"git status", "rm -rf /"}, false},
-		{"a || b; c | d |& e & f\ng", []string{"a", "b", "c", "d", "e", "f", "g"}, false},
-		{`echo 'a && b' "c; d"`, []string{`echo 'a && b' "c; d"`}, false},
-		{`echo a\;b`, []string{`echo a\;b`}, false},
-		{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-", []string{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-"}, false},
-		{"make &>log", []string{"make &>log"}, true},
-		{"echo x > ~/.bashrc", []string{"echo x > ~/.bashrc"}, true},
-		{"echo x >>out", []string{"echo x >>out"}, true},
-		{"echo x >&out", []string{"echo x >&out"}, true},
-		{`echo "a (b) > c" 'd > e'`, []string{`echo "a (b) > c" 'd > e'`}, false},
-		{`echo "$(cat "f")" x`, []string{`echo "`, `cat "f"`, `" x`}, true},
-		{"echo $(rm -rf /)", []string{"echo", "rm -rf /"}, true},
-		{`echo "x $(rm -rf /) y"`, []string{`echo "x`, "rm -rf /", `y"`}, true},
-		{"echo `rm -rf /`", []string{"echo", "rm -rf /"}, true},
+		{"git status && rm -rf /", []string{"git status", "rm -rf /"}, true},
+		{"a || b; c | d |& e & f\ng", []string{"a", "b", "c", "d", "e", "f", "g"}, true},
+		{`echo 'a && b' "c; d"`, []string{`echo 'a && b' 'c; d'`}, true},
+		{`echo a\;b`, []string{`echo a;b`}, true},
+		{"make 2>&1 >&2 >/dev/null 2>> /dev/null >&-", []string{"make"}, true},
+		{"make &>log", []string{"make"}, false},
+		{"echo x > ~/.bashrc", []string{"echo x"}, false},
+		{"echo x >>out", []string{"echo x"}, false},
+		{"echo x >&out", []string{"echo x"}, false},
+		{`echo "a (b) > c" 'd > e'`, []string{`echo 'a (b) > c' 'd > e'`}, true},
+		{`echo "$(cat "f")" x`, []string{"cat f", `echo '$(cat "f")' x`}, false},
+		{"echo $(rm -rf /)", []string{"rm -rf /", "echo '$(rm -rf /)'"}, false},
+		{`echo "x $(rm -rf /) y"`, []string{"rm -rf /", "echo 'x $(rm -rf /) y'"}, false},
+		{"echo `rm -rf /`", []string{"rm -rf /", "echo '`rm -rf /`'"}, false},
 		{"(cd x; rm y)", []string{"cd x", "rm y"}, true},
-		{"diff <(ls a) >(ls b)", []string{"diff", "ls a", "ls b"}, true},
-		{"{ rm x; }", []string{"{ rm x", "}"}, true},
-		{"cat <<EOF\nrm x\nEOF", []string{"cat <<EOF", "rm x", "EOF"}, true},
-		{"echo $'a\\'b'", []string{`echo $'a\'b'`}, true},
-		{`echo "unterminated`, []string{`echo "unterminated`}, true},
+		{"diff <(ls a) >(ls b)", []string{"ls a", "ls b", "diff '<(ls a)' '>(ls b)'"}, false},
+		{"{ rm x; }", []string{"rm x"}, true},
+		{"cat <<EOF\nrm x\nEOF", []string{"cat"}, false},
+		{"echo $'a\\'b'", []string{"echo a'b"}, true},
+		{`echo "unterminated`, nil, false},
 		{`echo x\`, []string{`echo x\`}, true},
-		{"  ", nil, false},
+		{"/bin/rm -rf x", []string{"rm -rf x"}, true},
+		{"sudo rm x", []string{"sudo rm x"}, true},
+		{"  ", nil, true},
 	} {
-		parts, complex := splitShellCommand(tc.command)
-		if strings.Join(parts, "\x00") != strings.Join(tc.parts, "\x00") || complex != tc.complex {
-			t.Errorf("%q: %q complex=%v, want %q complex=%v", tc.command, parts, complex, tc.parts, tc.complex)
+		parts, _ := splitShellCommand(tc.command)
+		v := viewShellCommand(tc.command)
+		allowable := !v.complex && !slices.ContainsFunc(v.allow, func(f []string) bool { return f == nil })
+		if strings.Join(parts, "\x00") != strings.Join(tc.parts, "\x00") || allowable != tc.allowable {
+			t.Errorf("%q: %q allowable=%v, want %q allowable=%v", tc.command, parts, allowable, tc.parts, tc.allowable)
 		}
 	}
 }
@@ -98,7 +107,7 @@ func TestCompoundShellCommands(t *testing.T) {
 		{`git log "$(rm -rf /)"`, verdictDeny, "Bash(rm *)"},
 		{"FOO=1 BAR='a b' rm -rf /", verdictDeny, "Bash(rm *)"},
 		{"git log $(date)", verdictAsk, ""}, // too complex to allow
-		{"(git status)", verdictAsk, ""},
+		{"(git status)", verdictAllow, "Bash(git *)"},
 		{`git commit -m "a && rm b"`, verdictAllow, "Bash(git *)"},
 		{"git status && npm publish", verdictAsk, "Bash(npm publish)"}, // any asked part asks
 		{"ls", verdictAllow, "Bash(ls)"},
@@ -141,4 +150,88 @@ func FuzzDecideShell(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The spellings of issue #17 that ran past a deny rule: each is one
+// simple command bash runs as touch.
+var touchBypasses = []string{
+	"echo hi #'\ntouch F1\n#'",
+	"{touch,F2}",
+	"'touch' F3",
+	`\touch F4`,
+	"t''ouch F5",
+	"command touch F6",
+	"exec touch F7",
+	"env touch F8",
+	"X=1 {touch,F9}",
+}
+
+func TestShellDenySeesThroughSpellings(t *testing.T) {
+	r := mustRules(t, []string{"Bash(echo *)"}, nil, []string{"Bash(touch *)"})
+	extra := []string{"/usr/bin/touch x", "sudo -u root touch x", "nice -n 5 touch x", "nohup touch x", "timeout 5 touch x",
+		"xargs touch", "doas touch x", "stdbuf -oL touch x", "time touch x", "su -c 'touch x'", "find . -exec touch {} ;",
+		"bash -c 'touch x'", "sh -c \"echo a; touch x\"", "echo $(touch x)", "echo ok && (cd /; touch x)", "if true; then touch x; fi"}
+	for _, cmd := range append(slices.Clone(touchBypasses), extra...) {
+		for _, mode := range []string{modeYolo, modeDefault} {
+			if v, rule := r.decide(mode, "run_shell_command", false, map[string]any{"command": cmd}, testCwd, testHome); v != verdictDeny || rule != "Bash(touch *)" {
+				t.Errorf("%s %q: %s %q, want deny by Bash(touch *)", mode, cmd, v, rule)
+			}
+		}
+	}
+	// The comment trick no longer passes as one echo allowed by Bash(echo *).
+	allowOnly := mustRules(t, []string{"Bash(echo *)"}, nil, nil)
+	for _, tc := range []struct {
+		cmd  string
+		want verdict
+	}{
+		{"echo hi #'\ntouch X\n#'", verdictAsk},
+		{"echo hi # a comment", verdictAllow},
+		{"echo $(touch x)", verdictAsk},
+		{"sudo echo x", verdictAsk}, // the wrapper itself is not allowed
+		{"eval echo x", verdictAsk},
+	} {
+		if v, _ := allowOnly.decide(modeDefault, "run_shell_command", false, map[string]any{"command": tc.cmd}, testCwd, testHome); v != tc.want {
+			t.Errorf("default %q: %s, want %s", tc.cmd, v, tc.want)
+		}
+	}
+	// A complex command asks in the modes that ask, runs in yolo, is
+	// refused in plan.
+	for mode, want := range map[string]verdict{modeDefault: verdictAsk, modeAutoEdit: verdictAsk, modeYolo: verdictAllow, modePlan: verdictDeny} {
+		if v, _ := allowOnly.decide(mode, "run_shell_command", false, map[string]any{"command": "echo `date`"}, testCwd, testHome); v != want {
+			t.Errorf("%s, complex command: %s, want %s", mode, v, want)
+		}
+	}
+}
+
+// The same spellings through the real agent in yolo mode: none creates
+// its file, and a command no rule denies still runs.
+func TestACPShellDenyInYolo(t *testing.T) {
+	var log prepareLog
+	var perms atomic.Int32
+	c := startManagedWith(t, permissionParent(&log, &perms, selected(optionProceedOnce)), "--settings",
+		writeSettings(t, `{"tools":{"approvalMode":"yolo"},"permissions":{"deny":["Bash(touch *)"]}}`))
+	work := t.TempDir()
+	sid := c.newSession(work)
+	var prompt, want strings.Builder
+	for _, cmd := range append(slices.Clone(touchBypasses), "echo ok > control.txt") {
+		b, _ := json.Marshal(map[string]string{"command": cmd})
+		fmt.Fprintf(&prompt, "call run_shell_command %s\n", b)
+	}
+	c.prompt(sid, strings.TrimSuffix(prompt.String(), "\n"), "p1")
+	for i := range touchBypasses {
+		if f := fmt.Sprintf("F%d", i+1); fileExists(filepath.Join(work, f)) {
+			t.Errorf("%q created %s", touchBypasses[i], f)
+		}
+		want.WriteString("run_shell_command: denied\n")
+	}
+	if !fileExists(filepath.Join(work, "control.txt")) {
+		t.Error("the command no rule denies did not run")
+	}
+	want.WriteString("run_shell_command: completed\n")
+	if got := agentText(c.sessionUpdates(sid)); got != want.String() {
+		t.Errorf("model answer = %q, want %q", got, want.String())
+	}
+	if perms.Load() != 0 {
+		t.Error("the user was asked in yolo mode")
+	}
 }
