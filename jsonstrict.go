@@ -327,94 +327,6 @@ func (w *wireWalk) value() json.RawMessage {
 	return w.data[start:min(w.i, len(w.data))]
 }
 
-// checkShape checks that data is exactly one JSON value of Go type t, at
-// every depth: member names spelled exactly as t's, none given twice,
-// integers exact, strings at most maxString bytes, and each value of its
-// type. An error names the path of the key ("tools.approvalMode",
-// "permissions.allow[2]"). Decode data only after it passed.
-func checkShape(data []byte, t reflect.Type, maxString int) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	w := shapeWalker{dec: dec, maxString: maxString}
-	if err := w.value(t, ""); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("more than one JSON value")
-	}
-	return nil
-}
-
-// shapeWalker follows the JSON tokens of one value along a Go type.
-type shapeWalker struct {
-	dec       *json.Decoder
-	maxString int
-}
-
-func (w shapeWalker) value(t reflect.Type, at string) error {
-	tok, err := w.dec.Token()
-	if err != nil {
-		return shapeSyntaxError(w.dec, err)
-	}
-	got := jsonTokenKind(tok)
-	// A pointer field is one that may be absent (model.maxSessionTurns):
-	// given, its value has the pointed-to type, so null is refused as ever.
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if c, ok := reflect.Zero(t).Interface().(tokenChecker); ok {
-		return c.checkToken(at, tok)
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if got != "object" {
-			return shapeTypeError(at, "an object", got)
-		}
-		fields := map[string]reflect.Type{}
-		for _, f := range jsonFields(t) {
-			fields[f.name] = f.typ
-		}
-		return w.object(at, func(key string) (reflect.Type, bool) {
-			ft, ok := fields[key]
-			return ft, ok
-		})
-	case reflect.Map:
-		if got != "object" {
-			return shapeTypeError(at, "an object", got)
-		}
-		return w.object(at, func(string) (reflect.Type, bool) { return t.Elem(), true })
-	case reflect.Slice:
-		if got != "array" {
-			return shapeTypeError(at, "an array", got)
-		}
-		for i := 0; w.dec.More(); i++ {
-			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", at, i)); err != nil {
-				return err
-			}
-		}
-		return w.end()
-	case reflect.String:
-		if got != "string" {
-			return shapeTypeError(at, "a string", got)
-		}
-		return checkStringLen(at, tok.(string), w.maxString)
-	case reflect.Bool:
-		if got != "boolean" {
-			return shapeTypeError(at, "a boolean", got)
-		}
-	case reflect.Int:
-		if got != "number" {
-			return shapeTypeError(at, "an integer", got)
-		}
-		if _, err := strconv.ParseInt(tok.(json.Number).String(), 10, 32); err != nil {
-			return fmt.Errorf("key %q: want an integer, got %s", at, tok)
-		}
-	default:
-		return fmt.Errorf("key %q: unsupported type %s", at, t)
-	}
-	return nil
-}
-
 // checkStringLen refuses a string value longer than max bytes.
 func checkStringLen(at, s string, max int) error {
 	if len(s) > max {
@@ -429,42 +341,8 @@ type tokenChecker interface {
 	checkToken(at string, tok json.Token) error
 }
 
-// object walks the members of an object whose '{' was read.
-func (w shapeWalker) object(at string, field func(string) (reflect.Type, bool)) error {
-	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return shapeSyntaxError(w.dec, err)
-		}
-		key := tok.(string)
-		p := key
-		if at != "" {
-			p = at + "." + key
-		}
-		if seen[key] {
-			return fmt.Errorf("duplicate key %q", p)
-		}
-		seen[key] = true
-		ft, ok := field(key)
-		if !ok {
-			return fmt.Errorf("unknown key %q", p)
-		}
-		if err := w.value(ft, p); err != nil {
-			return err
-		}
-	}
-	return w.end()
-}
-
-// end reads the '}' or ']' that closes an object or array.
-func (w shapeWalker) end() error {
-	if _, err := w.dec.Token(); err != nil {
-		return shapeSyntaxError(w.dec, err)
-	}
-	return nil
-}
-
+// shapeTypeError is the settings walker's (settings_schema.go) error for
+// a value of the wrong JSON type at path at.
 func shapeTypeError(at, want, got string) error {
 	if at == "" {
 		return fmt.Errorf("want %s, got %s", want, got)

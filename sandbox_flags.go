@@ -80,7 +80,7 @@ func (s *sandboxSetting) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// checkToken is the settings shape check (checkShape): a boolean or a string.
+// checkToken is the settings shape check (settings_schema.go): a boolean or a string.
 func (sandboxSetting) checkToken(at string, tok json.Token) error {
 	switch v := tok.(type) {
 	case bool:

@@ -6,7 +6,7 @@ package main
 // blankJSONC returns a copy of data, of the same length, in which a leading
 // UTF-8 byte order mark, every // and /* */ comment outside a string, and
 // every trailing comma before a } or ] are blanked with spaces (a comment's
-// newlines are kept), so that the strict checks after it (checkShape: exact
+// newlines are kept), so that the strict checks after it (the settings walker: exact
 // names, no duplicates, exact numbers) run unchanged and an error's byte
 // offset still points into the file as written. String contents are never
 // touched. Trailing commas are a deliberate leniency: Qwen Code refuses
