@@ -1037,7 +1037,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		results := make([]message, 0, len(turn.Calls))
 		// rejected: the user rejected a call of this batch. The batch's
 		// other calls are still asked and reported, then the turn ends with
-		// no further model call, as Qwen Code's does (DESIGN.md §6).
+		// no further model call, as Qwen Code's does (DESIGN.md §10).
 		rejected := false
 		for _, call := range turn.Calls {
 			var res toolResult
@@ -1308,7 +1308,7 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	if ans.Outcome.Outcome == outcomeCancelled {
 		// A client answers cancelled after its session/cancel, which ended
 		// ctx when it was read; without one, the user dismissed the
-		// request: a reject, as in Qwen Code (DESIGN.md §6).
+		// request: a reject, as in Qwen Code (DESIGN.md §10).
 		if ctx.Err() != nil {
 			return permissionCancelled
 		}

@@ -523,7 +523,7 @@ func policyCancelled() toolResult {
 }
 
 // canceledByUserText is Qwen Code's text of a call the user rejected, for
-// the model and the client alike (DESIGN.md §6).
+// the model and the client alike (DESIGN.md §10).
 func canceledByUserText(tool string) string {
 	return `Tool "` + tool + `" was canceled by the user.`
 }

@@ -695,7 +695,7 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 	}
 	// The child reads a cancelled answer without a session/cancel before
 	// it as the user's reject, and ends the turn: the prompt's cancel is
-	// told first (again; a second session/cancel changes nothing).
+	// told first (again; a second session/cancel changes nothing; DESIGN.md §7).
 	s.mu.Lock()
 	tell := out.out == voteCancelled && s.active != nil && s.active.cancelled && s.active.sent && !s.dead
 	s.mu.Unlock()
