@@ -1035,6 +1035,10 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			})
 		}
 		results := make([]message, 0, len(turn.Calls))
+		// rejected: the user rejected a call of this batch. The batch's
+		// other calls are still asked and reported, then the turn ends with
+		// no further model call, as Qwen Code's does (DESIGN.md §10).
+		rejected := false
 		for _, call := range turn.Calls {
 			var res toolResult
 			obs := &callObserver{a: a, sessionID: s.id}
@@ -1048,7 +1052,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 				callEnv := *env
 				callEnv.Observer = obs
 				obs.env = &callEnv
-				callEnv.Policy = a.callPolicy(s)
+				callEnv.Policy = a.callPolicy(s, &rejected)
 				res = runTool(ctx, &callEnv, call)
 			}
 			obs.finish(call, res)
@@ -1058,7 +1062,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		s.history = append(s.history, message{Role: roleAssistant, Text: turn.Text, Calls: turn.Calls})
 		s.history = append(s.history, results...)
 		s.mu.Unlock()
-		if len(turn.Calls) == 0 {
+		if len(turn.Calls) == 0 || rejected {
 			if ctx.Err() != nil {
 				return stopCancelled, nil
 			}
@@ -1206,8 +1210,9 @@ func (a *agent) offeredTools(s *session, env *toolEnv) []*toolSpec {
 	return out
 }
 
-// callPolicy is the layers before the guard for the next call of s.
-func (a *agent) callPolicy(s *session) *callPolicy {
+// callPolicy is the layers before the guard for the next call of s; a
+// user's reject sets *rejected.
+func (a *agent) callPolicy(s *session, rejected *bool) *callPolicy {
 	s.mu.Lock()
 	mode := s.mode
 	s.mu.Unlock()
@@ -1216,7 +1221,11 @@ func (a *agent) callPolicy(s *session) *callPolicy {
 		Mode:     mode,
 		Home:     a.home,
 		Ask: func(ctx context.Context, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
-			return a.askPermission(ctx, s, call, spec, args)
+			out := a.askPermission(ctx, s, call, spec, args)
+			if out == permissionRejected {
+				*rejected = true
+			}
+			return out
 		},
 		Log: a.log.Warn,
 	}
@@ -1241,7 +1250,8 @@ func alwaysKey(tool string, args map[string]any) string {
 }
 
 // askPermission asks the client with session/request_permission. Anything
-// but a well-formed allow is a reject.
+// but a well-formed allow is a reject, but for the prompt's cancel and an
+// expired request, which cancel the call.
 func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
 	key := alwaysKey(spec.Name, args)
 	s.mu.Lock()
@@ -1296,7 +1306,13 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 		return permissionRejected
 	}
 	if ans.Outcome.Outcome == outcomeCancelled {
-		return permissionCancelled
+		// A client answers cancelled after its session/cancel, which ended
+		// ctx when it was read; without one, the user dismissed the
+		// request: a reject, as in Qwen Code (DESIGN.md §10).
+		if ctx.Err() != nil {
+			return permissionCancelled
+		}
+		return permissionRejected
 	}
 	var chosen *permissionOption
 	if ans.Outcome.Outcome == outcomeSelected {

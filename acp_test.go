@@ -588,16 +588,16 @@ func TestACPPermissionRoundTrips(t *testing.T) {
 		{"allow once with _meta", map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": optionProceedOnce, "_meta": map[string]any{"x": 1}}, "_meta": map[string]any{}},
 			true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
 		{"allow all edits", selected(optionProceedAlways), true, 1, 2, "write_file: completed\nwrite_file: completed\n"},
-		{"reject", selected(optionCancel), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		{"reject", selected(optionCancel), false, 2, 0, ""},
 		// acpguard's ids before Qwen's, accepted for a release.
 		{"legacy allow_once", selected("allow_once"), true, 2, 2, "write_file: completed\nwrite_file: completed\n"},
 		{"legacy allow_always", selected("allow_always"), true, 1, 2, "write_file: completed\nwrite_file: completed\n"},
-		{"legacy reject_once", selected("reject_once"), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		{"legacy reject_once", selected("reject_once"), false, 2, 0, ""},
 		// The shell's always option is not offered for an edit.
-		{"option not offered", selected(optionProceedAlwaysProject), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
-		{"unknown option", selected("allow_forever"), false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
-		{"cancelled", map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, false, 2, 0, "write_file: cancelled\nwrite_file: cancelled\n"},
-		{"malformed", map[string]any{"outcome": "yes"}, false, 2, 0, "write_file: denied\nwrite_file: denied\n"},
+		{"option not offered", selected(optionProceedAlwaysProject), false, 2, 0, ""},
+		{"unknown option", selected("allow_forever"), false, 2, 0, ""},
+		{"cancelled", map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, false, 2, 0, ""},
+		{"malformed", map[string]any{"outcome": "yes"}, false, 2, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

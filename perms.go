@@ -508,11 +508,25 @@ const (
 	permissionCancelled
 )
 
-// Texts of calls the layers before the guard end.
-const (
-	permissionRejectedText = "the user rejected this tool call"
-	hookDeniedDefaultText  = "blocked by a PreToolUse hook"
-)
+// hookDeniedDefaultText is the text of a PreToolUse hook's deny that gave
+// no reason.
+const hookDeniedDefaultText = "blocked by a PreToolUse hook"
+
+// policyCancelledText is Qwen Code's text of a call whose prompt was
+// cancelled in the layers before the guard: during its permission request
+// or its hooks (DESIGN.md §10). The guard's own cancel keeps
+// cancelledBeforeExecution (DESIGN.md §1).
+const policyCancelledText = "Tool call was cancelled before execution."
+
+func policyCancelled() toolResult {
+	return toolResult{Status: statusCancelled, ErrorType: errTypeExecutionDenied, Output: policyCancelledText}
+}
+
+// canceledByUserText is Qwen Code's text of a call the user rejected, for
+// the model and the client alike (DESIGN.md §10).
+func canceledByUserText(tool string) string {
+	return `Tool "` + tool + `" was canceled by the user.`
+}
 
 // callPolicy is what a session applies before the guard.
 type callPolicy struct {
@@ -547,14 +561,14 @@ func checkPolicy(ctx context.Context, env *toolEnv, call toolCall, spec *toolSpe
 		return toolResult{}, true
 	}
 	if ctx.Err() != nil {
-		return cancelledResult(), false
+		return policyCancelled(), false
 	}
 	out := runPreToolUseHooks(ctx, p.Settings.Hooks.PreToolUse, hookInput{
 		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode,
 		ToolName: spec.Name, ToolInput: args, ToolUseID: call.ID,
 	}, spawnEnv{env.Env, env.Sandbox})
 	if ctx.Err() != nil {
-		return cancelledResult(), false
+		return policyCancelled(), false
 	}
 	for _, ignored := range out.Ignored {
 		if p.Log != nil {
@@ -577,17 +591,17 @@ func checkPolicy(ctx context.Context, env *toolEnv, call toolCall, spec *toolSpe
 
 func askUser(ctx context.Context, p *callPolicy, call toolCall, spec *toolSpec, args map[string]any) (toolResult, bool) {
 	if p.Ask == nil {
-		return failed(errTypeExecutionDenied, "%s", permissionRejectedText), false
+		return failed(errTypeExecutionDenied, "%s", canceledByUserText(spec.Name)), false
 	}
 	switch p.Ask(ctx, call, spec, args) {
 	case permissionAllowed:
 		if ctx.Err() != nil {
-			return cancelledResult(), false
+			return policyCancelled(), false
 		}
 		return toolResult{}, true
 	case permissionCancelled:
-		return cancelledResult(), false
+		return policyCancelled(), false
 	default:
-		return failed(errTypeExecutionDenied, "%s", permissionRejectedText), false
+		return failed(errTypeExecutionDenied, "%s", canceledByUserText(spec.Name)), false
 	}
 }

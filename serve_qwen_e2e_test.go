@@ -57,16 +57,6 @@ var qwenKnownDifferences = map[string]struct {
 			"tool_call_update in_progress", "tool_call_update completed", "agent_message_chunk", "turn_complete"},
 		why: "an allowed call announces in_progress before it runs, as in yolo",
 	},
-	"reject": {
-		sequence: []string{"user_message_chunk", "tool_call", "permission_request", "permission_resolved", "tool_call_update failed",
-			"agent_message_chunk", "turn_complete"},
-		text: permissionRejectedText,
-		why:  "the model is told of the rejection and answers once more; acpguard's own text",
-	},
-	"cancel": {
-		text: cancelledBeforeExecution,
-		why:  "acpguard's own text",
-	},
 }
 
 // eventKind is an event's type, with a session_update's sessionUpdate and a

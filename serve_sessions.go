@@ -693,6 +693,15 @@ func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams)
 		// This expiry, or a vote or a cancel that won the race: buffered.
 		out = <-pend.resolved
 	}
+	// The child reads a cancelled answer without a session/cancel before
+	// it as the user's reject, and ends the turn: the prompt's cancel is
+	// told first (again; a second session/cancel changes nothing; DESIGN.md §7).
+	s.mu.Lock()
+	tell := out.out == voteCancelled && s.active != nil && s.active.cancelled && s.active.sent && !s.dead
+	s.mu.Unlock()
+	if tell {
+		s.ch.conn.notify("session/cancel", map[string]string{"sessionId": s.id})
+	}
 	return out.out
 }
 
