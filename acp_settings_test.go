@@ -101,12 +101,13 @@ func TestACPHostileWorkspaceSettingsDroppedPerSession(t *testing.T) {
 		if mode != modeDefault {
 			t.Errorf("session in %s: mode %q, want default (the file's yolo dropped)", ws, mode)
 		}
-		log := c.stderrText()
+		// The agent's stderr is read as it comes: wait for the lines.
 		for _, key := range []string{"tools.approvalMode", "permissions.allow"} {
 			want := `drop key \"` + key + `\": the workspace file is untrusted in required mode`
-			if !strings.Contains(log, want) || !strings.Contains(log, files[i]) || !strings.Contains(log, "session="+sid) {
-				t.Errorf("log does not say %s of %s for session %s:\n%s", want, files[i], sid, log)
-			}
+			waitFor(t, "the log line "+want+" of "+files[i]+" for session "+sid, func() bool {
+				log := c.stderrText()
+				return strings.Contains(log, want) && strings.Contains(log, files[i]) && strings.Contains(log, "session="+sid)
+			})
 		}
 	}
 }
