@@ -413,6 +413,9 @@ func (p *providerServer) logDecision(rec *providerAuditRecord) {
 		attrs = append(attrs, slog.Bool("shadow", true), slog.String("wouldDecide", rec.WouldDecide))
 	}
 	attrs = append(attrs, slog.Int("rule", rec.Rule), slog.String("reason", rec.Reason), slog.String("argumentsSha256", rec.ArgumentsSHA256))
+	if rec.OPADecisionID != "" || rec.OPAError != "" {
+		attrs = append(attrs, slog.String("opaDecisionId", rec.OPADecisionID), slog.String("opaError", rec.OPAError))
+	}
 	if rec.Arguments != nil {
 		attrs = append(attrs, slog.String("arguments", string(rec.Arguments)))
 	}

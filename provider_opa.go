@@ -238,6 +238,7 @@ func (p *providerServer) decideOPA(ctx context.Context, m map[string]json.RawMes
 	rec.OPADecisionID = id
 	if werr != nil {
 		rec.OPAError = werr.Error()
+		p.metrics.opaFailures.Add(1)
 		p.log.Error("opa gave no decision, denying", "requestId", rec.RequestID, "category", werr.Category, "error", werr.Err.Error())
 		return providerDecision{Decision: Decision{Reason: opaFailedReason}, Rule: -1}
 	}

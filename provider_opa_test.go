@@ -197,7 +197,7 @@ func TestProviderOPADecides(t *testing.T) {
 	}
 	// Metrics count OPA's decisions as the policy's.
 	metrics := scrapeOPAProviderMetrics(t, p.url)
-	for _, s := range []string{`acpguard_provider_decisions_total{outcome="allow"} 3`, `acpguard_provider_decisions_total{outcome="deny"} 3`, `acpguard_provider_policy_decisions_total{decision="deny"} 3`} {
+	for _, s := range []string{"acpguard_provider_opa_failures_total 0\n", `acpguard_provider_decisions_total{outcome="allow"} 3`, `acpguard_provider_decisions_total{outcome="deny"} 3`, `acpguard_provider_policy_decisions_total{decision="deny"} 3`} {
 		if !strings.Contains(metrics, s) {
 			t.Errorf("metrics lack %s:\n%s", s, metrics)
 		}
@@ -271,6 +271,9 @@ func TestProviderOPAFailsClosed(t *testing.T) {
 		if tt.name == "undefined rule with decision id" && line.OPADecisionID != "d-1" {
 			t.Errorf("%s: audit line %+v lacks the decision id", tt.name, line)
 		}
+	}
+	if m := scrapeOPAProviderMetrics(t, p.url); !strings.Contains(m, "acpguard_provider_opa_failures_total "+strconv.Itoa(len(tests))+"\n") {
+		t.Errorf("metrics do not count %d OPA failures:\n%s", len(tests), m)
 	}
 	log := p.stderr.String()
 	if n := strings.Count(log, "opa gave no decision, denying"); n != len(tests) {
