@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -352,11 +351,18 @@ func TestProviderOPARealPolicy(t *testing.T) {
 	ln.Close() // opa binds it again: a free port, unless something takes it first
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, opa, "run", "--server", "--addr", addr, "--log-level", "error", "examples/policy.rego")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); cmd.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("opa's output:\n%s", out.String())
+		}
+	})
 	waitFor(t, "opa to serve", func() bool {
 		resp, err := http.Get("http://" + addr + "/health")
 		if err != nil {
@@ -399,6 +405,13 @@ func TestProviderOPARealPolicy(t *testing.T) {
 		res := c.prepare(context.Background(), tt.call)
 		if res.Category != "" || res.Allowed != tt.allowed || res.Reason != tt.reason {
 			t.Errorf("%s %s: %+v, want allowed %v %q", tt.call.ToolName, tt.call.Arguments, res, tt.allowed, tt.reason)
+		}
+	}
+	// A path that names the package, or nothing, is no decision.
+	for _, path := range []string{"/v1/data/acpguard", "/v1/data/acpguard/no_such_rule"} {
+		_, c := startOPAProvider(t, "http://"+addr+path, "")
+		if res := c.prepare(context.Background(), providerTestCall); res.Allowed || res.Reason != opaFailedReason {
+			t.Errorf("%s: %+v, want a deny with %q", path, res, opaFailedReason)
 		}
 	}
 }
