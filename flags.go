@@ -111,6 +111,7 @@ type providerOptions struct {
 	LogLevel       slog.Level // the zero Level is info
 	TLSCert        string     // with TLSKey: serve HTTPS; both or neither
 	TLSKey         string
+	OPA            *url.URL // --opa: OPA decides instead of PolicyFile
 }
 
 // providerCheckOptions are the validated flags of "acpguard provider check".
@@ -466,6 +467,7 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 	logLevel := onceFlag(fs, "log-level", "info")
 	tlsCert := onceFlag(fs, "tls-cert", "")
 	tlsKey := onceFlag(fs, "tls-key", "")
+	opa := onceFlag(fs, "opa", "")
 	if err := parseFlags(fs, "provider", providerUsage, args, sys); err != nil {
 		return providerOptions{}, err
 	}
@@ -480,7 +482,15 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 	if err != nil {
 		return providerOptions{}, err
 	}
-	if policy.value == "" {
+	var opaURL *url.URL
+	switch {
+	case opa.value != "" && policy.value != "":
+		return providerOptions{}, usagef("--opa %q, --policy %q: give one: the policy file or Open Policy Agent decides", opa.value, policy.value)
+	case opa.value != "":
+		if opaURL, err = parseOPAURL(opa.value); err != nil {
+			return providerOptions{}, err
+		}
+	case policy.value == "":
 		return providerOptions{}, usagef(`--policy "": a policy file is required`)
 	}
 	env := envOf(sys)
@@ -502,6 +512,7 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 		LogLevel:       level,
 		TLSCert:        tlsCert.value,
 		TLSKey:         tlsKey.value,
+		OPA:            opaURL,
 	}, nil
 }
 

@@ -42,6 +42,7 @@ above, nor LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV or BASH_FUNC_*.
 `
 
 const providerUsage = `Usage: acpguard provider --policy FILE [flags]
+       acpguard provider --opa URL [flags]
        acpguard provider check --policy FILE [--cases FILE]
 
 Runs the reference policy provider: POST /v1/handshake and POST /v1/prepare
@@ -54,7 +55,15 @@ Flags:
         loopback address to listen on: host 127.0.0.1, localhost or [::1];
         port 0 picks a free one (default 127.0.0.1:8787).
   --policy FILE
-        the JSON policy file (required); reloaded on SIGHUP.
+        the JSON policy file (required unless --opa); reloaded on SIGHUP.
+  --opa URL
+        ask an Open Policy Agent sidecar instead of a policy file: each
+        prepare is POSTed to URL, http on loopback with the path
+        /v1/data/<package>/<rule>, as {"input": the prepare request plus
+        "commands" and "complex", its parsed shell commands}. The rule must
+        yield {"allow": bool} or {"allow": false, "reason": string}; anything
+        else, no answer within 2s or a status other than 200 is a denial.
+        Example: --opa http://127.0.0.1:8181/v1/data/acpguard/decision
   --audit FILE|-
         append one JSON line per decision to FILE, or to stdout with "-"
         (default: no audit log).

@@ -70,9 +70,11 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	if strings.TrimSpace(opts.Token) == "" {
 		return usagef("provider: the token (QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN) is empty")
 	}
-	pol, err := loadProviderPolicy(opts.PolicyFile)
-	if err != nil {
-		return &usageError{err}
+	pol, err := &providerPolicy{}, error(nil)
+	if opts.OPA == nil {
+		if pol, err = loadProviderPolicy(opts.PolicyFile); err != nil {
+			return &usageError{err}
+		}
 	}
 	logger := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
 	for _, w := range pol.warnings {
@@ -84,6 +86,10 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		shadow:   opts.Shadow,
 		log:      logger,
 		metrics:  newProviderMetrics(opts.Shadow),
+	}
+	if opts.OPA != nil {
+		p.opa = newOPAClient(opts.OPA)
+		defer p.opa.close()
 	}
 	p.current.Store(pol)
 	scheme := "http"
@@ -123,6 +129,9 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	}
 	url := scheme + "://" + addr
 	providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelInfo, "acpguard provider: listening on "+url+"\n", "listening", "url", url)
+	if p.opa != nil {
+		providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelInfo, "acpguard provider: deciding with Open Policy Agent at "+p.opa.url+"\n", "opa", "url", p.opa.url)
+	}
 	if ready != nil {
 		ready(addr)
 	}
@@ -234,6 +243,7 @@ type providerServer struct {
 	shadow   bool
 	log      *slog.Logger
 	metrics  *providerMetrics
+	opa      *opaClient // nil: the policy file decides
 
 	auditMu sync.Mutex // one decision, one whole line
 	audit   io.Writer  // nil: no audit log
@@ -278,7 +288,7 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.handshake(w, body)
 		return
 	}
-	if p.prepare(w, body) {
+	if p.prepare(r.Context(), w, body) {
 		p.metrics.latency.observe(time.Since(start))
 	}
 }
@@ -327,7 +337,7 @@ func (p *providerServer) handshake(w http.ResponseWriter, body []byte) {
 }
 
 // prepare answers one prepare and reports whether it was a decision (200).
-func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
+func (p *providerServer) prepare(ctx context.Context, w http.ResponseWriter, body []byte) bool {
 	m, werr := decodeWireBody(body, "protocolVersion", "requestId", "sessionId", "promptId", "toolCallId", "toolName", "arguments")
 	if werr != nil {
 		p.fail(w, http.StatusBadRequest, werr.Error())
@@ -352,7 +362,12 @@ func (p *providerServer) prepare(w http.ResponseWriter, body []byte) bool {
 		p.fail(w, http.StatusBadRequest, err.Error())
 		return false
 	}
-	d := p.current.Load().decideCall(&providerCall{Tool: rec.ToolName, Args: args, Session: rec.SessionID, At: time.Now()})
+	var d providerDecision
+	if p.opa != nil {
+		d = p.decideOPA(ctx, m, &rec, args)
+	} else {
+		d = p.current.Load().decideCall(&providerCall{Tool: rec.ToolName, Args: args, Session: rec.SessionID, At: time.Now()})
+	}
 	p.metrics.policy[providerPairIndex(d.Allowed)].Add(1)
 	rec.Decision, rec.Reason, rec.Rule = providerDecisionName(d.Allowed), d.Reason, d.Rule
 	answer := d.Decision
@@ -398,6 +413,9 @@ func (p *providerServer) logDecision(rec *providerAuditRecord) {
 		attrs = append(attrs, slog.Bool("shadow", true), slog.String("wouldDecide", rec.WouldDecide))
 	}
 	attrs = append(attrs, slog.Int("rule", rec.Rule), slog.String("reason", rec.Reason), slog.String("argumentsSha256", rec.ArgumentsSHA256))
+	if rec.OPADecisionID != "" || rec.OPAError != "" {
+		attrs = append(attrs, slog.String("opaDecisionId", rec.OPADecisionID), slog.String("opaError", rec.OPAError))
+	}
 	if rec.Arguments != nil {
 		attrs = append(attrs, slog.String("arguments", string(rec.Arguments)))
 	}
@@ -455,6 +473,9 @@ type providerAuditRecord struct {
 	Rule            int             `json:"rule"`
 	ArgumentsSHA256 string          `json:"argumentsSha256"`
 	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	// With --opa: OPA's decision_id, and why OPA gave no decision.
+	OPADecisionID string `json:"opaDecisionId,omitempty"`
+	OPAError      string `json:"opaError,omitempty"`
 }
 
 // record writes one audit line; an error means the decision is unaudited.
@@ -477,6 +498,10 @@ func (p *providerServer) record(rec *providerAuditRecord) error {
 // reload replaces the policy with the file's current content, or keeps the
 // old one when the new file is invalid.
 func (p *providerServer) reload(file string) {
+	if p.opa != nil {
+		p.log.Info("SIGHUP ignored: with --opa, OPA loads its own policy")
+		return
+	}
 	pol, err := loadProviderPolicy(file)
 	if err != nil {
 		p.metrics.reloads[0].Add(1)

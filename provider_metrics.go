@@ -31,6 +31,7 @@ type providerMetrics struct {
 	handshakes    atomic.Int64
 	failures      [len(providerFailureKinds)]atomic.Int64
 	auditFailures atomic.Int64
+	opaFailures   atomic.Int64 // --opa: prepares OPA gave no decision for
 	reloads       [2]atomic.Int64
 	latency       latencyHistogram
 }
@@ -65,6 +66,7 @@ func (m *providerMetrics) render(rules int) []byte {
 		b.sample("acpguard_provider_request_failures_total", m.failures[i].Load(), "status", strconv.Itoa(k.status), "reason", k.reason)
 	}
 	b.single("acpguard_provider_audit_failures_total", "counter", "Decisions turned into denials because the audit log could not be written.", m.auditFailures.Load())
+	b.single("acpguard_provider_opa_failures_total", "counter", "Decisions turned into denials because Open Policy Agent gave no decision (--opa).", m.opaFailures.Load())
 	pair("acpguard_provider_policy_reloads_total", "counter", "Policy reloads on SIGHUP, by result.", "result", &m.reloads, "failed", "ok")
 	b.single("acpguard_provider_policy_rules", "gauge", "Rules of the policy in force.", int64(rules))
 	b.single("acpguard_provider_shadow", "gauge", "1 when the provider runs in shadow mode and answers allow whatever the policy says.", int64(providerPairIndex(m.shadow)))
