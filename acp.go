@@ -238,7 +238,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	}
 	// A managed child's guard is its parent's, which warns once.
 	if sys.env.privateGuard == "" {
-		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven)
+		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
 	}
 	a := &agent{
 		env:        sys.env,

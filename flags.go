@@ -101,13 +101,20 @@ func (g guardConfig) required() bool { return g.Mode == guardModeRequired }
 // warnUnguarded prints the one warning line of serve and acp in off mode
 // (DESIGN.md §1: off mode makes no policy decision at all), unless the
 // operator chose off explicitly (given: --external-tool-guard-mode was on
-// the command line). Off mode's behaviour is otherwise unchanged.
-func warnUnguarded(w io.Writer, cmd string, g guardConfig, given bool) {
+// the command line). With --log-format json the line is a JSON log record,
+// so a log reader parses it; --log-level never hides it. Off mode's
+// behaviour is otherwise unchanged.
+func warnUnguarded(w io.Writer, cmd string, g guardConfig, given, logJSON bool) {
 	if g.Mode != guardModeOff || given {
 		return
 	}
-	fmt.Fprintf(w, "acpguard %s: warning: no external tool guard: every tool call the approval mode allows runs without a policy decision (start a provider and pass --%s required; pass --%s=off to silence this)\n",
-		cmd, flagGuardMode, flagGuardMode)
+	msg := fmt.Sprintf("no external tool guard: every tool call the approval mode allows runs without a policy decision (start a provider and pass --%s required; pass --%s=off to silence this)",
+		flagGuardMode, flagGuardMode)
+	if logJSON {
+		newLogger(w, true, slog.LevelWarn).Warn(msg, "command", cmd)
+		return
+	}
+	fmt.Fprintf(w, "acpguard %s: warning: %s\n", cmd, msg)
 }
 
 // providerOptions are the validated flags of "acpguard provider". Every zero

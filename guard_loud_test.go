@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,5 +93,22 @@ func TestACPWarnsWhenUnguarded(t *testing.T) {
 		if len(got) != tt.want || (tt.want == 1 && got[0] != "acpguard acp: "+unguardedWarningText) {
 			t.Errorf("%q: warning lines = %q, want %d; stderr:\n%s", tt.args, got, tt.want, stderr)
 		}
+	}
+}
+
+// With --log-format json the warning is one JSON log record.
+func TestACPWarnsUnguardedAsJSONLog(t *testing.T) {
+	code, _, stderr := runAcpguard(t, []string{"acp", "--log-format", "json", "--log-level", "error"}, "HOME="+t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	got := warningLines(stderr)
+	if len(got) != 1 {
+		t.Fatalf("warning lines = %q, want one; stderr:\n%s", got, stderr)
+	}
+	var rec struct{ Level, Msg, Command string }
+	if err := json.Unmarshal([]byte(got[0]), &rec); err != nil || rec.Level != "WARN" || rec.Command != "acp" ||
+		rec.Msg != strings.TrimPrefix(unguardedWarningText, "warning: ") {
+		t.Errorf("warning record %s (%v)", got[0], err)
 	}
 }
