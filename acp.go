@@ -236,6 +236,10 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A managed child's guard is its parent's, which warns once.
+	if sys.env.privateGuard == "" {
+		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
+	}
 	a := &agent{
 		env:        sys.env,
 		log:        newLogger(sys.stderr, opts.LogJSON, opts.LogLevel),

@@ -19,6 +19,9 @@ func TestDemoTranscript(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
+	if got := warningLines(stdout + stderr); len(got) != 0 {
+		t.Errorf("the demo warned of no guard: %q", got)
+	}
 	want := []string{
 		`(?m)^1\. The model writes hello\.txt`,
 		`(?m)^   decision   allowed by the provider in \d+ µs$`,

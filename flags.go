@@ -98,6 +98,25 @@ type guardConfig struct {
 
 func (g guardConfig) required() bool { return g.Mode == guardModeRequired }
 
+// warnUnguarded prints the one warning line of serve and acp in off mode
+// (DESIGN.md §1: off mode makes no policy decision at all), unless the
+// operator chose off explicitly (given: --external-tool-guard-mode was on
+// the command line). With --log-format json the line is a JSON log record,
+// so a log reader parses it; --log-level never hides it. Off mode's
+// behaviour is otherwise unchanged.
+func warnUnguarded(w io.Writer, cmd string, g guardConfig, given, logJSON bool) {
+	if g.Mode != guardModeOff || given {
+		return
+	}
+	msg := fmt.Sprintf("no external tool guard: every tool call the approval mode allows runs without a policy decision (start a provider and pass --%s required; pass --%s=off to silence this)",
+		flagGuardMode, flagGuardMode)
+	if logJSON {
+		newLogger(w, true, slog.LevelWarn).Warn(msg, "command", cmd)
+		return
+	}
+	fmt.Fprintf(w, "acpguard %s: warning: %s\n", cmd, msg)
+}
+
 // providerOptions are the validated flags of "acpguard provider". Every zero
 // value is the default.
 type providerOptions struct {
@@ -125,6 +144,7 @@ type providerCheckOptions struct {
 
 type acpOptions struct {
 	Guard              guardConfig
+	GuardModeGiven     bool   // --external-tool-guard-mode on the command line (warnUnguarded)
 	Model              string // modelScripted or modelOpenAI
 	OpenAI             openAIConfig
 	Settings           *settings // the merged settings files (settings_files.go), or the defaults
@@ -184,6 +204,7 @@ type serveOptions struct {
 	AllowTokenlessLoopback bool
 	RequireAuth            bool // --require-auth: /health needs the token on loopback too (DESIGN.md §7)
 	Guard                  guardConfig
+	GuardModeGiven         bool   // --external-tool-guard-mode on the command line (warnUnguarded)
 	DecisionLog            string // "" stderr
 	MaxPendingPrompts      int
 	AllowSlashCommands     []string // names without the leading "/"
@@ -635,7 +656,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if err != nil {
 		return acpOptions{}, err
 	}
-	opts := acpOptions{Guard: cfg, Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond,
+	opts := acpOptions{Guard: cfg, GuardModeGiven: guard.mode.count > 0, Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond,
 		StateDir: sd, StateDirGiven: sdGiven}
 	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
 		return acpOptions{}, err
@@ -772,6 +793,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
 		return serveOptions{}, err
 	}
+	opts.GuardModeGiven = guard.mode.count > 0
 	if opts.Guard, err = guard.resolve(env); err != nil {
 		return serveOptions{}, err
 	}

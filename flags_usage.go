@@ -19,9 +19,10 @@ Flags:
 `
 
 const guardFlagsUsage = `  --external-tool-guard-mode off|required
-        off (default): no provider is constructed or called. required: every
-        tool call needs one allow from the policy provider, asked exactly once
-        right before the tool runs; any failure denies.
+        off (default): no provider is constructed or called, and one warning
+        line on stderr at start says so unless off is given explicitly.
+        required: every tool call needs one allow from the policy provider,
+        asked exactly once right before the tool runs; any failure denies.
   --external-tool-guard-endpoint URL
         the provider's origin, required in required mode: http or https, host
         127.0.0.1, localhost or [::1], optional port, no path, query, fragment

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,22 +141,40 @@ func (c *providerClient) handshake(ctx context.Context) error {
 	if werr == nil {
 		return nil
 	}
-	if hint := handshakeHint(werr); hint != "" {
+	if hint := c.handshakeHint(werr); hint != "" {
 		return fmt.Errorf("provider handshake: %w; %s", c.redact(werr), hint)
 	}
 	return fmt.Errorf("provider handshake: %w", c.redact(werr))
 }
 
-// handshakeHint is the fix for a failed handshake when it is known, else "".
-func handshakeHint(werr *wireError) string {
-	_, badCert := errors.AsType[*tls.CertificateVerificationError](werr)
+// handshakeHint is the fix for a failed handshake when it is known, else ""
+// (DESIGN.md §11): a 401 is a token that differs, a refused connection is
+// a provider not started, a certificate that does not verify is a CA to
+// trust through SSL_CERT_FILE, and a scheme that is not the provider's is
+// the other scheme.
+func (c *providerClient) handshakeHint(werr *wireError) string {
+	https := strings.HasPrefix(c.origin, "https://")
+	certErr, badCert := errors.AsType[*tls.CertificateVerificationError](werr)
 	switch {
 	case werr.Status == http.StatusUnauthorized:
-		return "the token differs from the provider's: " + envGuardToken + " (or --" + flagGuardTokenFile + ") must equal the provider's token"
+		return fmt.Sprintf("the token differs from the provider's: %s (or --%s) here must equal %s where the provider runs",
+			envGuardToken, flagGuardTokenFile, envGuardToken)
 	case errors.Is(werr, syscall.ECONNREFUSED):
-		return "no provider listens there: start one with `acpguard provider --policy FILE`, or fix the endpoint"
+		with := "--listen " + c.hostPort
+		if https {
+			with += ", --tls-cert CERT, --tls-key KEY"
+		}
+		return fmt.Sprintf("no provider listens on %q: start one with `acpguard provider --policy FILE` (with %s and the same %s), or fix --%s",
+			c.hostPort, with, envGuardToken, flagGuardEndpoint)
 	case badCert:
-		return "the provider's certificate must name the endpoint's host and chain to the system roots or to a CA in the file SSL_CERT_FILE names"
+		if _, ok := errors.AsType[x509.HostnameError](certErr); ok {
+			return fmt.Sprintf("the provider's certificate does not name %q: reissue it for that host, or use an endpoint host it names", c.hostPort)
+		}
+		return "the provider's certificate does not chain to a trusted CA: set SSL_CERT_FILE to the PEM file of the CA that signed it"
+	case https && strings.Contains(werr.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Sprintf("the provider serves plain HTTP: use --%s http://%s, or start the provider with --tls-cert and --tls-key", flagGuardEndpoint, c.hostPort)
+	case !https && werr.Status == http.StatusBadRequest:
+		return fmt.Sprintf("the provider may serve HTTPS: try --%s https://%s", flagGuardEndpoint, c.hostPort)
 	}
 	return ""
 }

@@ -83,12 +83,13 @@ func exitCode(err error) int {
 const mainUsage = `acpguard: a guarded ACP agent runtime and its policy provider
 
 Usage:
-  acpguard serve     [flags]   the managed daemon (host HTTP API, private ACP children)
-  acpguard acp       [flags]   the guarded ACP agent on stdin/stdout
-  acpguard provider  [flags]   the reference policy provider
-  acpguard demo      [--keep]  the guarded path end to end, on loopback, in a temporary workspace
-  acpguard version             print the version
-  acpguard help                print this text
+  acpguard serve           [flags]   the managed daemon (host HTTP API, private ACP children)
+  acpguard acp             [flags]   the guarded ACP agent on stdin/stdout
+  acpguard provider        [flags]   the reference policy provider
+  acpguard provider check  [flags]   test a policy against its cases, without serving
+  acpguard demo            [--keep]  the guarded path end to end, on loopback, in a temporary workspace
+  acpguard version                   print the version
+  acpguard help                      print this text
 
 Run "acpguard <command> --help" for a command's flags and environment.
 `

@@ -129,6 +129,9 @@ func loadOperatorFile[T any](what, file string, limit int, parse func([]byte) (T
 
 // parseProviderPolicy validates a policy file's content.
 func parseProviderPolicy(data []byte) (*providerPolicy, error) {
+	if err := jsonSyntaxCheck(data, data); err != nil {
+		return nil, err
+	}
 	var pf providerPolicyFile
 	if err := decodeStrict(data, &pf); err != nil {
 		return nil, err

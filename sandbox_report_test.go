@@ -41,6 +41,7 @@ func TestSandboxStartExitCodes(t *testing.T) {
 	docker := writeSettings(t, `{"tools":{"sandbox":"docker"}}`)
 	enabled := writeSettings(t, `{"tools":{"sandbox":true}}`)
 	serve := []string{"serve", "--port", "0", "--workspace", t.TempDir()}
+	acpWarn, serveWarn := "acpguard acp: "+unguardedWarningText+"\n", "acpguard serve: "+unguardedWarningText+"\n"
 	tests := []struct {
 		name   string
 		args   []string
@@ -49,19 +50,19 @@ func TestSandboxStartExitCodes(t *testing.T) {
 		stderr string // exact; "" for a check of the warning only
 		warns  int
 	}{
-		{name: "acp workspace without landlock", args: []string{"acp", "--sandbox", "workspace"}, env: []string{envTestLandlock + "=ENOSYS"}, code: exitRuntime, stderr: noLandlock},
-		{name: "acp settings true without landlock", args: []string{"acp", "--settings", enabled}, env: []string{envTestLandlock + "=ENOSYS"}, code: exitRuntime, stderr: noLandlock},
-		{name: "acp network none on ABI 3", args: []string{"acp", "--sandbox", "workspace", "--sandbox-network", "none"}, env: []string{envTestLandlock + "=3"}, code: exitRuntime, stderr: oldABI},
+		{name: "acp workspace without landlock", args: []string{"acp", "--sandbox", "workspace"}, env: []string{envTestLandlock + "=ENOSYS"}, code: exitRuntime, stderr: acpWarn + noLandlock},
+		{name: "acp settings true without landlock", args: []string{"acp", "--settings", enabled}, env: []string{envTestLandlock + "=ENOSYS"}, code: exitRuntime, stderr: acpWarn + noLandlock},
+		{name: "acp network none on ABI 3", args: []string{"acp", "--sandbox", "workspace", "--sandbox-network", "none"}, env: []string{envTestLandlock + "=3"}, code: exitRuntime, stderr: acpWarn + oldABI},
 		{name: "acp container", args: []string{"acp", "--sandbox", "docker"}, code: exitUsage, stderr: "acpguard: error: --sandbox \"docker\": must be off or workspace\n"},
 		{name: "acp settings container", args: []string{"acp", "--settings", docker}, code: exitUsage,
 			stderr: fmt.Sprintf("acpguard: error: settings %q: key \"tools.sandbox\": \"docker\" is a container sandbox, which acpguard does not run: acpguard confines tools with Landlock; set tools.sandbox to true or pass --sandbox workspace\n", docker)},
 		{name: "managed child default without landlock", args: []string{"acp"}, env: append([]string{envTestLandlock + "=ENOSYS"}, managedEnv...), code: exitOK, warns: 1},
 		{name: "managed child off without landlock", args: []string{"acp", "--sandbox", "off"}, env: append([]string{envTestLandlock + "=ENOSYS"}, managedEnv...), code: exitOK, stderr: ""},
-		{name: "off mode without landlock", args: []string{"acp"}, env: []string{envTestLandlock + "=ENOSYS"}, code: exitOK, stderr: ""},
+		{name: "off mode without landlock", args: []string{"acp"}, env: []string{envTestLandlock + "=ENOSYS"}, code: exitOK, stderr: acpWarn},
 		{name: "serve required workspace without landlock", args: append(slices.Concat(serve, required("http://127.0.0.1:1")), "--sandbox", "workspace"),
 			env: []string{guardEnv, envTestLandlock + "=ENOSYS"}, code: exitRuntime, stderr: noLandlock},
 		{name: "serve network none on ABI 3", args: append(slices.Clone(serve), "--sandbox", "workspace", "--sandbox-network", "none"),
-			env: []string{envTestLandlock + "=3"}, code: exitRuntime, stderr: oldABI},
+			env: []string{envTestLandlock + "=3"}, code: exitRuntime, stderr: serveWarn + oldABI},
 		{name: "serve read in off mode", args: append(slices.Clone(serve), "--sandbox-read", "/usr"), code: exitUsage,
 			stderr: "acpguard: error: --sandbox-read \"/usr\": confines nothing: the sandbox is off by default with --external-tool-guard-mode off; add --sandbox workspace\n"},
 	}

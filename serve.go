@@ -30,6 +30,7 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 	if err != nil {
 		return err
 	}
+	warnUnguarded(sys.stderr, "serve", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
 	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
 	logSettingsFiles(log, opts.SettingsLoad, opts.Guard.required())
 	warnSettings(log, opts.Settings)

@@ -109,6 +109,10 @@ func (d *daemon) childCommand(exe string) *exec.Cmd {
 	}
 	args = append(args, d.childLog...)
 	args = append(args, d.sandbox.childArgs()...)
+	if !d.guarded {
+		// serve warned once about off mode; its children stay quiet.
+		args = append(args, "--"+flagGuardMode+"="+guardModeOff)
+	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = d.sys.env.acpChildEnv(d.guarded)
 	return cmd

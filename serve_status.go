@@ -52,12 +52,16 @@ type capabilitiesBody struct {
 	ProtocolVersions protocolVersions `json:"protocolVersions"`
 	AcpguardVersion  string           `json:"acpguardVersion"`
 	Mode             string           `json:"mode"`
-	Features         []string         `json:"features"`
-	Transports       []string         `json:"transports"`
-	Policy           hostPolicy       `json:"policy"`
-	Limits           hostLimits       `json:"limits"`
-	Workspaces       []hostWorkspace  `json:"workspaces"`
-	WorkspaceCwd     string           `json:"workspaceCwd"`
+	// Guard is acpguard's own key: "required" when every tool call waits
+	// for the provider's decision, "off" when none is asked (DESIGN.md §1).
+	// Qwen Code's policy object is about permission votes, not this.
+	Guard        string          `json:"guard"`
+	Features     []string        `json:"features"`
+	Transports   []string        `json:"transports"`
+	Policy       hostPolicy      `json:"policy"`
+	Limits       hostLimits      `json:"limits"`
+	Workspaces   []hostWorkspace `json:"workspaces"`
+	WorkspaceCwd string          `json:"workspaceCwd"`
 	// Sandbox is what confines the children's tools; absent in off mode
 	// with the sandbox off.
 	Sandbox *sandboxReport `json:"sandbox,omitempty"`
@@ -90,6 +94,7 @@ func (d *daemon) capabilities() capabilitiesBody {
 		ProtocolVersions: protocolVersions{Current: "v1", Supported: []string{"v1"}},
 		AcpguardVersion:  version,
 		Mode:             hostMode,
+		Guard:            d.guardMode(),
 		Features:         features,
 		Transports:       []string{"rest"},
 		Policy:           hostPolicy{Permission: "first-responder"},
@@ -104,6 +109,15 @@ func (d *daemon) capabilities() capabilitiesBody {
 		body.Sandbox = &r
 	}
 	return body
+}
+
+// guardMode is /capabilities' guard: required only once the handshake
+// completed, which serve needs before it listens.
+func (d *daemon) guardMode() string {
+	if d.guarded {
+		return guardModeRequired
+	}
+	return guardModeOff
 }
 
 func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {

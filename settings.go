@@ -313,7 +313,11 @@ func parseSettings(data []byte) (*settings, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("not valid UTF-8")
 	}
+	orig := data
 	data = blankJSONC(data)
+	if err := jsonSyntaxCheck(orig, data); err != nil {
+		return nil, err
+	}
 	ignored, problems := checkSettingsKeys(data)
 	if len(problems) > 0 {
 		return nil, &settingsError{Problems: problems}

@@ -159,7 +159,7 @@ func TestSettingsFilesLocations(t *testing.T) {
 
 func TestSettingsFilesErrorsNameThePath(t *testing.T) {
 	tests := []struct{ name, body, want string }{
-		{"syntax", `{"tools":`, "invalid JSON at byte 9: unexpected EOF"},
+		{"syntax", `{"tools":`, "invalid JSON at line 1, column 10: unexpected end of JSON input"},
 		{"duplicate key", `{"model":{"name":"a","name":"b"}}`, `duplicate key "model.name"`},
 		{"bad value", `{"tools":{"approvalMode":"sometimes"}}`, `Invalid approval mode: sometimes.`},
 		{"not an object", `[]`, ""},

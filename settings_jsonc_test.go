@@ -76,15 +76,15 @@ func TestSettingsJSONC(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ json, want string }{
-		// Still strict after the pre-pass, and byte offsets are the file's.
+		// Still strict after the pre-pass, and lines and columns are the file's.
 		{`{/* c */ "tool":{}}`, `key "tool": unknown key (did you mean "tools"?)`},
 		{`{"model":{"name":"a",/*x*/"name":"b",}}`, `duplicate key "model.name"`},
-		{`{"tools":{"approvalMode":"plan"} /* unterminated }`, `invalid JSON at byte 33: invalid character '/' after object key:value pair`},
-		{`{"permissions":{"allow":[,]}}`, `invalid JSON at byte 25: invalid character ',' looking for beginning of value`},
-		{`{"permissions":{"allow":["a",,]}}`, `invalid JSON at byte 29: invalid character ',' looking for beginning of value`},
-		{`{"tools":{"approvalMode":,}}`, `invalid JSON at byte 25: invalid character ',' looking for beginning of value`},
-		{`{,}`, `invalid JSON at byte 1: invalid character ','`},
-		{`{"model":{"name":"x"} / }`, `invalid JSON at byte 22: invalid character '/' after object key:value pair`},
+		{`{"tools":{"approvalMode":"plan"} /* unterminated }`, `invalid JSON at line 1, column 34: invalid character '/' after object key:value pair`},
+		{`{"permissions":{"allow":[,]}}`, `invalid JSON at line 1, column 26: invalid character ',' looking for beginning of value`},
+		{`{"permissions":{"allow":["a",,]}}`, `invalid JSON at line 1, column 30: invalid character ',' looking for beginning of value`},
+		{`{"tools":{"approvalMode":,}}`, `invalid JSON at line 1, column 26: invalid character ',' looking for beginning of value`},
+		{`{,}`, `invalid JSON at line 1, column 2: invalid character ',' looking for beginning of object key string`},
+		{`{"model":{"name":"x"} / }`, `invalid JSON at line 1, column 23: invalid character '/' after object key:value pair`},
 		// The comment ends at the newline; the value after it is real.
 		{"{// \"tools\":{}\n\"tool\":1}", `key "tool": unknown key (did you mean "tools"?)`},
 		{`{"$version":"4"}`, `key "$version": want a number, got string`},
