@@ -51,7 +51,7 @@ func TestSettingsShape(t *testing.T) {
 		`{"model":{"maxSessionTurns":9999999999999999999}}`: `key "model.maxSessionTurns": want an integer, got 9999999999999999999`,
 		`{"model":{"name":"a","name":"b"}}`:                 `duplicate key "model.name"`,
 		`[]`:                                                "want an object, got array",
-		`{"model":`:                                         "invalid JSON at byte 9: unexpected EOF",
+		`{"model":`:                                         "invalid JSON at line 1, column 10: unexpected end of JSON input",
 	} {
 		_, err := parseSettings([]byte(data))
 		if got := errText(err); got != want {
