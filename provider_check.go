@@ -230,6 +230,9 @@ func explainProviderCall(sys *system, pol *providerPolicy, text string) error {
 			if len(u.assigns) > 0 {
 				notes = append(notes, fmt.Sprintf("assigns %q", u.assigns))
 			}
+			if u.dynamic {
+				notes = append(notes, "words known only when bash runs")
+			}
 			if u.toFile {
 				notes = append(notes, "redirects to a file")
 			}
