@@ -378,6 +378,7 @@ func (pol *providerPolicy) decideExplained(call *providerCall, explain bool) (pr
 		}
 		for k := range verdicts {
 			if r := verdicts[k].rule; r >= 0 {
+				pol.explainAllows(call, sc, verdicts)
 				return providerDecision{Decision{false, pol.rules[r].reason}, r}, verdicts
 			}
 		}
@@ -420,4 +421,20 @@ func (pol *providerPolicy) decideExplained(call *providerCall, explain bool) (pr
 		return providerDecision{Decision{Reason: windowReason(outside, pol.rules[outside].window)}, -1}, verdicts
 	}
 	return providerDecision{Decision{pol.defaultAllow, pol.defaultReason}, -1}, verdicts
+}
+
+// explainAllows fills in, for --explain, the shell allow rule that meets
+// each command no deny met, when a deny decided the call.
+func (pol *providerPolicy) explainAllows(call *providerCall, sc *providerShellCall, verdicts []providerShellVerdict) {
+	for i := range pol.rules {
+		r := &pol.rules[i]
+		if r.shell == nil || !r.allow || !r.matches(call.Tool, call.Args) || r.window != nil && !r.window.contains(call.At) {
+			continue
+		}
+		for k := range sc.units {
+			if verdicts[k].rule < 0 && r.shell.matchUnit(true, &sc.units[k]) {
+				verdicts[k].rule = i
+			}
+		}
+	}
 }
