@@ -23,6 +23,59 @@ type providerShellRule struct {
 	assigns   []string // globs on NAME of NAME=value prefixes
 	redirects string   // "", "allow" or "deny"
 	complex   bool
+
+	// Compiled once at load: decisions match them per simple command.
+	argvM    []*shellGlob
+	argv0M   *shellGlob
+	optionsM *shellGlob
+	letters  string // the single-letter options, matched inside clusters
+	assignsM *shellGlob
+}
+
+// shellGlob is a set of word globs with braces expanded: exact words in a
+// map, the others as path.Match patterns with "/" made an ordinary byte.
+type shellGlob struct {
+	exact map[string]bool
+	globs []string
+}
+
+func compileShellGlob(pats ...string) (*shellGlob, error) {
+	g := &shellGlob{exact: map[string]bool{}}
+	for _, p := range pats {
+		alts, err := expandBraces(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range alts {
+			if _, err := path.Match(a, ""); err != nil {
+				return nil, err
+			}
+			if !strings.ContainsAny(a, `*?[\`) {
+				g.exact[a] = true
+				continue
+			}
+			g.globs = append(g.globs, strings.ReplaceAll(a, "/", "\x00"))
+		}
+	}
+	return g, nil
+}
+
+func (g *shellGlob) match(word string) bool {
+	if g.exact[word] {
+		return true
+	}
+	if len(g.globs) == 0 {
+		return false
+	}
+	if strings.IndexByte(word, '/') >= 0 {
+		word = strings.ReplaceAll(word, "/", "\x00")
+	}
+	for _, p := range g.globs {
+		if ok, _ := path.Match(p, word); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // providerShellUnit is one simple command of a call as the rules see it:
@@ -107,6 +160,30 @@ func compileProviderShellRule(fr providerPolicyFileRule, allow bool, tool provid
 		return nil, fmt.Errorf(`redirects %q: want "deny" (deny rules) or "allow" (allow rules)`, fr.Redirects)
 	}
 	s.redirects = fr.Redirects
+	var err error
+	for _, p := range fr.Argv {
+		g, err := compileShellGlob(p)
+		if err != nil {
+			return nil, err
+		}
+		s.argvM = append(s.argvM, g)
+	}
+	if fr.Argv0 != "" {
+		if s.argv0M, err = compileShellGlob(fr.Argv0); err != nil {
+			return nil, err
+		}
+	}
+	if s.optionsM, err = compileShellGlob(fr.Options...); err != nil {
+		return nil, err
+	}
+	for _, o := range fr.Options {
+		if len(o) == 2 && o[0] == '-' && o[1] != '-' && !strings.ContainsAny(o, `*?[\{`) {
+			s.letters += o[1:]
+		}
+	}
+	if s.assignsM, err = compileShellGlob(fr.Assigns...); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -129,11 +206,6 @@ func shellWordMatch(pattern, word string) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-func shellWordMatches(pattern, word string) bool {
-	ok, _ := shellWordMatch(pattern, word)
-	return ok
 }
 
 // parseProviderShellCall cuts a call's command into the simple commands
@@ -238,7 +310,7 @@ func (s *providerShellRule) matchUnit(allow bool, u *providerShellUnit) bool {
 		}
 		for _, a := range u.assigns {
 			name, _, _ := strings.Cut(a, "=")
-			if !anyShellWordMatch(s.assigns, name) {
+			if !s.assignsM.match(name) {
 				return false
 			}
 		}
@@ -246,7 +318,7 @@ func (s *providerShellRule) matchUnit(allow bool, u *providerShellUnit) bool {
 		if s.complex && !u.complex || s.redirects == "deny" && !u.toFile {
 			return false
 		}
-		if s.assigns != nil && !u.anyAssign(s.assigns) {
+		if s.assigns != nil && !u.anyAssign(s.assignsM) {
 			return false
 		}
 	}
@@ -257,12 +329,12 @@ func (s *providerShellRule) matchUnit(allow bool, u *providerShellUnit) bool {
 		if len(u.argv) < len(s.argv) {
 			return false
 		}
-		for i, p := range s.argv {
+		for i := range s.argv {
 			w := u.argv[i]
 			if i == 0 {
 				w = path.Base(w)
 			}
-			if !shellWordMatches(p, w) {
+			if !s.argvM[i].match(w) {
 				return false
 			}
 		}
@@ -278,29 +350,20 @@ func (s *providerShellRule) matchUnit(allow bool, u *providerShellUnit) bool {
 // on sudo sees `nice sudo rm`.
 func (s *providerShellRule) matchArgv0(allow bool, u *providerShellUnit) bool {
 	if allow {
-		return len(u.argv) > 0 && shellWordMatches(s.argv0, path.Base(u.argv[0]))
+		return len(u.argv) > 0 && s.argv0M.match(path.Base(u.argv[0]))
 	}
 	for _, n := range u.names {
-		if shellWordMatches(s.argv0, n) {
+		if s.argv0M.match(n) {
 			return true
 		}
 	}
 	return false
 }
 
-func (u *providerShellUnit) anyAssign(pats []string) bool {
+func (u *providerShellUnit) anyAssign(g *shellGlob) bool {
 	for _, a := range u.assigns {
 		name, _, _ := strings.Cut(a, "=")
-		if anyShellWordMatch(pats, name) {
-			return true
-		}
-	}
-	return false
-}
-
-func anyShellWordMatch(pats []string, w string) bool {
-	for _, p := range pats {
-		if shellWordMatches(p, w) {
+		if g.match(name) {
 			return true
 		}
 	}
@@ -318,13 +381,11 @@ func (s *providerShellRule) hasOption(argv []string) bool {
 			continue
 		}
 		name, _, hasEq := strings.Cut(w, "=")
-		for _, o := range s.options {
-			if shellWordMatches(o, w) || hasEq && shellWordMatches(o, name) {
-				return true
-			}
-			if len(o) == 2 && o[0] == '-' && o[1] != '-' && isOptionCluster(w) && strings.IndexByte(w[1:], o[1]) >= 0 {
-				return true
-			}
+		if s.optionsM.match(w) || hasEq && s.optionsM.match(name) {
+			return true
+		}
+		if s.letters != "" && isOptionCluster(w) && strings.ContainsAny(w[1:], s.letters) {
+			return true
 		}
 	}
 	return false
