@@ -376,11 +376,17 @@ func (pol *providerPolicy) decideExplained(call *providerCall, explain bool) (pr
 				return providerDecision{Decision{false, r.reason}, i}, nil
 			}
 		}
+		// Explaining: the first deny rule in the file that met a command
+		// decides, as above.
+		first := -1
 		for k := range verdicts {
-			if r := verdicts[k].rule; r >= 0 {
-				pol.explainAllows(call, sc, verdicts)
-				return providerDecision{Decision{false, pol.rules[r].reason}, r}, verdicts
+			if r := verdicts[k].rule; r >= 0 && (first < 0 || r < first) {
+				first = r
 			}
+		}
+		if first >= 0 {
+			pol.explainAllows(call, sc, verdicts)
+			return providerDecision{Decision{false, pol.rules[first].reason}, first}, verdicts
 		}
 	}
 	covered := 0

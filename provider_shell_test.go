@@ -184,3 +184,28 @@ func TestProviderCheckExplain(t *testing.T) {
 		t.Errorf("bad call: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestProviderShellExplainAgrees: --explain decides as the provider does,
+// for every command of the pinned table.
+func TestProviderShellExplainAgrees(t *testing.T) {
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/policy/decisions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors []providerShellVector
+	if err := json.Unmarshal(data, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		call := &providerCall{Tool: shellToolName, Args: map[string]any{"command": v.Command}}
+		plain := pol.decideCall(call)
+		explained, _ := pol.decideExplained(call, true)
+		if plain != explained {
+			t.Errorf("%q: decided %+v, explained %+v", v.Command, plain, explained)
+		}
+	}
+}
