@@ -81,7 +81,6 @@ func (g *shellGlob) match(word string) bool {
 // providerShellUnit is one simple command of a call as the rules see it:
 // the effective command after its wrappers, and what stands around it.
 type providerShellUnit struct {
-	src      string   // the command as the parser read it, for --explain
 	argv     []string // effective argv, argv[0] as written
 	names    []string // basenames of argv[0] as written, of each wrapper and of the effective command
 	wrappers []string // the wrappers in front, as basenames
@@ -251,7 +250,7 @@ func (sc *providerShellCall) addUnit(c shellCommand) {
 	if len(c.Argv) == 0 && len(c.Redirects) == 0 && len(c.Assigns) == 0 {
 		return
 	}
-	u := providerShellUnit{src: strings.Join(c.Argv, " "), complex: c.Complex, why: c.Why}
+	u := providerShellUnit{complex: c.Complex, why: c.Why}
 	u.assigns = append(u.assigns, c.Assigns...)
 	dyn := dynOf(c)
 	argv, edyn, _ := stripWrappers(c.Argv, dyn)
