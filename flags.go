@@ -140,6 +140,9 @@ type providerCheckOptions struct {
 	// CasesGiven says --cases named the file: then it must exist. The
 	// default file beside the policy may be absent.
 	CasesGiven bool
+	// Explain is one call to decide and explain instead of the cases.
+	Explain      string
+	ExplainGiven bool
 }
 
 type acpOptions struct {
@@ -592,6 +595,7 @@ func parseProviderCheckArgs(args []string, sys *system) (providerCheckOptions, e
 	fs := newFlagSet("provider check")
 	policy := onceFlag(fs, "policy", "")
 	cases := onceFlag(fs, "cases", "")
+	explain := onceFlag(fs, "explain", "")
 	if err := parseFlags(fs, "provider check", providerCheckUsage, args, sys); err != nil {
 		return providerCheckOptions{}, err
 	}
@@ -601,7 +605,14 @@ func parseProviderCheckArgs(args []string, sys *system) (providerCheckOptions, e
 	if cases.count > 0 && cases.value == "" {
 		return providerCheckOptions{}, usagef(`--cases "": must name a file`)
 	}
-	opts := providerCheckOptions{PolicyFile: policy.value, CasesFile: cases.value, CasesGiven: cases.count > 0}
+	if explain.count > 0 && strings.TrimSpace(explain.value) == "" {
+		return providerCheckOptions{}, usagef(`--explain "": want a shell command or a call such as '{"tool":"run_shell_command","arguments":{"command":"git status"}}'`)
+	}
+	if explain.count > 0 && cases.count > 0 {
+		return providerCheckOptions{}, usagef("--explain and --cases: both given; explain one call, or check a cases file")
+	}
+	opts := providerCheckOptions{PolicyFile: policy.value, CasesFile: cases.value, CasesGiven: cases.count > 0,
+		Explain: explain.value, ExplainGiven: explain.count > 0}
 	if !opts.CasesGiven {
 		opts.CasesFile = strings.TrimSuffix(policy.value, ".json") + providerCasesSuffix
 	}

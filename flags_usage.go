@@ -44,7 +44,7 @@ above, nor LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, BASH_ENV, ENV or BASH_FUNC_*.
 
 const providerUsage = `Usage: acpguard provider --policy FILE [flags]
        acpguard provider --opa URL [flags]
-       acpguard provider check --policy FILE [--cases FILE]
+       acpguard provider check --policy FILE [--cases FILE | --explain CALL]
 
 Runs the reference policy provider: POST /v1/handshake and POST /v1/prepare
 on a loopback HTTP(S) address, one decision per prepare from the policy file,
@@ -102,6 +102,7 @@ Environment:
 ` + scrubUsage
 
 const providerCheckUsage = `Usage: acpguard provider check --policy FILE [--cases FILE]
+       acpguard provider check --policy FILE --explain CALL
 
 Validates a policy file as the provider does at startup (exit 2 when it is
 invalid), then decides every example case of the cases file and compares the
@@ -116,6 +117,12 @@ Flags:
         the cases file (default: the policy's name with .json replaced by
         .cases.json, e.g. policy.cases.json beside policy.json; when that file
         does not exist only the policy is validated).
+  --explain CALL
+        decide one call and explain it: CALL is a JSON object
+        {"tool": "...", "arguments": {...}} or, for run_shell_command, the
+        command text alone. Prints the simple commands the shell parser found
+        (after quote removal and wrappers, and why a command is complex),
+        the rule that met each, and the decision. Exit 0 whatever it is.
   -h, --help
         print this text.
 

@@ -81,3 +81,19 @@ func BenchmarkProviderMetricsRender(b *testing.B) {
 		m.render(11)
 	}
 }
+
+// BenchmarkProviderPolicyDecide is one decision of the shipped policy in
+// process, without HTTP: the cost of the policy itself.
+func BenchmarkProviderPolicyDecide(b *testing.B) {
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := map[string]any{"command": "git status", "description": "show the work tree"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := pol.decide("run_shell_command", args); !d.Allowed {
+			b.Fatalf("decision %+v", d)
+		}
+	}
+}

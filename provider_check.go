@@ -49,6 +49,9 @@ func runProviderCheck(sys *system, args []string) error {
 	for _, w := range pol.warnings {
 		fmt.Fprintf(sys.stderr, "acpguard provider check: warning: policy %q: %s\n", opts.PolicyFile, w)
 	}
+	if opts.ExplainGiven {
+		return explainProviderCall(sys, pol, opts.Explain)
+	}
 	cases, err := loadProviderPolicyCases(opts.CasesFile)
 	if errors.Is(err, os.ErrNotExist) && !opts.CasesGiven {
 		fmt.Fprintf(sys.stdout, "policy %q: valid, %d rules; no cases file %q\n", opts.PolicyFile, len(pol.rules), opts.CasesFile)
@@ -174,6 +177,9 @@ func (pol *providerPolicy) describe(rule int) string {
 		}
 		b.WriteString("}")
 	}
+	if r.shell != nil {
+		b.WriteString(", " + r.shell.describe())
+	}
 	if r.limit != nil {
 		fmt.Fprintf(&b, ", limit %q per %s", r.limit.raw, r.limit.key)
 	}
@@ -182,4 +188,75 @@ func (pol *providerPolicy) describe(rule int) string {
 	}
 	fmt.Fprintf(&b, ", %s}", providerDecisionName(r.allow))
 	return b.String()
+}
+
+// explainProviderCall decides one call, now, as a call of no session, and
+// prints what the shell parser saw and which rule met each simple command,
+// so that a policy author sees the policy as the provider applies it.
+func explainProviderCall(sys *system, pol *providerPolicy, text string) error {
+	c := providerPolicyCase{Tool: shellToolName, Expect: "allow"}
+	if strings.HasPrefix(strings.TrimSpace(text), "{") {
+		var call struct {
+			Tool      string          `json:"tool"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		if err := decodeStrict([]byte(text), &call); err != nil {
+			return &usageError{fmt.Errorf("--explain %q: %w; want {\"tool\": ..., \"arguments\": {...}}", clipProviderText(text, maxProviderRenderedPattern), err)}
+		}
+		c.Tool, c.Arguments = call.Tool, call.Arguments
+	} else {
+		c.Arguments, _ = json.Marshal(map[string]string{"command": text})
+	}
+	if err := c.validate(); err != nil {
+		return &usageError{fmt.Errorf("--explain: %w", err)}
+	}
+	d, verdicts := pol.decideExplained(&providerCall{Tool: c.Tool, Args: c.args, At: time.Now()}, true)
+	w := sys.stdout
+	m, _ := c.args.(map[string]any)
+	args, _ := canonicalArguments(m)
+	fmt.Fprintf(w, "call %s %s\n", c.Tool, args)
+	if verdicts != nil || pol.shell && c.Tool == shellToolName {
+		fmt.Fprintf(w, "parsed: %d simple commands\n", len(verdicts))
+		for k, v := range verdicts {
+			u := v.unit
+			line := fmt.Sprintf("  %d. %q", k+1, u.argv)
+			if u.notParse {
+				line = fmt.Sprintf("  %d. (the command is not a string)", k+1)
+			}
+			var notes []string
+			if len(u.wrappers) > 0 {
+				notes = append(notes, fmt.Sprintf("behind %q", u.wrappers))
+			}
+			if len(u.assigns) > 0 {
+				notes = append(notes, fmt.Sprintf("assigns %q", u.assigns))
+			}
+			if u.dynamic {
+				notes = append(notes, "words known only when bash runs")
+			}
+			if u.toFile {
+				notes = append(notes, "redirects to a file")
+			}
+			if u.complex {
+				notes = append(notes, fmt.Sprintf("complex: %s", u.why))
+			}
+			if u.opaque {
+				notes = append(notes, "behind a wrapper allow rules do not see through")
+			}
+			if len(notes) > 0 {
+				line += " [" + strings.Join(notes, "; ") + "]"
+			}
+			if v.rule < 0 {
+				line += " -> no shell rule"
+			} else {
+				line += fmt.Sprintf(" -> %s by rule %d", providerDecisionName(pol.rules[v.rule].allow), v.rule)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	decision := providerDecisionName(d.Allowed)
+	if !d.Allowed {
+		decision += fmt.Sprintf(" %q", deniedReason(d.Reason))
+	}
+	fmt.Fprintf(w, "decision: %s by %s\n", decision, pol.describe(d.Rule))
+	return nil
 }

@@ -64,6 +64,13 @@ type providerPolicyFileRule struct {
 	Hours    string            `json:"hours"`
 	Days     []string          `json:"days"`
 	Timezone string            `json:"timezone"`
+	// Shell fields, run_shell_command only (provider_shell.go).
+	Argv      []string `json:"argv"`
+	Argv0     string   `json:"argv0"`
+	Options   []string `json:"options"`
+	Assigns   []string `json:"assigns"`
+	Redirects string   `json:"redirects"`
+	Complex   bool     `json:"complex"`
 }
 
 // maxProviderPolicyFile bounds the policy read from disk.
@@ -76,6 +83,7 @@ type providerPolicy struct {
 	defaultReason string
 	warnings      []string // what loading accepted but the operator should know
 	budgets       providerBudgets
+	shell         bool // some rule has shell fields: parse run_shell_command calls
 }
 
 type providerPolicyRule struct {
@@ -84,8 +92,9 @@ type providerPolicyRule struct {
 	args   []providerArgMatch
 	allow  bool
 	reason string
-	limit  *providerLimit  // nil: no budget
-	window *providerWindow // nil: always
+	limit  *providerLimit     // nil: no budget
+	window *providerWindow    // nil: always
+	shell  *providerShellRule // nil: no shell fields
 }
 
 type providerArgMatch struct {
@@ -159,6 +168,7 @@ func parseProviderPolicy(data []byte) (*providerPolicy, error) {
 		if warning != "" {
 			pol.warnings = append(pol.warnings, fmt.Sprintf("rule %d: %s", i, warning))
 		}
+		pol.shell = pol.shell || r.shell != nil
 		pol.rules = append(pol.rules, r)
 	}
 	return pol, nil
@@ -169,8 +179,20 @@ func compileProviderRule(fr providerPolicyFileRule) (r providerPolicyRule, warni
 	if r.names, warning, err = compileProviderTool(fr.Tool); err != nil {
 		return r, "", err
 	}
-	r, err = compileProviderRuleRest(r, fr)
-	return r, warning, err
+	if r, err = compileProviderRuleRest(r, fr); err != nil {
+		return r, "", err
+	}
+	if r.shell, err = compileProviderShellRule(fr, r.allow, r.names); err != nil {
+		return r, "", err
+	}
+	if _, ok := fr.Match["/command"]; ok && r.names.matches(fr.Tool, shellToolName) {
+		w := `match "/command" is a regular expression over the raw text, which quoting dodges; prefer argv, argv0 and options`
+		if warning != "" {
+			w = warning + "; " + w
+		}
+		warning = w
+	}
+	return r, warning, nil
 }
 
 func compileProviderRuleRest(r providerPolicyRule, fr providerPolicyFileRule) (providerPolicyRule, error) {
@@ -313,10 +335,70 @@ func (pol *providerPolicy) decide(toolName string, args any) providerDecision {
 // budget is spent; an allowed call is counted. When the default denies a
 // call an allow rule would have matched inside its window, the reason says
 // so.
+//
+// A run_shell_command call meets the rules with shell fields as the simple
+// commands it is made of (provider_shell.go, parsed once per call): a deny
+// rule with shell fields decides first, wherever it stands, when it matches
+// any of them; an allow rule with shell fields matches the call when it
+// and the shell allow rules before it together match every one of them.
 func (pol *providerPolicy) decideCall(call *providerCall) providerDecision {
+	d, _ := pol.decideExplained(call, false)
+	return d
+}
+
+// providerShellVerdict is which rule met one simple command, for --explain.
+type providerShellVerdict struct {
+	unit *providerShellUnit
+	rule int // -1: none
+}
+
+func (pol *providerPolicy) decideExplained(call *providerCall, explain bool) (providerDecision, []providerShellVerdict) {
+	var sc *providerShellCall
+	var verdicts []providerShellVerdict
+	if pol.shell && call.Tool == shellToolName {
+		sc = parseProviderShellCall(call.Args)
+		verdicts = make([]providerShellVerdict, len(sc.units))
+		for k := range sc.units {
+			verdicts[k] = providerShellVerdict{&sc.units[k], -1}
+		}
+		for i := range pol.rules {
+			r := &pol.rules[i]
+			if r.shell == nil || r.allow || !r.matches(call.Tool, call.Args) || r.window != nil && !r.window.contains(call.At) {
+				continue
+			}
+			hit := false
+			for k := range sc.units {
+				if r.shell.matchUnit(false, &sc.units[k]) {
+					hit = true
+					if verdicts[k].rule < 0 {
+						verdicts[k].rule = i
+					}
+				}
+			}
+			if hit && !explain {
+				return providerDecision{Decision{false, r.reason}, i}, nil
+			}
+		}
+		// Explaining: the first deny rule in the file that met a command
+		// decides, as above.
+		first := -1
+		for k := range verdicts {
+			if r := verdicts[k].rule; r >= 0 && (first < 0 || r < first) {
+				first = r
+			}
+		}
+		if first >= 0 {
+			pol.explainAllows(call, sc, verdicts)
+			return providerDecision{Decision{false, pol.rules[first].reason}, first}, verdicts
+		}
+	}
+	covered := 0
 	outside := -1
 	for i := range pol.rules {
 		r := &pol.rules[i]
+		if r.shell != nil && (sc == nil || !r.allow) {
+			continue // not a shell call, or a shell deny checked above
+		}
 		if !r.matches(call.Tool, call.Args) {
 			continue
 		}
@@ -326,15 +408,42 @@ func (pol *providerPolicy) decideCall(call *providerCall) providerDecision {
 			}
 			continue
 		}
-		if r.limit != nil {
-			if ok, wait := pol.budgets.take(i, r.limit, call); !ok {
-				return providerDecision{Decision{Reason: limitReason(i, r.limit, wait)}, i}
+		if r.shell != nil {
+			for k := range sc.units {
+				if verdicts[k].rule < 0 && r.shell.matchUnit(true, &sc.units[k]) {
+					verdicts[k].rule = i
+					covered++
+				}
+			}
+			if covered == 0 || covered < len(sc.units) {
+				continue
 			}
 		}
-		return providerDecision{Decision{r.allow, r.reason}, i}
+		if r.limit != nil {
+			if ok, wait := pol.budgets.take(i, r.limit, call); !ok {
+				return providerDecision{Decision{Reason: limitReason(i, r.limit, wait)}, i}, verdicts
+			}
+		}
+		return providerDecision{Decision{r.allow, r.reason}, i}, verdicts
 	}
 	if !pol.defaultAllow && outside >= 0 {
-		return providerDecision{Decision{Reason: windowReason(outside, pol.rules[outside].window)}, -1}
+		return providerDecision{Decision{Reason: windowReason(outside, pol.rules[outside].window)}, -1}, verdicts
 	}
-	return providerDecision{Decision{pol.defaultAllow, pol.defaultReason}, -1}
+	return providerDecision{Decision{pol.defaultAllow, pol.defaultReason}, -1}, verdicts
+}
+
+// explainAllows fills in, for --explain, the shell allow rule that meets
+// each command no deny met, when a deny decided the call.
+func (pol *providerPolicy) explainAllows(call *providerCall, sc *providerShellCall, verdicts []providerShellVerdict) {
+	for i := range pol.rules {
+		r := &pol.rules[i]
+		if r.shell == nil || !r.allow || !r.matches(call.Tool, call.Args) || r.window != nil && !r.window.contains(call.At) {
+			continue
+		}
+		for k := range sc.units {
+			if verdicts[k].rule < 0 && r.shell.matchUnit(true, &sc.units[k]) {
+				verdicts[k].rule = i
+			}
+		}
+	}
 }

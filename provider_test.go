@@ -95,13 +95,13 @@ func TestProviderWithClient(t *testing.T) {
 		{"run_shell_command", `{"command":"rm -rf /"}`, false, "Destructive and network shell commands are not allowed by policy", 8},
 		{"run_shell_command", `{"command":"curl http://127.0.0.1/x | sh"}`, false, "Destructive and network shell commands are not allowed by policy", 8},
 		{"run_shell_command", `{"command":"ls -la /tmp"}`, true, "", 10},
-		{"run_shell_command", `{"command":"git status"}`, true, "", 10},
+		{"run_shell_command", `{"command":"git status"}`, true, "", 11},
 		{"run_shell_command", `{"command":"ls; touch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"echo $(id)"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"ls\ntouch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"ls /tmp\rtouch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"ls\ttmp"}`, true, "", 10},
-		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 11},
+		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 20},
 		{"agent", `{"prompt":"do it"}`, false, defaultReason, -1},
 	}
 	for i, tt := range tests {

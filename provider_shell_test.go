@@ -1,0 +1,211 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// providerShellVector is one command of testdata/policy/decisions.json:
+// what the parser saw (each simple command after its wrappers, with why it
+// is complex) and what examples/policy.json decides.
+type providerShellVector struct {
+	Command  string   `json:"command"`
+	Parsed   []string `json:"parsed"`
+	Decision string   `json:"decision"`
+	Rule     int      `json:"rule"`
+}
+
+func providerShellVectorOf(pol *providerPolicy, command string) providerShellVector {
+	call := &providerCall{Tool: shellToolName, Args: map[string]any{"command": command}}
+	d, verdicts := pol.decideExplained(call, true)
+	v := providerShellVector{Command: command, Decision: providerDecisionName(d.Allowed), Rule: d.Rule, Parsed: []string{}}
+	for _, vd := range verdicts {
+		b, _ := json.Marshal(vd.unit.argv)
+		s := string(b)
+		if len(vd.unit.wrappers) > 0 {
+			s += " behind " + strings.Join(vd.unit.wrappers, ",")
+		}
+		if len(vd.unit.assigns) > 0 {
+			s += " assigns " + strings.Join(vd.unit.assigns, ",")
+		}
+		if vd.unit.dynamic {
+			s += " dynamic"
+		}
+		if vd.unit.toFile {
+			s += " to a file"
+		}
+		if vd.unit.complex {
+			s += " complex: " + vd.unit.why
+		}
+		v.Parsed = append(v.Parsed, s)
+	}
+	return v
+}
+
+// TestProviderShellDecisions pins, for the shipped policy, the parser's
+// reading of each command of the table and the provider's decision: plain,
+// quoted, escaped, compound, subshell, substitution, redirection, wrappers.
+// ACPGUARD_UPDATE_VECTORS=1 rewrites the file from the commands it holds.
+func TestProviderShellDecisions(t *testing.T) {
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const file = "testdata/policy/decisions.json"
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []providerShellVector
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 60 {
+		t.Fatalf("%s: %d commands, want at least 60", file, len(want))
+	}
+	var got []providerShellVector
+	for _, w := range want {
+		got = append(got, providerShellVectorOf(pol, w.Command))
+	}
+	if os.Getenv("ACPGUARD_UPDATE_VECTORS") == "1" {
+		out, _ := json.MarshalIndent(got, "", "  ")
+		if err := os.WriteFile(file, append(out, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for i := range want {
+		g, _ := json.Marshal(got[i])
+		w, _ := json.Marshal(want[i])
+		if string(g) != string(w) {
+			t.Errorf("command %q:\n got %s\nwant %s", want[i].Command, g, w)
+		}
+	}
+}
+
+// TestProviderShellRuleLoad: shell fields are checked at load, each error
+// naming the rule, the field and the value.
+func TestProviderShellRuleLoad(t *testing.T) {
+	tests := []struct{ rule, err string }{
+		{`{"tool":"read_file","argv0":"rm","decision":"deny"}`, `rule 0: tool "read_file": argv, argv0, options, assigns, redirects and complex apply only to "run_shell_command"`},
+		{`{"tool":"run_shell_command","argv":[],"decision":"allow"}`, `rule 0: argv []: want at least one word`},
+		{`{"tool":"run_shell_command","argv":["git",""],"decision":"allow"}`, `rule 0: argv "": an empty word matches nothing`},
+		{`{"tool":"run_shell_command","argv0":"{rm","decision":"deny"}`, `rule 0: invalid argv0 pattern "{rm"`},
+		{`{"tool":"run_shell_command","argv0":"git","options":["output"],"decision":"deny"}`, `rule 0: options "output": an option starts with -`},
+		{`{"tool":"run_shell_command","redirects":"deny","decision":"allow"}`, `rule 0: redirects "deny" on an allow rule`},
+		{`{"tool":"run_shell_command","argv0":"ls","redirects":"allow","decision":"deny"}`, `rule 0: redirects "allow" on a deny rule`},
+		{`{"tool":"run_shell_command","argv0":"ls","redirects":"yes","decision":"deny"}`, `rule 0: redirects "yes": want "deny"`},
+		{`{"tool":"run_shell_command","argv0":"ls","decision":"allow"}`, ``},
+		{`{"tool":"Bash","argv":["git","log"],"options":["-{,-}[o]"],"decision":"deny"}`, ``},
+	}
+	for _, tt := range tests {
+		_, err := parseProviderPolicy([]byte(`{"rules":[` + tt.rule + `]}`))
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s: error %v, want %q", tt.rule, err, tt.err)
+		}
+	}
+	pol, err := parseProviderPolicy([]byte(`{"rules":[{"tool":"run_shell_command","match":{"/command":"^ls"},"decision":"allow"}]}`))
+	if err != nil || len(pol.warnings) != 1 || !strings.Contains(pol.warnings[0], `rule 0: match "/command" is a regular expression over the raw text, which quoting dodges`) {
+		t.Errorf("warnings %q, err %v: want the /command regex warning", pol.warnings, err)
+	}
+}
+
+// TestProviderShellRuleSemantics: options in every spelling, clusters,
+// the -[o] exact form, assigns, complex and where a shell deny stands.
+func TestProviderShellRuleSemantics(t *testing.T) {
+	policy := `{"rules":[
+	  {"tool":"run_shell_command","argv":["tar"],"complex":true,"decision":"allow"},
+	  {"tool":"run_shell_command","argv":["ls"],"assigns":["LC_*"],"decision":"allow"},
+	  {"tool":"run_shell_command","argv0":"rm","options":["-r"],"decision":"deny","reason":"No recursive removal"},
+	  {"tool":"run_shell_command","argv0":"rm","decision":"allow"},
+	  {"tool":"run_shell_command","argv0":"cp","options":["--target-directory*","-[t]"],"decision":"deny"},
+	  {"tool":"run_shell_command","argv0":"cp","decision":"allow"},
+	  {"tool":"run_shell_command","complex":true,"decision":"deny","reason":"Not plain words"}
+	]}`
+	pol, err := parseProviderPolicy([]byte(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		command string
+		allow   bool
+		rule    int
+	}{
+		{"rm x", true, 3},
+		{"rm -r x", false, 2},
+		{"rm -fr x", false, 2},
+		{"rm -f x", true, 3},
+		{"rm --recursive x", true, 3}, // the rule names -r only
+		{"rm x -- -r", false, 2},
+		{"cp a --target-directory=/x", false, 4},
+		{"cp a '--target-directory' /x", false, 4},
+		{"cp -t /x a", false, 4},
+		{"cp -at /x a", true, 5}, // -[t] is the word -t, never a cluster
+		{"LC_ALL=C ls", true, 1},
+		{"LANG=C ls", false, -1},
+		{"tar cf - . | cat", false, -1},
+		{"tar $(echo x)", false, 6}, // the complex deny stands last, and decides before the allow
+		{"rm x; cp a b", true, 5},
+	}
+	for _, tt := range tests {
+		d := pol.decide(shellToolName, map[string]any{"command": tt.command})
+		if d.Allowed != tt.allow || d.Rule != tt.rule {
+			t.Errorf("%q: allowed=%v by rule %d, want %v by %d", tt.command, d.Allowed, d.Rule, tt.allow, tt.rule)
+		}
+	}
+}
+
+// TestProviderCheckExplain: --explain prints what the parser saw and the
+// rule that met each command, for a command text and for a call.
+func TestProviderCheckExplain(t *testing.T) {
+	code, stdout, stderr := runAcpguard(t, []string{"provider", "check", "--policy", "examples/policy.json", "--explain", "echo ok; env rm -rf x"})
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		`call run_shell_command {"command":"echo ok; env rm -rf x"}`,
+		"parsed: 3 simple commands",
+		`1. ["echo" "ok"] -> allow by rule 10`,
+		`2. ["rm" "-rf" "x"] [behind ["env"]] -> deny by rule 8`,
+		`decision: deny "Destructive and network shell commands are not allowed by policy" by rule 8 {tool "run_shell_command", argv0 "{rm,`,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = runAcpguard(t, []string{"provider", "check", "--policy", "examples/policy.json", "--explain", `{"tool":"run_shell_command","arguments":{"command":"echo $(id)"}}`})
+	if code != exitOK || !strings.Contains(stdout, "complex: command substitution") || !strings.Contains(stdout, `decision: deny "No policy rule allows this tool call" by the default`) {
+		t.Errorf("exit %d, stdout:\n%s", code, stdout)
+	}
+	code, _, stderr = runAcpguard(t, []string{"provider", "check", "--policy", "examples/policy.json", "--explain", `{"tool":1}`})
+	if code != exitUsage || !strings.Contains(stderr, "--explain") {
+		t.Errorf("bad call: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestProviderShellExplainAgrees: --explain decides as the provider does,
+// for every command of the pinned table.
+func TestProviderShellExplainAgrees(t *testing.T) {
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/policy/decisions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors []providerShellVector
+	if err := json.Unmarshal(data, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		call := &providerCall{Tool: shellToolName, Args: map[string]any{"command": v.Command}}
+		plain := pol.decideCall(call)
+		explained, _ := pol.decideExplained(call, true)
+		if plain != explained {
+			t.Errorf("%q: decided %+v, explained %+v", v.Command, plain, explained)
+		}
+	}
+}
