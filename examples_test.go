@@ -297,6 +297,8 @@ func TestExampleUnitsStartTheStack(t *testing.T) {
 	if err != nil || !strings.HasPrefix(line, "acpguard serve listening on http://127.0.0.1:"+servePort) {
 		t.Fatalf("serve's first line %q, %v; stderr: %s", line, err, serveErr)
 	}
+	// The log line follows the listening line, on the other stream.
+	waitFor(t, "serve's listening log line", func() bool { return strings.Contains(serveErr.String(), "msg=listening") })
 	if !strings.Contains(serveErr.String(), "guarded=true") {
 		t.Errorf("serve is not guarded; stderr: %s", serveErr)
 	}
