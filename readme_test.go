@@ -66,8 +66,10 @@ func freeLoopbackPort(t *testing.T) string {
 // listener, the permission request, the end of the turn); the blocks
 // themselves are run as written.
 func TestREADMEQuickstart(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
 	}
 	blocks := quickstartBlocks(t)
 	if len(blocks) < 8 {
