@@ -173,7 +173,7 @@ func TestREADMEQuickstart(t *testing.T) {
 			})
 		}
 		if strings.Contains(block, `rm -rf "$D"`) {
-			checkQuickstartEffects(t, dir, read("decisions.jsonl"))
+			checkQuickstartEffects(t, dir, read("decisions.jsonl"), read("events"))
 			checked = true
 		}
 		got := strings.Fields(run(step, subst.Replace(block)))
@@ -209,8 +209,11 @@ func TestREADMEQuickstart(t *testing.T) {
 
 // checkQuickstartEffects: the allowed write happened, the denied command did
 // not run, and the provider decided each exactly once.
-func checkQuickstartEffects(t *testing.T, dir, decisions string) {
+func checkQuickstartEffects(t *testing.T, dir, decisions, events string) {
 	t.Helper()
+	if reason := "Destructive and network shell commands are not allowed by policy"; !strings.Contains(events, reason) {
+		t.Errorf("the events do not show the policy's reason %q:\n%s", reason, events)
+	}
 	if b, err := os.ReadFile(filepath.Join(dir, "work", "hello.txt")); err != nil || string(b) != "hello" {
 		t.Errorf("the allowed write_file: hello.txt = %q, %v; want \"hello\"", b, err)
 	}
