@@ -1,3 +1,6 @@
+// examples_test.go tests the files under examples/: the settings file and its
+// hook load and run, the Python provider answers the handshake and prepare,
+// and the systemd units verify, pass the security review and start the stack.
 package main
 
 import (

@@ -1,3 +1,6 @@
+// provider_shell_test.go tests the provider's shell rules over parsed commands
+// (DESIGN.md §8): the pinned decisions of examples/policy.json, rule loading,
+// option and prefix semantics, and provider check --explain.
 package main
 
 import (
