@@ -1,0 +1,130 @@
+// policy_reference_test.go keeps docs/policy-reference.md true: a row per
+// built-in tool naming every argument of its schema as a pointer, every
+// example rule loading with the provider's policy loader, and what the
+// page says about matching.
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+const policyReferencePage = "docs/policy-reference.md"
+
+// TestPolicyReferenceTable: every built-in tool has a row in the policy
+// reference's table, and the row names every argument of its schema as a
+// JSON Pointer, so the page changes when a tool does.
+func TestPolicyReferenceTable(t *testing.T) {
+	b, err := os.ReadFile(policyReferencePage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for line := range strings.Lines(string(b)) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if _, ok := builtinTool(name); ok {
+			rows[name] = cells[2]
+		}
+	}
+	for _, name := range builtinToolNames() {
+		row, ok := rows[name]
+		if !ok {
+			t.Errorf("%s: no table row for tool %q", policyReferencePage, name)
+			continue
+		}
+		spec, _ := builtinTool(name)
+		var schema struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		if err := json.Unmarshal(spec.parametersSchema(), &schema); err != nil {
+			t.Fatal(err)
+		}
+		if len(schema.Properties) == 0 {
+			t.Errorf("tool %q: schema has no properties", name)
+		}
+		for arg := range schema.Properties {
+			if !strings.Contains(row, "`/"+arg+"`") {
+				t.Errorf("%s: row of %q lacks the pointer `/%s`: %q", policyReferencePage, name, arg, row)
+			}
+		}
+	}
+}
+
+// TestPolicyReferenceExamples: every ```json block of the policy reference
+// loads with the provider's policy loader, a lone rule as a policy of that
+// rule, with no warning.
+func TestPolicyReferenceExamples(t *testing.T) {
+	b, err := os.ReadFile(policyReferencePage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(string(b), "```json\n")
+	if len(parts) < len(builtinToolNames())+1 {
+		t.Fatalf("%s: %d json blocks, want one per built-in tool at least", policyReferencePage, len(parts)-1)
+	}
+	for i, part := range parts[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		if !ok {
+			t.Fatalf("json block %d is not closed", i)
+		}
+		doc := block
+		if !strings.Contains(block, `"rules"`) {
+			doc = `{"rules": [` + block + `]}`
+		}
+		pol, err := parseProviderPolicy([]byte(doc))
+		if err != nil {
+			t.Errorf("json block %d does not load: %v\n%s", i, err, block)
+			continue
+		}
+		if len(pol.warnings) > 0 {
+			t.Errorf("json block %d loads with warnings %q\n%s", i, pol.warnings, block)
+		}
+	}
+}
+
+// TestPolicyReferenceClaims: what the page says about matching holds.
+func TestPolicyReferenceClaims(t *testing.T) {
+	pol, err := parseProviderPolicy([]byte(`{"rules": [
+		{"tool": "Read", "match": {"/file_path": "^/srv/work/"}, "decision": "allow"},
+		{"tool": "grep_search", "match": {"/limit": "^100$"}, "decision": "allow"},
+		{"tool": "grep_search", "match": {"/limit": "x"}, "decision": "deny"},
+		{"tool": "run_shell_command", "match": {"/is_background": "^true$"}, "decision": "deny"}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		tool string
+		args string
+		rule int
+	}{
+		{"read_file", `{"file_path": "/srv/work/a"}`, 0},
+		{"list_directory", `{"path": "/srv/work"}`, -1},
+		{"grep_search", `{"pattern": "x", "path": "/srv/work", "limit": 100}`, 2},
+		{"run_shell_command", `{"command": "ls", "is_background": true}`, 3},
+		{"run_shell_command", `{"command": "ls", "is_background": false}`, -1},
+	} {
+		var args any
+		if err := decodeJSONNumber(tt.args, &args); err != nil {
+			t.Fatal(err)
+		}
+		if got := pol.decide(tt.tool, args).Rule; got != tt.rule {
+			t.Errorf("%s %s: decided by rule %d, want %d", tt.tool, tt.args, got, tt.rule)
+		}
+	}
+	if _, err := parseProviderPolicy([]byte(`{"rules": [{"tool": "mcp__github", "decision": "deny"}]}`)); err == nil || !strings.Contains(err.Error(), `"mcp__github__*"`) {
+		t.Errorf("mcp__github: err %v, want a hint naming mcp__github__*", err)
+	}
+}
+
+func decodeJSONNumber(s string, v any) error {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	return d.Decode(v)
+}
