@@ -6,7 +6,10 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,7 +24,14 @@ func TestPolicyReferenceTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string]string{}
+	cwd := t.TempDir()
+	mustWrite(t, filepath.Join(cwd, "f"), "x")
+	minimal := map[string]map[string]any{
+		toolReadFile: {"file_path": "f"}, toolWriteFile: {"file_path": "f", "content": ""},
+		toolEdit: {"file_path": "f", "old_string": "x", "new_string": "y"}, toolListDirectory: {"path": "."},
+		toolGlob: {"pattern": "*"}, toolGrepSearch: {"pattern": "x"}, toolShell: {"command": "true"},
+	}
+	rows, filledRows := map[string]string{}, map[string]string{}
 	for line := range strings.Lines(string(b)) {
 		cells := strings.Split(line, "|")
 		if len(cells) < 4 || !strings.HasPrefix(line, "| `") {
@@ -29,7 +39,7 @@ func TestPolicyReferenceTable(t *testing.T) {
 		}
 		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
 		if _, ok := builtinTool(name); ok {
-			rows[name] = cells[2]
+			rows[name], filledRows[name] = cells[2], cells[3]
 		}
 	}
 	for _, name := range builtinToolNames() {
@@ -53,6 +63,58 @@ func TestPolicyReferenceTable(t *testing.T) {
 				t.Errorf("%s: row of %q lacks the pointer `/%s`: %q", policyReferencePage, name, arg, row)
 			}
 		}
+		given := maps.Clone(minimal[name])
+		args, err := spec.normalize(&toolEnv{Cwd: cwd}, maps.Clone(given))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for arg := range args {
+			if _, ok := given[arg]; !ok && !strings.Contains(filledRows[name], "`/"+arg+"`") {
+				t.Errorf("%s: row of %q does not say that `/%s` is filled in: %q", policyReferencePage, name, arg, filledRows[name])
+			}
+		}
+	}
+}
+
+// TestPolicyReferenceAliases: each alias of the page's table means the
+// tools it lists there, and loads in a rule.
+func TestPolicyReferenceAliases(t *testing.T) {
+	b, err := os.ReadFile(policyReferencePage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "## Aliases")
+	seen := 0
+	for line := range strings.Lines(section) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		var want []string
+		for _, n := range strings.Split(cells[2], ",") {
+			want = append(want, strings.Trim(strings.TrimSpace(n), "`"))
+		}
+		slices.Sort(want)
+		for _, a := range strings.Split(cells[1], ",") {
+			alias := strings.Trim(strings.TrimSpace(a), "`")
+			seen++
+			got, ok := ruleToolNames(alias)
+			got = slices.Sorted(slices.Values(got))
+			if !ok || !slices.Equal(got, want) {
+				t.Errorf("%s: alias %q means %v, the page says %v", policyReferencePage, alias, got, want)
+			}
+			if _, err := parseProviderPolicy([]byte(`{"rules": [{"tool": "` + alias + `", "decision": "allow"}]}`)); err != nil {
+				t.Errorf("alias %q does not load: %v", alias, err)
+			}
+		}
+	}
+	for _, alias := range providerAliasNames {
+		if !strings.Contains(section, "`"+alias+"`") {
+			t.Errorf("%s: alias %q is not in the table", policyReferencePage, alias)
+		}
+	}
+	if seen == 0 {
+		t.Fatalf("%s: no alias table", policyReferencePage)
 	}
 }
 
@@ -116,6 +178,17 @@ func TestPolicyReferenceClaims(t *testing.T) {
 		}
 		if got := pol.decide(tt.tool, args).Rule; got != tt.rule {
 			t.Errorf("%s %s: decided by rule %d, want %d", tt.tool, tt.args, got, tt.rule)
+		}
+	}
+	shell, err := parseProviderPolicy([]byte(`{"rules": [{"tool": "run_shell_command", "argv": ["git", "{status,diff,log,show}"],
+		"match": {"/directory": "^/srv/work(/|$)"}, "decision": "allow"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]bool{"/srv/work/app": true, "/srv/other": false} {
+		args := map[string]any{"command": "git status", "directory": dir}
+		if got := shell.decide(toolShell, args).Rule == 0; got != want {
+			t.Errorf("git status in %s: allowed by the rule %v, want %v", dir, got, want)
 		}
 	}
 	if _, err := parseProviderPolicy([]byte(`{"rules": [{"tool": "mcp__github", "decision": "deny"}]}`)); err == nil || !strings.Contains(err.Error(), `"mcp__github__*"`) {
