@@ -182,7 +182,13 @@ func FuzzSettingsJSONC(f *testing.F) {
 // serve names the deprecated key once at start, before any child runs.
 func TestServeSettingsMaxTurnsWarning(t *testing.T) {
 	sp := startServe(t, []string{"--settings", writeSettings(t, `{"model":{"maxTurns":5}}`)})
-	if got := sp.stderr.String(); strings.Count(got, `deprecated: use \"model.maxSessionTurns\"`)+strings.Count(got, `deprecated: use "model.maxSessionTurns"`) != 1 {
-		t.Errorf("stderr: %s", got)
+	count := func() int {
+		got := sp.stderr.String()
+		return strings.Count(got, `deprecated: use \"model.maxSessionTurns\"`) + strings.Count(got, `deprecated: use "model.maxSessionTurns"`)
+	}
+	// serve's stderr is copied as it comes: wait for the line, then count.
+	waitFor(t, "the deprecation warning on serve's stderr", func() bool { return count() > 0 })
+	if n := count(); n != 1 {
+		t.Errorf("the warning came %d times: %s", n, sp.stderr.String())
 	}
 }
