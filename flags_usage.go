@@ -161,9 +161,9 @@ Flags:
         tools.sandboxNetwork, tools.sandboxUnix (a --sandbox* flag wins).
         It is the last of the settings files read, and wins: system
         defaults, ~/.qwen/settings.json ($QWEN_HOME/settings.json), the
-        .qwen/settings.json of the directory acp starts in, the system
-        file, then FILE, merged as Qwen Code merges them. In required mode the workspace file is
-        untrusted: its hooks, MCP servers, allow rules, sandbox, model
+        .qwen/settings.json of each session's cwd (read at session/new),
+        the system file, then FILE, merged as Qwen Code merges them. In
+        required mode the workspace file is untrusted: its hooks, MCP servers, allow rules, sandbox, model
         endpoint and env keys, and a looser approval mode, are dropped and
         logged.
   --no-user-settings
