@@ -300,7 +300,11 @@ func startServeAsNobody(t *testing.T, bin string, args, env []string) *raceServe
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// No startup line within the bound (the attacker may read it from the
+	// same pipe): the kill ends the wait and the test fails below.
+	stop := time.AfterFunc(testTimeout(30*time.Second), func() { cmd.Process.Kill() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
+	stop.Stop()
 	go func() { rs.exited <- cmd.Wait() }()
 	url, ok := serveListenURL(line)
 	if !ok {
@@ -637,7 +641,11 @@ func TestStandaloneRaceSecretFiles(t *testing.T) {
 		// attacker's copy of its stdin never sees its end: it is killed
 		// once it has answered.
 		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+		// The attacker may read the answer from the same pipe: then no
+		// line comes here, and the kill ends the wait.
+		stop := time.AfterFunc(testTimeout(5*time.Second), func() { cmd.Process.Kill() })
 		bufio.NewReader(stdout).ReadString('\n')
+		stop.Stop()
 		cmd.Process.Kill()
 		cmd.Wait()
 		if strings.Contains(stderr.String(), "acpguard: error:") {
