@@ -339,7 +339,7 @@ func (rl permRule) matches(c permCall, strict bool) bool {
 	case !covered:
 		return false
 	case rl.command != nil:
-		return !c.hasCommand || matchShellParts(rl.command, c.deny)
+		return !c.hasCommand || c.unread || matchShellParts(rl.command, c.deny)
 	case rl.paths != nil:
 		return rl.matchPath(c, strict)
 	}

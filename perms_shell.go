@@ -123,12 +123,16 @@ type shellView struct {
 	allow [][]string
 	// complex: the command cannot be reduced to plain words.
 	complex bool
+	// unread: the parser stopped before the end (a syntax error, or past
+	// its bounds); what it did not read may hold any command, so every
+	// deny and ask rule with a command pattern meets the call.
+	unread bool
 }
 
 // viewShellCommand parses command for the permission rules.
 func viewShellCommand(command string) shellView {
-	cmds, complex, _ := parseShell(command)
-	v := shellView{complex: complex}
+	cmds, complex, err := parseShell(command)
+	v := shellView{complex: complex, unread: err != nil}
 	seen := map[string]bool{}
 	addDeny := func(s string) {
 		if !seen[s] {

@@ -235,3 +235,19 @@ func TestACPShellDenyInYolo(t *testing.T) {
 		t.Error("the user was asked in yolo mode")
 	}
 }
+
+// A command the parser stopped reading (a syntax error, or past its bounds)
+// meets every deny rule with a command pattern, in yolo as in every mode:
+// what was not read may be the denied command.
+func TestShellUnreadCommandMeetsDenyRules(t *testing.T) {
+	r := mustRules(t, nil, nil, []string{"Bash(touch *)"})
+	hidden := strings.Repeat("true; ", maxShellCommands+1) + "touch x"
+	for _, cmd := range []string{hidden, "echo 'unterminated\ntouch x"} {
+		if v, rule := r.decide(modeYolo, "run_shell_command", false, map[string]any{"command": cmd}, testCwd, testHome); v != verdictDeny || rule != "Bash(touch *)" {
+			t.Errorf("yolo %.30q...: %s %q, want deny by Bash(touch *)", cmd, v, rule)
+		}
+	}
+	if v, _ := r.decide(modeYolo, "run_shell_command", false, map[string]any{"command": "echo ok"}, testCwd, testHome); v != verdictAllow {
+		t.Errorf("yolo echo ok: %s, want allow", v)
+	}
+}

@@ -91,7 +91,7 @@ type providerShellUnit struct {
 	why      string
 	dynamic  bool // a word of argv is only known when bash runs
 	control  bool // a word holds a control character (\r hides text on a terminal)
-	notParse bool // the command argument is not a string
+	notParse bool // the command argument is not a string, or was not read whole
 }
 
 // providerShellCall is a run_shell_command call parsed once for all rules.
@@ -100,6 +100,7 @@ type providerShellCall struct {
 	complex bool
 	why     string
 	err     error
+	dropped bool // more simple commands than maxShellCommands: the rest were not kept
 }
 
 // transparentWrappers are the wrappers an allow rule sees through; any other
@@ -234,6 +235,16 @@ func parseProviderShellCall(args any) *providerShellCall {
 			sc.why = err.Error()
 		}
 	}
+	if err != nil || sc.dropped {
+		// Not all of the command was read (a syntax error, or past the
+		// parser's bounds): what was not read may hold any command, so
+		// every shell deny rule meets it and no allow rule does.
+		why := "the command was not read whole"
+		if err != nil {
+			why += ": " + err.Error()
+		}
+		sc.units = append(sc.units, providerShellUnit{complex: true, why: why, notParse: true})
+	}
 	if complex {
 		// A complex command as a whole: no part of it is plain words to an
 		// allow rule, whatever the part.
@@ -289,6 +300,8 @@ func (sc *providerShellCall) addUnit(c shellCommand) {
 	}
 	if len(sc.units) < maxShellCommands {
 		sc.units = append(sc.units, u)
+	} else {
+		sc.dropped = true
 	}
 }
 

@@ -212,3 +212,26 @@ func TestProviderShellExplainAgrees(t *testing.T) {
 		}
 	}
 }
+
+// A command the parser does not read whole (a syntax error, or more simple
+// commands than its bounds) may hide any command after the point where it
+// stopped: every shell deny rule meets it and no allow rule does, even one
+// that takes complex commands.
+func TestProviderShellUnreadCommandFailsClosed(t *testing.T) {
+	pol, err := parseProviderPolicy([]byte(`{"default":"allow","rules":[
+	  {"tool":"run_shell_command","argv0":"rm","decision":"deny","reason":"no rm"},
+	  {"tool":"run_shell_command","argv":["echo"],"complex":true,"decision":"allow"}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := strings.Repeat("echo a; ", maxShellCommands+1) + "rm -rf x"
+	wrapped := strings.Repeat("env echo a; ", maxShellCommands/2+1) + "rm -rf x"
+	for _, cmd := range []string{many, wrapped, "echo 'unterminated; rm x", "echo ok"} {
+		d := pol.decide(shellToolName, map[string]any{"command": cmd})
+		want := cmd != "echo ok"
+		if d.Allowed == want || want && d.Rule != 0 {
+			t.Errorf("%.40q...: allowed=%v by rule %d, want denied by rule 0: %v", cmd, d.Allowed, d.Rule, want)
+		}
+	}
+}
