@@ -208,15 +208,16 @@ func TestPathlessSearchMeetsFolderDeny(t *testing.T) {
 	}
 }
 
-// TestREADMEListsFilledDefaults: the README's table of built-in tools names
-// exactly the arguments normalization fills in, tool by tool.
-func TestREADMEListsFilledDefaults(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// TestPolicyReferenceListsFilledDefaults: the policy reference's table of
+// built-in tools names exactly the arguments normalization fills in, tool by
+// tool.
+func TestPolicyReferenceListsFilledDefaults(t *testing.T) {
+	readme, err := os.ReadFile(policyReferencePage)
 	if err != nil {
 		t.Fatal(err)
 	}
 	documented := map[string][]string{}
-	name := regexp.MustCompile("`([a-z_]+)(: [^`]*)?`")
+	name := regexp.MustCompile("`/([a-z_]+)`")
 	for line := range strings.Lines(string(readme)) {
 		cells := strings.Split(strings.TrimSpace(line), "|")
 		if len(cells) != 5 {
@@ -255,7 +256,7 @@ func TestREADMEListsFilledDefaults(t *testing.T) {
 		}
 		sort.Strings(filled)
 		if got, ok := documented[tool]; !ok || !slices.Equal(got, filled) {
-			t.Errorf("README lists %s filled in with %v (row found %v); the code fills in %v", tool, got, ok, filled)
+			t.Errorf("%s lists %s filled in with %v (row found %v); the code fills in %v", policyReferencePage, tool, got, ok, filled)
 		}
 	}
 }
