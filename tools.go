@@ -489,7 +489,8 @@ func normalizePathArgs(names ...string) func(env *toolEnv, args map[string]any) 
 // value its executor uses, so that the permission rules, the hooks and the
 // guard all decide over the call that will run: a search without a path
 // searches the session cwd, and a deny rule on that folder must see it.
-// The README's table of built-in tools lists every default filled in.
+// docs/policy-reference.md's table of built-in tools lists every default
+// filled in.
 func setDefault(args map[string]any, name string, v any) {
 	if _, ok := args[name]; !ok {
 		args[name] = v

@@ -16,8 +16,7 @@ and point acpguard at it:
       --external-tool-guard-endpoint=http://127.0.0.1:8790
 
 Port 8790 is not the reference provider's 8787 (acpguard provider), so both
-can run side by side. The wire contract is the README's "Writing your own
-provider". Without the token it prints why and exits with status 2.
+can run side by side. The wire contract is docs/provider-protocol.md. Without the token it prints why and exits with status 2.
 """
 import hmac
 import json
