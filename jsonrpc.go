@@ -98,7 +98,14 @@ type rpcConn struct {
 	w   io.Writer
 	cfg rpcConfig
 
-	wmu sync.Mutex // serializes whole lines on w
+	// wmu guards writing and queued. One write to w is in progress at a
+	// time; lines sent meanwhile queue whole, in send order, and go out
+	// together in the next write, which starts as soon as the one in
+	// progress ends: no line waits for company, and a line sent while the
+	// peer is slow to read costs no write of its own.
+	wmu     sync.Mutex
+	writing bool
+	queued  *rpcBatch
 
 	mu       sync.Mutex
 	closed   bool
@@ -112,6 +119,16 @@ type rpcConn struct {
 	// input had ended.
 	gone     chan struct{}
 	goneOnce sync.Once
+}
+
+// rpcBatch is the lines sent while a write was in progress. Its first
+// sender writes it when the write ahead of it ends; every sender returns
+// once it is written, with its outcome.
+type rpcBatch struct {
+	lines []byte
+	turn  chan struct{} // closed when the write ahead ends
+	done  chan struct{} // closed once lines are written; err is then set
+	err   error
 }
 
 // rpcReply is what a pending call receives.
@@ -631,8 +648,49 @@ func (c *rpcConn) send(m rpcOut) error {
 		return fmt.Errorf("encode json-rpc message: %w", err)
 	}
 	c.wmu.Lock()
+	if !c.writing {
+		c.writing = true
+		c.wmu.Unlock()
+		err := c.write(b.Bytes())
+		c.passWrite()
+		return err
+	}
+	batch := c.queued
+	first := batch == nil
+	if first {
+		batch = &rpcBatch{turn: make(chan struct{}), done: make(chan struct{})}
+		c.queued = batch
+	}
+	batch.lines = append(batch.lines, b.Bytes()...)
+	c.wmu.Unlock()
+	if !first {
+		<-batch.done
+		return batch.err
+	}
+	<-batch.turn
+	c.wmu.Lock()
+	c.queued = nil // what is sent from now on queues behind this write
+	c.wmu.Unlock()
+	batch.err = c.write(batch.lines)
+	close(batch.done)
+	c.passWrite()
+	return batch.err
+}
+
+// passWrite ends a write: the batch queued behind it, if any, goes next.
+func (c *rpcConn) passWrite() {
+	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if _, err := c.w.Write(b.Bytes()); err != nil {
+	if c.queued != nil {
+		close(c.queued.turn)
+		return
+	}
+	c.writing = false
+}
+
+// write puts whole lines on w; only one write is in progress at a time.
+func (c *rpcConn) write(lines []byte) error {
+	if _, err := c.w.Write(lines); err != nil {
 		if errors.Is(err, syscall.EPIPE) {
 			c.goneOnce.Do(func() { close(c.gone) })
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -929,5 +930,107 @@ func TestRPCCallAnsweredBeforeNextLine(t *testing.T) {
 				t.Errorf("answered ran %d times, want 1", runs.Load())
 			}
 		})
+	}
+}
+
+// gateWriter holds its first write until release is closed, and records
+// what each write carried.
+type gateWriter struct {
+	entered chan struct{} // closed when the first write has begun
+	release chan struct{}
+	mu      sync.Mutex
+	writes  []string
+}
+
+func (g *gateWriter) Write(b []byte) (int, error) {
+	g.mu.Lock()
+	first := len(g.writes) == 0
+	g.writes = append(g.writes, string(b))
+	g.mu.Unlock()
+	if first {
+		close(g.entered)
+		<-g.release
+	}
+	return len(b), nil
+}
+
+func (g *gateWriter) written() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.writes)
+}
+
+// Lines sent while a write is in progress go out whole, each once, in one
+// write when it ends; no sender returns before its line is written.
+func TestRPCSendsQueuedBehindAWriteGoOutTogether(t *testing.T) {
+	g := &gateWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	c := newRPCConn(strings.NewReader(""), g, rpcConfig{})
+	errs := make(chan error, 9)
+	go func() { errs <- c.notify("first", nil) }()
+	select {
+	case <-g.entered:
+	case <-time.After(testIOTimeout):
+		t.Fatal("the first write never began")
+	}
+	const queued = 8
+	var returned atomic.Int32
+	for i := range queued {
+		go func() {
+			err := c.notify("queued", map[string]int{"n": i})
+			returned.Add(1)
+			errs <- err
+		}()
+	}
+	// Wait until every queued line is in the batch, then check that no
+	// sender has returned while the write ahead of it is held.
+	deadline := time.Now().Add(testIOTimeout)
+	for {
+		c.wmu.Lock()
+		n := 0
+		if c.queued != nil {
+			n = bytes.Count(c.queued.lines, []byte("\n"))
+		}
+		c.wmu.Unlock()
+		if n == queued {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d lines queued", n, queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := returned.Load(); n != 0 {
+		t.Fatalf("%d senders returned before their line was written", n)
+	}
+	close(g.release)
+	for range queued + 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := g.written()
+	if len(writes) != 2 {
+		t.Fatalf("%d writes %q; want the first and one for the queued lines", len(writes), writes)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.SplitAfter(writes[1], "\n") {
+		if line == "" {
+			continue
+		}
+		m, err := checkWireLine([]byte(strings.TrimSuffix(line, "\n")))
+		if err != nil || m.Method != "queued" {
+			t.Fatalf("queued line %q: %v", line, err)
+		}
+		seen[string(m.Params)] = true
+	}
+	if len(seen) != queued {
+		t.Errorf("%d distinct queued lines written; want %d: %q", len(seen), queued, writes[1])
+	}
+	// With nothing in progress a line is written at once, on its own.
+	if err := c.notify("later", nil); err != nil {
+		t.Fatal(err)
+	}
+	if writes := g.written(); len(writes) != 3 || !strings.Contains(writes[2], `"later"`) {
+		t.Errorf("writes after the batch: %q", writes[2:])
 	}
 }

@@ -4,9 +4,11 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // BenchmarkServeGuardedTurn is one prompt with one allowed tool call, from
@@ -58,5 +60,30 @@ func BenchmarkEventLogPublish(b *testing.B) {
 			}
 			l.close()
 		})
+	}
+}
+
+// discardStream is a response writer that takes a write deadline and a
+// flush and keeps nothing, so that only the stream writer's own cost shows.
+type discardStream struct{ h http.Header }
+
+func (d *discardStream) Header() http.Header              { return d.h }
+func (d *discardStream) Write(b []byte) (int, error)      { return len(b), nil }
+func (d *discardStream) WriteHeader(int)                  {}
+func (d *discardStream) FlushError() error                { return nil }
+func (d *discardStream) SetWriteDeadline(time.Time) error { return nil }
+
+// BenchmarkStreamWriterEvents writes a tool call's three updates as one
+// batch, as a stream takes them from its log.
+func BenchmarkStreamWriterEvents(b *testing.B) {
+	w := &discardStream{h: http.Header{}}
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: time.Minute}
+	data := []byte(`{"id":7,"v":1,"type":"session_update","promptId":"p1","data":{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed"},"_meta":{"serverTimestamp":1}}`)
+	batch := []*streamEvent{{id: 1000, typ: eventSessionUpdate, data: data}, {id: 1001, typ: eventSessionUpdate, data: data}, {id: 1002, typ: eventSessionUpdate, data: data}}
+	b.ReportAllocs()
+	for range b.N {
+		if err := sw.events(batch); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

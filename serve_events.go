@@ -132,6 +132,10 @@ type streamWriter struct {
 
 	mu      sync.Mutex // orders abort against arming the next deadline
 	aborted bool
+
+	// head is where an event's id and type lines are built: its data is
+	// written as the log holds it, never copied into a frame.
+	head []byte
 }
 
 // arm sets the deadline of the next write, unless the stream was aborted.
@@ -171,7 +175,7 @@ func (sw *streamWriter) flush() error {
 // one flush (a tool call is three updates) instead of one each.
 func (sw *streamWriter) events(batch []*streamEvent) error {
 	for _, ev := range batch {
-		if err := sw.write(func() error { return writeEvent(sw.w, ev) }); err != nil {
+		if err := sw.event(ev); err != nil {
 			return err
 		}
 	}
@@ -196,8 +200,25 @@ func (sw *streamWriter) notice(reason string) {
 	}
 }
 
-func writeEvent(w io.Writer, ev *streamEvent) error {
-	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.id, ev.typ, ev.data)
+// event writes one event's frame, "id: N\nevent: T\ndata: D\n\n", into
+// the response's buffer, with the write deadline armed as for any write.
+func (sw *streamWriter) event(ev *streamEvent) error {
+	if err := sw.arm(sw.timeout); err != nil {
+		return err
+	}
+	h := append(sw.head[:0], "id: "...)
+	h = strconv.AppendInt(h, ev.id, 10)
+	h = append(h, "\nevent: "...)
+	h = append(h, ev.typ...)
+	h = append(h, "\ndata: "...)
+	sw.head = h
+	if _, err := sw.w.Write(h); err != nil {
+		return err
+	}
+	if _, err := sw.w.Write(ev.data); err != nil {
+		return err
+	}
+	_, err := io.WriteString(sw.w, "\n\n")
 	return err
 }
 
