@@ -653,6 +653,7 @@ type acpClient struct {
 	t     testing.TB
 	stdin io.WriteCloser
 	done  chan struct{} // closed when the agent's stdout ends
+	pid   int           // the agent's process
 
 	onRequest func(method string, params json.RawMessage) (any, *rpcError)
 
@@ -946,6 +947,7 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	c.pid = cmd.Process.Pid
 	if ends != nil {
 		ends.closeChild()
 	}
@@ -2557,7 +2559,7 @@ func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 }
 
 // childPIDs returns the processes whose parent is pid.
-func childPIDs(t *testing.T, pid int) []int {
+func childPIDs(t testing.TB, pid int) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
