@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 // memorySessions is how many sessions, each in a workspace of its own, the
@@ -35,10 +36,7 @@ func BenchmarkACPSessionMemory(b *testing.B) {
 				for _, id := range ids {
 					c.mustCall(methodSessionClose, map[string]any{"sessionId": id}, nil)
 				}
-				// One more request: the answers above were written before
-				// the memory return a close may start behind them.
-				c.newSession(b.TempDir())
-				closed := int64(vmRSS(b, c.pid)) << 10
+				closed := int64(settledRSS(b, c.pid, int((base+(open-base)/4)>>10))) << 10
 				b.ReportMetric(float64(base)/(1<<20), "MB-base")
 				b.ReportMetric(float64(open-base)/memorySessions/1024, "KB-rss/session")
 				b.ReportMetric(float64(closed)/(1<<20), "MB-after-close")
@@ -155,12 +153,26 @@ func BenchmarkServeSessionMemory(b *testing.B) {
 				b.Fatalf("DELETE = %d %s", r.status, r.body)
 			}
 		}
-		td.newSession(b, "")
-		heap2, rss2 := heapNow(), vmRSS(b, child)
+		rss2 := settledRSS(b, child, rss0+(rss1-rss0)/4)
+		heap2 := heapNow()
 		b.ReportMetric(float64(heap1.alloc-heap0.alloc)/memorySessions, "B-serve-heap/session")
 		b.ReportMetric(float64(g1-g0)/memorySessions, "serve-goroutines/session")
 		b.ReportMetric(float64(rss1-rss0)/memorySessions, "KB-child-rss/session")
 		b.ReportMetric(mib(heap2.inuse), "MB-serve-heap-inuse-after-delete")
 		b.ReportMetric(float64(rss2)/1024, "MB-child-rss-after-delete")
+	}
+}
+
+// settledRSS waits a while for pid's RSS to fall to below kB, as the
+// return of closed sessions' memory makes it, and returns the last RSS read
+// (kB), fallen or not: the benchmarks report it.
+func settledRSS(t testing.TB, pid, below int) int {
+	deadline := time.Now().Add(testTimeout(3 * time.Second))
+	for {
+		rss := vmRSS(t, pid)
+		if rss <= below || time.Now().After(deadline) {
+			return rss
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
