@@ -1889,6 +1889,10 @@ func newTestSandbox(t testing.TB, cfg sandboxConfig, cwd string) *sandboxSession
 		t.Fatalf("newSandboxSession: %v", err)
 	}
 	t.Cleanup(sb.close)
+	// Made now, so that a test may replace the ruleset.
+	if err := sb.make(); err != nil {
+		t.Fatalf("sandbox make: %v", err)
+	}
 	return sb
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 )
@@ -174,5 +175,38 @@ func settledRSS(t testing.TB, pid, below int) int {
 			return rss
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestACPSandboxMadeWhenAToolRuns: session/new makes no temp directory; the
+// first tool of the session runs confined with its own, which the session's
+// close removes.
+func TestACPSandboxMadeWhenAToolRuns(t *testing.T) {
+	requireLandlock(t)
+	tmp := t.TempDir()
+	c := startACP(t, nil, []string{"--" + flagSandbox, sandboxWorkspace}, "TMPDIR="+tmp)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	ws := t.TempDir()
+	sid := c.newYoloSession(ws)
+	if made, _ := filepath.Glob(filepath.Join(tmp, sandboxTempPattern+"*")); len(made) != 0 {
+		t.Fatalf("session/new made %q before any tool ran", made)
+	}
+	if stop := c.prompt(sid, `call run_shell_command {"command":"printf %s \"$TMPDIR\" > tmpdir.txt && touch \"$TMPDIR/x\" && ! touch `+tmp+`/outside"}`, ""); stop != stopEndTurn {
+		t.Fatalf("stopReason = %q", stop)
+	}
+	got, err := os.ReadFile(filepath.Join(ws, "tmpdir.txt"))
+	if err != nil {
+		t.Fatalf("the tool did not run: %v", err)
+	}
+	dir := string(got)
+	if filepath.Dir(dir) != tmp || !strings.HasPrefix(filepath.Base(dir), sandboxTempPattern) || absent(t, filepath.Join(dir, "x")) {
+		t.Fatalf("the tool's TMPDIR is %q, want a writable %s* in %s", dir, sandboxTempPattern, tmp)
+	}
+	if !absent(t, filepath.Join(tmp, "outside")) {
+		t.Error("the tool wrote outside its sandbox")
+	}
+	c.mustCall(methodSessionClose, map[string]any{"sessionId": sid}, nil)
+	if !absent(t, dir) {
+		t.Errorf("the temp directory %q outlived its session", dir)
 	}
 }
