@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -671,7 +672,58 @@ func (a *agent) closeSession(params json.RawMessage) (any, error) {
 	s.background.killAll()
 	s.mcp.close()
 	s.sandbox.close()
+	a.mu.Lock()
+	live := len(a.sessions)
+	a.mu.Unlock()
+	sessionMemory.closed(live)
 	return map[string]any{}, nil
+}
+
+// Returning the memory of closed sessions: the runtime keeps the heap it
+// grew for sessions that are gone, and an idle process collects too seldom
+// to give it back soon. A return is a full collection and a scavenge, a few
+// milliseconds of CPU at this process's heap size, so it is bounded in
+// frequency.
+const (
+	// memoryReturnCloses: closes after which memory is returned even while
+	// other sessions live (the last one's close always returns it).
+	memoryReturnCloses = 32
+	// memoryReturnDelay lets a burst of closes, and the release of what
+	// they held, finish before the one return that covers them.
+	memoryReturnDelay = 100 * time.Millisecond
+	// memoryReturnInterval is the least time between two returns.
+	memoryReturnInterval = time.Second
+)
+
+// memoryReturn gives the heap of closed sessions back to the system, once
+// the process's live sessions drop to none or after memoryReturnCloses
+// closes, at most once per memoryReturnInterval. Its timer holds no
+// goroutine while it waits.
+type memoryReturn struct {
+	mu      sync.Mutex
+	pending bool      // a return is scheduled
+	closes  int       // sessions closed since the last return
+	last    time.Time // the start of the last return
+}
+
+// sessionMemory is the process's: acp's sessions, or serve's.
+var sessionMemory memoryReturn
+
+// closed counts a closed session; live is how many remain open.
+func (m *memoryReturn) closed(live int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closes++
+	if m.pending || live > 0 && m.closes < memoryReturnCloses {
+		return
+	}
+	m.pending = true
+	time.AfterFunc(max(memoryReturnDelay, memoryReturnInterval-time.Since(m.last)), func() {
+		m.mu.Lock()
+		m.pending, m.closes, m.last = false, 0, time.Now()
+		m.mu.Unlock()
+		debug.FreeOSMemory()
+	})
 }
 
 func (a *agent) setMode(params json.RawMessage) (any, error) {

@@ -653,6 +653,7 @@ type acpClient struct {
 	t     testing.TB
 	stdin io.WriteCloser
 	done  chan struct{} // closed when the agent's stdout ends
+	pid   int           // the agent's process
 
 	onRequest func(method string, params json.RawMessage) (any, *rpcError)
 
@@ -946,6 +947,7 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	c.pid = cmd.Process.Pid
 	if ends != nil {
 		ends.closeChild()
 	}
@@ -1887,6 +1889,10 @@ func newTestSandbox(t testing.TB, cfg sandboxConfig, cwd string) *sandboxSession
 		t.Fatalf("newSandboxSession: %v", err)
 	}
 	t.Cleanup(sb.close)
+	// Made now, so that a test may replace the ruleset.
+	if err := sb.make(); err != nil {
+		t.Fatalf("sandbox make: %v", err)
+	}
 	return sb
 }
 
@@ -2557,7 +2563,7 @@ func startServe(t *testing.T, args []string, env ...string) *serveProcess {
 }
 
 // childPIDs returns the processes whose parent is pid.
-func childPIDs(t *testing.T, pid int) []int {
+func childPIDs(t testing.TB, pid int) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

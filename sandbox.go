@@ -126,16 +126,29 @@ const sandboxTempPattern = "acpguard-session-"
 // temp directory and what confined processes find in their environment. A
 // nil *sandboxSession is the sandbox off: the launcher then starts processes
 // as they are, at no added cost.
+//
+// The ruleset and the temp directory are made when the session first starts
+// a process or asks for either, not at session/new: most sessions of a
+// shared child run no tool for a while, and each would otherwise hold a
+// directory and a file descriptor. A failure to make them is kept: the
+// session then starts nothing (DESIGN.md §5).
 type sandboxSession struct {
-	abi     int // the kernel's Landlock ABI the ruleset was built for
-	ruleset int // landlock ruleset fd, close-on-exec; restricts every start
-	filter  []syscall.SockFilter
+	abi    int // the kernel's Landlock ABI the ruleset is built for
+	filter []syscall.SockFilter
+	// What making the ruleset and the temp directory takes.
+	cfg sandboxConfig
+	cwd string
+	pe  *procEnv
+
+	// mu keeps close from releasing the ruleset while a start uses it, and
+	// guards what follows.
+	mu      sync.RWMutex
+	closed  bool
+	made    bool  // the ruleset and the temp directory were made, or failed
+	madeErr error // why they could not be made
+	ruleset int   // landlock ruleset fd, close-on-exec; restricts every start
 	tmp     string
 	envAdd  []string // TMPDIR and the caches, for childEnv
-
-	// mu keeps close from releasing the ruleset while a start uses it.
-	mu     sync.RWMutex
-	closed bool
 }
 
 // spawnEnv is what starting a process for a session takes: the one
@@ -175,22 +188,42 @@ func newSandboxSession(cfg sandboxConfig, cwd string, e *procEnv) (*sandboxSessi
 	if p, err := os.FindProcess(os.Getpid()); err == nil {
 		p.Release()
 	}
-	if s.tmp, err = os.MkdirTemp("", sandboxTempPattern); err != nil {
-		return nil, fmt.Errorf("sandbox: make the session's temp directory: %w", err)
+	s.cfg, s.cwd, s.pe = cfg, cwd, e
+	return s, nil
+}
+
+// make makes the session's temp directory and ruleset, once; it returns
+// why they could not be made, then and at every later call.
+func (s *sandboxSession) make() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("the session's sandbox is closed: its session ended")
 	}
-	writable := append([]string{cwd, s.tmp}, cfg.Write...)
-	if s.ruleset, err = landlockRuleset(abi, cfg, writable); err != nil {
-		removeTree(s.tmp)
-		return nil, err
+	if s.made {
+		return s.madeErr
 	}
-	s.envAdd = []string{"TMPDIR=" + s.tmp}
+	s.made = true
+	tmp, err := os.MkdirTemp("", sandboxTempPattern)
+	if err != nil {
+		s.madeErr = fmt.Errorf("sandbox: make the session's temp directory: %w", err)
+		return s.madeErr
+	}
+	writable := append([]string{s.cwd, tmp}, s.cfg.Write...)
+	if s.ruleset, err = landlockRuleset(s.abi, s.cfg, writable); err != nil {
+		removeTree(tmp)
+		s.madeErr = err
+		return err
+	}
+	s.tmp = tmp
+	s.envAdd = []string{"TMPDIR=" + tmp}
 	for _, c := range sandboxCaches {
-		if v := e.lookup(c.name); v != "" && filepath.IsAbs(v) && beneathAny(v, cfg.Write) {
+		if v := s.pe.lookup(c.name); v != "" && filepath.IsAbs(v) && beneathAny(v, s.cfg.Write) {
 			continue
 		}
-		s.envAdd = append(s.envAdd, c.name+"="+filepath.Join(s.tmp, c.dir))
+		s.envAdd = append(s.envAdd, c.name+"="+filepath.Join(tmp, c.dir))
 	}
-	return s, nil
+	return nil
 }
 
 // beneathAny reports whether p is one of dirs or lies beneath one.
@@ -216,8 +249,10 @@ func (s *sandboxSession) close() {
 		return
 	}
 	s.closed = true
-	syscall.Close(s.ruleset)
-	removeTree(s.tmp)
+	if s.made && s.madeErr == nil {
+		syscall.Close(s.ruleset)
+		removeTree(s.tmp)
+	}
 }
 
 // removeTree removes dir even where a tool took the permissions off one of
@@ -235,9 +270,10 @@ func removeTree(dir string) {
 	os.RemoveAll(dir)
 }
 
-// tempDir is the session's temp directory, "" when off.
+// tempDir is the session's temp directory, "" when off or when it could not
+// be made.
 func (s *sandboxSession) tempDir() string {
-	if s == nil {
+	if s == nil || s.make() != nil {
 		return ""
 	}
 	return s.tmp
@@ -248,6 +284,10 @@ func (s *sandboxSession) tempDir() string {
 // add as it is.
 func (s *sandboxSession) env(add ...string) []string {
 	if s == nil {
+		return add
+	}
+	// Unmade, the session starts nothing (start), whatever env holds.
+	if s.make() != nil {
 		return add
 	}
 	return append(slices.Clip(add), s.envAdd...)
@@ -261,6 +301,9 @@ func (s *sandboxSession) env(add ...string) []string {
 func (s *sandboxSession) start(cmd *exec.Cmd) error {
 	if s == nil {
 		return cmd.Start()
+	}
+	if err := s.make(); err != nil {
+		return &sandboxStartError{cmd.Path, err}
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()

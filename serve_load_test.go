@@ -471,7 +471,7 @@ func startReleaseServe(t *testing.T, bin string) (releaseServe, func()) {
 }
 
 // vmRSS reads a process's resident set in kB.
-func vmRSS(t *testing.T, pid int) int {
+func vmRSS(t testing.TB, pid int) int {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -620,6 +620,10 @@ func (s *hostSession) end(typ, message string) {
 	}
 	s.events.publish(typ, "", data)
 	s.events.close()
+	s.d.mu.Lock()
+	live := s.d.liveSessionsLocked()
+	s.d.mu.Unlock()
+	sessionMemory.closed(live)
 }
 
 func (s *hostSession) activePromptID() string {
