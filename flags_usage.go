@@ -318,6 +318,10 @@ in acpguard_serve_limit_hits_total):
   --max-sessions N
         live sessions, 1 through 10000 (default 32); one more is 503
         session_limit_exceeded with Retry-After.
+  --max-children N
+        ACP child processes the sessions of every workspace are placed on,
+        1 through 64 (default 2); a new session goes to the child with the
+        fewest sessions, and a new child starts only while fewer run.
   --max-subscribers-per-session N
         event streams of one session, 1 through 1000 (default 8); one more is
         429 subscriber_limit_exceeded.

@@ -298,10 +298,11 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 		d.creating--
 		d.mu.Unlock()
 	}()
-	ch, herr := d.channelFor(ctx, ws)
+	ch, herr := d.channelFor(ctx)
 	if herr != nil {
 		return nil, herr
 	}
+	defer d.placed(ch)
 	// serve generates the id, or takes the host's (DESIGN.md §2); the
 	// child is told which.
 	if id == "" {
