@@ -360,7 +360,7 @@ every route, requires the host token when one is set. Families, all prefixed
 acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
 provider_request_duration_seconds (histogram), sessions, sessions_created_total,
 prompts_total{result}, tool_executions_total{tool,status}, children,
-children_started_total, children_died_total, limit_hits_total{code},
+max_children, children_started_total, children_died_total, limit_hits_total{code},
 event_memory_bytes, event_streams, sandbox_enabled, sandbox_landlock_abi.
 
 Sandbox: serve checks the kernel once at start, gives its choice to every

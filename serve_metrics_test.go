@@ -279,7 +279,7 @@ func TestServeUsageListsMetricFamilies(t *testing.T) {
 			t.Errorf("serve usage does not list the metric family %s", name)
 		}
 	}
-	if families != 15 {
-		t.Errorf("%d families, want 15", families)
+	if families != 16 {
+		t.Errorf("%d families, want 16", families)
 	}
 }
