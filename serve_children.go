@@ -31,8 +31,10 @@ type acpChannel struct {
 	// that is a death.
 	stopping atomic.Bool
 	// load counts the sessions being created on the child (channelFor,
-	// placed); d.mu guards it.
-	load int
+	// placed); idleSince is when the reaper first saw it carry no session,
+	// zero while it carries one. d.mu guards both.
+	load      int
+	idleSince time.Time
 }
 
 func (ch *acpChannel) ended() bool {
@@ -62,6 +64,7 @@ func (d *daemon) channelFor(ctx context.Context) (*acpChannel, *hostError) {
 		best, load, running := d.leastLoadedLocked()
 		if best != nil && (load == 0 || running+d.starting >= d.limits.MaxChildren) {
 			best.load++
+			best.idleSince = time.Time{}
 			d.mu.Unlock()
 			return best, nil
 		}
@@ -125,6 +128,40 @@ func (d *daemon) leastLoadedLocked() (best *acpChannel, load, running int) {
 		}
 	}
 	return best, load, running
+}
+
+// reapIdleChildren ends every child that has carried no session for the
+// idle timeout (--session-idle-timeout-ms), so that its memory goes back;
+// the next create starts one again. A child leaves the pool under d.mu
+// before it is ended, so no create can be placed on it meanwhile.
+func (d *daemon) reapIdleChildren(now time.Time) {
+	d.mu.Lock()
+	busy := make(map[*acpChannel]bool, len(d.pool))
+	for _, s := range d.sessions {
+		if !s.isEnded() {
+			busy[s.ch] = true
+		}
+	}
+	var idle []*acpChannel
+	d.pool = slices.DeleteFunc(d.pool, func(ch *acpChannel) bool {
+		switch {
+		case busy[ch] || ch.load > 0 || ch.ended():
+			ch.idleSince = time.Time{}
+			return false
+		case ch.idleSince.IsZero():
+			ch.idleSince = now
+			return false
+		case now.Sub(ch.idleSince) < d.limits.SessionIdleTimeout:
+			return false
+		}
+		idle = append(idle, ch)
+		return true
+	})
+	d.mu.Unlock()
+	for _, ch := range idle {
+		d.obs.logger().Info("ACP child ended: no session", "pid", ch.cmd.Process.Pid, "idleTimeout", d.limits.SessionIdleTimeout)
+		ch.stop()
+	}
 }
 
 // poolChangedLocked wakes the creates waiting for a child to start; d.mu

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // poolDaemon is an off-mode daemon in the yolo approval mode over n fresh
@@ -174,6 +175,32 @@ func TestServePoolChildDeathTakesOnlyItsSessions(t *testing.T) {
 	if m["acpguard_serve_children_started_total"] != 3 || m["acpguard_serve_children"] != 2 || m["acpguard_serve_children_died_total"] != 1 {
 		t.Errorf("children metrics = started %v, live %v, died %v; want 3, 2, 1",
 			m["acpguard_serve_children_started_total"], m["acpguard_serve_children"], m["acpguard_serve_children_died_total"])
+	}
+}
+
+// TestServePoolIdleChildEnds: a child that carries no session for the idle
+// timeout is ended, not counted as a death, and the next create starts a
+// new one.
+func TestServePoolIdleChildEnds(t *testing.T) {
+	ws := t.TempDir()
+	settings := filepath.Join(t.TempDir(), "settings.json")
+	mustWrite(t, settings, `{"tools":{"approvalMode":"yolo"}}`)
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}, SettingsFile: settings,
+		Limits: serveLimits{SessionIdleTimeout: time.Second}}, quickRaceExit)
+	id := td.sessionIn(t, ws)
+	_, first := td.childOf(t, id, ws)
+	if r := td.do(t, "DELETE", "/session/"+id, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d %s", r.status, r.body)
+	}
+	waitFor(t, "the idle child to end", func() bool { return td.scrape(t)["acpguard_serve_children"] == 0 })
+	if !pidGoneWithin(first, testTimeout(5*time.Second)) {
+		t.Errorf("idle child %d still exists", first)
+	}
+	_, second := td.childOf(t, td.sessionIn(t, ws), ws)
+	m := td.scrape(t)
+	if second == first || m["acpguard_serve_children_started_total"] != 2 || m["acpguard_serve_children_died_total"] != 0 {
+		t.Errorf("after the idle child %d ended: session in child %d, started %v, died %v; want a new child, 2, 0",
+			first, second, m["acpguard_serve_children_started_total"], m["acpguard_serve_children_died_total"])
 	}
 }
 

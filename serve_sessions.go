@@ -788,8 +788,8 @@ func (s *hostSession) idleFor(now time.Time) time.Duration {
 	return now.Sub(s.lastUsed)
 }
 
-// reapIdleSessions closes idle sessions until ctx is done. The daemon's
-// WaitGroup owns it.
+// reapIdleSessions closes idle sessions, and ends idle children, until ctx
+// is done. The daemon's WaitGroup owns it.
 func (d *daemon) reapIdleSessions(ctx context.Context) {
 	defer d.wg.Done()
 	t := time.NewTicker(min(d.limits.SessionIdleTimeout/idleChecksPerTimeout, maxIdleCheckInterval))
@@ -800,6 +800,7 @@ func (d *daemon) reapIdleSessions(ctx context.Context) {
 			return
 		case now := <-t.C:
 			d.reapIdle(now)
+			d.reapIdleChildren(now)
 		}
 	}
 }
