@@ -102,6 +102,26 @@ func TestServePoolOneChildManyWorkspaces(t *testing.T) {
 	}
 }
 
+// TestServePoolSettingsPerSession: on one child, each session follows its
+// own workspace's settings file, not the file of the workspace whose
+// session started the child.
+func TestServePoolSettingsPerSession(t *testing.T) {
+	td, wss := poolDaemon(t, 2, 1)
+	writeFileAll(t, filepath.Join(wss[1], ".qwen", "settings.json"), `{"permissions":{"deny":["Bash(touch blocked.txt)"]}}`)
+	a, b := td.sessionIn(t, wss[0]), td.sessionIn(t, wss[1])
+	for i, id := range []string{a, b} {
+		td.runTurn(t, id, `call run_shell_command {"command":"touch blocked.txt"}`)
+		if got, want := fileExists(filepath.Join(wss[i], "blocked.txt")), i == 0; got != want {
+			t.Errorf("session in workspace %d: blocked.txt exists = %v, want %v", i, got, want)
+		}
+	}
+	if _, childA := td.childOf(t, a, wss[0]); childA == 0 {
+		t.Fatal("no child")
+	} else if _, childB := td.childOf(t, b, wss[1]); childB != childA {
+		t.Errorf("sessions ran in children %d and %d, want one", childA, childB)
+	}
+}
+
 // TestServePoolBoundUnderConcurrentCreates: concurrent creates in several
 // workspaces never start more children than --max-children, and spread
 // over them.
