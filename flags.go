@@ -69,6 +69,15 @@ const (
 	// live sessions
 	defaultMaxSessions = 32
 	maxMaxSessions     = 10000
+	// ACP children sessions are placed on (serve_children.go). Sessions of
+	// every workspace share them. A child runs on one scheduler slot
+	// (runACP) and costs about 8 MiB resident: two use two cores and keep
+	// one child's death from ending every session, and 128 idle sessions
+	// in 128 workspaces fit in about 33 MiB with serve (one child: 25 MiB,
+	// four: 50 MiB), created in 1.5 ms at the median either way. The bound
+	// is the most processes one daemon starts.
+	defaultMaxChildren = 2
+	maxMaxChildren     = 64
 	// SSE streams per session
 	defaultMaxSubscribers = 8
 	maxMaxSubscribers     = 1000
@@ -237,12 +246,16 @@ type serveLimits struct {
 	PermissionTimeout  time.Duration
 	SessionIdleTimeout time.Duration
 	MaxEventMemory     int64 // bytes of events every ring and queue may hold together
+	MaxChildren        int   // ACP children sessions are placed on
 }
 
 // withDefaults fills every zero limit that has a default.
 func (l serveLimits) withDefaults() serveLimits {
 	if l.MaxSessions == 0 {
 		l.MaxSessions = defaultMaxSessions
+	}
+	if l.MaxChildren == 0 {
+		l.MaxChildren = defaultMaxChildren
 	}
 	if l.MaxSubscribers == 0 {
 		l.MaxSubscribers = defaultMaxSubscribers
@@ -767,6 +780,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	var disabledSlash listValue
 	fs.Var(&disabledSlash, "disabled-slash-commands", "")
 	maxSessions := onceFlag(fs, "max-sessions", strconv.Itoa(defaultMaxSessions))
+	maxChildren := onceFlag(fs, "max-children", strconv.Itoa(defaultMaxChildren))
 	maxSubscribers := onceFlag(fs, "max-subscribers-per-session", strconv.Itoa(defaultMaxSubscribers))
 	ringSize := onceFlag(fs, "event-ring-size", strconv.Itoa(defaultEventRingSize))
 	initTimeout := onceFlag(fs, "initialize-timeout-ms", strconv.Itoa(defaultInitializeTimeoutMs))
@@ -791,6 +805,11 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		initTimeout.value, promptDeadline.value, permTimeout.value, idleTimeout.value); err != nil {
 		return serveOptions{}, err
 	}
+	n, ok := parseDigits(maxChildren.value)
+	if !ok || n < 1 || n > maxMaxChildren {
+		return serveOptions{}, usagef("--max-children %q: must be an integer from 1 through %d", maxChildren.value, maxMaxChildren)
+	}
+	opts.Limits.MaxChildren = n
 	if opts.Limits.MaxEventMemory, err = parseByteCount("max-event-memory", eventMemory.value, minMaxEventMemory, maxMaxEventMemory); err != nil {
 		return serveOptions{}, err
 	}
@@ -808,8 +827,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Guard, err = guard.resolve(env); err != nil {
 		return serveOptions{}, err
 	}
-	// serve reads the settings files of its first workspace, where its
-	// first child starts; each child reads those of its own (DESIGN.md §10).
+	// serve reads the settings files of its first workspace at start, as a
+	// check; each session's child reads those of the session's workspace
+	// at session/new (DESIGN.md §10).
 	opts.NoUserSettings, opts.TrustWorkspaceSettings = *noUser, *trustWorkspace
 	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(settings.value, settingsSourcesOf(env),
 		settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: opts.Guard.required()}); err != nil {
@@ -841,7 +861,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Sandbox, err = sandbox.resolve(opts.Settings, opts.SettingsLoad.originOf("tools", opts.SettingsFile), opts.Guard.required()); err != nil {
 		return serveOptions{}, err
 	}
-	n, ok := parseDigits(maxPending.value)
+	n, ok = parseDigits(maxPending.value)
 	if !ok || n < 1 || n > maxMaxPendingPrompts {
 		return serveOptions{}, usagef("--max-pending-prompts-per-session %q: must be an integer from 1 through %d", maxPending.value, maxMaxPendingPrompts)
 	}

@@ -318,6 +318,10 @@ in acpguard_serve_limit_hits_total):
   --max-sessions N
         live sessions, 1 through 10000 (default 32); one more is 503
         session_limit_exceeded with Retry-After.
+  --max-children N
+        ACP child processes the sessions of every workspace are placed on,
+        1 through 64 (default 2); a new session goes to the child with the
+        fewest sessions, and a new child starts only while fewer run.
   --max-subscribers-per-session N
         event streams of one session, 1 through 1000 (default 8); one more is
         429 subscriber_limit_exceeded.
@@ -356,7 +360,7 @@ every route, requires the host token when one is set. Families, all prefixed
 acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
 provider_request_duration_seconds (histogram), sessions, sessions_created_total,
 prompts_total{result}, tool_executions_total{tool,status}, children,
-children_started_total, children_died_total, limit_hits_total{code},
+max_children, children_started_total, children_died_total, limit_hits_total{code},
 event_memory_bytes, event_streams, sandbox_enabled, sandbox_landlock_abi.
 
 Sandbox: serve checks the kernel once at start, gives its choice to every

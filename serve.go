@@ -83,10 +83,14 @@ type daemon struct {
 
 	mu       sync.Mutex
 	closing  bool
-	slots    map[string]*workspaceSlot
 	chans    map[*acpChannel]struct{} // every child not yet reaped
-	sessions map[string]*hostSession
-	creating int // session creations past the --max-sessions check
+	pool     []*acpChannel            // the initialized children sessions are placed on
+	starting int                      // children being started, counted against --max-children
+	// poolChanged is closed, and replaced, when a child being started is
+	// ready or failed (serve_children.go).
+	poolChanged chan struct{}
+	sessions    map[string]*hostSession
+	creating    int // session creations past the --max-sessions check
 
 	// singleMu makes the single-scope POST /session that finds no default
 	// session the only one to create it (serve_sessions.go).
@@ -115,7 +119,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		systemFile:   opts.SystemPrompt.File,
 		checkHost:    opts.Hostname.loopback,
 		requireAuth:  opts.RequireAuth,
-		slots:        map[string]*workspaceSlot{},
+		poolChanged:  make(chan struct{}),
 		chans:        map[*acpChannel]struct{}{},
 		sessions:     map[string]*hostSession{},
 	}
@@ -132,6 +136,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	d.events = newEventBudget(d.limits.MaxEventMemory)
 	d.obs.events = d.events
+	d.obs.maxChildren = d.limits.MaxChildren
 	if opts.Guard.required() {
 		// Required mode: the handshake (DESIGN.md §8) before the listener
 		// opens or any child starts.

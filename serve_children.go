@@ -1,5 +1,6 @@
-// serve_children.go owns the private acp children of serve: starting one per
-// workspace on its channel (channel.go), reading it, and ending it and what it left.
+// serve_children.go owns the private acp children of serve: a bounded set of
+// them, each on its channel (channel.go), sessions of any workspace placed on
+// them, reading them, and ending them and what they left.
 package main
 
 import (
@@ -11,8 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -29,6 +30,11 @@ type acpChannel struct {
 	// stopping is set once the daemon ends the child: an exit before
 	// that is a death.
 	stopping atomic.Bool
+	// load counts the sessions being created on the child (channelFor,
+	// placed); idleSince is when the reaper first saw it carry no session,
+	// zero while it carries one. d.mu guards both.
+	load      int
+	idleSince time.Time
 }
 
 func (ch *acpChannel) ended() bool {
@@ -40,39 +46,129 @@ func (ch *acpChannel) ended() bool {
 	}
 }
 
-// workspaceSlot serializes the start of the one child of a workspace.
-type workspaceSlot struct {
-	mu sync.Mutex
-	ch *acpChannel // nil until first use and after the child ended
-}
-
-// channelFor returns the workspace's child, starting it on first use or
-// after the previous one ended.
-func (d *daemon) channelFor(ctx context.Context, ws string) (*acpChannel, *hostError) {
+// channelFor places a new session on a child (DESIGN.md §2): the child
+// with the fewest sessions (live ones and ones being created on it), unless
+// it already carries one and fewer than --max-children children run or are
+// starting, in which case a new child is started, so that load spreads over
+// processes. A session of any workspace may go to any child: its cwd, and
+// all that follows from it, is the session's. Concurrent creates never
+// start more than --max-children children: a child being started counts.
+// The caller holds the place it was given until it calls placed.
+func (d *daemon) channelFor(ctx context.Context) (*acpChannel, *hostError) {
 	d.mu.Lock()
-	if d.closing {
+	for {
+		if d.closing {
+			d.mu.Unlock()
+			return nil, errShuttingDown
+		}
+		best, load, running := d.leastLoadedLocked()
+		if best != nil && (load == 0 || running+d.starting >= d.limits.MaxChildren) {
+			best.load++
+			best.idleSince = time.Time{}
+			d.mu.Unlock()
+			return best, nil
+		}
+		if running+d.starting < d.limits.MaxChildren {
+			break
+		}
+		// Every slot is a child still starting: wait for one to be ready
+		// or to fail.
+		changed := d.poolChanged
 		d.mu.Unlock()
-		return nil, errShuttingDown
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, childUnavailable("create session: waiting for an ACP child to start: %v", ctx.Err())
+		}
+		d.mu.Lock()
 	}
-	slot := d.slots[ws]
-	if slot == nil {
-		slot = &workspaceSlot{}
-		d.slots[ws] = slot
-	}
+	d.starting++
 	d.mu.Unlock()
-
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
-	if slot.ch != nil && !slot.ch.ended() {
-		return slot.ch, nil
-	}
-	slot.ch = nil
-	ch, herr := d.startChannel(ctx, ws)
+	ch, herr := d.startChannel(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.starting--
+	d.poolChangedLocked()
 	if herr != nil {
 		return nil, herr
 	}
-	slot.ch = ch
+	if ch.ended() {
+		return nil, childUnavailable("start ACP child: it exited right after initialize")
+	}
+	d.pool = append(d.pool, ch)
+	ch.load++
 	return ch, nil
+}
+
+// placed gives back the place channelFor gave a session being created: the
+// session is now live on ch, or its creation failed.
+func (d *daemon) placed(ch *acpChannel) {
+	d.mu.Lock()
+	ch.load--
+	d.mu.Unlock()
+}
+
+// leastLoadedLocked returns the ready child with the fewest sessions, that
+// count, and how many ready children are not known to have ended; d.mu is
+// held.
+func (d *daemon) leastLoadedLocked() (best *acpChannel, load, running int) {
+	live := make(map[*acpChannel]int, len(d.pool))
+	for _, s := range d.sessions {
+		if !s.isEnded() {
+			live[s.ch]++
+		}
+	}
+	for _, ch := range d.pool {
+		if ch.ended() {
+			continue
+		}
+		running++
+		if n := live[ch] + ch.load; best == nil || n < load {
+			best, load = ch, n
+		}
+	}
+	return best, load, running
+}
+
+// reapIdleChildren ends every child that has carried no session for the
+// idle timeout (--session-idle-timeout-ms), so that its memory goes back;
+// the next create starts one again. A child leaves the pool under d.mu
+// before it is ended, so no create can be placed on it meanwhile.
+func (d *daemon) reapIdleChildren(now time.Time) {
+	d.mu.Lock()
+	busy := make(map[*acpChannel]bool, len(d.pool))
+	for _, s := range d.sessions {
+		if !s.isEnded() {
+			busy[s.ch] = true
+		}
+	}
+	var idle []*acpChannel
+	d.pool = slices.DeleteFunc(d.pool, func(ch *acpChannel) bool {
+		switch {
+		case busy[ch] || ch.load > 0 || ch.ended():
+			ch.idleSince = time.Time{}
+			return false
+		case ch.idleSince.IsZero():
+			ch.idleSince = now
+			return false
+		case now.Sub(ch.idleSince) < d.limits.SessionIdleTimeout:
+			return false
+		}
+		idle = append(idle, ch)
+		return true
+	})
+	d.mu.Unlock()
+	for _, ch := range idle {
+		d.obs.logger().Info("ACP child ended: no session", "pid", ch.cmd.Process.Pid, "idleTimeout", d.limits.SessionIdleTimeout)
+		ch.stop()
+	}
+}
+
+// poolChangedLocked wakes the creates waiting for a child to start; d.mu
+// is held.
+func (d *daemon) poolChangedLocked() {
+	close(d.poolChanged)
+	d.poolChanged = make(chan struct{})
 }
 
 // childLogArgs makes the children log as the daemon does: their stderr is
@@ -139,16 +235,23 @@ type initializeResult struct {
 	Meta              json.RawMessage            `json:"_meta"`
 }
 
-// startChannel spawns "acpguard acp" for a workspace on a private socket pair
-// (channel.go) and initializes it. In required mode the child must
-// acknowledge required-v1, or it is killed before any session exists on it.
-func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hostError) {
+// childDir is where every child starts: no workspace, so that nothing in a
+// child can take one workspace's files for another's; "/" exists on every
+// host and names no user's files.
+const childDir = "/"
+
+// startChannel spawns "acpguard acp" on a private socket pair (channel.go)
+// and initializes it. In required mode the child must acknowledge
+// required-v1, or it is killed before any session exists on it.
+func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, childUnavailable("start ACP child: locate the acpguard executable: %v", err)
 	}
 	cmd := d.childCommand(exe)
-	cmd.Dir = ws
+	// No workspace: a child serves sessions of every workspace, each in
+	// its own cwd (DESIGN.md §2).
+	cmd.Dir = childDir
 	cmd.Stderr = d.sys.stderr
 	// A descendant that kept the child's stderr open cannot hold Wait.
 	cmd.WaitDelay = childStopGrace
@@ -183,7 +286,7 @@ func (d *daemon) startChannel(ctx context.Context, ws string) (*acpChannel, *hos
 	go ch.run(connCtx)
 	d.mu.Unlock()
 	d.obs.childStarted()
-	d.obs.logger().Info("ACP child started", "pid", cmd.Process.Pid, "workspace", ws)
+	d.obs.logger().Info("ACP child started", "pid", cmd.Process.Pid)
 
 	initParams := map[string]any{
 		"protocolVersion":    1,
@@ -283,6 +386,9 @@ func (ch *acpChannel) stop() {
 func (d *daemon) channelEnded(ch *acpChannel) {
 	d.mu.Lock()
 	delete(d.chans, ch)
+	if i := slices.Index(d.pool, ch); i >= 0 {
+		d.pool = slices.Delete(d.pool, i, i+1)
+	}
 	var dying []*hostSession
 	for _, s := range d.sessions {
 		if s.ch == ch {

@@ -21,18 +21,18 @@ import (
 // process, running prompt "p1"; it is closing, so nothing can spawn.
 func fuzzDaemon(log io.Writer) (*daemon, *acpChannel, *hostSession) {
 	d := &daemon{
-		sys:        &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard},
-		guarded:    true,
-		decisions:  &decisionLog{w: log},
-		workspaces: []string{"/nonexistent-acpguard-fuzz-workspace"},
-		maxPending: 1,
-		checkHost:  true,
-		port:       "4170",
-		runCtx:     context.Background(),
-		closing:    true,
-		slots:      map[string]*workspaceSlot{},
-		chans:      map[*acpChannel]struct{}{},
-		sessions:   map[string]*hostSession{},
+		sys:         &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard},
+		guarded:     true,
+		decisions:   &decisionLog{w: log},
+		workspaces:  []string{"/nonexistent-acpguard-fuzz-workspace"},
+		maxPending:  1,
+		checkHost:   true,
+		port:        "4170",
+		runCtx:      context.Background(),
+		closing:     true,
+		poolChanged: make(chan struct{}),
+		chans:       map[*acpChannel]struct{}{},
+		sessions:    map[string]*hostSession{},
 	}
 	ch := &acpChannel{d: d, done: make(chan struct{})}
 	s := &hostSession{d: d, id: "s1", ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}

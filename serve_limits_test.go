@@ -18,16 +18,19 @@ import (
 	"time"
 )
 
-// silentChildMarker is the file whose presence in its directory makes the
-// "silent-child" role write its pid there and never answer anything.
+// silentChildMarker is the file whose presence, empty, in the role's
+// directory ARG makes the "silent-child" role write its pid there and never
+// answer anything: the first child so started is silent, the next ones are
+// acpguard.
 const silentChildMarker = "silent-child"
 
-// runSilentChild is that child, or acpguard where there is no marker.
-func runSilentChild(string) int {
-	if _, err := os.Stat(silentChildMarker); err != nil {
+// runSilentChild is that child, or acpguard where the marker is not empty.
+func runSilentChild(dir string) int {
+	marker := filepath.Join(dir, silentChildMarker)
+	if data, err := os.ReadFile(marker); err != nil || len(data) > 0 {
 		return runAsMain()
 	}
-	os.WriteFile(silentChildMarker, []byte(strconv.Itoa(os.Getpid())), 0o600)
+	os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())), 0o600)
 	time.Sleep(time.Hour)
 	return 0
 }
@@ -198,7 +201,7 @@ func TestServeInitializeTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	td := startTestDaemon(t, serveOptions{Workspaces: []string{silent, ok}, Limits: serveLimits{InitializeTimeout: testTimeout(time.Second)}},
-		roleEnv("silent-child"))
+		roleEnv("silent-child", silent))
 	wantError(t, td.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeInitializeTimeout)
 	wantLimitHits(t, td, codeInitializeTimeout, 1)
 	data, _ := os.ReadFile(marker)
@@ -209,7 +212,7 @@ func TestServeInitializeTimeout(t *testing.T) {
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the child that did not answer initialize still exists (kill 0: %v)", err)
 	}
-	// A real child in the other workspace answers.
+	// The next child, a real one, answers.
 	td.newSession(t, `{"cwd":"`+ok+`"}`)
 	m := td.scrape(t)
 	if m["acpguard_serve_children_started_total"] != 2 || m["acpguard_serve_children"] != 1 || m["acpguard_serve_children_died_total"] != 0 {
@@ -288,7 +291,7 @@ func TestParseServeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: testTimeout(10 * time.Second), SessionIdleTimeout: testTimeout(30 * time.Minute), MaxEventMemory: 256 << 20}
+	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: testTimeout(10 * time.Second), SessionIdleTimeout: testTimeout(30 * time.Minute), MaxEventMemory: 256 << 20, MaxChildren: 2}
 	if opts.Limits != want || opts.LogJSON || opts.LogLevel != 0 {
 		t.Errorf("defaults = %+v json=%v level=%v, want %+v", opts.Limits, opts.LogJSON, opts.LogLevel, want)
 	}
@@ -297,11 +300,11 @@ func TestParseServeLimits(t *testing.T) {
 	}
 	opts, err = parseServeArgs([]string{"--max-sessions", "1", "--max-subscribers-per-session=3", "--event-ring-size", "16",
 		"--initialize-timeout-ms", "100", "--prompt-deadline-ms", "60000", "--permission-response-timeout-ms", "5000",
-		"--session-idle-timeout-ms", "1000", "--max-event-memory", "64M", "--log-format", "json", "--log-level", "debug"}, sys)
+		"--session-idle-timeout-ms", "1000", "--max-event-memory", "64M", "--max-children", "3", "--log-format", "json", "--log-level", "debug"}, sys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = serveLimits{1, 3, 16, 100 * time.Millisecond, time.Minute, 5 * time.Second, time.Second, 64 << 20}
+	want = serveLimits{1, 3, 16, 100 * time.Millisecond, time.Minute, 5 * time.Second, time.Second, 64 << 20, 3}
 	if opts.Limits != want || !opts.LogJSON || opts.LogLevel != -4 {
 		t.Errorf("parsed %+v json=%v level=%v, want %+v", opts.Limits, opts.LogJSON, opts.LogLevel, want)
 	}
@@ -314,6 +317,9 @@ func TestParseServeLimits(t *testing.T) {
 		{"max-sessions", "0", "from 1 through 10000"},
 		{"max-sessions", "10001", "from 1 through 10000"},
 		{"max-subscribers-per-session", "-1", "from 1 through 1000"},
+		{"max-children", "0", "from 1 through 64"},
+		{"max-children", "65", "from 1 through 64"},
+		{"max-children", "two", "from 1 through 64"},
 		{"event-ring-size", "0", "from 1 through 1048576"},
 		{"initialize-timeout-ms", "99", "from 100 through 600000"},
 		{"prompt-deadline-ms", "1.5", "from 0 through 86400000"},

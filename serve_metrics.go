@@ -74,6 +74,7 @@ type serveObserver struct {
 	childrenStarted atomic.Int64
 	childrenDied    atomic.Int64
 	limits          [len(serveLimitCodes)]atomic.Int64
+	maxChildren     int // --max-children, set before serving
 
 	toolMu sync.Mutex
 	tools  map[toolSeries]int64
@@ -235,6 +236,7 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 	}
 	o.toolMu.Unlock()
 	b.single("acpguard_serve_children", "gauge", "Live ACP children.", int64(liveChildren))
+	b.single("acpguard_serve_max_children", "gauge", "The most ACP children serve runs (--max-children).", int64(o.maxChildren))
 	b.single("acpguard_serve_children_started_total", "counter", "ACP children started.", o.childrenStarted.Load())
 	b.single("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.", o.childrenDied.Load())
 	b.counters("acpguard_serve_limit_hits_total", "Times a limit refused or ended something, by code.", "code", serveLimitCodes[:], o.limits[:])

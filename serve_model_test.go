@@ -157,11 +157,12 @@ func TestServeModelCallsOnlyForOwnRunningPrompt(t *testing.T) {
 		return []string{`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`, "[DONE]"}
 	})
 	wsA, wsB := t.TempDir(), t.TempDir()
-	td := startTestDaemon(t, serveOptions{Workspaces: []string{wsA, wsB},
+	// With two children, a and b get one each and a2 goes beside a.
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{wsA, wsB}, Limits: serveLimits{MaxChildren: 2},
 		Model: openAIConfig{BaseURL: fm.srv.URL, APIKey: "model-key", Model: "serve-model"}}, fakeChildEnv("ack"))
 	a := td.newSession(t, `{"cwd":"`+wsA+`"}`)
-	a2 := td.newSession(t, `{"cwd":"`+wsA+`"}`)
 	b := td.newSession(t, `{"cwd":"`+wsB+`"}`)
+	a2 := td.newSession(t, `{"cwd":"`+wsA+`"}`)
 	streamB := td.openEvents(t, b, "")
 	pb := td.prompt(t, b, "wait")
 	readSSE(t, streamB, childUpdate)

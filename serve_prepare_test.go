@@ -85,10 +85,11 @@ func TestServeRequiredModePrepare(t *testing.T) {
 func TestServeRejectsForeignAndStalePrepare(t *testing.T) {
 	prov := newTestProvider(t)
 	wsA, wsB := t.TempDir(), t.TempDir()
-	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), Workspaces: []string{wsA, wsB}}, fakeChildEnv("ack"))
+	// With two children, a and b get one each and a2 goes beside a.
+	td := startTestDaemon(t, serveOptions{Guard: prov.guard(t), Workspaces: []string{wsA, wsB}, Limits: serveLimits{MaxChildren: 2}}, fakeChildEnv("ack"))
 	a := td.newSession(t, `{"cwd":"`+wsA+`"}`)
-	a2 := td.newSession(t, `{"cwd":"`+wsA+`"}`)
 	b := td.newSession(t, `{"cwd":"`+wsB+`"}`)
+	a2 := td.newSession(t, `{"cwd":"`+wsA+`"}`)
 	// b has an active prompt, so its identity would pass if only ids counted.
 	streamB := td.openEvents(t, b, "")
 	pb := td.prompt(t, b, "wait")

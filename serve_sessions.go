@@ -298,10 +298,11 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 		d.creating--
 		d.mu.Unlock()
 	}()
-	ch, herr := d.channelFor(ctx, ws)
+	ch, herr := d.channelFor(ctx)
 	if herr != nil {
 		return nil, herr
 	}
+	defer d.placed(ch)
 	// serve generates the id, or takes the host's (DESIGN.md §2); the
 	// child is told which.
 	if id == "" {
@@ -791,8 +792,8 @@ func (s *hostSession) idleFor(now time.Time) time.Duration {
 	return now.Sub(s.lastUsed)
 }
 
-// reapIdleSessions closes idle sessions until ctx is done. The daemon's
-// WaitGroup owns it.
+// reapIdleSessions closes idle sessions, and ends idle children, until ctx
+// is done. The daemon's WaitGroup owns it.
 func (d *daemon) reapIdleSessions(ctx context.Context) {
 	defer d.wg.Done()
 	t := time.NewTicker(min(d.limits.SessionIdleTimeout/idleChecksPerTimeout, maxIdleCheckInterval))
@@ -803,6 +804,7 @@ func (d *daemon) reapIdleSessions(ctx context.Context) {
 			return
 		case now := <-t.C:
 			d.reapIdle(now)
+			d.reapIdleChildren(now)
 		}
 	}
 }

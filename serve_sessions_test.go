@@ -266,7 +266,7 @@ func (o *fakeChildOut) Write(p []byte) (int, error) {
 
 func TestServeSessionPromptEvents(t *testing.T) {
 	ws := t.TempDir()
-	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}}, fakeChildEnv(""))
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}, Limits: serveLimits{MaxChildren: 1}}, fakeChildEnv(""))
 	r := td.do(t, "POST", "/session", "")
 	var created newSessionResponse
 	if err := decodeStrict(r.body, &created); err != nil || r.status != 200 || created.WorkspaceCwd != ws {
@@ -299,7 +299,7 @@ func TestServeSessionPromptEvents(t *testing.T) {
 		t.Errorf("replay after %s = %v", evs[0].id, replay)
 	}
 
-	// A second session on the same workspace shares the child.
+	// With --max-children 1, a second session shares the child.
 	id2 := td.newSession(t, `{"cwd":"`+ws+`"}`)
 	_, evs2 := td.runTurn(t, id2, "report pid")
 	if a, b := texts(t, evs)[1], texts(t, evs2)[0]; a != b {

@@ -34,6 +34,9 @@ type hostLimits struct {
 	PromptDeadlineMs            int64 `json:"promptDeadlineMs"`
 	PermissionResponseTimeoutMs int64 `json:"permissionResponseTimeoutMs"`
 	SessionIdleTimeoutMs        int64 `json:"sessionIdleTimeoutMs"`
+	// MaxChildren is acpguard's own: the ACP processes the sessions of
+	// every workspace are placed on (--max-children).
+	MaxChildren int `json:"maxChildren"`
 }
 
 // hostWorkspace is one --workspace. Every one is trusted: acpguard has no
@@ -81,6 +84,7 @@ func (d *daemon) hostLimits() hostLimits {
 		PromptDeadlineMs:            l.PromptDeadline.Milliseconds(),
 		PermissionResponseTimeoutMs: l.PermissionTimeout.Milliseconds(),
 		SessionIdleTimeoutMs:        l.SessionIdleTimeout.Milliseconds(),
+		MaxChildren:                 l.MaxChildren,
 	}
 }
 
@@ -157,6 +161,11 @@ type statusRuntime struct {
 	Permissions struct {
 		Pending int `json:"pending"`
 	} `json:"permissions"`
+	// Children is acpguard's own: the live ACP children, at most
+	// limits.maxChildren.
+	Children struct {
+		Active int `json:"active"`
+	} `json:"children"`
 }
 
 // isoMillis is the time format of generatedAt, as JavaScript's toISOString.
@@ -180,6 +189,7 @@ func (d *daemon) handleDaemonStatus(w http.ResponseWriter, r *http.Request) {
 	for _, s := range d.sessions {
 		sessions = append(sessions, s)
 	}
+	body.Runtime.Children.Active = len(d.chans)
 	d.mu.Unlock()
 	for _, s := range sessions {
 		s.mu.Lock()
