@@ -227,3 +227,64 @@ func BenchmarkGuardHopFloor(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "p50-us/call")
 	b.ReportMetric(float64(took[min(len(took)-1, len(took)*99/100)].Nanoseconds())/1e3, "p99-us/call")
 }
+
+// guardFloorRatioBound is the bound the cost goal sets on the guard's added
+// time: at most this multiple of the floor measured in the same run.
+// Reported, not asserted: a shared machine makes any one run noisy.
+const guardFloorRatioBound = 1.3
+
+// guardRatioRounds is how many times TestGuardOverheadRatio measures the
+// floor and the overhead, alternating which goes first, so that a change
+// in the machine's load meets both.
+const guardRatioRounds = 4
+
+// TestGuardOverheadRatio runs BenchmarkGuardHopFloor and
+// BenchmarkServeGuardOverhead's measurement with the counting provider in
+// one process, guardRatioRounds times alternately, and reports each round's
+// added p50 per call over the floor's p50 and the median of the rounds. Off
+// by default:
+//
+//	ACPGUARD_LOAD=1 go test -run TestGuardOverheadRatio -v -count=1 .
+//
+// -test.benchtime sets each benchmark's length (default 1s).
+func TestGuardOverheadRatio(t *testing.T) {
+	skipUnlessLoad(t)
+	floor := func() float64 {
+		r := testing.Benchmark(BenchmarkGuardHopFloor)
+		if r.N == 0 {
+			t.Fatal("BenchmarkGuardHopFloor failed")
+		}
+		return r.Extra["p50-us/call"]
+	}
+	overhead := func() testing.BenchmarkResult {
+		r := testing.Benchmark(func(b *testing.B) {
+			prov := newTestProvider(b)
+			benchGuardOverhead(b, prov.guard(b), func() int { _, n := prov.counts(); return n })
+		})
+		if r.N == 0 {
+			t.Fatal("the guard overhead benchmark failed")
+		}
+		return r
+	}
+	var ratios, floors, added []float64
+	for round := range guardRatioRounds {
+		var f float64
+		var r testing.BenchmarkResult
+		if round%2 == 0 {
+			f, r = floor(), overhead()
+		} else {
+			r, f = overhead(), floor()
+		}
+		a := r.Extra["p50-added-us/call"]
+		ratios, floors, added = append(ratios, a/f), append(floors, f), append(added, a)
+		t.Logf("guard-ratio-round: round=%d floor-p50-us=%.0f off-p50-us/call=%.0f guarded-p50-us/call=%.0f added-p50-us/call=%.0f provider-p50-us/call=%.0f ratio=%.2f turns=%d",
+			round, f, r.Extra["p50-off-us/call"], r.Extra["p50-guarded-us/call"], a, r.Extra["p50-provider-us/call"], a/f, r.N)
+	}
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+	}
+	t.Logf("guard-ratio: rounds=%d floor-p50-us=%.0f added-p50-us/call=%.0f ratio=%.2f bound=%.1f (medians of the rounds)",
+		guardRatioRounds, median(floors), median(added), median(ratios), guardFloorRatioBound)
+}

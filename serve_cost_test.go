@@ -466,11 +466,13 @@ func TestCostRSSPerSession(t *testing.T) {
 			alone, _ := treeRSS(t, d.pid)
 			var ids []string
 			var creates []time.Duration
+			all := time.Now()
 			for _, ws := range wss {
 				start := time.Now()
 				ids = append(ids, td.newSession(t, `{"cwd":`+strconv.Quote(ws)+`}`))
 				creates = append(creates, time.Since(start))
 			}
+			createAll := time.Since(all)
 			time.Sleep(costSettle)
 			idle, children := treeRSS(t, d.pid)
 			for _, id := range ids {
@@ -485,9 +487,9 @@ func TestCostRSSPerSession(t *testing.T) {
 			time.Sleep(costSettle)
 			after, left := treeRSS(t, d.pid)
 			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
-			t.Logf("cost-rss: sessions=%d workspaces=%d children=%d daemon-alone-kB=%d total-MB=%.1f kB/session=%d added-kB/session=%d create-p50-ms=%.2f create-p99-ms=%.2f after-delete-MB=%.1f children-after-delete=%d",
+			t.Logf("cost-rss: sessions=%d workspaces=%d children=%d daemon-alone-kB=%d total-MB=%.1f kB/session=%d added-kB/session=%d create-p50-ms=%.2f create-p99-ms=%.2f create-total-s=%.2f after-delete-MB=%.1f children-after-delete=%d",
 				n, len(wss), children, alone, float64(idle)/1024, idle/n, (idle-alone)/n,
-				ms(percentile(creates, 0.5)), ms(percentile(creates, 0.99)), float64(after)/1024, left)
+				ms(percentile(creates, 0.5)), ms(percentile(creates, 0.99)), createAll.Seconds(), float64(after)/1024, left)
 		})
 	}
 }
