@@ -234,6 +234,15 @@ func TestLoadServe(t *testing.T) {
 	}
 	heapIdle := heapNow()
 
+	// CPU time: the test process (daemon, provider and hosts together) and
+	// the ACP children, read while they run.
+	childrenCPU := func() (d time.Duration) {
+		for _, pid := range acpChildren(t) {
+			d += treeCPU(t, pid)
+		}
+		return d
+	}
+	self0, children0 := treeCPU(t, os.Getpid())-childrenCPU(), childrenCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(sessions))
@@ -267,6 +276,8 @@ func TestLoadServe(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	kidsCPU := childrenCPU() - children0
+	selfCPU := treeCPU(t, os.Getpid()) - kidsCPU - children0 - self0
 	for _, err := range errs {
 		if err != nil {
 			t.Error(err)
@@ -275,6 +286,8 @@ func TestLoadServe(t *testing.T) {
 	const total = loadWorkspaces * loadSessionsPerWS * loadPromptsPerSess * loadCallsPerPrompt
 	t.Logf("load: %d sessions x %d guarded calls = %d calls in %v: %.0f calls/s",
 		len(sessions), loadPromptsPerSess*loadCallsPerPrompt, total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
+	t.Logf("load-cost: sessions=%d calls=%d calls/s=%.0f children-cpu-us/call=%.0f test-process-cpu-us/call=%.0f (daemon, provider and hosts in one process)",
+		len(sessions), total, float64(total)/elapsed.Seconds(), float64(kidsCPU.Microseconds())/total, float64(selfCPU.Microseconds())/total)
 
 	// Every executed call had exactly one allow; no denied call executed.
 	mu.Lock()
