@@ -2703,3 +2703,128 @@ func tokenlessRequired(args, env []string) bool {
 	}
 	return required
 }
+
+// Measuring separate processes: the release binary, CPU time and resident
+// memory of a process tree.
+
+// envBenchBin names a built acpguard binary the release-binary measurements
+// run instead of building this tree, so two builds compare in one run.
+const envBenchBin = "ACPGUARD_BENCH_BIN"
+
+// releaseBinary returns the binary the release-binary measurements run: the
+// one envBenchBin names, else this tree built as released (CGO_ENABLED=0,
+// -trimpath, -ldflags='-s -w').
+func releaseBinary(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv(envBenchBin); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s %q: %v", envBenchBin, bin, err)
+		}
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "acpguard")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("release build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// clockTick is the unit of the times in /proc/PID/stat: USER_HZ, which
+// Linux fixes at 100 per second for user space on every architecture.
+const clockTick = 10 * time.Millisecond
+
+// procCPU returns the CPU time of a live process, user and system, its
+// own and that of the children it has reaped (/proc/PID/stat fields 14-17).
+func procCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...: field 14 is the 12th after the comm.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 15 {
+		return 0, fmt.Errorf("read /proc/%d/stat: %d fields", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:15] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read /proc/%d/stat: field %q", pid, f)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
+
+// descendants returns pid's live descendants, found by their parent.
+func descendants(t testing.TB, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp := parentPID(n); pp != 0 {
+			children[pp] = append(children[pp], n)
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
+// treeCPU returns the CPU time of pid and its live descendants, with what
+// each has reaped: read while the children still run, it counts them whole.
+func treeCPU(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	total, err := procCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range descendants(t, pid) {
+		if d, err := procCPU(k); err == nil { // a child may end meanwhile
+			total += d
+		}
+	}
+	return total
+}
+
+// treeRSS returns the resident memory in kB of pid and its live
+// descendants, and how many descendants there are.
+func treeRSS(t testing.TB, pid int) (kB, procs int) {
+	t.Helper()
+	kids := descendants(t, pid)
+	for _, p := range append([]int{pid}, kids...) {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for line := range strings.Lines(string(data)) {
+			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+				kB += n
+			}
+		}
+	}
+	return kB, len(kids)
+}
+
+// percentile returns the p-quantile (0 to 1) of d, nearest rank below.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[min(len(d)-1, int(p*float64(len(d))))]
+}

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -226,4 +227,85 @@ func BenchmarkGuardHopFloor(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "p50-us/call")
 	b.ReportMetric(float64(took[min(len(took)-1, len(took)*99/100)].Nanoseconds())/1e3, "p99-us/call")
+}
+
+// guardFloorRatioBound is the bound the cost goal sets on the guard's added
+// time: at most this multiple of the floor measured in the same run.
+// Reported, not asserted: a shared machine makes any one run noisy.
+const guardFloorRatioBound = 1.3
+
+// guardRatioRounds is how many times TestGuardOverheadRatio measures the
+// floor and the overhead, alternating which goes first, so that a change
+// in the machine's load meets both.
+const guardRatioRounds = 4
+
+// The iterations of each measurement of TestGuardOverheadRatio: hops of
+// the floor, turns of overheadCalls calls of the overhead.
+const (
+	guardRatioFloorHops  = "5000x"
+	guardRatioTurns      = "100x"
+	guardRatioBenchFloor = "^BenchmarkGuardHopFloor$"
+	guardRatioBenchGuard = "^BenchmarkServeGuardOverhead$/^provider=counting$"
+)
+
+// TestGuardOverheadRatio runs BenchmarkGuardHopFloor and
+// BenchmarkServeGuardOverhead with the counting provider in one run,
+// guardRatioRounds times alternately, each in a fresh process of this test
+// binary as the benchmarks run on their own (neither inherits the other's
+// GOMAXPROCS, connections or children), and reports each round's added p50 per call over the floor's p50
+// and the medians of the rounds. Off by default:
+//
+//	ACPGUARD_LOAD=1 go test -run TestGuardOverheadRatio -v -count=1 .
+func TestGuardOverheadRatio(t *testing.T) {
+	skipUnlessLoad(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bench runs one benchmark and returns its reported metrics by unit.
+	bench := func(pattern, benchtime string) map[string]float64 {
+		cmd := exec.Command(exe, "-test.run=^$", "-test.bench="+pattern, "-test.benchtime="+benchtime)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", pattern, err, out)
+		}
+		for line := range strings.Lines(string(out)) {
+			fields := strings.Fields(line)
+			if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+				continue
+			}
+			m := map[string]float64{}
+			for i := 2; i+1 < len(fields); i += 2 {
+				if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
+					m[fields[i+1]] = v
+				}
+			}
+			return m
+		}
+		t.Fatalf("%s printed no result:\n%s", pattern, out)
+		return nil
+	}
+	floor := func() float64 { return bench(guardRatioBenchFloor, guardRatioFloorHops)["p50-us/call"] }
+	overhead := func() map[string]float64 { return bench(guardRatioBenchGuard, guardRatioTurns) }
+	var ratios, floors, added []float64
+	for round := range guardRatioRounds {
+		var f float64
+		var r map[string]float64
+		if round%2 == 0 {
+			f, r = floor(), overhead()
+		} else {
+			r, f = overhead(), floor()
+		}
+		a := r["p50-added-us/call"]
+		ratios, floors, added = append(ratios, a/f), append(floors, f), append(added, a)
+		t.Logf("guard-ratio-round: round=%d floor-p50-us=%.0f off-p50-us/call=%.0f guarded-p50-us/call=%.0f added-p50-us/call=%.0f provider-p50-us/call=%.0f ratio=%.2f",
+			round, f, r["p50-off-us/call"], r["p50-guarded-us/call"], a, r["p50-provider-us/call"], a/f)
+	}
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+	}
+	t.Logf("guard-ratio: rounds=%d floor-p50-us=%.0f added-p50-us/call=%.0f ratio=%.2f bound=%.1f (medians of the rounds)",
+		guardRatioRounds, median(floors), median(added), median(ratios), guardFloorRatioBound)
 }

@@ -234,6 +234,15 @@ func TestLoadServe(t *testing.T) {
 	}
 	heapIdle := heapNow()
 
+	// CPU time: the test process (daemon, provider and hosts together) and
+	// the ACP children, read while they run.
+	childrenCPU := func() (d time.Duration) {
+		for _, pid := range acpChildren(t) {
+			d += treeCPU(t, pid)
+		}
+		return d
+	}
+	self0, children0 := treeCPU(t, os.Getpid())-childrenCPU(), childrenCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(sessions))
@@ -267,6 +276,8 @@ func TestLoadServe(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	kidsCPU := childrenCPU() - children0
+	selfCPU := treeCPU(t, os.Getpid()) - kidsCPU - children0 - self0
 	for _, err := range errs {
 		if err != nil {
 			t.Error(err)
@@ -275,6 +286,8 @@ func TestLoadServe(t *testing.T) {
 	const total = loadWorkspaces * loadSessionsPerWS * loadPromptsPerSess * loadCallsPerPrompt
 	t.Logf("load: %d sessions x %d guarded calls = %d calls in %v: %.0f calls/s",
 		len(sessions), loadPromptsPerSess*loadCallsPerPrompt, total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
+	t.Logf("load-cost: sessions=%d calls=%d calls/s=%.0f children-cpu-us/call=%.0f test-process-cpu-us/call=%.0f (daemon, provider and hosts in one process)",
+		len(sessions), total, float64(total)/elapsed.Seconds(), float64(kidsCPU.Microseconds())/total, float64(selfCPU.Microseconds())/total)
 
 	// Every executed call had exactly one allow; no denied call executed.
 	mu.Lock()
@@ -376,17 +389,12 @@ func settledGoroutines(want int) int {
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 
-// TestFootprint measures the release binary: its size, the time from start
+// TestFootprint measures the release binary (or envBenchBin's): its size, the time from start
 // to a 200 from /health, and the resident memory of the daemon and its
 // child with one and with 32 idle sessions.
 func TestFootprint(t *testing.T) {
 	skipUnlessLoad(t)
-	bin := filepath.Join(t.TempDir(), "acpguard")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("release build: %v\n%s", err, out)
-	}
+	bin := releaseBinary(t)
 	fi, err := os.Stat(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -429,12 +437,17 @@ type releaseServe struct {
 	startup time.Duration
 }
 
-// startReleaseServe starts the built binary's serve and polls /health.
-func startReleaseServe(t *testing.T, bin string) (releaseServe, func()) {
+// startReleaseServe starts the built binary's serve with args (one new
+// workspace when there are none) and polls /health.
+func startReleaseServe(t *testing.T, bin string, args ...string) (releaseServe, func()) {
 	t.Helper()
-	ws := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--port", "0", "--workspace", ws)
+	if len(args) == 0 {
+		args = []string{"--workspace", t.TempDir()}
+	}
+	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
 	cmd.Env = os.Environ()
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -451,7 +464,7 @@ func startReleaseServe(t *testing.T, bin string) (releaseServe, func()) {
 	url, ok := serveListenURL(line)
 	if !ok {
 		stop()
-		t.Fatalf("serve printed %q: %v", line, err)
+		t.Fatalf("serve printed %q: %v; stderr:\n%s", line, err, stderr.String())
 	}
 	for {
 		resp, err := http.Get(url + "/health")

@@ -1,0 +1,495 @@
+// serve_cost_test.go owns the cost measurements of the release binary run as
+// separate processes: CPU time per guarded call (serve, its ACP children and
+// the provider) and resident memory per session in its own workspace. Both
+// are off by default; run them with
+//
+//	ACPGUARD_LOAD=1 go test -run 'TestCost' -v -count=1 .
+//
+// and compare another build in the same run with ACPGUARD_BENCH_BIN=/path
+// (envBenchBin). ACPGUARD_BENCH_MAX_CHILDREN=N passes --max-children N to
+// serve; without it no flag an older build may lack is passed.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// envBenchMaxChildren, when set, is passed to serve as --max-children.
+const envBenchMaxChildren = "ACPGUARD_BENCH_MAX_CHILDREN"
+
+// The CPU run's shape: costCalls guarded write_file calls, measured after
+// one warm-up call per session, spread over the sessions of a case; the
+// sessions share at most costWorkspaces workspaces, as in TestLoadServe.
+// One call in costDenyEvery is denied by the provider.
+const (
+	costCalls      = 960
+	costWorkspaces = 4
+	costDenyEvery  = 5
+	// costDeniedSuffix ends the file name of a call the provider denies.
+	costDeniedSuffix = "-d.txt"
+)
+
+// costCPUCases are the session counts and calls per prompt measured.
+var costCPUCases = []struct{ sessions, perPrompt int }{{1, 1}, {1, 10}, {8, 10}, {32, 10}}
+
+// costRSSCounts are the session counts of the memory run, each session in
+// a workspace of its own.
+var costRSSCounts = []int{1, 32, 128}
+
+var (
+	// costSettle is how long sessions stay idle before their memory is
+	// read, and how long after the last DELETE: a measurement pause, not a
+	// bound on anything.
+	costSettle = 1 * time.Second
+	// costChildrenExit bounds the wait for serve's children to exit after
+	// every session is deleted; some builds keep them.
+	costChildrenExit = testTimeout(5 * time.Second)
+	costRunTimeout   = testTimeout(5 * time.Minute)
+)
+
+func init() {
+	// The minimal provider of the cost runs, as its own process.
+	testRoles["cost-provider"] = runCostProvider
+}
+
+// costFile names the file call c of session s writes; denied calls end in
+// costDeniedSuffix.
+func costFile(s, c int) string {
+	if c%costDenyEvery == costDenyEvery-1 {
+		return fmt.Sprintf("s%03d-c%04d%s", s, c, costDeniedSuffix)
+	}
+	return fmt.Sprintf("s%03d-c%04d.txt", s, c)
+}
+
+// costVerdict allows write_file of a name without costDeniedSuffix.
+func costVerdict(tool string, args json.RawMessage) (int, bool, string) {
+	var in struct {
+		FilePath string `json:"file_path"`
+	}
+	json.Unmarshal(args, &in)
+	if tool != "write_file" || strings.HasSuffix(in.FilePath, costDeniedSuffix) {
+		return http.StatusOK, false, "cost: denied by policy"
+	}
+	return http.StatusOK, true, ""
+}
+
+// costProviderCallsPath answers the minimal provider's decided file names.
+const costProviderCallsPath = "/bench/calls"
+
+// runCostProvider is the "cost-provider" role: testProvider with
+// costVerdict on a loopback port, announced on stdout, until stdin ends.
+// GET costProviderCallsPath answers the base name of every prepare's
+// file_path, in order.
+func runCostProvider(string) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p := &testProvider{token: os.Getenv(envGuardToken), verdict: costVerdict}
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != costProviderCallsPath {
+			p.serveHTTP(w, r)
+			return
+		}
+		p.mu.Lock()
+		var names []string
+		for _, c := range p.calls {
+			var in struct {
+				FilePath string `json:"file_path"`
+			}
+			json.Unmarshal(c["arguments"], &in)
+			names = append(names, filepath.Base(in.FilePath))
+		}
+		p.mu.Unlock()
+		json.NewEncoder(w).Encode(names)
+	}))
+	fmt.Printf("cost-provider listening on http://%s\n", ln.Addr())
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// costProvider is a provider process of a cost run.
+type costProvider struct {
+	kind      string // "minimal" or "reference"
+	url       string
+	pid       int
+	tokenFile string
+	// decided returns how many prepares the provider answered allow and
+	// deny for each call it names.
+	decided func(t *testing.T) (allowed, denied map[string]int)
+}
+
+// startCostProvider starts the minimal provider (this test binary's
+// "cost-provider" role) or the reference one (bin's "acpguard provider" on
+// examples/policy.json with one rule denying costDeniedSuffix in front)
+// until the test ends.
+func startCostProvider(t *testing.T, kind, bin string) *costProvider {
+	t.Helper()
+	token := "cost-guard-token-for-tests"
+	p := &costProvider{kind: kind, tokenFile: filepath.Join(t.TempDir(), "guard-token")}
+	mustWrite(t, p.tokenFile, token)
+	if err := os.Chmod(p.tokenFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cmd *exec.Cmd
+	var announce io.ReadCloser
+	var prefix string
+	switch kind {
+	case "minimal":
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command(exe)
+		cmd.Env = append(os.Environ(), roleEnv("cost-provider"), envGuardToken+"="+token)
+		announce, err = cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The role lives until its stdin ends.
+		if _, err := cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		prefix = "cost-provider listening on "
+		p.decided = func(t *testing.T) (map[string]int, map[string]int) {
+			resp, err := http.Get(p.url + costProviderCallsPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var names []string
+			if err := json.NewDecoder(resp.Body).Decode(&names); err != nil {
+				t.Fatal(err)
+			}
+			allowed, denied := map[string]int{}, map[string]int{}
+			for _, n := range names {
+				if strings.HasSuffix(n, costDeniedSuffix) {
+					denied[n]++
+				} else {
+					allowed[n]++
+				}
+			}
+			return allowed, denied
+		}
+	case "reference":
+		var rules []json.RawMessage
+		raw, err := os.ReadFile("examples/policy.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(doc["rules"], &rules); err != nil {
+			t.Fatal(err)
+		}
+		deny := `{"tool":"write_file","match":{"/file_path":"` + strings.ReplaceAll(costDeniedSuffix, ".", `\\.`) + `$"},"decision":"deny","reason":"cost: denied by policy"}`
+		doc["rules"], _ = json.Marshal(append([]json.RawMessage{json.RawMessage(deny)}, rules...))
+		policy := filepath.Join(t.TempDir(), "policy.json")
+		mustWrite(t, policy, mustJSON(t, doc))
+		audit := filepath.Join(t.TempDir(), "audit.jsonl")
+		cmd = exec.Command(bin, "provider", "--policy", policy, "--listen", "127.0.0.1:0", "--audit", audit)
+		cmd.Env = append(os.Environ(), envGuardToken+"="+token)
+		announce, err = cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix = "acpguard provider: listening on "
+		p.decided = func(t *testing.T) (map[string]int, map[string]int) {
+			allowed, denied := map[string]int{}, map[string]int{}
+			for _, r := range readProviderAudit(t, audit) {
+				key := r.SessionID + "/" + r.PromptID + "/" + r.ToolCallID
+				switch r.Decision {
+				case providerDecisionName(true):
+					allowed[key]++
+				case providerDecisionName(false):
+					denied[key]++
+				default:
+					t.Errorf("audit decision %q", r.Decision)
+				}
+			}
+			return allowed, denied
+		}
+	default:
+		t.Fatalf("provider kind %q", kind)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.pid = cmd.Process.Pid
+	announced := make(chan string, 1)
+	var out syncBuffer
+	go func() {
+		sc := bufio.NewScanner(announce)
+		for sc.Scan() {
+			out.Write([]byte(sc.Text() + "\n"))
+			if u, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+				announced <- u
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	select {
+	case p.url = <-announced:
+	case <-time.After(testTimeout(20 * time.Second)):
+		t.Fatalf("%s provider did not announce its URL: %q", kind, out.String())
+	}
+	return p
+}
+
+// startCostServe starts bin's serve in required mode against p, with a
+// decision log, the yolo approval mode (the guard is the only gate) and a
+// workspace flag per entry of wss.
+func startCostServe(t *testing.T, bin string, p *costProvider, wss []string, maxSessions int) (releaseServe, string, func()) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "decisions.jsonl")
+	args := []string{"--settings", yoloSettings(t), "--no-user-settings", "--decision-log", logPath,
+		"--external-tool-guard-mode", guardModeRequired, "--external-tool-guard-endpoint", p.url,
+		"--external-tool-guard-token-file", p.tokenFile, "--" + flagAllowTokenlessLoopback,
+		"--max-sessions", strconv.Itoa(max(maxSessions, defaultMaxSessions))}
+	if n := os.Getenv(envBenchMaxChildren); n != "" {
+		args = append(args, "--max-children", n)
+	}
+	for _, ws := range wss {
+		args = append(args, "--workspace", ws)
+	}
+	d, stop := startReleaseServe(t, bin, args...)
+	return d, logPath, stop
+}
+
+// costSession is one session of a cost run and everything its stream showed.
+type costSession struct {
+	n, ws   int
+	id      string
+	stream  *bufio.Reader
+	evs     []sseEvent
+	pids    []string
+	files   []string
+	perCall []time.Duration
+}
+
+// turn runs one prompt of the calls named files and reads its events.
+func (s *costSession) turn(base string, files []string) error {
+	var lines []string
+	for _, f := range files {
+		lines = append(lines, writeCall(f))
+	}
+	start := time.Now()
+	pid, err := postPrompt(base, s.id, strings.Join(lines, "\n"))
+	if err != nil {
+		return err
+	}
+	evs, err := collectSSE(s.stream, untilTurnEnd(pid))
+	if err != nil {
+		return fmt.Errorf("session %d stream: %v after %d events", s.n, err, len(evs))
+	}
+	s.perCall = append(s.perCall, time.Since(start)/time.Duration(len(files)))
+	s.evs, s.pids, s.files = append(s.evs, evs...), append(s.pids, pid), append(s.files, files...)
+	return nil
+}
+
+// TestCostCPUPerCall measures the CPU time serve and its children, and the
+// provider separately, spend per guarded call, with the throughput and the
+// per-call latency, for each provider and case of costCPUCases.
+func TestCostCPUPerCall(t *testing.T) {
+	skipUnlessLoad(t)
+	bin := releaseBinary(t)
+	for _, kind := range []string{"minimal", "reference"} {
+		for _, c := range costCPUCases {
+			t.Run(fmt.Sprintf("provider=%s/sessions=%d/calls-per-prompt=%d", kind, c.sessions, c.perPrompt), func(t *testing.T) {
+				runCostCPU(t, bin, kind, c.sessions, c.perPrompt)
+			})
+		}
+	}
+}
+
+func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
+	prov := startCostProvider(t, kind, bin)
+	var wss []string
+	for range min(nSessions, costWorkspaces) {
+		wss = append(wss, t.TempDir())
+	}
+	d, logPath, stop := startCostServe(t, bin, prov, wss, nSessions)
+	defer stop()
+	td := &testDaemon{url: d.url}
+	ctx, cancel := context.WithTimeout(context.Background(), costRunTimeout)
+	defer cancel()
+	var sessions []*costSession
+	for i := range nSessions {
+		s := &costSession{n: i, ws: i % len(wss)}
+		s.id = td.newSession(t, `{"cwd":`+strconv.Quote(wss[s.ws])+`}`)
+		req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+s.id+"/events", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		s.stream = bufio.NewReader(resp.Body)
+		sessions = append(sessions, s)
+	}
+	// One allowed call per session starts the children and the connections.
+	for _, s := range sessions {
+		if err := s.turn(td.url, []string{fmt.Sprintf("s%03d-warm.txt", s.n)}); err != nil {
+			t.Fatal(err)
+		}
+		s.perCall = nil
+	}
+
+	perSession := costCalls / nSessions
+	serve0, prov0 := treeCPU(t, d.pid), treeCPU(t, prov.pid)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(sessions))
+	for k, s := range sessions {
+		wg.Go(func() {
+			for c := 0; c < perSession; c += perPrompt {
+				var files []string
+				for i := c; i < min(c+perPrompt, perSession); i++ {
+					files = append(files, costFile(s.n, i))
+				}
+				if err := s.turn(td.url, files); err != nil {
+					errs[k] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	// Read before serve stops: its children's time counts while they run.
+	serveCPU, provCPU := treeCPU(t, d.pid)-serve0, treeCPU(t, prov.pid)-prov0
+	_, children := treeRSS(t, d.pid)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every call was one provider request; no denied call ran.
+	calls := perSession * nSessions
+	wantDeny := nSessions * (perSession / costDenyEvery)
+	wantAllow := calls - wantDeny + nSessions // and the warm-up calls
+	allowed, denied := prov.decided(t)
+	for key, n := range allowed {
+		if n != 1 {
+			t.Errorf("provider allowed %s %d times, want once", key, n)
+		}
+	}
+	for key, n := range denied {
+		if n != 1 {
+			t.Errorf("provider denied %s %d times, want once", key, n)
+		}
+	}
+	if len(allowed) != wantAllow || len(denied) != wantDeny {
+		t.Errorf("provider decided %d calls allowed and %d denied, want %d and %d", len(allowed), len(denied), wantAllow, wantDeny)
+	}
+	var completed, failed int
+	for _, s := range sessions {
+		c, f, err := checkSessionStream(s.evs, s.pids)
+		if err != nil {
+			t.Errorf("session %d: %v", s.n, err)
+		}
+		completed, failed = completed+c, failed+f
+		for _, name := range s.files {
+			_, err := os.Stat(filepath.Join(wss[s.ws], name))
+			switch deniedName := strings.HasSuffix(name, costDeniedSuffix); {
+			case err == nil && deniedName:
+				t.Errorf("%s: denied but written", name)
+			case err != nil && !deniedName:
+				t.Errorf("%s: allowed but not written: %v", name, err)
+			}
+		}
+	}
+	if completed != wantAllow || failed != wantDeny {
+		t.Errorf("event streams show %d completed and %d failed calls, want %d and %d", completed, failed, wantAllow, wantDeny)
+	}
+	stop()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]int{}
+	for _, rec := range decisions(t, string(data)) {
+		outcomes[rec.Outcome]++
+	}
+	if outcomes[outcomeAllowed] != wantAllow || outcomes[outcomeDenied] != wantDeny || len(outcomes) != 2 {
+		t.Errorf("decision log outcomes = %v, want %d allowed and %d denied", outcomes, wantAllow, wantDeny)
+	}
+
+	var perCall []time.Duration
+	for _, s := range sessions {
+		perCall = append(perCall, s.perCall...)
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	t.Logf("cost-cpu: provider=%s sessions=%d workspaces=%d children=%d calls-per-prompt=%d calls=%d cpu-us/call=%.0f provider-cpu-us/call=%.0f calls/s=%.0f p50-us/call=%.0f p99-us/call=%.0f",
+		kind, nSessions, len(wss), children, perPrompt, calls,
+		us(serveCPU)/float64(calls), us(provCPU)/float64(calls), float64(calls)/elapsed.Seconds(),
+		us(percentile(perCall, 0.5)), us(percentile(perCall, 0.99)))
+}
+
+// TestCostRSSPerSession measures the resident memory of serve and all its
+// children with each count of costRSSCounts of idle sessions, each in a
+// workspace of its own, the time of each POST /session, and the memory
+// left once every session is deleted.
+func TestCostRSSPerSession(t *testing.T) {
+	skipUnlessLoad(t)
+	bin := releaseBinary(t)
+	prov := startCostProvider(t, "minimal", bin)
+	for _, n := range costRSSCounts {
+		t.Run(fmt.Sprintf("sessions=%d", n), func(t *testing.T) {
+			var wss []string
+			for range n {
+				wss = append(wss, t.TempDir())
+			}
+			d, _, stop := startCostServe(t, bin, prov, wss, n)
+			defer stop()
+			td := &testDaemon{url: d.url}
+			alone, _ := treeRSS(t, d.pid)
+			var ids []string
+			var creates []time.Duration
+			all := time.Now()
+			for _, ws := range wss {
+				start := time.Now()
+				ids = append(ids, td.newSession(t, `{"cwd":`+strconv.Quote(ws)+`}`))
+				creates = append(creates, time.Since(start))
+			}
+			createAll := time.Since(all)
+			time.Sleep(costSettle)
+			idle, children := treeRSS(t, d.pid)
+			for _, id := range ids {
+				if r := td.do(t, "DELETE", "/session/"+id, ""); r.status != http.StatusNoContent {
+					t.Fatalf("DELETE /session/%s = %d %s", id, r.status, r.body)
+				}
+			}
+			deadline := time.Now().Add(costChildrenExit)
+			for len(descendants(t, d.pid)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(costSettle)
+			after, left := treeRSS(t, d.pid)
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+			t.Logf("cost-rss: sessions=%d workspaces=%d children=%d daemon-alone-kB=%d total-MB=%.1f kB/session=%d added-kB/session=%d create-p50-ms=%.2f create-p99-ms=%.2f create-total-s=%.2f after-delete-MB=%.1f children-after-delete=%d",
+				n, len(wss), children, alone, float64(idle)/1024, idle/n, (idle-alone)/n,
+				ms(percentile(creates, 0.5)), ms(percentile(creates, 0.99)), createAll.Seconds(), float64(after)/1024, left)
+		})
+	}
+}
