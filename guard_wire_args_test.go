@@ -147,3 +147,39 @@ func FuzzWireArguments(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPrepareArguments: serve's part of a prepare's arguments, the one
+// strict walk and digest, beside a decode and canonical re-encode of them.
+func BenchmarkPrepareArguments(b *testing.B) {
+	params := []byte(`{"sessionId":"0123456789abcdef0123456789abcdef","promptId":"fedcba9876543210fedcba9876543210","toolCallId":"call_1","toolName":"write_file","arguments":{"content":"` + strings.Repeat("hello world ", 40) + `","file_path":"/tmp/ws/out.txt"}}`)
+	b.Run("walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := prepareParams(params)
+			if err != nil {
+				b.Fatal(err)
+			}
+			argumentsDigest(p.Arguments)
+		}
+	})
+	b.Run("decode-reencode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var p struct {
+				SessionID  string          `json:"sessionId"`
+				PromptID   string          `json:"promptId"`
+				ToolCallID string          `json:"toolCallId"`
+				ToolName   string          `json:"toolName"`
+				Arguments  json.RawMessage `json:"arguments"`
+			}
+			if err := decodeStrict(params, &p); err != nil {
+				b.Fatal(err)
+			}
+			args, err := decodeProviderArguments(p.Arguments)
+			if err != nil {
+				b.Fatal(err)
+			}
+			canonicalArguments(args)
+		}
+	})
+}
