@@ -999,12 +999,18 @@ func invocationPromptID(s *session, rawInv json.RawMessage) (string, error) {
 // answer is read by the provider's decision rules: the reason is shown to
 // the model and the client, whoever the parent is.
 func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, error) {
+	// serve forwards the arguments as sent and digests them: they go in
+	// canonical form, so its digest is the provider's (DESIGN.md §8).
+	args, err := canonicalArgumentBytes(req.Arguments)
+	if err != nil {
+		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
+	}
 	raw, err := a.conn.call(ctx, methodGuardPrepare, map[string]any{
 		"sessionId":  req.SessionID,
 		"promptId":   req.PromptID,
 		"toolCallId": req.ToolCallID,
 		"toolName":   req.ToolName,
-		"arguments":  req.Arguments,
+		"arguments":  json.RawMessage(args),
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
@@ -1021,9 +1027,9 @@ func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, er
 
 // providerGuard asks the provider directly (standalone required mode).
 func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, error) {
-	args, err := json.Marshal(req.Arguments)
+	args, err := canonicalArgumentBytes(req.Arguments)
 	if err != nil {
-		return Decision{}, fmt.Errorf("encode arguments: %w", err)
+		return Decision{}, err
 	}
 	start := time.Now()
 	res := a.provider.prepare(ctx, prepareRequest{

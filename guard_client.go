@@ -198,22 +198,22 @@ type prepareResult struct {
 }
 
 // prepare asks the provider once whether call may execute now, filling in
-// its protocolVersion and requestId. There is no retry on any outcome
-// (DESIGN.md §1).
+// its protocolVersion and requestId. call.Arguments are sent as they are:
+// bytes checkWireArguments accepted or canonicalArgumentBytes made. There is
+// no retry on any outcome (DESIGN.md §1).
 func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepareResult {
 	res := prepareResult{RequestID: randomHex(randomIDBytes)}
 	fail := func(werr *wireError) prepareResult {
 		res.Category, res.Err = werr.Category, c.redact(werr)
 		return res
 	}
-	call.ProtocolVersion, call.RequestID, call.Arguments = wireProtocolVersion, res.RequestID, bytes.TrimSpace(call.Arguments)
+	call.ProtocolVersion, call.RequestID, call.Arguments = wireProtocolVersion, res.RequestID, trimJSONSpace(call.Arguments)
 	if len(call.Arguments) == 0 || call.Arguments[0] != '{' {
 		return fail(wireFail(failSchema, "arguments are not a JSON object"))
 	}
-	body, err := json.Marshal(call)
-	if err != nil {
-		return fail(wireFail(failSchema, "encode prepare request: %w", err))
-	}
+	// The arguments go as given, checked once by the caller (DESIGN.md §8).
+	size := prepareRequestFrame + len(call.Arguments) + len(call.RequestID) + len(call.SessionID) + len(call.PromptID) + len(call.ToolCallID) + len(call.ToolName)
+	body := appendPrepareRequest(make([]byte, 0, size), call)
 	if len(body) > maxWireRequest {
 		return fail(wireFail(failOversizeRequest, "prepare request is %d bytes, more than %d", len(body), maxWireRequest))
 	}

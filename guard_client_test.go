@@ -155,7 +155,8 @@ func TestClientRequestShape(t *testing.T) {
 		t.Errorf("request ids %q, %q: want fresh 32-digit hex ids", first.RequestID, second.RequestID)
 	}
 	s := seen[0]
-	want := fmt.Sprintf(`{"protocolVersion":1,"requestId":"%s","sessionId":"sess-1","promptId":"prompt-1","toolCallId":"call-1","toolName":"read_file","arguments":{"z":1,"a":[true,null],"m":{"k":"v"}}}`, first.RequestID)
+	// The arguments travel as given, trimmed, never re-encoded (DESIGN.md §8).
+	want := fmt.Sprintf(`{"protocolVersion":1,"requestId":"%s","sessionId":"sess-1","promptId":"prompt-1","toolCallId":"call-1","toolName":"read_file","arguments":{"z": 1, "a": [true, null], "m": {"k": "v"}}}`, first.RequestID)
 	if string(s.Body) != want {
 		t.Errorf("body\n%s\nwant\n%s", s.Body, want)
 	}

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -133,6 +135,24 @@ func wireString(m map[string]json.RawMessage, key string) (string, error) {
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", fmt.Errorf("field %q: %w", key, err)
+	}
+	return s, nil
+}
+
+// wireStringValue decodes raw, a JSON string a strict walk accepted;
+// without an escape it is the bytes between its quotes.
+func wireStringValue(raw json.RawMessage) (string, error) {
+	switch {
+	case raw == nil:
+		return "", errors.New("missing")
+	case len(raw) < 2 || raw[0] != '"':
+		return "", errors.New("not a string")
+	case bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw):
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
 	}
 	return s, nil
 }
@@ -329,10 +349,462 @@ func decodeProviderArguments(raw json.RawMessage) (map[string]any, error) {
 // canonicalArguments returns the canonical form of decoded arguments (Go's
 // json.Marshal of the value: object keys sorted, no insignificant white
 // space, numbers as written, strings escaped as encoding/json escapes them)
-// and its SHA-256 in hex, the argumentsSha256 of serve's decision log and of
-// the provider's audit log, so that their lines correlate.
+// and its argumentsDigest, the argumentsSha256 of the provider's audit log.
 func canonicalArguments(args map[string]any) (canonical []byte, digest string) {
 	canonical, _ = json.Marshal(args) // re-encoding a decoded value cannot fail
-	sum := sha256.Sum256(canonical)
-	return canonical, hex.EncodeToString(sum[:])
+	return canonical, argumentsDigest(canonical)
 }
+
+// argumentsDigest is the argumentsSha256 of arguments as they travel: the
+// SHA-256 of exactly these bytes, in hex (DESIGN.md §8).
+func argumentsDigest(args []byte) string {
+	sum := sha256.Sum256(args)
+	return hex.EncodeToString(sum[:])
+}
+
+// canonicalArgumentBytes encodes a call's final arguments as they travel to
+// the provider: their canonical form (canonicalArguments), which decoding
+// and re-encoding leaves as it is, so the digest serve takes of the bytes
+// it forwards equals the one the reference provider takes of what it
+// decoded (DESIGN.md §8). json.Marshal's form is that, but for a string
+// that is not valid UTF-8, which it spells \ufffd and which re-encodes as
+// the character itself: such arguments take one more round.
+func canonicalArgumentBytes(args map[string]any) ([]byte, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encode arguments: %w", err)
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return nil, errors.New("encode arguments: not an object")
+	}
+	if bytes.Contains(b, []byte(`\ufffd`)) {
+		m, err := decodeObject(b)
+		if err != nil {
+			return nil, fmt.Errorf("encode arguments: %w", err)
+		}
+		b, _ = canonicalArguments(m)
+	}
+	return b, nil
+}
+
+// Bounds of the arguments serve forwards. They travel inside one request
+// body, so no more than its bound; their nesting is encoding/json's limit,
+// so the provider decodes whatever serve forwards.
+const (
+	maxWireArguments      = maxWireRequest
+	maxWireArgumentsDepth = 10000
+)
+
+// checkWireArguments checks the final arguments of a call as a child sent
+// them, once and without building Go values: one JSON object, valid UTF-8,
+// no member name given twice in one object at any depth, nothing after it,
+// at most maxWireArguments bytes. It returns them trimmed of JSON white
+// space, the bytes to forward and to digest as they are.
+func checkWireArguments(raw []byte) ([]byte, error) {
+	raw, err := checkArgumentsBound(raw)
+	if err != nil {
+		return nil, err
+	}
+	w := strictWalk{data: raw}
+	if err := w.value(0); err != nil {
+		return nil, fmt.Errorf(`field "arguments": %w`, err)
+	}
+	if w.i != len(raw) {
+		return nil, errors.New(`field "arguments": trailing data after the object`)
+	}
+	return raw, nil
+}
+
+// checkArgumentsBound checks arguments a strict walk (strictMembers) already
+// accepted: one object within maxWireArguments. It returns them trimmed.
+func checkArgumentsBound(raw []byte) ([]byte, error) {
+	raw = trimJSONSpace(raw)
+	if len(raw) > maxWireArguments {
+		return nil, fmt.Errorf(`field "arguments": %d bytes, more than %d`, len(raw), maxWireArguments)
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New(`field "arguments" is not an object`)
+	}
+	return raw, nil
+}
+
+// trimJSONSpace trims JSON's white space, and nothing else, from both ends.
+func trimJSONSpace(b []byte) []byte {
+	return bytes.Trim(b, " \t\r\n")
+}
+
+// strictMembers checks data, one JSON object, as checkWireArguments checks
+// arguments (without their bound), and sets out[i] to the value of the member
+// named names[i]; a member of another name, spelled otherwise, or given
+// twice is an error. The values alias data.
+func strictMembers(data []byte, names []string, out []json.RawMessage) error {
+	w := strictWalk{data: data}
+	w.space()
+	if !w.eat('{') {
+		return fmt.Errorf("%s instead of an object", (&wireWalk{data: data, i: w.i}).describe())
+	}
+	for n := 0; ; n++ {
+		w.space()
+		if w.eat('}') {
+			break
+		}
+		if n > 0 && !w.eat(',') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		key, err := w.key()
+		if err != nil {
+			return err
+		}
+		k := slices.Index(names, string(key))
+		switch {
+		case k < 0:
+			return fmt.Errorf("unknown field %q", key)
+		case out[k] != nil:
+			return fmt.Errorf("duplicate field %q", key)
+		}
+		w.space()
+		if !w.eat(':') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		start := w.i
+		if err := w.value(1); err != nil {
+			return fmt.Errorf("field %q: %w", key, err)
+		}
+		out[k] = data[start:w.i]
+	}
+	w.space()
+	if w.i != len(data) {
+		return errors.New("trailing data after the object")
+	}
+	return nil
+}
+
+// strictWalk checks JSON as encoding/json reads it, plus what jsonstrict.go
+// refuses: invalid UTF-8 and a member name given twice in one object. It
+// builds no Go value: member names are compared as the bytes they are
+// (unescaped only when written with an escape).
+type strictWalk struct {
+	data []byte
+	i    int
+	// keys holds the member names of the objects open now, innermost last.
+	keys [][]byte
+}
+
+// strictWalkLinear is how many names an object's duplicate check compares
+// one by one; an object with more builds a set.
+const strictWalkLinear = 16
+
+var errStrictEnd = errors.New("unexpected end of JSON")
+
+func (w *strictWalk) space() {
+	for w.i < len(w.data) {
+		switch w.data[w.i] {
+		case ' ', '\t', '\r', '\n':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+func (w *strictWalk) eat(c byte) bool {
+	if w.i < len(w.data) && w.data[w.i] == c {
+		w.i++
+		return true
+	}
+	return false
+}
+
+// value checks one value at the walk's position, inside depth containers.
+func (w *strictWalk) value(depth int) error {
+	if w.i >= len(w.data) {
+		return errStrictEnd
+	}
+	switch c := w.data[w.i]; {
+	case c == '{':
+		return w.object(depth + 1)
+	case c == '[':
+		return w.array(depth + 1)
+	case c == '"':
+		_, err := w.str()
+		return err
+	case c == 't':
+		return w.literal("true")
+	case c == 'f':
+		return w.literal("false")
+	case c == 'n':
+		return w.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return w.number()
+	default:
+		return fmt.Errorf("invalid character %q at byte %d", c, w.i)
+	}
+}
+
+func (w *strictWalk) literal(lit string) error {
+	if !bytes.HasPrefix(w.data[w.i:], []byte(lit)) {
+		return fmt.Errorf("invalid literal at byte %d", w.i)
+	}
+	w.i += len(lit)
+	return nil
+}
+
+func (w *strictWalk) digits() int {
+	n := 0
+	for w.i < len(w.data) && w.data[w.i] >= '0' && w.data[w.i] <= '9' {
+		w.i++
+		n++
+	}
+	return n
+}
+
+func (w *strictWalk) number() error {
+	start := w.i
+	w.eat('-')
+	switch {
+	case w.eat('0'):
+	case w.digits() == 0:
+		return fmt.Errorf("invalid number at byte %d", start)
+	}
+	if w.eat('.') && w.digits() == 0 {
+		return fmt.Errorf("invalid number at byte %d", start)
+	}
+	if w.eat('e') || w.eat('E') {
+		if !w.eat('+') {
+			w.eat('-')
+		}
+		if w.digits() == 0 {
+			return fmt.Errorf("invalid number at byte %d", start)
+		}
+	}
+	return nil
+}
+
+// str checks the string at the walk's position and returns what is
+// between its quotes as written.
+func (w *strictWalk) str() ([]byte, error) {
+	start := w.i
+	w.i++ // the opening quote
+	for w.i < len(w.data) {
+		switch c := w.data[w.i]; {
+		case c == '"':
+			w.i++
+			return w.data[start+1 : w.i-1], nil
+		case c == '\\':
+			w.i++
+			if w.i >= len(w.data) {
+				return nil, errStrictEnd
+			}
+			switch w.data[w.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				w.i++
+			case 'u':
+				if w.i+4 >= len(w.data) {
+					return nil, errStrictEnd
+				}
+				for _, h := range w.data[w.i+1 : w.i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return nil, fmt.Errorf("invalid \\u escape at byte %d", w.i-1)
+					}
+				}
+				w.i += 5
+			default:
+				return nil, fmt.Errorf("invalid escape at byte %d", w.i-1)
+			}
+		case c < 0x20:
+			return nil, fmt.Errorf("control character in a string at byte %d", w.i)
+		case c < utf8.RuneSelf:
+			w.i++
+		default:
+			r, size := utf8.DecodeRune(w.data[w.i:])
+			if r == utf8.RuneError && size == 1 {
+				return nil, fmt.Errorf("invalid UTF-8 at byte %d", w.i)
+			}
+			w.i += size
+		}
+	}
+	return nil, errStrictEnd
+}
+
+// key checks a member name and returns it as encoding/json reads it.
+func (w *strictWalk) key() ([]byte, error) {
+	if w.i >= len(w.data) || w.data[w.i] != '"' {
+		return nil, errors.New("malformed object")
+	}
+	start := w.i
+	inner, err := w.str()
+	if err != nil {
+		return nil, err
+	}
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return inner, nil
+	}
+	var s string
+	if err := json.Unmarshal(w.data[start:w.i], &s); err != nil {
+		return nil, fmt.Errorf("member name: %w", err)
+	}
+	return []byte(s), nil
+}
+
+func (w *strictWalk) object(depth int) error {
+	if depth > maxWireArgumentsDepth {
+		return fmt.Errorf("nested more than %d deep", maxWireArgumentsDepth)
+	}
+	w.i++ // '{'
+	base := len(w.keys)
+	defer func() { w.keys = w.keys[:base] }()
+	var set map[string]struct{} // the names, once there are many
+	for n := 0; ; n++ {
+		w.space()
+		if n == 0 && w.eat('}') {
+			return nil
+		}
+		key, err := w.key()
+		if err != nil {
+			return err
+		}
+		switch {
+		case set != nil:
+			if _, dup := set[string(key)]; dup {
+				return fmt.Errorf("duplicate field %q", key)
+			}
+			set[string(key)] = struct{}{}
+		default:
+			for _, k := range w.keys[base:] {
+				if bytes.Equal(k, key) {
+					return fmt.Errorf("duplicate field %q", key)
+				}
+			}
+			w.keys = append(w.keys, key)
+			if len(w.keys)-base > strictWalkLinear {
+				set = make(map[string]struct{}, 2*strictWalkLinear)
+				for _, k := range w.keys[base:] {
+					set[string(k)] = struct{}{}
+				}
+				w.keys = w.keys[:base]
+			}
+		}
+		w.space()
+		if !w.eat(':') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		if err := w.value(depth); err != nil {
+			return err
+		}
+		w.space()
+		if w.eat('}') {
+			return nil
+		}
+		if !w.eat(',') {
+			return errors.New("malformed object")
+		}
+	}
+}
+
+func (w *strictWalk) array(depth int) error {
+	if depth > maxWireArgumentsDepth {
+		return fmt.Errorf("nested more than %d deep", maxWireArgumentsDepth)
+	}
+	w.i++ // '['
+	for n := 0; ; n++ {
+		w.space()
+		if n == 0 && w.eat(']') {
+			return nil
+		}
+		if err := w.value(depth); err != nil {
+			return err
+		}
+		w.space()
+		if w.eat(']') {
+			return nil
+		}
+		if !w.eat(',') {
+			return errors.New("malformed array")
+		}
+	}
+}
+
+// appendPrepareRequest appends the body of POST /v1/prepare for call, in
+// wire order and as json.Marshal writes it, but for the arguments: they are
+// appended as given, which are bytes checkWireArguments accepted or
+// canonicalArgumentBytes made (DESIGN.md §8).
+func appendPrepareRequest(dst []byte, call prepareRequest) []byte {
+	dst = append(dst, `{"protocolVersion":`...)
+	dst = strconv.AppendInt(dst, int64(call.ProtocolVersion), 10)
+	dst = append(dst, `,"requestId":`...)
+	dst = appendJSONString(dst, call.RequestID, true)
+	dst = append(dst, `,"sessionId":`...)
+	dst = appendJSONString(dst, call.SessionID, true)
+	dst = append(dst, `,"promptId":`...)
+	dst = appendJSONString(dst, call.PromptID, true)
+	dst = append(dst, `,"toolCallId":`...)
+	dst = appendJSONString(dst, call.ToolCallID, true)
+	dst = append(dst, `,"toolName":`...)
+	dst = appendJSONString(dst, call.ToolName, true)
+	dst = append(dst, `,"arguments":`...)
+	dst = append(dst, call.Arguments...)
+	return append(dst, '}')
+}
+
+// prepareRequestFrame is the bytes of a prepare body besides its strings and
+// arguments, a capacity hint.
+const prepareRequestFrame = 128
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it (with escapeHTML as json.Marshal, without as an Encoder after
+// SetEscapeHTML(false)): invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendJSONString(dst []byte, s string, escapeHTML bool) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || c != '<' && c != '>' && c != '&') {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"

@@ -309,6 +309,37 @@ func newBoundedStreamLog(ringSize, maxSubs int, budget *eventBudget, limitHit fu
 	return l
 }
 
+// appendUpdateEnvelope appends the streamEnvelope of a session update,
+// member for member as the encoder writes it. The update goes as received,
+// not inspected: it is a member of a line rpcConn checked with json.Valid
+// (or JSON serve encoded), and holds no line break.
+func appendUpdateEnvelope(dst []byte, id int64, typ, promptID, originator string, u sessionUpdateEvent, millis int64) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = strconv.AppendInt(dst, id, 10)
+	dst = append(dst, `,"v":1,"type":`...)
+	dst = appendJSONString(dst, typ, false)
+	if promptID != "" {
+		dst = append(dst, `,"promptId":`...)
+		dst = appendJSONString(dst, promptID, false)
+	}
+	dst = append(dst, `,"data":{"sessionId":`...)
+	dst = appendJSONString(dst, u.SessionID, false)
+	dst = append(dst, `,"update":`...)
+	dst = append(dst, u.Update...)
+	dst = append(dst, '}')
+	if originator != "" {
+		dst = append(dst, `,"originatorClientId":`...)
+		dst = appendJSONString(dst, originator, false)
+	}
+	dst = append(dst, `,"_meta":{"serverTimestamp":`...)
+	dst = strconv.AppendInt(dst, millis, 10)
+	return append(dst, '}', '}')
+}
+
+// updateEnvelopeFrame is the bytes of an update's envelope besides its
+// strings and the update, a capacity hint.
+const updateEnvelopeFrame = 128
+
 // envelopeBuffers holds encoder buffers between publications; an event
 // keeps an exact copy, never the buffer and its spare capacity.
 var envelopeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -333,11 +364,27 @@ func (l *streamLog) publishFrom(typ, promptID, originator string, data any) {
 		l.mu.Unlock()
 		return
 	}
-	if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, OriginatorClientID: originator, Meta: envelopeMeta{time.Now().UnixMilli()}}); err != nil {
-		l.mu.Unlock()
-		return
+	var encoded []byte
+	if u, ok := data.(sessionUpdateEvent); ok && len(u.Update) > 0 {
+		// The hottest event: built by appending, the update as received.
+		if bytes.ContainsAny(u.Update, "\r\n") {
+			// White space that would split the event's one data line.
+			var compact bytes.Buffer
+			if json.Compact(&compact, u.Update) != nil {
+				l.mu.Unlock()
+				return
+			}
+			u.Update = compact.Bytes()
+		}
+		buf.Grow(len(u.Update) + len(u.SessionID) + len(typ) + len(promptID) + len(originator) + updateEnvelopeFrame)
+		encoded = appendUpdateEnvelope(buf.AvailableBuffer(), l.nextID, typ, promptID, originator, u, time.Now().UnixMilli())
+	} else {
+		if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, OriginatorClientID: originator, Meta: envelopeMeta{time.Now().UnixMilli()}}); err != nil {
+			l.mu.Unlock()
+			return
+		}
+		encoded = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
-	encoded := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	ev := &streamEvent{id: l.nextID, typ: typ, data: make([]byte, len(encoded)), refs: 1}
 	copy(ev.data, encoded)
 	l.budget.add(ev.cost())

@@ -150,17 +150,38 @@ func (o *serveObserver) toolUpdate(update json.RawMessage) {
 	if o == nil || !bytes.Contains(update, []byte(`"tool_call_update"`)) {
 		return
 	}
-	var u struct {
-		SessionUpdate string `json:"sessionUpdate"`
-		Status        string `json:"status"`
-		Meta          struct {
-			ToolName string `json:"toolName"`
-		} `json:"_meta"`
-	}
-	if json.Unmarshal(update, &u) != nil || u.SessionUpdate != "tool_call_update" || (u.Status != "completed" && u.Status != toolStatusFailed) {
+	// Only three members are read: the update is walked, not decoded.
+	var u struct{ SessionUpdate, Status, ToolName string }
+	w := wireWalk{data: update}
+	err := w.object(func(key string) error {
+		switch key {
+		case "sessionUpdate":
+			u.SessionUpdate = wireWalkString(&w)
+		case "status":
+			u.Status = wireWalkString(&w)
+		case "_meta":
+			meta := w.value()
+			if string(meta) == "null" {
+				return nil
+			}
+			mw := wireWalk{data: meta}
+			return mw.object(func(key string) error {
+				if key == "toolName" {
+					u.ToolName = wireWalkString(&mw)
+				} else {
+					mw.value()
+				}
+				return nil
+			})
+		default:
+			w.value()
+		}
+		return nil
+	})
+	if err != nil || u.SessionUpdate != "tool_call_update" || (u.Status != "completed" && u.Status != toolStatusFailed) {
 		return
 	}
-	tool := u.Meta.ToolName
+	tool := u.ToolName
 	if !toolLabelOK(tool) {
 		tool = toolLabelOther
 	}
@@ -171,6 +192,20 @@ func (o *serveObserver) toolUpdate(update json.RawMessage) {
 		key.tool = toolLabelOther
 	}
 	o.tools[key]++
+}
+
+// wireWalkString moves w past the value at its position and returns it if
+// it is a JSON string, else "".
+func wireWalkString(w *wireWalk) string {
+	raw := w.value()
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	s, err := wireStringValue(raw)
+	if err != nil {
+		return ""
+	}
+	return s
 }
 
 // toolLabelOK accepts the characters of canonical and MCP tool names, which

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -37,13 +38,40 @@ func (ch *acpChannel) session(id string) *hostSession {
 	return s
 }
 
+// guardPrepareMembers are the members of a child's prepare params, in the
+// order prepareParams reads them.
+var guardPrepareMembers = []string{"sessionId", "promptId", "toolCallId", "toolName", "arguments", "_meta"}
+
 type guardPrepareParams struct {
-	SessionID  string          `json:"sessionId"`
-	PromptID   string          `json:"promptId"`
-	ToolCallID string          `json:"toolCallId"`
-	ToolName   string          `json:"toolName"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Meta       json.RawMessage `json:"_meta"`
+	SessionID, PromptID, ToolCallID, ToolName string
+	// Arguments are the bytes forwarded to the provider, checked once
+	// (checkWireArguments) and never re-encoded.
+	Arguments json.RawMessage
+}
+
+// prepareParams reads a child's prepare params in one strict walk that
+// builds no Go value of the arguments: exact member names, none given twice
+// at any depth, every string field present, arguments one object within
+// maxWireArguments.
+func prepareParams(params json.RawMessage) (guardPrepareParams, error) {
+	var p guardPrepareParams
+	var m [6]json.RawMessage
+	if err := strictMembers(params, guardPrepareMembers, m[:]); err != nil {
+		return p, err
+	}
+	for i, dst := range []*string{&p.SessionID, &p.PromptID, &p.ToolCallID, &p.ToolName} {
+		s, err := wireStringValue(m[i])
+		if err != nil {
+			return p, fmt.Errorf("field %q: %w", guardPrepareMembers[i], err)
+		}
+		*dst = s
+	}
+	if m[4] == nil {
+		return p, errors.New(`missing field "arguments"`)
+	}
+	args, err := checkArgumentsBound(m[4])
+	p.Arguments = args
+	return p, err
 }
 
 // prepare answers one child's request for a decision: the channel must own
@@ -52,7 +80,6 @@ type guardPrepareParams struct {
 // re-check that the prompt is still active before an allow leaves.
 func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMessage) Decision {
 	start := time.Now()
-	var p guardPrepareParams
 	rec := decisionRecord{}
 	record := func(outcome string) error {
 		rec.Outcome, rec.LatencyUs = outcome, time.Since(start).Microseconds()
@@ -63,13 +90,11 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		d.obs.decided(outcome)
 		return Decision{Allowed: false, Reason: reason}
 	}
-	if err := decodeStrict(params, &p); err != nil {
-		return deny(outcomeMalformed, guardFailedReason)
-	}
+	p, err := prepareParams(params)
 	rec.SessionID, rec.PromptID, rec.ToolCallID, rec.ToolName = p.SessionID, p.PromptID, p.ToolCallID, p.ToolName
-	args, err := decodeProviderArguments(p.Arguments)
 	if err == nil {
-		_, rec.ArgumentsSha256 = canonicalArguments(args)
+		// The digest of exactly the bytes forwarded, taken here once (DESIGN.md §8).
+		rec.ArgumentsSha256 = argumentsDigest(p.Arguments)
 	}
 	if err != nil || p.ToolName == "" {
 		return deny(outcomeMalformed, guardFailedReason)
