@@ -263,7 +263,18 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
 	a.settingsRequired = opts.Guard.required() || sys.env.privateGuard != ""
 	a.settingsCache = newSettingsCache(opts.SettingsSources, opts.SettingsOptions, func(l *settingsLoad) (*sessionSettings, error) {
-		return deriveSessionSettings(l, opts.DisabledSlashCommands)
+		ss, err := deriveSessionSettings(l, opts.DisabledSlashCommands)
+		if err != nil || opts.SessionSandbox == nil {
+			return ss, err
+		}
+		// The sandbox is the session's workspace's, not the start
+		// directory's: a child of serve starts in "/".
+		cfg, err := opts.SessionSandbox(l)
+		if err != nil {
+			return nil, err
+		}
+		ss.Sandbox = &cfg
+		return ss, nil
 	})
 	// Each agent names the settings files it read: a child may read
 	// another workspace's than serve (DESIGN.md §10). The start
@@ -612,7 +623,7 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
 	var err error
-	if s.sandbox, err = newSandboxSession(a.sandbox, s.cwd, a.env); err != nil {
+	if s.sandbox, err = newSandboxSession(a.sessionSandbox(ss), s.cwd, a.env); err != nil {
 		// No session whose tools would run unconfined.
 		return &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("%s: %v", op, err)}
 	}
@@ -636,6 +647,22 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	a.sessions[id] = s
 	a.mu.Unlock()
 	return nil
+}
+
+// sessionSandbox is the sandbox of a session with settings ss: the one its
+// workspace's settings resolve to, under what the kernel allows as checked
+// at the start (startSandbox). A default workspace profile on a kernel
+// without Landlock is off, as the start warned once; one asked for
+// explicitly stays on, and newSandboxSession refuses the session.
+func (a *agent) sessionSandbox(ss *sessionSettings) sandboxConfig {
+	if ss.Sandbox == nil || sandboxTestOverride != nil {
+		return a.sandbox
+	}
+	cfg := *ss.Sandbox
+	if cfg.on() && !cfg.Explicit && a.sandboxABI == 0 {
+		return sandboxConfig{Profile: sandboxOff}
+	}
+	return cfg
 }
 
 // sessionModes is the modes member of a session/new or session/load result.

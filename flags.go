@@ -165,6 +165,9 @@ type acpOptions struct {
 	LogJSON            bool       // --log-format json; text otherwise
 	LogLevel           slog.Level // --log-level
 	Sandbox            sandboxConfig
+	// SessionSandbox resolves a session's sandbox from its settings load:
+	// the flags over its workspace's tools.sandbox* keys; nil: Sandbox.
+	SessionSandbox func(*settingsLoad) (sandboxConfig, error)
 	// PermissionTimeout cancels a session/request_permission the client has
 	// not answered by then, as serve's flag of the same name; 0 waits.
 	PermissionTimeout time.Duration
@@ -713,6 +716,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
 		return acpOptions{}, err
 	}
+	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
 		return acpOptions{}, err
 	}
