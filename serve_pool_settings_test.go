@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -47,4 +48,38 @@ func TestServePoolSandboxPerSession(t *testing.T) {
 	if entries, _ := os.ReadDir(shared); len(entries) != 1 {
 		t.Errorf("shared directory holds %d files, want the first workspace's only", len(entries))
 	}
+}
+
+// TestACPSandboxPerSessionWorkspace: a standalone acp confines each session
+// by its own workspace's settings too, whichever directory it started in.
+func TestACPSandboxPerSessionWorkspace(t *testing.T) {
+	requireLandlock(t)
+	shared := t.TempDir()
+	wss := []string{t.TempDir(), t.TempDir()}
+	writeFileAll(t, filepath.Join(wss[0], ".qwen", "settings.json"), `{"tools":{"sandboxWrite":[`+strconv.Quote(shared)+`]}}`)
+	c := startACP(t, nil, []string{"--" + flagGuardMode + "=" + guardModeOff, "--" + flagSandbox, sandboxWorkspace})
+	for i, ws := range wss {
+		sid := c.newYoloSession(ws)
+		name := "from-" + strconv.Itoa(i) + ".txt"
+		c.prompt(sid, `call run_shell_command {"command":"echo hi > `+filepath.Join(shared, name)+`"}`, "")
+		if got, want := fileExists(filepath.Join(shared, name)), i == 0; got != want {
+			t.Errorf("session in workspace %d: writing the shared directory succeeded = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// TestACPSandboxSessionSettingsError: a workspace file whose sandbox keys
+// confine nothing under the agent's flags fails that workspace's
+// session/new with the file and key named; another workspace's session
+// still opens.
+func TestACPSandboxSessionSettingsError(t *testing.T) {
+	bad, good := t.TempDir(), t.TempDir()
+	file := writeFileAll(t, filepath.Join(bad, ".qwen", "settings.json"), `{"tools":{"sandboxWrite":[`+strconv.Quote(good)+`]}}`)
+	c := startACP(t, nil, []string{"--" + flagGuardMode + "=" + guardModeOff})
+	r := c.call(methodSessionNew, map[string]any{"cwd": bad, "mcpServers": []any{}})
+	want := `settings "` + file + `": key "` + keySandboxWrite + `": confines nothing`
+	if r.Error == nil || !strings.Contains(r.Error.Message, want) {
+		t.Errorf("session/new in a workspace with %s and the sandbox off = %+v, want an error containing %q", keySandboxWrite, r.Error, want)
+	}
+	c.newSession(good)
 }
