@@ -264,16 +264,25 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	a.settingsRequired = opts.Guard.required() || sys.env.privateGuard != ""
 	a.settingsCache = newSettingsCache(opts.SettingsSources, opts.SettingsOptions, func(l *settingsLoad) (*sessionSettings, error) {
 		ss, err := deriveSessionSettings(l, opts.DisabledSlashCommands)
-		if err != nil || opts.SessionSandbox == nil {
-			return ss, err
-		}
-		// The sandbox is the session's workspace's, not the start
-		// directory's: a child of serve starts in "/".
-		cfg, err := opts.SessionSandbox(l)
 		if err != nil {
 			return nil, err
 		}
-		ss.Sandbox = &cfg
+		// The sandbox and the prompt are the session's workspace's, not
+		// the start directory's: a child of serve starts in "/".
+		if opts.SessionSandbox != nil {
+			cfg, err := opts.SessionSandbox(l)
+			if err != nil {
+				return nil, err
+			}
+			ss.Sandbox = &cfg
+		}
+		if opts.SessionSystemPrompt != nil {
+			sp, err := opts.SessionSystemPrompt(l.Settings)
+			if err != nil {
+				return nil, err
+			}
+			ss.SystemPrompt = &sp
+		}
 		return ss, nil
 	})
 	// Each agent names the settings files it read: a child may read
@@ -635,7 +644,11 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout,
 	}, requested.notices)
 	if _, scripted := a.model.(scriptedModel); !scripted {
-		s.system = sessionSystemPrompt(a.systemPrompt, s.cwd, a.offeredTools(s, &toolEnv{}), a.log.With("session", id))
+		sp := a.systemPrompt
+		if ss.SystemPrompt != nil {
+			sp = *ss.SystemPrompt
+		}
+		s.system = sessionSystemPrompt(sp, s.cwd, a.offeredTools(s, &toolEnv{}), a.log.With("session", id))
 	}
 	a.mu.Lock()
 	if _, taken := a.sessions[id]; taken {

@@ -185,6 +185,9 @@ type acpOptions struct {
 	// SystemPrompt replaces the built-in system prompt (agent_prompt.go):
 	// --system-prompt-file, else QWEN_SYSTEM_MD.
 	SystemPrompt systemPromptSource
+	// SessionSystemPrompt finds a session's replacement prompt from its
+	// settings; nil: SystemPrompt for every session.
+	SessionSystemPrompt func(*settings) (systemPromptSource, error)
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -731,6 +734,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
 		return acpOptions{}, err
 	}
+	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
 		return acpOptions{}, err

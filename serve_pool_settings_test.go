@@ -83,3 +83,20 @@ func TestACPSandboxSessionSettingsError(t *testing.T) {
 	}
 	c.newSession(good)
 }
+
+// TestSystemPromptPerSessionWorkspace: a workspace file's env block names
+// the replacement prompt of that workspace's sessions only, whichever
+// directory acp started in.
+func TestSystemPromptPerSessionWorkspace(t *testing.T) {
+	prompt := filepath.Join(t.TempDir(), "ws.md")
+	mustWrite(t, prompt, "PROMPT OF THE WORKSPACE")
+	wss := []string{t.TempDir(), t.TempDir()}
+	writeFileAll(t, filepath.Join(wss[0], ".qwen", "settings.json"), `{"env":{"QWEN_SYSTEM_MD":`+strconv.Quote(prompt)+`}}`)
+	c, rec := startModelACP(t, nil)
+	for i, ws := range wss {
+		got := systemMessage(t, c, rec, ws)
+		if replaced := strings.HasPrefix(got, "PROMPT OF THE WORKSPACE"); replaced != (i == 0) {
+			t.Errorf("session in workspace %d: prompt replaced = %v, want %v; prompt:\n%s", i, replaced, i == 0, got)
+		}
+	}
+}
