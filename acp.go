@@ -263,7 +263,27 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
 	a.settingsRequired = opts.Guard.required() || sys.env.privateGuard != ""
 	a.settingsCache = newSettingsCache(opts.SettingsSources, opts.SettingsOptions, func(l *settingsLoad) (*sessionSettings, error) {
-		return deriveSessionSettings(l, opts.DisabledSlashCommands)
+		ss, err := deriveSessionSettings(l, opts.DisabledSlashCommands)
+		if err != nil {
+			return nil, err
+		}
+		// The sandbox and the prompt are the session's workspace's, not
+		// the start directory's: a child of serve starts in "/".
+		if opts.SessionSandbox != nil {
+			cfg, err := opts.SessionSandbox(l)
+			if err != nil {
+				return nil, err
+			}
+			ss.Sandbox = &cfg
+		}
+		if opts.SessionSystemPrompt != nil {
+			sp, err := opts.SessionSystemPrompt(l.Settings)
+			if err != nil {
+				return nil, err
+			}
+			ss.SystemPrompt = &sp
+		}
+		return ss, nil
 	})
 	// Each agent names the settings files it read: a child may read
 	// another workspace's than serve (DESIGN.md §10). The start
@@ -612,7 +632,7 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
 	var err error
-	if s.sandbox, err = newSandboxSession(a.sandbox, s.cwd, a.env); err != nil {
+	if s.sandbox, err = newSandboxSession(a.sessionSandbox(ss), s.cwd, a.env); err != nil {
 		// No session whose tools would run unconfined.
 		return &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("%s: %v", op, err)}
 	}
@@ -624,7 +644,11 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout,
 	}, requested.notices)
 	if _, scripted := a.model.(scriptedModel); !scripted {
-		s.system = sessionSystemPrompt(a.systemPrompt, s.cwd, a.offeredTools(s, &toolEnv{}), a.log.With("session", id))
+		sp := a.systemPrompt
+		if ss.SystemPrompt != nil {
+			sp = *ss.SystemPrompt
+		}
+		s.system = sessionSystemPrompt(sp, s.cwd, a.offeredTools(s, &toolEnv{}), a.log.With("session", id))
 	}
 	a.mu.Lock()
 	if _, taken := a.sessions[id]; taken {
@@ -636,6 +660,22 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	a.sessions[id] = s
 	a.mu.Unlock()
 	return nil
+}
+
+// sessionSandbox is the sandbox of a session with settings ss: the one its
+// workspace's settings resolve to, under what the kernel allows as checked
+// at the start (startSandbox). A default workspace profile on a kernel
+// without Landlock is off, as the start warned once; one asked for
+// explicitly stays on, and newSandboxSession refuses the session.
+func (a *agent) sessionSandbox(ss *sessionSettings) sandboxConfig {
+	if ss.Sandbox == nil || sandboxTestOverride != nil {
+		return a.sandbox
+	}
+	cfg := *ss.Sandbox
+	if cfg.on() && !cfg.Explicit && a.sandboxABI == 0 {
+		return sandboxConfig{Profile: sandboxOff}
+	}
+	return cfg
 }
 
 // sessionModes is the modes member of a session/new or session/load result.

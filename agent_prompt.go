@@ -86,6 +86,19 @@ func resolveSystemPrompt(flagFile string, env *procEnv, st *settings) (systemPro
 	return readSystemPromptFile(from, p)
 }
 
+// systemPromptForSessions returns how a session's replacement prompt is
+// found: the flag's file and the process environment are the start's, read
+// once; only when neither names one does a session's settings env block,
+// its workspace's (DESIGN.md §10), name the file. nil: the start's for all.
+func systemPromptForSessions(flagFile string, env *procEnv) func(st *settings) (systemPromptSource, error) {
+	if flagFile != "" || env.lookup(envSystemMD) != "" {
+		return nil
+	}
+	return func(st *settings) (systemPromptSource, error) {
+		return resolveSystemPrompt("", env, st)
+	}
+}
+
 // readSystemPromptFile reads an operator's replacement prompt.
 func readSystemPromptFile(from, path string) (systemPromptSource, error) {
 	abs, err := filepath.Abs(path)

@@ -165,6 +165,9 @@ type acpOptions struct {
 	LogJSON            bool       // --log-format json; text otherwise
 	LogLevel           slog.Level // --log-level
 	Sandbox            sandboxConfig
+	// SessionSandbox resolves a session's sandbox from its settings load:
+	// the flags over its workspace's tools.sandbox* keys; nil: Sandbox.
+	SessionSandbox func(*settingsLoad) (sandboxConfig, error)
 	// PermissionTimeout cancels a session/request_permission the client has
 	// not answered by then, as serve's flag of the same name; 0 waits.
 	PermissionTimeout time.Duration
@@ -182,6 +185,9 @@ type acpOptions struct {
 	// SystemPrompt replaces the built-in system prompt (agent_prompt.go):
 	// --system-prompt-file, else QWEN_SYSTEM_MD.
 	SystemPrompt systemPromptSource
+	// SessionSystemPrompt finds a session's replacement prompt from its
+	// settings; nil: SystemPrompt for every session.
+	SessionSystemPrompt func(*settings) (systemPromptSource, error)
 }
 
 // Model choices of "acpguard acp", and the environment of the OpenAI-compatible
@@ -713,6 +719,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
 		return acpOptions{}, err
 	}
+	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
 		return acpOptions{}, err
 	}
@@ -727,6 +734,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
 		return acpOptions{}, err
 	}
+	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
 		return acpOptions{}, err

@@ -344,6 +344,17 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	return c, nil
 }
 
+// forSessions returns how each session's sandbox is resolved: the same
+// flags and mode default as the start's, over the settings of the
+// session's own workspace (DESIGN.md §10), whose file loaded as trusted
+// or with its sandbox keys dropped, as at the start. operatorFile names
+// the --settings file in errors when no file set the key.
+func (f *sandboxFlags) forSessions(operatorFile string, requiredDefault bool) func(*settingsLoad) (sandboxConfig, error) {
+	return func(l *settingsLoad) (sandboxConfig, error) {
+		return f.resolve(l.Settings, l.originOf("tools", operatorFile), requiredDefault)
+	}
+}
+
 // requiredModeSandbox is the sandbox of required mode when the operator
 // chose nothing, for a serve assembled without flags (the demo).
 func requiredModeSandbox() sandboxConfig {

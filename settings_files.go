@@ -584,6 +584,13 @@ type sessionSettings struct {
 	Settings       *settings
 	MCP            []mcpServerConfig
 	MCPCallTimeout time.Duration
+	// Sandbox is the sandbox its sessions' tools, hooks and MCP servers
+	// start in, resolved from these settings (sandbox_flags.go); nil: the
+	// agent's.
+	Sandbox *sandboxConfig
+	// SystemPrompt is its sessions' replacement prompt when their settings
+	// name it (agent_prompt.go); nil: the agent's.
+	SystemPrompt *systemPromptSource
 }
 
 // settingsStamp is what shows that a settings file changed: whether it is
