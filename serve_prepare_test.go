@@ -436,3 +436,19 @@ func TestDecisionRecordLine(t *testing.T) {
 		t.Errorf("decision line %q read back as %+v, %v", b.Bytes(), back, err)
 	}
 }
+
+// TestGuardPrepareParamsRoundTrip checks that the params a child writes for
+// a prepare read back in serve as the same ids and the same argument bytes.
+func TestGuardPrepareParamsRoundTrip(t *testing.T) {
+	for _, s := range []string{"plain", `q"uo\te`, "<a>&b", "ctl\x01\n", "\u2028é😀"} {
+		args := []byte(`{"file_path":"/w/a.txt","content":"x<y"}`)
+		req := GuardRequest{SessionID: "s" + s, PromptID: "p" + s, ToolCallID: "c" + s, ToolName: "t" + s}
+		p, err := prepareParams(appendGuardPrepareParams(req, args))
+		if err != nil {
+			t.Fatalf("params for %q: %v", s, err)
+		}
+		if p.SessionID != req.SessionID || p.PromptID != req.PromptID || p.ToolCallID != req.ToolCallID || p.ToolName != req.ToolName || string(p.Arguments) != string(args) {
+			t.Errorf("params for %q read back as %+v", s, p)
+		}
+	}
+}
