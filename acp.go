@@ -1045,13 +1045,7 @@ func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, er
 	if err != nil {
 		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
 	}
-	raw, err := a.conn.call(ctx, methodGuardPrepare, map[string]any{
-		"sessionId":  req.SessionID,
-		"promptId":   req.PromptID,
-		"toolCallId": req.ToolCallID,
-		"toolName":   req.ToolName,
-		"arguments":  json.RawMessage(args),
-	})
+	raw, err := a.conn.call(ctx, methodGuardPrepare, json.RawMessage(appendGuardPrepareParams(req, args)))
 	if err != nil {
 		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
 	}
@@ -1063,6 +1057,24 @@ func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, er
 		}
 	}
 	return Decision{}, fmt.Errorf("prepare answer from parent: %w", werr)
+}
+
+// appendGuardPrepareParams writes the params of a prepare request to the
+// parent, the members guardPrepareMembers names, without reflection over a
+// map: args are the canonical bytes, sent as they are (DESIGN.md §8).
+func appendGuardPrepareParams(req GuardRequest, args []byte) []byte {
+	dst := make([]byte, 0, prepareRequestFrame+len(args)+len(req.SessionID)+len(req.PromptID)+len(req.ToolCallID)+len(req.ToolName))
+	dst = append(dst, `{"sessionId":`...)
+	dst = appendJSONString(dst, req.SessionID, false)
+	dst = append(dst, `,"promptId":`...)
+	dst = appendJSONString(dst, req.PromptID, false)
+	dst = append(dst, `,"toolCallId":`...)
+	dst = appendJSONString(dst, req.ToolCallID, false)
+	dst = append(dst, `,"toolName":`...)
+	dst = appendJSONString(dst, req.ToolName, false)
+	dst = append(dst, `,"arguments":`...)
+	dst = append(dst, args...)
+	return append(dst, '}')
 }
 
 // providerGuard asks the provider directly (standalone required mode).

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -38,6 +39,13 @@ type providerClient struct {
 	timeout  time.Duration
 	http     *http.Client
 	invalid  error // a configuration the client refuses to use; every call fails
+
+	// Built once for every request: the URL of each route, and the headers
+	// for the token they carry. A request only reads them (net/http's client
+	// and transport never write to a request's URL or Header), so they are
+	// shared.
+	routes map[string]*url.URL
+	header atomic.Pointer[tokenHeader]
 
 	// The pinned address, and the provider every connection must reach:
 	// recorded by the last successful handshake, nil before one.
@@ -93,6 +101,10 @@ func newProviderClient(cfg guardConfig) *providerClient {
 	c.hostPort = net.JoinHostPort(host, port)
 	c.origin = u.Scheme + "://" + c.hostPort
 	c.dialAddr = netip.AddrPortFrom(netip.MustParseAddr(dialHost), uint16(portNum))
+	c.routes = map[string]*url.URL{}
+	for _, route := range []string{wirePathHandshake, wirePathPrepare} {
+		c.routes[route] = &url.URL{Scheme: u.Scheme, Host: c.hostPort, Path: route}
+	}
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12} // system roots only
 	if host == loopbackName {
 		tlsConf.ServerName = loopbackName
@@ -238,17 +250,25 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 	}
 	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.origin+route, bytes.NewReader(body))
-	if err != nil {
-		return nil, &wireError{Category: failTransport, Err: err}
+	hdr := c.header.Load()
+	if hdr == nil || hdr.token != c.token {
+		hdr = newTokenHeader(c.token)
+		c.header.Store(hdr)
+	}
+	u := c.routes[route]
+	if u == nil {
+		return nil, wireFail(failTransport, "POST %s: not a route of the guard protocol", route)
 	}
 	// net/http re-sends a POST only when a reused idle connection failed
-	// before a single byte of it was written, so the provider still sees at
-	// most one request; it never replays one the provider may have received.
-	req.Host = c.hostPort
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", wireContentType)
-	req.Header.Set("Accept", wireContentType)
+	// before a single byte of it was written (it rewinds the body through
+	// GetBody), so the provider still sees at most one request; it never
+	// replays one the provider may have received.
+	req := (&http.Request{
+		Method: http.MethodPost, URL: u, Host: c.hostPort, Header: hdr.h,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+	}).WithContext(callCtx)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, c.classify(ctx, callCtx, err)
@@ -271,6 +291,20 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 		return nil, wireFail(failOversizeResponse, "POST %s: response over %d bytes", route, maxWireResponse)
 	}
 	return data, nil
+}
+
+// tokenHeader is the headers of every request, built for one token.
+type tokenHeader struct {
+	token string
+	h     http.Header
+}
+
+func newTokenHeader(token string) *tokenHeader {
+	return &tokenHeader{token: token, h: http.Header{
+		"Authorization": {"Bearer " + token},
+		"Content-Type":  {wireContentType},
+		"Accept":        {wireContentType},
+	}}
 }
 
 // classify names a failed exchange: a failed identity check (the request

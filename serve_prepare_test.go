@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -408,5 +409,46 @@ func TestServeE2EForgingChild(t *testing.T) {
 	}
 	if _, calls := prov.counts(); calls != 1 {
 		t.Errorf("provider saw %d prepares, want 1 (only the genuine one)", calls)
+	}
+}
+
+// TestDecisionRecordLine pins the decision log's line to json.Marshal of
+// decisionRecord: the same members in the same order, strings escaped the
+// same way, whatever a child put in its ids.
+func TestDecisionRecordLine(t *testing.T) {
+	for _, s := range []string{"", "plain", `q"uo\te`, "<a>&b", "ctl\x00\x1f\n\t", "bad\xffutf8\xc3", "\u2028\u2029", "é✓😀", strings.Repeat("x", 300)} {
+		rec := decisionRecord{Time: "2026-01-02T03:04:05.123456789Z", SessionID: s, PromptID: "p" + s, ToolCallID: s + "c",
+			RequestID: "r", ToolName: s, ArgumentsSha256: "abc", Outcome: outcomeAllowed, LatencyUs: -7 + int64(len(s))}
+		want, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendDecisionRecord(nil, rec); string(got) != string(want)+"\n" {
+			t.Errorf("decision line for %q:\n got %s\nwant %s", s, got, want)
+		}
+	}
+	var b bytes.Buffer
+	if err := (&decisionLog{w: &b}).write(decisionRecord{Outcome: outcomeDenied}); err != nil {
+		t.Fatal(err)
+	}
+	var back decisionRecord
+	if err := decodeStrict(bytes.TrimSuffix(b.Bytes(), []byte("\n")), &back); err != nil || back.Time == "" || back.Outcome != outcomeDenied {
+		t.Errorf("decision line %q read back as %+v, %v", b.Bytes(), back, err)
+	}
+}
+
+// TestGuardPrepareParamsRoundTrip checks that the params a child writes for
+// a prepare read back in serve as the same ids and the same argument bytes.
+func TestGuardPrepareParamsRoundTrip(t *testing.T) {
+	for _, s := range []string{"plain", `q"uo\te`, "<a>&b", "ctl\x01\n", "\u2028é😀"} {
+		args := []byte(`{"file_path":"/w/a.txt","content":"x<y"}`)
+		req := GuardRequest{SessionID: "s" + s, PromptID: "p" + s, ToolCallID: "c" + s, ToolName: "t" + s}
+		p, err := prepareParams(appendGuardPrepareParams(req, args))
+		if err != nil {
+			t.Fatalf("params for %q: %v", s, err)
+		}
+		if p.SessionID != req.SessionID || p.PromptID != req.PromptID || p.ToolCallID != req.ToolCallID || p.ToolName != req.ToolName || string(p.Arguments) != string(args) {
+			t.Errorf("params for %q read back as %+v", s, p)
+		}
 	}
 }
