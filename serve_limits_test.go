@@ -229,7 +229,9 @@ func TestServeInitializeTimeout(t *testing.T) {
 }
 
 func TestServePromptDeadline(t *testing.T) {
-	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PromptDeadline: testTimeout(500 * time.Millisecond)}}, fakeChildEnv(""))
+	// The deadline also bounds the second, real turn: room for a loaded
+	// machine to run it; the first never ends and waits it out once.
+	td := startTestDaemon(t, serveOptions{Limits: serveLimits{PromptDeadline: testTimeout(2 * time.Second)}}, fakeChildEnv(""))
 	id := td.newSession(t, "")
 	pid, evs := td.runTurn(t, id, "wait")
 	var end turnComplete
