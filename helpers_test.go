@@ -172,11 +172,10 @@ func processGone(pid int) bool {
 // SIGKILL to a process that is not our child.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	for range 1000 {
+	for deadline := time.Now().Add(testTimeout(20 * time.Second)); time.Now().Before(deadline); sleepBriefly() {
 		if processGone(pid) {
 			return
 		}
-		sleepBriefly()
 	}
 	t.Errorf("process %d still runs", pid)
 }
@@ -220,7 +219,8 @@ func processAlive(pid int) bool {
 // readPIDFile polls for a file holding a pid, written by a shell tool.
 func readPIDFile(t *testing.T, path string) int {
 	t.Helper()
-	for range 500 {
+	// A guarded shell call on a loaded machine takes seconds.
+	for deadline := time.Now().Add(testTimeout(30 * time.Second)); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if data, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(data), "\n") {
 			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 			if err != nil {
@@ -228,7 +228,6 @@ func readPIDFile(t *testing.T, path string) int {
 			}
 			return pid
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("the shell tool never wrote %s", path)
 	return 0

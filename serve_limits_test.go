@@ -148,17 +148,11 @@ func TestServeSubscriberLimit(t *testing.T) {
 	}
 	// A closed stream frees its place once the daemon notices.
 	closeSecond()
-	for i := 0; ; i++ {
+	waitFor(t, "a third stream to be accepted after the second closed", func() bool {
 		status, _, closeThird := td.getEvents(t, id)
 		closeThird()
-		if status == http.StatusOK {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("a third stream is still refused (%d) after the second closed", status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return status == http.StatusOK
+	})
 }
 
 func TestServeEventRingSize(t *testing.T) {
