@@ -44,8 +44,12 @@ const (
 
 // Limits of the event streams.
 const (
-	// A slow subscriber is dropped; it never stalls the child.
-	subscriberQueue = 256
+	// A slow subscriber is dropped; it never stalls the child. A prompt's
+	// echo alone is up to maxPromptBlocks events, published at once before
+	// a host on a busy machine reads any: the queue holds four such bursts,
+	// so only a host that stopped reading is dropped. The bytes bound below
+	// still caps what waits.
+	subscriberQueue = 4 * maxPromptBlocks
 	// A subscriber's queue is bounded in bytes too. A healthy host's handler
 	// takes its whole queue each time it writes, so only a host that stopped
 	// reading lets more than one child line's worth of events wait. An event
