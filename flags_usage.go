@@ -320,7 +320,7 @@ in acpguard_serve_limit_hits_total):
         session_limit_exceeded with Retry-After.
   --max-children N
         ACP child processes the sessions of every workspace are placed on,
-        1 through 64 (default 2); a new session goes to the child with the
+        1 through 64 (default 4); a new session goes to the child with the
         fewest sessions, and a new child starts only while fewer run.
   --max-subscribers-per-session N
         event streams of one session, 1 through 1000 (default 8); one more is

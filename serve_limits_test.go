@@ -294,7 +294,7 @@ func TestParseServeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: testTimeout(10 * time.Second), SessionIdleTimeout: testTimeout(30 * time.Minute), MaxEventMemory: 256 << 20, MaxChildren: 2}
+	want := serveLimits{MaxSessions: 32, MaxSubscribers: 8, EventRingSize: 4096, InitializeTimeout: testTimeout(10 * time.Second), SessionIdleTimeout: testTimeout(30 * time.Minute), MaxEventMemory: 256 << 20, MaxChildren: 4}
 	if opts.Limits != want || opts.LogJSON || opts.LogLevel != 0 {
 		t.Errorf("defaults = %+v json=%v level=%v, want %+v", opts.Limits, opts.LogJSON, opts.LogLevel, want)
 	}

@@ -59,10 +59,15 @@ func loadDenied(name string) bool {
 	return c%loadDenyEvery == 0
 }
 
+// loadHost is the host of the load and cost runs: it keeps a connection per
+// session alive, as a pooling host does (http.DefaultClient keeps two), so
+// a run measures prompts, not serve's check of each new connection's peer.
+var loadHost = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+
 // postPrompt is td.prompt for goroutines other than the test's.
 func postPrompt(base, id, text string) (string, error) {
 	body, _ := json.Marshal(map[string]any{"prompt": []map[string]string{{"type": "text", "text": text}}})
-	resp, err := http.Post(base+"/session/"+id+"/prompt", "application/json", strings.NewReader(string(body)))
+	resp, err := loadHost.Post(base+"/session/"+id+"/prompt", "application/json", strings.NewReader(string(body)))
 	if err != nil {
 		return "", err
 	}
@@ -343,6 +348,7 @@ func TestLoadServe(t *testing.T) {
 		t.Fatalf("serveDaemon: %v", err)
 	}
 	http.DefaultClient.CloseIdleConnections()
+	loadHost.CloseIdleConnections()
 	data, _ := os.ReadFile(logPath)
 	outcomes := map[string]int{}
 	for _, rec := range decisions(t, string(data)) {
