@@ -69,6 +69,7 @@ type daemon struct {
 	settingsArgs []string       // --no-user-settings, --trust-workspace-settings
 	systemFile   string         // --system-prompt-file or QWEN_SYSTEM_MD's file, for the children
 	sandbox      sandboxInForce // checked against the kernel; given to every child
+	sandboxFlags *sandboxGiven  // serve's --sandbox* flags; nil: sandbox whole
 	port         string
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
@@ -133,6 +134,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err != nil {
 		return err
 	}
+	d.sandboxFlags = opts.SandboxFlags
 	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	d.events = newEventBudget(d.limits.MaxEventMemory)
 	d.obs.events = d.events
