@@ -241,8 +241,10 @@ type serveOptions struct {
 	// Model is the model service serve calls for its children
 	// (serve_model.go); BaseURL "" runs the scripted model.
 	Model openAIConfig
-	// SystemPrompt is checked at start; its File goes to every child as
-	// --system-prompt-file.
+	// SystemPrompt is the operator's (the flag's or the process
+	// environment's); its File goes to every child as
+	// --system-prompt-file. One a settings env block names is each
+	// session's, found by its child.
 	SystemPrompt systemPromptSource
 }
 
