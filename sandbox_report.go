@@ -58,7 +58,8 @@ func startSandbox(cfg sandboxConfig, log *slog.Logger) (sandboxInForce, error) {
 
 // sandboxReport is the sandbox in force as /capabilities and the ACP
 // initialize result show it. serve's is the base its children get
-// (childArgs); a session's workspace file may narrow it for that session.
+// (childArgs); a session's workspace file, where it is trusted, may
+// change it for that session (DESIGN.md §10).
 type sandboxReport struct {
 	Profile     string `json:"profile"`     // "workspace" or "off"
 	LandlockABI int    `json:"landlockAbi"` // the kernel's; 0 without Landlock

@@ -210,3 +210,39 @@ func TestServeSystemPromptOfItsWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestServeChildSandboxArgsAreTheOperators: serve gives its children the
+// sandbox flags it was given and a network or Unix "none" of its operator
+// file, never what its first workspace's file says.
+func TestServeChildSandboxArgsAreTheOperators(t *testing.T) {
+	shared, ws := t.TempDir(), t.TempDir()
+	writeFileAll(t, filepath.Join(ws, ".qwen", "settings.json"), `{"tools":{"sandbox":true,"sandboxWrite":[`+strconv.Quote(shared)+`],"sandboxNetwork":"none"}}`)
+	operator := writeSettings(t, `{"tools":{"sandbox":true,"sandboxUnix":"none"}}`)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "--sandbox-unix none"},
+		{[]string{"--sandbox", "workspace", "--sandbox-write", shared}, "--sandbox workspace --sandbox-write " + shared + " --sandbox-unix none"},
+		{[]string{"--sandbox-network", "all"}, "--sandbox-network all --sandbox-unix none"},
+	}
+	for _, tt := range tests {
+		sys, _, _ := testSystem("HOME="+t.TempDir(), envSystemMD+"=")
+		opts, err := parseServeArgs(append([]string{"--workspace", ws, "--settings", operator}, tt.args...), sys)
+		if err != nil {
+			t.Fatalf("serve %q: %v", tt.args, err)
+		}
+		d := &daemon{sys: sys, sandbox: sandboxInForce{Config: opts.Sandbox}, sandboxFlags: opts.SandboxFlags}
+		var got []string
+		args := d.childCommand("/bin/acpguard").Args
+		for i := 0; i < len(args); i++ {
+			if strings.HasPrefix(args[i], "--sandbox") {
+				got = append(got, args[i], args[i+1])
+				i++
+			}
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("serve %q: children's sandbox flags %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}
