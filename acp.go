@@ -326,13 +326,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	}
 	// Before anything can start a tool: the kernel decides what the
 	// sandbox can be.
-	// A managed child's default falls back as serve's did, which warned
-	// once for all its children (DESIGN.md §5).
-	sandboxLog := a.log
-	if a.managed {
-		sandboxLog = slog.New(slog.DiscardHandler)
-	}
-	inForce, err := startSandbox(a.sandbox, sandboxLog)
+	inForce, err := startSandbox(a.sandbox, a.log)
 	if err != nil {
 		return err
 	}

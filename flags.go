@@ -238,6 +238,9 @@ type serveOptions struct {
 	// children; nil for a serve assembled without flags, whose children
 	// get Sandbox whole.
 	SandboxFlags *sandboxGiven
+	// FirstWorkspaceSandbox is the sandbox of the first workspace's
+	// sessions, checked against the kernel at start as Sandbox is.
+	FirstWorkspaceSandbox *sandboxConfig
 	// Model is the model service serve calls for its children
 	// (serve_model.go); BaseURL "" runs the scripted model.
 	Model openAIConfig
@@ -891,9 +894,11 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	// The first workspace's sandbox keys are checked as its sessions' child
 	// will resolve them; the sandbox serve reports and gives its children
 	// is the base, without any workspace's file.
-	if _, err = sandbox.resolve(opts.Settings, opts.SettingsLoad.originOf("tools", opts.SettingsFile), opts.Guard.required()); err != nil {
+	first, err := sandbox.resolve(opts.Settings, opts.SettingsLoad.originOf("tools", opts.SettingsFile), opts.Guard.required())
+	if err != nil {
 		return serveOptions{}, err
 	}
+	opts.FirstWorkspaceSandbox = &first
 	if opts.Sandbox, err = sandbox.resolve(base.Settings, base.originOf("tools", opts.SettingsFile), opts.Guard.required()); err != nil {
 		// Keys that confine nothing without a workspace that turns the
 		// sandbox on: the base is off, and a session of a workspace that
