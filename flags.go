@@ -233,12 +233,23 @@ type serveOptions struct {
 	Limits                serveLimits
 	LogJSON               bool       // --log-format json; text otherwise
 	LogLevel              slog.Level // the zero Level is info
-	Sandbox               sandboxConfig
+	// Sandbox is the base the children confine with: serve's flags over
+	// the settings layers that are no workspace's file.
+	Sandbox sandboxConfig
+	// SandboxFlags are the --sandbox* flags serve was given, for its
+	// children; nil for a serve assembled without flags, whose children
+	// get Sandbox whole.
+	SandboxFlags *sandboxGiven
+	// FirstWorkspaceSandbox is the sandbox of the first workspace's
+	// sessions, checked against the kernel at start as Sandbox is.
+	FirstWorkspaceSandbox *sandboxConfig
 	// Model is the model service serve calls for its children
 	// (serve_model.go); BaseURL "" runs the scripted model.
 	Model openAIConfig
-	// SystemPrompt is checked at start; its File goes to every child as
-	// --system-prompt-file.
+	// SystemPrompt is the operator's (the flag's or the process
+	// environment's); its File goes to every child as
+	// --system-prompt-file. One a settings env block names is each
+	// session's, found by its child.
 	SystemPrompt systemPromptSource
 }
 
@@ -841,13 +852,27 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	// check; each session's child reads those of the session's workspace
 	// at session/new (DESIGN.md §10).
 	opts.NoUserSettings, opts.TrustWorkspaceSettings = *noUser, *trustWorkspace
-	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(settings.value, settingsSourcesOf(env),
-		settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: opts.Guard.required()}); err != nil {
+	src := settingsSourcesOf(env)
+	so := settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: opts.Guard.required()}
+	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(settings.value, src, so); err != nil {
 		return serveOptions{}, err
 	}
 	opts.Settings = opts.SettingsLoad.Settings
+	// What serve gives its children is no workspace's: its own flags and
+	// environment, over the layers that are no workspace's file, so that
+	// one workspace's file never reaches another's sessions (DESIGN.md §10).
+	so.Workspace, so.Operator = "", opts.SettingsFile
+	base, err := loadSettingsFiles(src, so)
+	if err != nil {
+		return serveOptions{}, &usageError{err}
+	}
 	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, opts.Settings); err != nil {
 		return serveOptions{}, err
+	}
+	if systemPromptForSessions(systemPromptFile.value, env) != nil {
+		// Named by a settings env block, not by the operator: checked above
+		// for the first workspace; each child finds each session's own.
+		opts.SystemPrompt = systemPromptSource{}
 	}
 	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, opts.Hostname.loopback); err != nil {
 		return serveOptions{}, err
@@ -868,9 +893,21 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Model, err = serveModelConfig(env, opts.Settings); err != nil {
 		return serveOptions{}, err
 	}
-	if opts.Sandbox, err = sandbox.resolve(opts.Settings, opts.SettingsLoad.originOf("tools", opts.SettingsFile), opts.Guard.required()); err != nil {
+	// The first workspace's sandbox keys are checked as its sessions' child
+	// will resolve them; the sandbox serve reports and gives its children
+	// is the base, without any workspace's file.
+	first, err := sandbox.resolve(opts.Settings, opts.SettingsLoad.originOf("tools", opts.SettingsFile), opts.Guard.required())
+	if err != nil {
 		return serveOptions{}, err
 	}
+	opts.FirstWorkspaceSandbox = &first
+	if opts.Sandbox, err = sandbox.resolve(base.Settings, base.originOf("tools", opts.SettingsFile), opts.Guard.required()); err != nil {
+		// Keys that confine nothing without a workspace that turns the
+		// sandbox on: the base is off, and a session of a workspace that
+		// does not turn it on is refused by its child with this error.
+		opts.Sandbox = sandboxConfig{Profile: sandboxOff}
+	}
+	opts.SandboxFlags = sandbox.given()
 	n, ok = parseDigits(maxPending.value)
 	if !ok || n < 1 || n > maxMaxPendingPrompts {
 		return serveOptions{}, usagef("--max-pending-prompts-per-session %q: must be an integer from 1 through %d", maxPending.value, maxMaxPendingPrompts)

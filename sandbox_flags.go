@@ -355,6 +355,19 @@ func (f *sandboxFlags) forSessions(operatorFile string, requiredDefault bool) fu
 	}
 }
 
+// sandboxGiven are the --sandbox* flags of serve's command line, already
+// checked by resolve, as serve gives them to its children.
+type sandboxGiven struct {
+	profile, network, unix string // "" not given
+	read, write            []string
+}
+
+// given returns the flags the operator gave.
+func (f *sandboxFlags) given() *sandboxGiven {
+	return &sandboxGiven{profile: f.profile.value, network: f.network.value, unix: f.unix.value,
+		read: slices.Clone(f.read), write: slices.Clone(f.write)}
+}
+
 // requiredModeSandbox is the sandbox of required mode when the operator
 // chose nothing, for a serve assembled without flags (the demo).
 func requiredModeSandbox() sandboxConfig {

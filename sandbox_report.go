@@ -57,7 +57,9 @@ func startSandbox(cfg sandboxConfig, log *slog.Logger) (sandboxInForce, error) {
 }
 
 // sandboxReport is the sandbox in force as /capabilities and the ACP
-// initialize result show it.
+// initialize result show it. serve's is the base its children get
+// (childArgs); a session's workspace file, where it is trusted, may
+// change it for that session (DESIGN.md §10).
 type sandboxReport struct {
 	Profile     string `json:"profile"`     // "workspace" or "off"
 	LandlockABI int    `json:"landlockAbi"` // the kernel's; 0 without Landlock
@@ -90,13 +92,47 @@ func (s sandboxInForce) logAttr() slog.Attr {
 	return slog.Group("sandbox", "profile", r.Profile, "landlockAbi", r.LandlockABI, "network", r.Network, "unix", r.Unix)
 }
 
-// childArgs are the flags that give an ACP child the sandbox in force in
-// serve, so that the child confines exactly as serve reports. The profile is
-// always given: a managed child's own default is not serve's to assume.
-// The child reads the settings file again: where serve has no read or
-// write list, the child takes the list the file has when the child starts,
-// which only an edit of the operator's own file can change.
-func (s sandboxInForce) childArgs() []string {
+// childArgs are the sandbox flags serve gives each ACP child. Each child
+// resolves each session's sandbox from them over the settings of that
+// session's workspace (DESIGN.md §10), so serve gives only what is the
+// operator's: its own flags as given, which win over every file, as they
+// would in one acp. A base network or Unix "none" is always given too,
+// so that a settings file edited after serve started cannot open them for
+// a later child; "all" is never given when the operator did not, so that
+// a session's workspace file may still deny them for its own sessions.
+// The profile is given when the operator gave it; otherwise the child's
+// default is the guard mode's, as serve's is, and a session's workspace
+// file may turn the sandbox on. Config is serve's report of that base.
+// g nil: Config is the operator's whole, for a serve assembled without
+// flags.
+func (s sandboxInForce) childArgs(g *sandboxGiven) []string {
+	if g == nil {
+		return s.wholeArgs()
+	}
+	var args []string
+	if g.profile != "" {
+		args = append(args, "--"+flagSandbox, g.profile)
+	}
+	for _, p := range g.read {
+		args = append(args, "--"+flagSandboxRead, p)
+	}
+	for _, p := range g.write {
+		args = append(args, "--"+flagSandboxWrite, p)
+	}
+	r := s.report()
+	for _, a := range []struct{ flag, given, base string }{{flagSandboxNetwork, g.network, r.Network}, {flagSandboxUnix, g.unix, r.Unix}} {
+		switch {
+		case a.given != "":
+			args = append(args, "--"+a.flag, a.given)
+		case a.base == sandboxNone:
+			args = append(args, "--"+a.flag, sandboxNone)
+		}
+	}
+	return args
+}
+
+// wholeArgs give a child Config whole, profile, lists, network and Unix.
+func (s sandboxInForce) wholeArgs() []string {
 	c := s.Config
 	if !c.on() {
 		return []string{"--" + flagSandbox, sandboxOff}
@@ -108,8 +144,6 @@ func (s sandboxInForce) childArgs() []string {
 	for _, p := range c.Write {
 		args = append(args, "--"+flagSandboxWrite, p)
 	}
-	// Network and Unix are always given, so a settings file edited after
-	// serve started cannot change them for a later child.
 	r := s.report()
 	return append(args, "--"+flagSandboxNetwork, r.Network, "--"+flagSandboxUnix, r.Unix)
 }

@@ -69,6 +69,7 @@ type daemon struct {
 	settingsArgs []string       // --no-user-settings, --trust-workspace-settings
 	systemFile   string         // --system-prompt-file or QWEN_SYSTEM_MD's file, for the children
 	sandbox      sandboxInForce // checked against the kernel; given to every child
+	sandboxFlags *sandboxGiven  // serve's --sandbox* flags; nil: sandbox whole
 	port         string
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
@@ -129,9 +130,22 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err := d.setModel(opts); err != nil {
 		return err
 	}
+	if c := opts.FirstWorkspaceSandbox; c != nil {
+		// What the first workspace's file asks of the kernel stops the
+		// start as the base would; its fallback warning is the base's.
+		if _, err := startSandbox(*c, slog.New(slog.DiscardHandler)); err != nil {
+			return err
+		}
+	}
 	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
 	if err != nil {
 		return err
+	}
+	d.sandboxFlags = opts.SandboxFlags
+	if opts.SandboxFlags != nil && opts.Sandbox.on() && !sandbox.Config.on() {
+		// Without Landlock the default fell back to off with serve's one
+		// warning: the children are told off, so they do not warn again.
+		d.sandboxFlags = &sandboxGiven{profile: sandboxOff}
 	}
 	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	d.events = newEventBudget(d.limits.MaxEventMemory)

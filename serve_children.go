@@ -204,7 +204,7 @@ func (d *daemon) childCommand(exe string) *exec.Cmd {
 		args = append(args, "--disabled-slash-commands", strings.Join(d.disabled, ","))
 	}
 	args = append(args, d.childLog...)
-	args = append(args, d.sandbox.childArgs()...)
+	args = append(args, d.sandbox.childArgs(d.sandboxFlags)...)
 	if !d.guarded {
 		// serve warned once about off mode; its children stay quiet.
 		args = append(args, "--"+flagGuardMode+"="+guardModeOff)
