@@ -1,6 +1,9 @@
 // jsonstrict.go owns the one strict JSON decoder that every reader of
 // another process's bytes, and of the settings file, uses: member names
-// spelled exactly, none given twice, no trailing data, numbers kept as written.
+// spelled exactly, none given twice, no trailing data, numbers kept as
+// written; and its walks over raw bytes: one over JSON already checked
+// (wireWalk) and one that checks by the same rules without building a Go
+// value (strictWalk), for bytes forwarded as they came.
 package main
 
 import (
@@ -384,4 +387,278 @@ func truncateForError(b []byte) string {
 		return string(b[:maxErrorQuote]) + "..."
 	}
 	return string(b)
+}
+
+// strictMembers checks data, one JSON object, as checkWireArguments checks
+// arguments (without their bound), and sets out[i] to the value of the member
+// named names[i]; a member of another name, spelled otherwise, or given
+// twice is an error. The values alias data.
+func strictMembers(data []byte, names []string, out []json.RawMessage) error {
+	w := strictWalk{wireWalk: wireWalk{data: data}}
+	w.space()
+	if !w.eat('{') {
+		return fmt.Errorf("%s instead of an object", (&wireWalk{data: data, i: w.i}).describe())
+	}
+	for n := 0; ; n++ {
+		w.space()
+		if w.eat('}') {
+			break
+		}
+		if n > 0 && !w.eat(',') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		key, err := w.key()
+		if err != nil {
+			return err
+		}
+		k := slices.Index(names, string(key))
+		switch {
+		case k < 0:
+			return fmt.Errorf("unknown field %q", key)
+		case out[k] != nil:
+			return fmt.Errorf("duplicate field %q", key)
+		}
+		w.space()
+		if !w.eat(':') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		start := w.i
+		if err := w.value(1); err != nil {
+			return fmt.Errorf("field %q: %w", key, err)
+		}
+		out[k] = data[start:w.i]
+	}
+	w.space()
+	if w.i != len(data) {
+		return errors.New("trailing data after the object")
+	}
+	return nil
+}
+
+// strictWalk checks JSON as encoding/json reads it, plus what jsonstrict.go
+// refuses: invalid UTF-8 and a member name given twice in one object. It
+// builds no Go value: member names are compared as the bytes they are
+// (unescaped only when written with an escape).
+type strictWalk struct {
+	wireWalk
+	// keys holds the member names of the objects open now, innermost last.
+	keys [][]byte
+}
+
+// strictWalkLinear is how many names an object's duplicate check compares
+// one by one; an object with more builds a set.
+const strictWalkLinear = 16
+
+var errStrictEnd = errors.New("unexpected end of JSON")
+
+// value checks one value at the walk's position, inside depth containers.
+func (w *strictWalk) value(depth int) error {
+	if w.i >= len(w.data) {
+		return errStrictEnd
+	}
+	switch c := w.data[w.i]; {
+	case c == '{':
+		return w.object(depth + 1)
+	case c == '[':
+		return w.array(depth + 1)
+	case c == '"':
+		_, err := w.str()
+		return err
+	case c == 't':
+		return w.literal("true")
+	case c == 'f':
+		return w.literal("false")
+	case c == 'n':
+		return w.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return w.number()
+	default:
+		return fmt.Errorf("invalid character %q at byte %d", c, w.i)
+	}
+}
+
+func (w *strictWalk) literal(lit string) error {
+	if !bytes.HasPrefix(w.data[w.i:], []byte(lit)) {
+		return fmt.Errorf("invalid literal at byte %d", w.i)
+	}
+	w.i += len(lit)
+	return nil
+}
+
+func (w *strictWalk) digits() int {
+	n := 0
+	for w.i < len(w.data) && w.data[w.i] >= '0' && w.data[w.i] <= '9' {
+		w.i++
+		n++
+	}
+	return n
+}
+
+func (w *strictWalk) number() error {
+	start := w.i
+	w.eat('-')
+	switch {
+	case w.eat('0'):
+	case w.digits() == 0:
+		return fmt.Errorf("invalid number at byte %d", start)
+	}
+	if w.eat('.') && w.digits() == 0 {
+		return fmt.Errorf("invalid number at byte %d", start)
+	}
+	if w.eat('e') || w.eat('E') {
+		if !w.eat('+') {
+			w.eat('-')
+		}
+		if w.digits() == 0 {
+			return fmt.Errorf("invalid number at byte %d", start)
+		}
+	}
+	return nil
+}
+
+// str checks the string at the walk's position and returns what is
+// between its quotes as written.
+func (w *strictWalk) str() ([]byte, error) {
+	start := w.i
+	w.i++ // the opening quote
+	for w.i < len(w.data) {
+		switch c := w.data[w.i]; {
+		case c == '"':
+			w.i++
+			return w.data[start+1 : w.i-1], nil
+		case c == '\\':
+			w.i++
+			if w.i >= len(w.data) {
+				return nil, errStrictEnd
+			}
+			switch w.data[w.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				w.i++
+			case 'u':
+				if w.i+4 >= len(w.data) {
+					return nil, errStrictEnd
+				}
+				for _, h := range w.data[w.i+1 : w.i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return nil, fmt.Errorf("invalid \\u escape at byte %d", w.i-1)
+					}
+				}
+				w.i += 5
+			default:
+				return nil, fmt.Errorf("invalid escape at byte %d", w.i-1)
+			}
+		case c < 0x20:
+			return nil, fmt.Errorf("control character in a string at byte %d", w.i)
+		case c < utf8.RuneSelf:
+			w.i++
+		default:
+			r, size := utf8.DecodeRune(w.data[w.i:])
+			if r == utf8.RuneError && size == 1 {
+				return nil, fmt.Errorf("invalid UTF-8 at byte %d", w.i)
+			}
+			w.i += size
+		}
+	}
+	return nil, errStrictEnd
+}
+
+// key checks a member name and returns it as encoding/json reads it.
+func (w *strictWalk) key() ([]byte, error) {
+	if w.i >= len(w.data) || w.data[w.i] != '"' {
+		return nil, errors.New("malformed object")
+	}
+	start := w.i
+	inner, err := w.str()
+	if err != nil {
+		return nil, err
+	}
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return inner, nil
+	}
+	var s string
+	if err := json.Unmarshal(w.data[start:w.i], &s); err != nil {
+		return nil, fmt.Errorf("member name: %w", err)
+	}
+	return []byte(s), nil
+}
+
+func (w *strictWalk) object(depth int) error {
+	if depth > maxWireArgumentsDepth {
+		return fmt.Errorf("nested more than %d deep", maxWireArgumentsDepth)
+	}
+	w.i++ // '{'
+	base := len(w.keys)
+	defer func() { w.keys = w.keys[:base] }()
+	var set map[string]struct{} // the names, once there are many
+	for n := 0; ; n++ {
+		w.space()
+		if n == 0 && w.eat('}') {
+			return nil
+		}
+		key, err := w.key()
+		if err != nil {
+			return err
+		}
+		switch {
+		case set != nil:
+			if _, dup := set[string(key)]; dup {
+				return fmt.Errorf("duplicate field %q", key)
+			}
+			set[string(key)] = struct{}{}
+		default:
+			for _, k := range w.keys[base:] {
+				if bytes.Equal(k, key) {
+					return fmt.Errorf("duplicate field %q", key)
+				}
+			}
+			w.keys = append(w.keys, key)
+			if len(w.keys)-base > strictWalkLinear {
+				set = make(map[string]struct{}, 2*strictWalkLinear)
+				for _, k := range w.keys[base:] {
+					set[string(k)] = struct{}{}
+				}
+				w.keys = w.keys[:base]
+			}
+		}
+		w.space()
+		if !w.eat(':') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		if err := w.value(depth); err != nil {
+			return err
+		}
+		w.space()
+		if w.eat('}') {
+			return nil
+		}
+		if !w.eat(',') {
+			return errors.New("malformed object")
+		}
+	}
+}
+
+func (w *strictWalk) array(depth int) error {
+	if depth > maxWireArgumentsDepth {
+		return fmt.Errorf("nested more than %d deep", maxWireArgumentsDepth)
+	}
+	w.i++ // '['
+	for n := 0; ; n++ {
+		w.space()
+		if n == 0 && w.eat(']') {
+			return nil
+		}
+		if err := w.value(depth); err != nil {
+			return err
+		}
+		w.space()
+		if w.eat(']') {
+			return nil
+		}
+		if !w.eat(',') {
+			return errors.New("malformed array")
+		}
+	}
 }
