@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -2866,4 +2867,27 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	d = slices.Clone(d)
 	slices.Sort(d)
 	return d[min(len(d)-1, int(p*float64(len(d))))]
+}
+
+// countingListener is a loopback TCP listener that accepts and closes every
+// connection and counts them; it closes with the test.
+func countingListener(t *testing.T) (net.Listener, *atomic.Int64) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := new(atomic.Int64)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	return l, accepted
 }

@@ -499,22 +499,7 @@ func TestSandboxTerminalInjection(t *testing.T) {
 // default it can.
 func TestSandboxNetworkNone(t *testing.T) {
 	ws := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	l, accepted := countingListener(t)
 	// A port free a moment ago: binding it is what the rule is about.
 	free, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -153,22 +152,7 @@ func TestServeSandboxNetworkNoneOfItsWorkspace(t *testing.T) {
 	if abi := requireLandlock(t); abi < sandboxNetworkABI {
 		t.Skipf("Landlock ABI %d cannot deny TCP connect", abi)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	l, accepted := countingListener(t)
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	wss := []string{t.TempDir(), t.TempDir()}
 	writeFileAll(t, filepath.Join(wss[1], ".qwen", "settings.json"), `{"tools":{"sandboxNetwork":"none"}}`)
