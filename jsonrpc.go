@@ -647,11 +647,33 @@ func (c *rpcConn) send(m rpcOut) error {
 	if err := enc.Encode(m); err != nil {
 		return fmt.Errorf("encode json-rpc message: %w", err)
 	}
+	return c.sendLine(b.Bytes())
+}
+
+// notifyRaw sends a notification whose params are already encoded: compact
+// JSON, as the encoder of send has them, so the line is the one notify
+// would write.
+func (c *rpcConn) notifyRaw(method string, params []byte) error {
+	b := make([]byte, 0, len(params)+len(method)+48)
+	b = append(b, `{"jsonrpc":"`+rpcVersion+`","method":`...)
+	b = appendJSONString(b, method, false)
+	b = append(b, `,"params":`...)
+	b = append(b, params...)
+	b = append(b, "}\n"...)
+	if err := c.sendLine(b); err != nil {
+		return fmt.Errorf("notify %q: %w", method, err)
+	}
+	return nil
+}
+
+// sendLine writes one encoded message, newline included: at once, or in
+// the batch of the write in progress.
+func (c *rpcConn) sendLine(line []byte) error {
 	c.wmu.Lock()
 	if !c.writing {
 		c.writing = true
 		c.wmu.Unlock()
-		err := c.write(b.Bytes())
+		err := c.write(line)
 		c.passWrite()
 		return err
 	}
@@ -661,7 +683,7 @@ func (c *rpcConn) send(m rpcOut) error {
 		batch = &rpcBatch{turn: make(chan struct{}), done: make(chan struct{})}
 		c.queued = batch
 	}
-	batch.lines = append(batch.lines, b.Bytes()...)
+	batch.lines = append(batch.lines, line...)
 	c.wmu.Unlock()
 	if !first {
 		<-batch.done
