@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 )
 
 // toolEvent is one tool_call or tool_call_update as it is sent: a JSON
@@ -34,13 +35,14 @@ func (a *agent) sendToolUpdate(sessionID string, u toolEvent) {
 			s.record.noteRaw(u.id, htmlEscaped(u.raw))
 		}
 	}
-	b := make([]byte, 0, len(sessionID)+len(u.raw)+32)
+	b := make([]byte, 0, len(sessionID)+len(u.raw)+80)
+	b = appendNotifyStart(b, methodSessionUpdate)
 	b = append(b, `{"sessionId":`...)
 	b = appendJSONString(b, sessionID, false)
 	b = append(b, `,"update":`...)
 	b = append(b, u.raw...)
-	b = append(b, '}')
-	if err := a.conn.notifyRaw(methodSessionUpdate, b); err != nil {
+	b = append(b, "}}\n"...)
+	if err := a.conn.notifyLine(methodSessionUpdate, b); err != nil {
 		a.log.Warn("send session/update", "session", sessionID, "err", err)
 	}
 }
@@ -144,6 +146,10 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 			return append(b, "true"...), nil
 		}
 		return append(b, "false"...), nil
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
 	case map[string]any:
 		if v == nil {
 			return append(b, "null"...), nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 )
 
@@ -41,6 +42,7 @@ func TestToolUpdateEncodingEqualsMapEncoding(t *testing.T) {
 		"content":   old,
 		"n":         json.Number("12.50"),
 		"i":         int64(-3),
+		"int":       42,
 		"f":         1.5e21,
 		"b":         true,
 		"nil":       nil,
@@ -161,4 +163,45 @@ func TestToolUpdateEncodingRefusesWhatTheEncoderRefuses(t *testing.T) {
 			t.Errorf("appendJSONValue(%T) encoded a value encoding/json refuses", v)
 		}
 	}
+}
+
+// BenchmarkToolUpdates encodes the three updates of one write_file call:
+// as maps through the generic encoder (the reference), and appended.
+func BenchmarkToolUpdates(b *testing.B) {
+	args := map[string]any{"file_path": "/home/user/project/src/f1.txt", "content": "hello world\n"}
+	d := &fileDiff{Path: "/home/user/project/src/f1.txt", New: "hello world\n"}
+	const id, sid, tool = "call_0123456789abcdef01234567", "sess_0123456789abcdef", "write_file"
+	output := "Wrote 12 bytes to /home/user/project/src/f1.txt"
+	rawOut := map[string]any{"path": d.Path, "bytes": 12}
+	b.Run("map", func(b *testing.B) {
+		enc := json.NewEncoder(io.Discard)
+		enc.SetEscapeHTML(false)
+		send := func(u map[string]any) {
+			if err := enc.Encode(rpcOut{JSONRPC: rpcVersion, Method: methodSessionUpdate,
+				Params: map[string]any{"sessionId": sid, "update": u}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		for range b.N {
+			send(map[string]any{"sessionUpdate": "tool_call", "toolCallId": id, "title": "f1.txt", "kind": kindEdit,
+				"status": "pending", "_meta": map[string]string{"toolName": tool}, "rawInput": args, "content": []any{mapDiff(d)}})
+			send(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress",
+				"_meta": map[string]string{"toolName": tool}})
+			send(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
+				"content":   []any{mapDiff(d), map[string]any{"type": "content", "content": map[string]string{"type": "text", "text": output}}},
+				"rawOutput": rawOut, "_meta": map[string]string{"toolName": tool}})
+		}
+	})
+	b.Run("appended", func(b *testing.B) {
+		a := &agent{conn: newRPCConn(bytes.NewReader(nil), io.Discard, rpcConfig{})}
+		b.ReportAllocs()
+		for range b.N {
+			input, _ := appendJSONValue(nil, args)
+			a.sendToolUpdate(sid, toolEvent{raw: toolPendingUpdate(id, "f1.txt", kindEdit, tool, input, d)})
+			a.sendToolUpdate(sid, toolEvent{raw: toolRunningUpdate(id, tool)})
+			out, _ := appendJSONValue(nil, rawOut)
+			a.sendToolUpdate(sid, toolEvent{raw: toolFinishUpdate(id, tool, "completed", output, d, out)})
+		}
+	})
 }

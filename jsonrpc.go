@@ -650,17 +650,18 @@ func (c *rpcConn) send(m rpcOut) error {
 	return c.sendLine(b.Bytes())
 }
 
-// notifyRaw sends a notification whose params are already encoded: compact
-// JSON, as the encoder of send has them, so the line is the one notify
-// would write.
-func (c *rpcConn) notifyRaw(method string, params []byte) error {
-	b := make([]byte, 0, len(params)+len(method)+48)
+// appendNotifyStart opens a notification line up to its params, which the
+// caller appends compact, as the encoder of send has them, then closes with
+// "}\n": the line is the one notify would write.
+func appendNotifyStart(b []byte, method string) []byte {
 	b = append(b, `{"jsonrpc":"`+rpcVersion+`","method":`...)
 	b = appendJSONString(b, method, false)
-	b = append(b, `,"params":`...)
-	b = append(b, params...)
-	b = append(b, "}\n"...)
-	if err := c.sendLine(b); err != nil {
+	return append(b, `,"params":`...)
+}
+
+// notifyLine sends a notification line appendNotifyStart began.
+func (c *rpcConn) notifyLine(method string, line []byte) error {
+	if err := c.sendLine(line); err != nil {
 		return fmt.Errorf("notify %q: %w", method, err)
 	}
 	return nil
