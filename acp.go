@@ -1215,43 +1215,29 @@ func (o *callObserver) name(call toolCall) string {
 
 func (o *callObserver) toolPending(call toolCall, title, kind string, args map[string]any) {
 	o.canonical = call.Name // runTool passes the canonical name
-	u := map[string]any{
-		"sessionUpdate": "tool_call",
-		"toolCallId":    call.ID,
-		"title":         title,
-		"kind":          kind,
-		"status":        "pending",
-		"_meta":         map[string]string{"toolName": o.canonical},
+	var rawInput any = args
+	if args == nil {
+		rawInput = rawInputOf(call.Args)
 	}
-	if args != nil {
-		u["rawInput"] = args
-	} else {
-		u["rawInput"] = rawInputOf(call.Args)
+	input, err := appendJSONValue(nil, rawInput)
+	if err != nil {
+		o.a.log.Warn("send session/update", "session", o.sessionID, "err", err)
+		return
 	}
 	// Only a prepared call has its tool's kind (an unprepared one is
 	// announced as other), so the preview runs on final arguments only: the
 	// change the user is about to be asked to approve.
+	var d *fileDiff
 	if kind == kindEdit {
-		if d := previewChange(o.env, o.canonical, args); d != nil {
-			u["content"] = []any{diffContent(d)}
-		}
+		d = previewChange(o.env, o.canonical, args)
 	}
-	o.a.update(o.sessionID, u)
-}
-
-// diffContent is d as ACP diff tool-call content; oldText is null for a
-// new file.
-func diffContent(d *fileDiff) map[string]any {
-	return map[string]any{"type": "diff", "path": d.Path, "oldText": d.Old, "newText": d.New}
+	o.a.sendToolUpdate(o.sessionID, toolEvent{id: call.ID, kind: "tool_call", status: "pending",
+		raw: toolPendingUpdate(call.ID, title, kind, o.canonical, input, d)})
 }
 
 func (o *callObserver) toolRunning(call toolCall) {
-	o.a.update(o.sessionID, map[string]any{
-		"sessionUpdate": "tool_call_update",
-		"toolCallId":    call.ID,
-		"status":        "in_progress",
-		"_meta":         map[string]string{"toolName": o.name(call)},
-	})
+	o.a.sendToolUpdate(o.sessionID, toolEvent{id: call.ID, kind: "tool_call_update", status: "in_progress",
+		raw: toolRunningUpdate(call.ID, o.name(call))})
 }
 
 // finish reports how the call ended. ACP has no cancelled tool status: a
@@ -1272,21 +1258,13 @@ func (o *callObserver) finish(call toolCall, res toolResult) {
 	default:
 		raw = withOutcome(raw, "errorType", res.ErrorType, res.Output)
 	}
-	content := []any{map[string]any{
-		"type":    "content",
-		"content": map[string]string{"type": "text", "text": res.Output},
-	}}
-	if res.Diff != nil {
-		content = append([]any{diffContent(res.Diff)}, content...)
+	output, err := appendJSONValue(nil, raw)
+	if err != nil {
+		o.a.log.Warn("send session/update", "session", o.sessionID, "err", err)
+		return
 	}
-	o.a.update(o.sessionID, map[string]any{
-		"sessionUpdate": "tool_call_update",
-		"toolCallId":    call.ID,
-		"status":        status,
-		"content":       content,
-		"rawOutput":     raw,
-		"_meta":         map[string]string{"toolName": o.name(call)},
-	})
+	o.a.sendToolUpdate(o.sessionID, toolEvent{id: call.ID, kind: "tool_call_update", status: status,
+		raw: toolFinishUpdate(call.ID, o.name(call), status, res.Output, res.Diff, output)})
 }
 
 // withOutcome is the rawOutput of a call that did not complete: key and

@@ -413,6 +413,11 @@ func (r *sessionRecord) note(u map[string]any) {
 	if err != nil || id == "" {
 		return
 	}
+	r.noteRaw(id, raw)
+}
+
+// noteRaw keeps raw, a tool update about call id as json.Marshal encodes it.
+func (r *sessionRecord) noteRaw(id string, raw []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.shown == nil {

@@ -497,10 +497,23 @@ func BenchmarkACPScriptedTurn(b *testing.B) {
 				c.mustCall(methodInitialize, initializeParams(""), nil)
 			}
 			sid := c.newYoloSession(b.TempDir())
+			// The child's CPU per turn: the test process's descendants are
+			// the child alone (and what it starts).
+			childCPU := func() (d time.Duration) {
+				for _, pid := range descendants(b, os.Getpid()) {
+					if c, err := procCPU(pid); err == nil {
+						d += c
+					}
+				}
+				return d
+			}
+			cpu0 := childCPU()
 			b.ResetTimer()
 			for i := range b.N {
 				c.prompt(sid, fmt.Sprintf(`call write_file {"file_path":"f%d.txt","content":"x"}`, i), "p")
 			}
+			b.StopTimer()
+			b.ReportMetric(float64((childCPU()-cpu0).Microseconds())/float64(b.N), "child-cpu-us/op")
 		})
 	}
 }

@@ -647,11 +647,34 @@ func (c *rpcConn) send(m rpcOut) error {
 	if err := enc.Encode(m); err != nil {
 		return fmt.Errorf("encode json-rpc message: %w", err)
 	}
+	return c.sendLine(b.Bytes())
+}
+
+// appendNotifyStart opens a notification line up to its params, which the
+// caller appends compact, as the encoder of send has them, then closes with
+// "}\n": the line is the one notify would write.
+func appendNotifyStart(b []byte, method string) []byte {
+	b = append(b, `{"jsonrpc":"`+rpcVersion+`","method":`...)
+	b = appendJSONString(b, method, false)
+	return append(b, `,"params":`...)
+}
+
+// notifyLine sends a notification line appendNotifyStart began.
+func (c *rpcConn) notifyLine(method string, line []byte) error {
+	if err := c.sendLine(line); err != nil {
+		return fmt.Errorf("notify %q: %w", method, err)
+	}
+	return nil
+}
+
+// sendLine writes one encoded message, newline included: at once, or in
+// the batch of the write in progress.
+func (c *rpcConn) sendLine(line []byte) error {
 	c.wmu.Lock()
 	if !c.writing {
 		c.writing = true
 		c.wmu.Unlock()
-		err := c.write(b.Bytes())
+		err := c.write(line)
 		c.passWrite()
 		return err
 	}
@@ -661,7 +684,7 @@ func (c *rpcConn) send(m rpcOut) error {
 		batch = &rpcBatch{turn: make(chan struct{}), done: make(chan struct{})}
 		c.queued = batch
 	}
-	batch.lines = append(batch.lines, b.Bytes()...)
+	batch.lines = append(batch.lines, line...)
 	c.wmu.Unlock()
 	if !first {
 		<-batch.done

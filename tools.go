@@ -425,7 +425,7 @@ func resolveWorkspacePath(cwd, p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve session cwd %q: %w", cwd, err)
 	}
-	real, err := resolveExisting(abs)
+	real, err := resolveExisting(abs, filepath.Clean(cwd), realCwd)
 	if err != nil {
 		return "", err
 	}
@@ -441,11 +441,19 @@ func resolveWorkspacePath(cwd, p string) (string, error) {
 // resolveExisting resolves the deepest existing ancestor of abs through
 // symlinks and appends the components that do not exist yet. An existing
 // entry that cannot be resolved (a dangling or looping symlink) is an error:
-// writing through it could land anywhere.
-func resolveExisting(abs string) (string, error) {
+// writing through it could land anywhere. An ancestor that is cwd, just
+// resolved to realCwd, is not resolved a second time, nor is the cwd part of
+// an entry of cwd that is not a symlink.
+func resolveExisting(abs, cwd, realCwd string) (string, error) {
 	rest := ""
 	for dir := abs; ; dir = filepath.Dir(dir) {
-		if _, err := os.Lstat(dir); err == nil {
+		if dir == cwd {
+			return filepath.Join(realCwd, rest), nil
+		}
+		if fi, err := os.Lstat(dir); err == nil {
+			if fi.Mode()&fs.ModeSymlink == 0 && filepath.Dir(dir) == cwd {
+				return filepath.Join(realCwd, filepath.Base(dir), rest), nil
+			}
 			real, err := filepath.EvalSymlinks(dir)
 			if err != nil {
 				return "", fmt.Errorf("resolve path %q: %w", abs, err)

@@ -129,8 +129,11 @@ func writeFile(root *os.Root, rel, p, content string) error {
 	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
 		return fmt.Errorf("%q is a directory", p)
 	}
-	if err := root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
-		return err
+	// The root itself is open: only a file below it has parents to make.
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
 	}
 	return root.WriteFile(rel, []byte(content), 0o644)
 }

@@ -4,6 +4,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -40,5 +43,70 @@ func TestIncompleteExtraToolNotRegistered(t *testing.T) {
 	env.Extra = map[string]*toolSpec{"probe": spec}
 	if res := runArgs(t, env, "probe", map[string]any{}); res.ErrorType != errTypeToolNotRegistered || execs != 0 {
 		t.Errorf("result = %+v, executor calls %d", res, execs)
+	}
+}
+
+// The path a call resolves to is the one full resolution through symlinks
+// gives, whether the cwd's part is resolved once or again: for new and
+// existing entries, under a symlinked cwd, through links inside and out.
+func TestResolveWorkspacePathEqualsFullResolution(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{filepath.Join(real, "sub"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(real, "f.txt"), filepath.Join(real, "sub", "g.txt"), filepath.Join(outside, "s.txt")} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(base, "link")
+	for old, name := range map[string]string{real: link, outside: filepath.Join(real, "out"),
+		filepath.Join(real, "sub"): filepath.Join(real, "in"), filepath.Join(real, "f.txt"): filepath.Join(real, "lf")} {
+		if err := os.Symlink(old, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cwd := range []string{real, link, real + "/", link + "/sub/.."} {
+		for _, p := range []string{".", "f.txt", "new.txt", "sub", "sub/g.txt", "sub/new/deep.txt", "in/g.txt", "in/new.txt",
+			"lf", "out/s.txt", "out", "out/new.txt", "../outside/s.txt", filepath.Join(real, "f.txt"), filepath.Join(link, "new.txt")} {
+			got, err := resolveWorkspacePath(cwd, p)
+			want, wantErr := referenceResolve(cwd, p)
+			if (err != nil) != (wantErr != nil) || got != want {
+				t.Errorf("resolveWorkspacePath(%q, %q) = %q, %v; full resolution gives %q, %v", cwd, p, got, err, want, wantErr)
+			}
+		}
+	}
+}
+
+// referenceResolve resolves p against cwd by EvalSymlinks of the deepest
+// existing ancestor, and refuses a result outside the resolved cwd.
+func referenceResolve(cwd, p string) (string, error) {
+	abs := p
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(cwd, abs)
+	}
+	abs = filepath.Clean(abs)
+	realCwd, err := filepath.EvalSymlinks(cwd)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(dir); err == nil {
+			r, err := filepath.EvalSymlinks(dir)
+			if err != nil {
+				return "", err
+			}
+			r = filepath.Join(r, rest)
+			if !withinDir(realCwd, r) {
+				return "", errors.New("outside")
+			}
+			return r, nil
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
 	}
 }
