@@ -1,3 +1,5 @@
+// acp_update_test.go tests that the appended tool-call updates are the bytes
+// the generic encoder made of the same update, and measures both.
 package main
 
 import (
