@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -289,12 +291,15 @@ func TestServeReportsSandbox(t *testing.T) {
 }
 
 // TestServeWithoutLandlock: serve in required mode on a kernel without
-// Landlock starts, warns once (its children, told --sandbox off, do not
-// warn again), and reports the sandbox as off everywhere.
+// Landlock starts, warns once and each child it starts once more, and
+// reports the sandbox as off everywhere; a session in a workspace whose
+// trusted file asks for the sandbox is refused, never run unconfined.
 func TestServeWithoutLandlock(t *testing.T) {
 	prov := newTestProvider(t)
-	ws := t.TempDir()
+	ws, asks := t.TempDir(), t.TempDir()
+	writeFileAll(t, filepath.Join(asks, ".qwen", "settings.json"), `{"tools":{"sandbox":true}}`)
 	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "decisions.log"))
+	args = append(args, "--workspace", asks, "--max-children", "1", "--"+flagTrustWorkspaceSettings)
 	sp := startServe(t, args, tokenEnv, envTestLandlock+"=ENOSYS")
 	var caps capabilitiesBody
 	if err := decodeStrict(sp.do(t, "GET", "/capabilities", "").body, &caps); err != nil {
@@ -310,10 +315,14 @@ func TestServeWithoutLandlock(t *testing.T) {
 	}
 	id := sp.newSession(t, "")
 	sp.runTurn(t, id, "hello")
+	r := sp.do(t, "POST", "/session", `{"cwd":`+strconv.Quote(asks)+`}`)
+	if r.status == http.StatusOK || !strings.Contains(string(r.body), "Landlock") {
+		t.Errorf("session in a workspace that asks for the sandbox = %d %s, want refused naming Landlock", r.status, r.body)
+	}
 	sp.stop()
 	log := sp.stderr.String()
-	if n := strings.Count(log, "sandbox off: the kernel has no Landlock"); n != 1 {
-		t.Errorf("%d warnings, want 1:\n%s", n, log)
+	if n := strings.Count(log, "sandbox off: the kernel has no Landlock"); n != 2 {
+		t.Errorf("%d warnings, want 2 (serve's and its one child's):\n%s", n, log)
 	}
 	if !strings.Contains(log, "sandbox.profile=off sandbox.landlockAbi=0") {
 		t.Errorf("listening line does not report the sandbox off:\n%s", log)

@@ -141,12 +141,11 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err != nil {
 		return err
 	}
+	// Without Landlock the default falls back to off in serve and in each
+	// child, each saying so once. The children are not told off: a
+	// workspace whose file asks for the sandbox must have its sessions
+	// refused, not run unconfined (DESIGN.md §5).
 	d.sandboxFlags = opts.SandboxFlags
-	if opts.SandboxFlags != nil && opts.Sandbox.on() && !sandbox.Config.on() {
-		// Without Landlock the default fell back to off with serve's one
-		// warning: the children are told off, so they do not warn again.
-		d.sandboxFlags = &sandboxGiven{profile: sandboxOff}
-	}
 	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	d.events = newEventBudget(d.limits.MaxEventMemory)
 	d.obs.events = d.events
