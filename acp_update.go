@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 )
@@ -151,46 +152,9 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 	case int64:
 		return strconv.AppendInt(b, v, 10), nil
 	case map[string]any:
-		if v == nil {
-			return append(b, "null"...), nil
-		}
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k, false)
-			b = append(b, ':')
-			var err error
-			if b, err = appendJSONValue(b, v[k]); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, '}'), nil
+		return appendSortedObject(b, v, appendJSONValue)
 	case map[string]string:
-		if v == nil {
-			return append(b, "null"...), nil
-		}
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k, false)
-			b = append(b, ':')
-			b = appendJSONString(b, v[k], false)
-		}
-		return append(b, '}'), nil
+		return appendSortedObject(b, v, func(b []byte, s string) ([]byte, error) { return appendJSONString(b, s, false), nil })
 	}
 	return appendEncoded(b, v)
 }
@@ -205,4 +169,25 @@ func appendEncoded(b []byte, v any) ([]byte, error) {
 	}
 	out := buf.Bytes()
 	return out[:len(out)-1], nil // Encode ends the value with a newline
+}
+
+// appendSortedObject appends m as the encoder writes a map: members in key
+// order, a nil map as null; value appends each member's value.
+func appendSortedObject[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
+	if m == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k, false)
+		b = append(b, ':')
+		var err error
+		if b, err = value(b, m[k]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
 }
