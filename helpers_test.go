@@ -2891,3 +2891,65 @@ func countingListener(t *testing.T) (net.Listener, *atomic.Int64) {
 	}()
 	return l, accepted
 }
+
+// procOwnCPU returns the CPU time of a live process alone, user and system
+// (/proc/PID/stat fields 14-15): procCPU without the children it has
+// reaped.
+func procOwnCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("read /proc/%d/stat: %d fields", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read /proc/%d/stat: field %q", pid, f)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
+
+// treeCtxSwitches returns the context switches, voluntary and not, of
+// every thread of pid and of its live descendants, and those of pid's own
+// threads, as treeCPU does for CPU time. /proc counts them per thread
+// (/proc/PID/task/TID/status) and keeps no total for a thread or a process
+// that has ended, so the switches of one that ends between two readings
+// are missed: a difference of two readings is a floor.
+func treeCtxSwitches(t testing.TB, pid int) (total, own int64) {
+	t.Helper()
+	own = threadCtxSwitches(pid)
+	total = own
+	for _, k := range descendants(t, pid) {
+		total += threadCtxSwitches(k)
+	}
+	return total, own
+}
+
+// threadCtxSwitches sums voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches over the live threads of pid; a thread or a
+// process that ends meanwhile counts as zero.
+func threadCtxSwitches(pid int) int64 {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, _ := os.ReadDir(dir)
+	var n int64
+	for _, task := range tasks {
+		data, err := os.ReadFile(filepath.Join(dir, task.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			name, value, ok := strings.Cut(line, ":")
+			if ok && (name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches") {
+				v, _ := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+				n += v
+			}
+		}
+	}
+	return n
+}

@@ -17,11 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,9 +35,9 @@ import (
 // envBenchMaxChildren, when set, is passed to serve as --max-children.
 const envBenchMaxChildren = "ACPGUARD_BENCH_MAX_CHILDREN"
 
-// The CPU run's shape: costCalls guarded write_file calls, measured after
-// one warm-up call per session, spread over the sessions of a case; the
-// sessions share at most costWorkspaces workspaces, as in TestLoadServe.
+// The CPU run's shape: costCalls guarded calls of a workload, measured
+// after one warm-up call per session, spread over the sessions of a case;
+// the sessions share at most costWorkspaces workspaces, as in TestLoadServe.
 // One call in costDenyEvery is denied by the provider.
 const (
 	costCalls      = 960
@@ -43,6 +45,30 @@ const (
 	costDenyEvery  = 5
 	// costDeniedSuffix ends the file name of a call the provider denies.
 	costDeniedSuffix = "-d.txt"
+	// costDenyReason is the provider's reason for every denied call.
+	costDenyReason = "cost: denied by policy"
+)
+
+// The workloads of the CPU run: what a guarded call does once allowed.
+const (
+	// costWriteNew writes a new file per call, as a coding agent does;
+	// the kernel's creation of the file is a large part of the child's CPU
+	// and varies with the file system and what it deleted lately.
+	costWriteNew = "write-new"
+	// costRead reads one small existing file per call, so that the
+	// guard's own cost is most of what is measured.
+	costRead = "read"
+)
+
+// costWorkloads are the workloads measured, each with every case.
+var costWorkloads = []string{costWriteNew, costRead}
+
+// The files of the costRead workload, in every workspace: allowed calls
+// read costReadFile, denied ones costReadDeniedFile (which exists, so a
+// denied call that ran would complete).
+const (
+	costReadFile       = "cost-read.txt"
+	costReadDeniedFile = "cost-read" + costDeniedSuffix
 )
 
 // costCPUCases are the session counts and calls per prompt measured.
@@ -68,34 +94,56 @@ func init() {
 	testRoles["cost-provider"] = runCostProvider
 }
 
-// costFile names the file call c of session s writes; denied calls end in
-// costDeniedSuffix.
-func costFile(s, c int) string {
-	if c%costDenyEvery == costDenyEvery-1 {
+// costFile names the file call c of session s writes or reads in
+// workload; denied calls' names end in costDeniedSuffix.
+func costFile(workload string, s, c int) string {
+	denied := c%costDenyEvery == costDenyEvery-1
+	switch {
+	case workload == costRead && denied:
+		return costReadDeniedFile
+	case workload == costRead:
+		return costReadFile
+	case denied:
 		return fmt.Sprintf("s%03d-c%04d%s", s, c, costDeniedSuffix)
 	}
 	return fmt.Sprintf("s%03d-c%04d.txt", s, c)
 }
 
-// costVerdict allows write_file of a name without costDeniedSuffix.
+// costCall is the scripted prompt line of workload's call on name.
+func costCall(workload, name string) string {
+	if workload == costRead {
+		return `call read_file {"file_path":"` + name + `"}`
+	}
+	return writeCall(name)
+}
+
+// costVerdict allows write_file and read_file of a name without
+// costDeniedSuffix.
 func costVerdict(tool string, args json.RawMessage) (int, bool, string) {
 	var in struct {
 		FilePath string `json:"file_path"`
 	}
 	json.Unmarshal(args, &in)
-	if tool != "write_file" || strings.HasSuffix(in.FilePath, costDeniedSuffix) {
-		return http.StatusOK, false, "cost: denied by policy"
+	if (tool != toolWriteFile && tool != toolReadFile) || strings.HasSuffix(in.FilePath, costDeniedSuffix) {
+		return http.StatusOK, false, costDenyReason
 	}
 	return http.StatusOK, true, ""
 }
 
-// costProviderCallsPath answers the minimal provider's decided file names.
+// costProviderCallsPath answers the minimal provider's decided calls.
 const costProviderCallsPath = "/bench/calls"
+
+// costDecided is one prepare the minimal provider answered: the call's
+// session/prompt/toolCallId key and the base name of its file_path.
+type costDecided struct {
+	Key  string `json:"key"`
+	Name string `json:"name"`
+}
 
 // runCostProvider is the "cost-provider" role: testProvider with
 // costVerdict on a loopback port, announced on stdout, until stdin ends.
-// GET costProviderCallsPath answers the base name of every prepare's
-// file_path, in order.
+// GET costProviderCallsPath answers a costDecided for every prepare, in
+// order.
 func runCostProvider(string) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -109,16 +157,20 @@ func runCostProvider(string) int {
 			return
 		}
 		p.mu.Lock()
-		var names []string
+		var out []costDecided
 		for _, c := range p.calls {
 			var in struct {
 				FilePath string `json:"file_path"`
 			}
 			json.Unmarshal(c["arguments"], &in)
-			names = append(names, filepath.Base(in.FilePath))
+			var session, prompt, call string
+			json.Unmarshal(c["sessionId"], &session)
+			json.Unmarshal(c["promptId"], &prompt)
+			json.Unmarshal(c["toolCallId"], &call)
+			out = append(out, costDecided{Key: session + "/" + prompt + "/" + call, Name: filepath.Base(in.FilePath)})
 		}
 		p.mu.Unlock()
-		json.NewEncoder(w).Encode(names)
+		json.NewEncoder(w).Encode(out)
 	}))
 	fmt.Printf("cost-provider listening on http://%s\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin)
@@ -174,16 +226,16 @@ func startCostProvider(t *testing.T, kind, bin string) *costProvider {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var names []string
-			if err := json.NewDecoder(resp.Body).Decode(&names); err != nil {
+			var calls []costDecided
+			if err := json.NewDecoder(resp.Body).Decode(&calls); err != nil {
 				t.Fatal(err)
 			}
 			allowed, denied := map[string]int{}, map[string]int{}
-			for _, n := range names {
-				if strings.HasSuffix(n, costDeniedSuffix) {
-					denied[n]++
+			for _, c := range calls {
+				if strings.HasSuffix(c.Name, costDeniedSuffix) {
+					denied[c.Key]++
 				} else {
-					allowed[n]++
+					allowed[c.Key]++
 				}
 			}
 			return allowed, denied
@@ -201,8 +253,13 @@ func startCostProvider(t *testing.T, kind, bin string) *costProvider {
 		if err := json.Unmarshal(doc["rules"], &rules); err != nil {
 			t.Fatal(err)
 		}
-		deny := `{"tool":"write_file","match":{"/file_path":"` + strings.ReplaceAll(costDeniedSuffix, ".", `\\.`) + `$"},"decision":"deny","reason":"cost: denied by policy"}`
-		doc["rules"], _ = json.Marshal(append([]json.RawMessage{json.RawMessage(deny)}, rules...))
+		var deny []json.RawMessage
+		for _, tool := range []string{toolWriteFile, toolReadFile} {
+			deny = append(deny, json.RawMessage(mustJSON(t, map[string]any{"tool": tool,
+				"match":    map[string]string{"/file_path": regexp.QuoteMeta(costDeniedSuffix) + "$"},
+				"decision": "deny", "reason": costDenyReason})))
+		}
+		doc["rules"], _ = json.Marshal(append(deny, rules...))
 		policy := filepath.Join(t.TempDir(), "policy.json")
 		mustWrite(t, policy, mustJSON(t, doc))
 		audit := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -289,11 +346,11 @@ type costSession struct {
 	perCall []time.Duration
 }
 
-// turn runs one prompt of the calls named files and reads its events.
-func (s *costSession) turn(base string, files []string) error {
+// turn runs one prompt of workload's calls on files and reads its events.
+func (s *costSession) turn(base, workload string, files []string) error {
 	var lines []string
 	for _, f := range files {
-		lines = append(lines, writeCall(f))
+		lines = append(lines, costCall(workload, f))
 	}
 	start := time.Now()
 	pid, err := postPrompt(base, s.id, strings.Join(lines, "\n"))
@@ -309,26 +366,34 @@ func (s *costSession) turn(base string, files []string) error {
 	return nil
 }
 
-// TestCostCPUPerCall measures the CPU time serve and its children, and the
-// provider separately, spend per guarded call, with the throughput and the
-// per-call latency, for each provider and case of costCPUCases.
+// TestCostCPUPerCall measures the CPU time serve and its children, serve
+// alone, and the provider separately, spend per guarded call, their context
+// switches per call, the throughput and the per-call latency, for each
+// provider, case of costCPUCases and workload of costWorkloads.
 func TestCostCPUPerCall(t *testing.T) {
 	skipUnlessLoad(t)
 	bin := releaseBinary(t)
 	for _, kind := range []string{"minimal", "reference"} {
 		for _, c := range costCPUCases {
-			t.Run(fmt.Sprintf("provider=%s/sessions=%d/calls-per-prompt=%d", kind, c.sessions, c.perPrompt), func(t *testing.T) {
-				runCostCPU(t, bin, kind, c.sessions, c.perPrompt)
-			})
+			for _, w := range costWorkloads {
+				t.Run(fmt.Sprintf("provider=%s/sessions=%d/calls-per-prompt=%d/workload=%s", kind, c.sessions, c.perPrompt, w), func(t *testing.T) {
+					runCostCPU(t, bin, kind, w, c.sessions, c.perPrompt)
+				})
+			}
 		}
 	}
 }
 
-func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
+func runCostCPU(t *testing.T, bin, kind, workload string, nSessions, perPrompt int) {
 	prov := startCostProvider(t, kind, bin)
 	var wss []string
 	for range min(nSessions, costWorkspaces) {
-		wss = append(wss, t.TempDir())
+		ws := t.TempDir()
+		if workload == costRead {
+			mustWrite(t, filepath.Join(ws, costReadFile), "cost\n")
+			mustWrite(t, filepath.Join(ws, costReadDeniedFile), "cost\n")
+		}
+		wss = append(wss, ws)
 	}
 	d, logPath, stop := startCostServe(t, bin, prov, wss, nSessions)
 	defer stop()
@@ -350,7 +415,11 @@ func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
 	}
 	// One allowed call per session starts the children and the connections.
 	for _, s := range sessions {
-		if err := s.turn(td.url, []string{fmt.Sprintf("s%03d-warm.txt", s.n)}); err != nil {
+		warm := costReadFile
+		if workload == costWriteNew {
+			warm = fmt.Sprintf("s%03d-warm.txt", s.n)
+		}
+		if err := s.turn(td.url, workload, []string{warm}); err != nil {
 			t.Fatal(err)
 		}
 		s.perCall = nil
@@ -358,6 +427,12 @@ func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
 
 	perSession := costCalls / nSessions
 	serve0, prov0 := treeCPU(t, d.pid), treeCPU(t, prov.pid)
+	own0, err := procOwnCPU(d.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw0, ownSw0 := treeCtxSwitches(t, d.pid)
+	provSw0, _ := treeCtxSwitches(t, prov.pid)
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(sessions))
@@ -366,9 +441,9 @@ func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
 			for c := 0; c < perSession; c += perPrompt {
 				var files []string
 				for i := c; i < min(c+perPrompt, perSession); i++ {
-					files = append(files, costFile(s.n, i))
+					files = append(files, costFile(workload, s.n, i))
 				}
-				if err := s.turn(td.url, files); err != nil {
+				if err := s.turn(td.url, workload, files); err != nil {
 					errs[k] = err
 					return
 				}
@@ -379,12 +454,22 @@ func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
 	elapsed := time.Since(start)
 	// Read before serve stops: its children's time counts while they run.
 	serveCPU, provCPU := treeCPU(t, d.pid)-serve0, treeCPU(t, prov.pid)-prov0
+	ownCPU, err := procOwnCPU(d.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownCPU -= own0
+	sw, ownSw := treeCtxSwitches(t, d.pid)
+	sw, ownSw = sw-sw0, ownSw-ownSw0
+	provSw, _ := treeCtxSwitches(t, prov.pid)
+	provSw -= provSw0
 	_, children := treeRSS(t, d.pid)
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 
-	// Every call was one provider request; no denied call ran.
+	// Every call was one provider request; no denied call ran: its update
+	// failed with the provider's reason, and (write-new) wrote no file.
 	calls := perSession * nSessions
 	wantDeny := nSessions * (perSession / costDenyEvery)
 	wantAllow := calls - wantDeny + nSessions // and the warm-up calls
@@ -409,6 +494,10 @@ func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
 			t.Errorf("session %d: %v", s.n, err)
 		}
 		completed, failed = completed+c, failed+f
+		checkCostCalls(t, s)
+		if workload != costWriteNew {
+			continue
+		}
 		for _, name := range s.files {
 			_, err := os.Stat(filepath.Join(wss[s.ws], name))
 			switch deniedName := strings.HasSuffix(name, costDeniedSuffix); {
@@ -440,10 +529,72 @@ func runCostCPU(t *testing.T, bin, kind string, nSessions, perPrompt int) {
 		perCall = append(perCall, s.perCall...)
 	}
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	t.Logf("cost-cpu: provider=%s sessions=%d workspaces=%d children=%d calls-per-prompt=%d calls=%d cpu-us/call=%.0f provider-cpu-us/call=%.0f calls/s=%.0f p50-us/call=%.0f p99-us/call=%.0f",
-		kind, nSessions, len(wss), children, perPrompt, calls,
-		us(serveCPU)/float64(calls), us(provCPU)/float64(calls), float64(calls)/elapsed.Seconds(),
+	perCallOf := func(n int64) float64 { return float64(n) / float64(calls) }
+	t.Logf("cost-cpu: provider=%s workload=%s sessions=%d workspaces=%d children=%d calls-per-prompt=%d calls=%d cpu-us/call=%.0f serve-cpu-us/call=%.0f provider-cpu-us/call=%.0f ctxsw/call=%.1f serve-ctxsw/call=%.1f provider-ctxsw/call=%.1f calls/s=%.0f p50-us/call=%.0f p99-us/call=%.0f",
+		kind, workload, nSessions, len(wss), children, perPrompt, calls,
+		us(serveCPU)/float64(calls), us(ownCPU)/float64(calls), us(provCPU)/float64(calls),
+		perCallOf(sw), perCallOf(ownSw), perCallOf(provSw), float64(calls)/elapsed.Seconds(),
 		us(percentile(perCall, 0.5)), us(percentile(perCall, 0.99)))
+}
+
+// checkCostCalls checks every guarded call of s's stream against the
+// provider's verdict on its file's name: a denied name's call failed with
+// costDenyReason, an allowed one completed, and the calls are those of
+// s.files, each as often as it was asked for.
+func checkCostCalls(t *testing.T, s *costSession) {
+	t.Helper()
+	type call struct {
+		name, status string
+		out          json.RawMessage
+	}
+	calls := map[string]*call{}
+	for _, ev := range s.evs {
+		if ev.typ != eventSessionUpdate {
+			continue
+		}
+		e := parseEnvelope(t, ev)
+		var d struct {
+			Update hostToolUpdate `json:"update"`
+		}
+		json.Unmarshal(e.Data, &d)
+		u := d.Update
+		if !strings.HasPrefix(u.SessionUpdate, "tool_call") {
+			continue
+		}
+		key := e.PromptID + "/" + u.ToolCallID
+		c := calls[key]
+		if c == nil {
+			c = &call{}
+			calls[key] = c
+		}
+		var in struct {
+			FilePath string `json:"file_path"`
+		}
+		if json.Unmarshal(u.RawInput, &in) == nil && in.FilePath != "" {
+			c.name = filepath.Base(in.FilePath)
+		}
+		if u.Status != "" {
+			c.status, c.out = u.Status, u.RawOutput
+		}
+	}
+	asked, seen := map[string]int{}, map[string]int{}
+	for _, f := range s.files {
+		asked[f]++
+	}
+	for key, c := range calls {
+		seen[c.name]++
+		switch denied := strings.HasSuffix(c.name, costDeniedSuffix); {
+		case c.name == "":
+			t.Errorf("session %d call %s: no file_path in its updates", s.n, key)
+		case denied && (c.status != "failed" || !strings.Contains(string(c.out), costDenyReason)):
+			t.Errorf("session %d call %s on %q: denied but ended %q %s, want failed with %q", s.n, key, c.name, c.status, c.out, costDenyReason)
+		case !denied && c.status != "completed":
+			t.Errorf("session %d call %s on %q: allowed but ended %q %s, want completed", s.n, key, c.name, c.status, c.out)
+		}
+	}
+	if !maps.Equal(asked, seen) {
+		t.Errorf("session %d: calls by file = %v, want %v", s.n, seen, asked)
+	}
 }
 
 // TestCostRSSPerSession measures the resident memory of serve and all its
