@@ -1,6 +1,7 @@
 // serve_cost_test.go owns the cost measurements of the release binary run as
-// separate processes: CPU time per guarded call (serve, its ACP children and
-// the provider) and resident memory per session in its own workspace. Both
+// separate processes: CPU time and context switches per guarded call (serve,
+// its ACP children and the provider) for each workload of costWorkloads,
+// and resident memory per session in its own workspace. Both
 // are off by default; run them with
 //
 //	ACPGUARD_LOAD=1 go test -run 'TestCost' -v -count=1 .
