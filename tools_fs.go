@@ -20,7 +20,7 @@ import (
 // workspace is a session's cwd resolved once, when the session opens: the
 // resolved path, the directory held open as an os.Root, and that
 // directory's identity. Every file tool of the session goes through it
-// instead of resolving the cwd and opening a root per call (DESIGN.md §6).
+// instead of resolving the cwd and opening a root per call (DESIGN.md §1).
 // It is safe for concurrent use; the session closes it when it ends.
 type workspace struct {
 	cwd  string      // the session cwd as given, cleaned
@@ -60,7 +60,7 @@ func (w *workspace) close() {
 // the guard sees (the resolved cwd and the rest) must name the file the
 // executor opens through the root.
 func (w *workspace) current() error {
-	if fi, err := os.Stat(w.real); err != nil || !os.SameFile(fi, w.id) {
+	if fi, err := os.Lstat(w.real); err != nil || !os.SameFile(fi, w.id) {
 		return fmt.Errorf("workspace %q was moved or replaced since the session started; start a new session", w.cwd)
 	}
 	return nil
