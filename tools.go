@@ -412,7 +412,7 @@ func resolveWorkspacePath(cwd, p string) (string, error) {
 }
 
 // resolveInWorkspace is resolveWorkspacePath of p against env's cwd, through
-// env's session workspace when it has one (realCwd).
+// env's session workspace when it has one (resolvedCwd).
 func resolveInWorkspace(env *toolEnv, p string) (string, error) {
 	if p == "" {
 		return "", errors.New("path is empty")
@@ -429,7 +429,7 @@ func resolveInWorkspace(env *toolEnv, p string) (string, error) {
 		abs = filepath.Join(cwd, abs)
 	}
 	abs = filepath.Clean(abs)
-	realCwd, err := realCwd(env)
+	realCwd, err := resolvedCwd(env)
 	if err != nil {
 		return "", err
 	}

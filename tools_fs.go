@@ -80,9 +80,9 @@ func sessionWorkspace(env *toolEnv) (*workspace, error) {
 	return w, nil
 }
 
-// realCwd is env's cwd resolved through symlinks: the session's, checked
+// resolvedCwd is env's cwd resolved through symlinks: the session's, checked
 // current, or resolved now without one.
-func realCwd(env *toolEnv) (string, error) {
+func resolvedCwd(env *toolEnv) (string, error) {
 	w, err := sessionWorkspace(env)
 	if err != nil {
 		return "", err
