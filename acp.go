@@ -195,6 +195,7 @@ type session struct {
 	id         string
 	cwd        string
 	background *processSet
+	workspace  *workspace      // its cwd, resolved and opened once; closed when it ends
 	mcp        *mcpSet         // its MCP servers and their tools
 	sandbox    *sandboxSession // confines its tools, hooks and MCP servers; nil: off
 	settings   *settings       // from its workspace (agent.settingsFor); never changed
@@ -412,6 +413,7 @@ func (a *agent) shutdown() {
 	wg.Wait()
 	for _, s := range a.sessions {
 		s.sandbox.close()
+		s.workspace.close()
 	}
 }
 
@@ -632,7 +634,11 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
 	var err error
+	if s.workspace, err = openWorkspace(s.cwd); err != nil {
+		return invalidParams("%s: %v", op, err)
+	}
 	if s.sandbox, err = newSandboxSession(a.sessionSandbox(ss), s.cwd, a.env); err != nil {
+		s.workspace.close()
 		// No session whose tools would run unconfined.
 		return &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("%s: %v", op, err)}
 	}
@@ -655,6 +661,7 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 		a.mu.Unlock()
 		s.mcp.close()
 		s.sandbox.close()
+		s.workspace.close()
 		return invalidParams("%s: session id %q is taken", op, id)
 	}
 	a.sessions[id] = s
@@ -712,6 +719,8 @@ func (a *agent) closeSession(params json.RawMessage) (any, error) {
 	s.background.killAll()
 	s.mcp.close()
 	s.sandbox.close()
+	// A tool call still running on it fails; it cannot reach another file.
+	s.workspace.close()
 	a.mu.Lock()
 	live := len(a.sessions)
 	a.mu.Unlock()
@@ -968,6 +977,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		SessionID:  s.id,
 		PromptID:   promptID,
 		Cwd:        s.cwd,
+		Workspace:  s.workspace,
 		Guard:      guard,
 		Managed:    a.guarded(),
 		Env:        a.env,

@@ -76,6 +76,7 @@ type toolEnv struct {
 	Sandbox    *sandboxSession // confines every process a tool starts; nil: off
 	Background *processSet
 	Observer   toolObserver
+	Workspace  *workspace // the session's cwd, opened once (tools_fs.go); nil: per call
 	// Extra holds the session's tools beyond the built-ins (MCP tools), by
 	// canonical name, every function field set; a built-in of the same name wins.
 	Extra map[string]*toolSpec

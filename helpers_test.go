@@ -480,8 +480,9 @@ func (g *countingGuard) calls() int {
 	return len(g.reqs)
 }
 
-// newTestEnv is a session in a fresh workspace with a recorder, a tracked
-// background set and, when g is not nil, that guard.
+// newTestEnv is a session in a fresh workspace, held open as a session
+// holds it, with a recorder, a tracked background set and, when g is not
+// nil, that guard.
 func newTestEnv(t testing.TB, g *countingGuard) (*toolEnv, *recorder) {
 	t.Helper()
 	cwd, err := filepath.EvalSymlinks(t.TempDir())
@@ -500,6 +501,12 @@ func newTestEnv(t testing.TB, g *countingGuard) (*toolEnv, *recorder) {
 	if g != nil {
 		env.Guard = g.guard
 	}
+	// The workspace a session holds, as acp opens it at session/new; a
+	// test that sets another Cwd resolves it per call.
+	if env.Workspace, err = openWorkspace(cwd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Workspace.close)
 	t.Cleanup(env.Background.killAll)
 	return env, rec
 }
@@ -2952,4 +2959,25 @@ func threadCtxSwitches(pid int) int64 {
 		}
 	}
 	return n
+}
+
+// inProcessAgent is an agent built as runACP builds one, the sandbox off
+// and no settings files, for tests that open and end sessions in this
+// process; the test shuts it down.
+func inProcessAgent(t testing.TB) *agent {
+	t.Helper()
+	home := t.TempDir()
+	a := &agent{
+		env:      newProcEnv(os.Environ()),
+		log:      newLogger(io.Discard, false, 0),
+		model:    scriptedModel{},
+		sessions: map[string]*session{},
+		settings: defaultSettings(),
+		sandbox:  sandboxConfig{Profile: sandboxOff},
+	}
+	a.settingsCache = newSettingsCache(settingsSources{Home: home, System: filepath.Join(home, "none.json"), SystemDefaults: filepath.Join(home, "none-defaults.json"),
+		Lookup: func(string) (string, bool) { return "", false }}, settingsLoadOptions{}, func(l *settingsLoad) (*sessionSettings, error) {
+		return deriveSessionSettings(l, nil)
+	})
+	return a
 }

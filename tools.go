@@ -406,13 +406,21 @@ func argBool(args map[string]any, name string) bool {
 // guard step. The deepest
 // existing ancestor is resolved through symlinks and compared with the
 // resolved cwd; that resolved path is what the guard sees and the tool uses.
+// It resolves cwd itself; resolveInWorkspace takes a session's, resolved once.
 func resolveWorkspacePath(cwd, p string) (string, error) {
+	return resolveInWorkspace(&toolEnv{Cwd: cwd}, p)
+}
+
+// resolveInWorkspace is resolveWorkspacePath of p against env's cwd, through
+// env's session workspace when it has one (resolvedCwd).
+func resolveInWorkspace(env *toolEnv, p string) (string, error) {
 	if p == "" {
 		return "", errors.New("path is empty")
 	}
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", fmt.Errorf("path %q contains a NUL byte", p)
 	}
+	cwd := env.Cwd
 	if !filepath.IsAbs(cwd) {
 		return "", fmt.Errorf("session cwd %q is not absolute", cwd)
 	}
@@ -421,9 +429,9 @@ func resolveWorkspacePath(cwd, p string) (string, error) {
 		abs = filepath.Join(cwd, abs)
 	}
 	abs = filepath.Clean(abs)
-	realCwd, err := filepath.EvalSymlinks(cwd)
+	realCwd, err := resolvedCwd(env)
 	if err != nil {
-		return "", fmt.Errorf("resolve session cwd %q: %w", cwd, err)
+		return "", err
 	}
 	real, err := resolveExisting(abs, filepath.Clean(cwd), realCwd)
 	if err != nil {
@@ -483,7 +491,7 @@ func normalizePathArgs(names ...string) func(env *toolEnv, args map[string]any) 
 			if !ok {
 				continue
 			}
-			abs, err := resolveWorkspacePath(env.Cwd, p)
+			abs, err := resolveInWorkspace(env, p)
 			if err != nil {
 				return nil, fmt.Errorf("invalid argument %q: %w", name, err)
 			}

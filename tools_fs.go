@@ -17,27 +17,113 @@ import (
 	"syscall"
 )
 
-// workspaceRoot opens the session cwd as an os.Root and gives p, a path
+// workspace is a session's cwd resolved once, when the session opens: the
+// resolved path, the directory held open as an os.Root, and that
+// directory's identity. Every file tool of the session goes through it
+// instead of resolving the cwd and opening a root per call (DESIGN.md §1).
+// It is safe for concurrent use; the session closes it when it ends.
+type workspace struct {
+	cwd  string      // the session cwd as given, cleaned
+	real string      // cwd resolved through symlinks at open
+	root *os.Root    // the directory real named at open
+	id   os.FileInfo // root's directory, for os.SameFile
+}
+
+// openWorkspace resolves cwd and opens it as a workspace.
+func openWorkspace(cwd string) (*workspace, error) {
+	real, err := filepath.EvalSymlinks(cwd)
+	if err != nil {
+		return nil, fmt.Errorf("resolve session cwd %q: %w", cwd, err)
+	}
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("open the workspace %q: %w", cwd, err)
+	}
+	id, err := root.Stat(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("open the workspace %q: %w", cwd, err)
+	}
+	return &workspace{cwd: filepath.Clean(cwd), real: real, root: root, id: id}, nil
+}
+
+// close releases the root; nil is a workspace never opened.
+func (w *workspace) close() {
+	if w != nil {
+		w.root.Close()
+	}
+}
+
+// current checks, with one stat, that the resolved cwd still names the
+// directory the root holds. A workspace renamed away, or replaced by
+// another directory or a symlink to one, fails every later call: the path
+// the guard sees (the resolved cwd and the rest) must name the file the
+// executor opens through the root.
+func (w *workspace) current() error {
+	if fi, err := os.Lstat(w.real); err != nil || !os.SameFile(fi, w.id) {
+		return fmt.Errorf("workspace %q was moved or replaced since the session started; start a new session", w.cwd)
+	}
+	return nil
+}
+
+// sessionWorkspace is env's session workspace when it is the one of env's
+// cwd and still current; nil, nil when env has none (a caller outside a
+// session), which resolves per call.
+func sessionWorkspace(env *toolEnv) (*workspace, error) {
+	w := env.Workspace
+	if w == nil || w.cwd != filepath.Clean(env.Cwd) {
+		return nil, nil
+	}
+	if err := w.current(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// resolvedCwd is env's cwd resolved through symlinks: the session's, checked
+// current, or resolved now without one.
+func resolvedCwd(env *toolEnv) (string, error) {
+	w, err := sessionWorkspace(env)
+	if err != nil {
+		return "", err
+	}
+	if w != nil {
+		return w.real, nil
+	}
+	real, err := filepath.EvalSymlinks(env.Cwd)
+	if err != nil {
+		return "", fmt.Errorf("resolve session cwd %q: %w", env.Cwd, err)
+	}
+	return real, nil
+}
+
+// workspaceRoot gives the root of the session cwd and p, a path
 // resolveWorkspacePath returned ("" for the cwd itself), relative to it.
 // Executors open files only through the root: a directory that a running
 // process swapped for a symlink after the guard decided cannot lead outside
-// the workspace. The caller closes the root.
-func workspaceRoot(env *toolEnv, p string) (*os.Root, string, error) {
-	realCwd, err := filepath.EvalSymlinks(env.Cwd)
+// the workspace. The root is the session's, or, without one, opened for
+// this call; the caller calls release when done with it, and never closes
+// the root itself.
+func workspaceRoot(env *toolEnv, p string) (root *os.Root, rel string, release func(), err error) {
+	w, err := sessionWorkspace(env)
 	if err != nil {
-		return nil, "", fmt.Errorf("resolve session cwd %q: %w", env.Cwd, err)
+		return nil, "", nil, err
 	}
-	rel := "."
+	release = func() {}
+	if w == nil {
+		if w, err = openWorkspace(env.Cwd); err != nil {
+			return nil, "", nil, err
+		}
+		release = w.close
+	}
+	rel = "."
 	if p != "" {
-		if rel, err = filepath.Rel(realCwd, p); err != nil || !withinDir(realCwd, p) {
-			return nil, "", fmt.Errorf("path %q is outside the workspace %q", p, env.Cwd)
+		if rel, err = filepath.Rel(w.real, p); err != nil || !withinDir(w.real, p) {
+			release()
+			return nil, "", nil, fmt.Errorf("path %q is outside the workspace %q", p, env.Cwd)
 		}
 	}
-	root, err := os.OpenRoot(realCwd)
-	if err != nil {
-		return nil, "", fmt.Errorf("open the workspace: %w", err)
-	}
-	return root, rel, nil
+	return w.root, rel, release, nil
 }
 
 // readTextFile loads the file rel of root, shown as p, of at most
@@ -74,11 +160,11 @@ func isBinary(data []byte) bool {
 
 func execReadFile(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p := argStr(args, "file_path")
-	root, rel, err := workspaceRoot(env, p)
+	root, rel, release, err := workspaceRoot(env, p)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "read file: %v", err)
 	}
-	defer root.Close()
+	defer release()
 	data, err := readTextFile(root, rel, p)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "read file: %v", err)
@@ -107,11 +193,11 @@ func execReadFile(ctx context.Context, env *toolEnv, args map[string]any) toolRe
 
 func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p, content := argStr(args, "file_path"), argStr(args, "content")
-	root, rel, err := workspaceRoot(env, p)
+	root, rel, release, err := workspaceRoot(env, p)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "write file: %v", err)
 	}
-	defer root.Close()
+	defer release()
 	// What the file held, for the diff the client is shown; read before the
 	// write as the preview reads it.
 	d := previewWrite(root, rel, p, content)
@@ -140,11 +226,11 @@ func writeFile(root *os.Root, rel, p, content string) error {
 
 func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p := argStr(args, "file_path")
-	root, rel, err := workspaceRoot(env, p)
+	root, rel, release, err := workspaceRoot(env, p)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "edit: %v", err)
 	}
-	defer root.Close()
+	defer release()
 	data, err := readTextFile(root, rel, p)
 	plan, res := planEdit(p, args, data, err)
 	if plan == nil {
@@ -222,11 +308,11 @@ func previewChange(env *toolEnv, tool string, args map[string]any) *fileDiff {
 		return nil
 	}
 	p := argStr(args, "file_path")
-	root, rel, err := workspaceRoot(env, p)
+	root, rel, release, err := workspaceRoot(env, p)
 	if err != nil {
 		return nil
 	}
-	defer root.Close()
+	defer release()
 	if tool == toolWriteFile {
 		return previewWrite(root, rel, p, argStr(args, "content"))
 	}
@@ -279,11 +365,11 @@ func readPreview(root *os.Root, rel string) (*string, error) {
 
 func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
 	p := argStr(args, "path")
-	root, rel, err := workspaceRoot(env, p)
+	root, rel, release, err := workspaceRoot(env, p)
 	if err != nil {
 		return failed(errTypeExecutionFailed, "list directory: %v", err)
 	}
-	defer root.Close()
+	defer release()
 	entries, err := fs.ReadDir(root.FS(), filepath.ToSlash(rel))
 	if err != nil {
 		return failed(errTypeExecutionFailed, "list directory: %v", err)

@@ -19,11 +19,11 @@ import (
 // read through; .git is skipped and symlinks are not followed. fn returns
 // false to stop.
 func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, rel string, read func() ([]byte, error)) bool) error {
-	root, start, err := workspaceRoot(env, p)
+	root, start, release, err := workspaceRoot(env, p)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer release()
 	start = filepath.ToSlash(start)
 	return fs.WalkDir(root.FS(), start, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -71,6 +71,12 @@ func TestResolveWorkspacePathEqualsFullResolution(t *testing.T) {
 		}
 	}
 	for _, cwd := range []string{real, link, real + "/", link + "/sub/.."} {
+		// A session's workspace, its cwd resolved once, resolves alike.
+		w, err := openWorkspace(cwd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		session := &toolEnv{Cwd: cwd, Workspace: w}
 		for _, p := range []string{".", "f.txt", "new.txt", "sub", "sub/g.txt", "sub/new/deep.txt", "in/g.txt", "in/new.txt",
 			"lf", "out/s.txt", "out", "out/new.txt", "../outside/s.txt", filepath.Join(real, "f.txt"), filepath.Join(link, "new.txt")} {
 			got, err := resolveWorkspacePath(cwd, p)
@@ -78,7 +84,12 @@ func TestResolveWorkspacePathEqualsFullResolution(t *testing.T) {
 			if (err != nil) != (wantErr != nil) || got != want {
 				t.Errorf("resolveWorkspacePath(%q, %q) = %q, %v; full resolution gives %q, %v", cwd, p, got, err, want, wantErr)
 			}
+			got, err = resolveInWorkspace(session, p)
+			if (err != nil) != (wantErr != nil) || got != want {
+				t.Errorf("in a session's workspace %q, %q resolves to %q, %v; full resolution gives %q, %v", cwd, p, got, err, want, wantErr)
+			}
 		}
+		w.close()
 	}
 }
 
