@@ -637,7 +637,7 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
 	var err error
-	if s.model, err = a.sessionModel(ss); err != nil {
+	if s.model, err = a.sessionModel(ss, s.cwd); err != nil {
 		return invalidParams("%s: %v", op, err)
 	}
 	if s.sandbox, err = newSandboxSession(a.sessionSandbox(ss), s.cwd, a.env); err != nil {
@@ -670,17 +670,17 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	return nil
 }
 
-// sessionModel is the model of a session with settings ss: the agent's,
-// under the model.name of the session's workspace unless OPENAI_MODEL named
-// it (DESIGN.md §10). Endpoint and key stay the agent's; a child's model is
-// serve's, which chooses the name itself (serve_model.go).
-func (a *agent) sessionModel(ss *sessionSettings) (model, error) {
+// sessionModel is the model of a session in cwd with settings ss: the
+// agent's, under the model.name of the session's workspace unless
+// OPENAI_MODEL named it (DESIGN.md §10). Endpoint and key stay the agent's; a
+// child's model is serve's, which chooses the name itself (serve_model.go).
+func (a *agent) sessionModel(ss *sessionSettings, cwd string) (model, error) {
 	m, ok := a.model.(*openAIModel)
 	if !ok || a.modelNameFixed || ss.Settings.Model.Name == m.name {
 		return a.model, nil
 	}
 	if ss.Settings.Model.Name == "" {
-		return nil, fmt.Errorf("the workspace names no model; set %s or model.name in its settings", envModelName)
+		return nil, fmt.Errorf("workspace %q names no model; set %s or model.name in its settings", cwd, envModelName)
 	}
 	named := *m
 	named.name = ss.Settings.Model.Name

@@ -88,14 +88,17 @@ func activeChildren(t *testing.T, td *testDaemon) int {
 
 // TestServeModelNameOfItsWorkspace: two workspaces naming different models,
 // their sessions on one child: each session's model calls name its own
-// workspace's model, whichever workspace's session started the child.
-// OPENAI_MODEL, given to serve, names the model of every session.
+// workspace's model, whichever workspace's session started the child; a
+// workspace that names none has no session. OPENAI_MODEL, given to serve,
+// names the model of every session.
 func TestServeModelNameOfItsWorkspace(t *testing.T) {
 	fm := newToolLoopModel(t)
-	wss := []string{t.TempDir(), t.TempDir()}
-	for i, ws := range wss {
+	// The third workspace's layers name no model.
+	wss := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	for i, ws := range wss[:2] {
 		writeFileAll(t, filepath.Join(ws, ".qwen", "settings.json"), `{"model":{"name":"m-`+strconv.Itoa(i)+`"}}`)
 	}
+	writeFileAll(t, filepath.Join(wss[2], ".qwen", "settings.json"), `{"model":{"name":""}}`)
 	base := []string{envModelBaseURL + "=" + fm.srv.URL + "/v1", envModelKey + "="}
 	// The second serve runs beside the first: each on a port of its own.
 	port := []string{"--port", "0"}
@@ -109,6 +112,11 @@ func TestServeModelNameOfItsWorkspace(t *testing.T) {
 	}
 	if n := activeChildren(t, td); n != 1 {
 		t.Errorf("%d ACP children, want one", n)
+	}
+	r := td.do(t, "POST", "/session", `{"cwd":`+strconv.Quote(wss[2])+`}`)
+	wantError(t, r, http.StatusBadRequest, codeBadRequest)
+	if want := `names no model; set OPENAI_MODEL for serve or model.name in its settings`; !strings.Contains(string(r.body), want) {
+		t.Errorf("session in a workspace that names no model: %s, want an error saying %q", r.body, want)
 	}
 
 	td = startParsedPool(t, wss, port, append(base, envModelName+"=env-model")...)
@@ -190,8 +198,9 @@ func TestACPModelNameOfItsWorkspace(t *testing.T) {
 	t.Cleanup(srv.Close)
 	qwenHome := t.TempDir()
 	writeFileAll(t, filepath.Join(qwenHome, "settings.json"), `{"model":{"name":"m-user"}}`)
-	plain, named := t.TempDir(), t.TempDir()
+	plain, named, unnamed := t.TempDir(), t.TempDir(), t.TempDir()
 	writeFileAll(t, filepath.Join(named, ".qwen", "settings.json"), `{"model":{"name":"m-named"}}`)
+	writeFileAll(t, filepath.Join(unnamed, ".qwen", "settings.json"), `{"model":{"name":""}}`)
 	for _, tt := range []struct {
 		env   string
 		wants []string
@@ -211,6 +220,15 @@ func TestACPModelNameOfItsWorkspace(t *testing.T) {
 			if len(reqs) != len(before)+1 || reqs[len(reqs)-1].Model != tt.wants[i] {
 				t.Errorf("OPENAI_MODEL %q: session in %s: %d model calls, the last naming %q; want one naming %q", tt.env, ws, len(reqs)-len(before), reqs[len(reqs)-1].Model, tt.wants[i])
 			}
+		}
+		r := c.call(methodSessionNew, map[string]any{"cwd": unnamed, "mcpServers": []any{}})
+		if tt.env == "" {
+			want := `session/new: workspace "` + unnamed + `" names no model; set OPENAI_MODEL or model.name in its settings`
+			if r.Error == nil || r.Error.Message != want {
+				t.Errorf("session/new in a workspace that names no model = %+v, want the error %q", r.Error, want)
+			}
+		} else if r.Error != nil {
+			t.Errorf("OPENAI_MODEL %q: session/new in a workspace that names no model: %v", tt.env, r.Error.Message)
 		}
 	}
 }
