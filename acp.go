@@ -155,6 +155,9 @@ type agent struct {
 	env   *procEnv
 	log   *slog.Logger
 	model model
+	// modelNameFixed: OPENAI_MODEL names the model of every session;
+	// otherwise each session's workspace's model.name (sessionModel).
+	modelNameFixed bool
 
 	// Exactly one of these guards the tools, or neither (the plain path).
 	managed  bool            // serve's required-v1 child: serve decides
@@ -199,6 +202,7 @@ type session struct {
 	mcp        *mcpSet         // its MCP servers and their tools
 	sandbox    *sandboxSession // confines its tools, hooks and MCP servers; nil: off
 	settings   *settings       // from its workspace (agent.settingsFor); never changed
+	model      model           // the agent's, under its workspace's model.name (agent.sessionModel)
 
 	mu      sync.Mutex
 	mode    string
@@ -300,6 +304,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
 			return &usageError{err}
 		}
+		a.modelNameFixed = opts.ModelNameFixed
 	case modelParent:
 		a.model = newParentModel(a)
 	}
@@ -634,6 +639,9 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
 	var err error
+	if s.model, err = a.sessionModel(ss, s.cwd); err != nil {
+		return invalidParams("%s: %v", op, err)
+	}
 	if s.workspace, err = openWorkspace(s.cwd); err != nil {
 		return invalidParams("%s: %v", op, err)
 	}
@@ -667,6 +675,23 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	a.sessions[id] = s
 	a.mu.Unlock()
 	return nil
+}
+
+// sessionModel is the model of a session in cwd with settings ss: the
+// agent's, under the model.name of the session's workspace unless
+// OPENAI_MODEL named it (DESIGN.md §10). Endpoint and key stay the agent's; a
+// child's model is serve's, which chooses the name itself (serve_model.go).
+func (a *agent) sessionModel(ss *sessionSettings, cwd string) (model, error) {
+	m, ok := a.model.(*openAIModel)
+	if !ok || a.modelNameFixed || ss.Settings.Model.Name == m.name {
+		return a.model, nil
+	}
+	if ss.Settings.Model.Name == "" {
+		return nil, fmt.Errorf("workspace %q names no model; set %s or model.name in its settings", cwd, envModelName)
+	}
+	named := *m
+	named.name = ss.Settings.Model.Name
+	return &named, nil
 }
 
 // sessionSandbox is the sandbox of a session with settings ss: the one its
@@ -1135,7 +1160,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 				})
 			}
 		})
-		turn, err := a.model.next(modelCtx, history, a.offeredTools(s, env), func(t string) {
+		turn, err := s.model.next(modelCtx, history, a.offeredTools(s, env), func(t string) {
 			if t != "" {
 				a.update(s.id, map[string]any{
 					"sessionUpdate": "agent_message_chunk",

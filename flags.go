@@ -161,6 +161,7 @@ type acpOptions struct {
 	GuardModeGiven     bool   // --external-tool-guard-mode on the command line (warnUnguarded)
 	Model              string // modelScripted or modelOpenAI
 	OpenAI             openAIConfig
+	ModelNameFixed     bool      // OPENAI_MODEL named every session's model, not each workspace's model.name
 	Settings           *settings // the merged settings files (settings_files.go), or the defaults
 	SettingsLoad       *settingsLoad
 	AllowSlashCommands []string   // for a managed child: the slash commands serve opened
@@ -244,8 +245,18 @@ type serveOptions struct {
 	// sessions, checked against the kernel at start as Sandbox is.
 	FirstWorkspaceSandbox *sandboxConfig
 	// Model is the model service serve calls for its children
-	// (serve_model.go); BaseURL "" runs the scripted model.
-	Model openAIConfig
+	// (serve_model.go); BaseURL "" runs the scripted model. Its name is
+	// OPENAI_MODEL's, else the first workspace's model.name, checked at
+	// start; ModelNameFixed says OPENAI_MODEL named it, for every session.
+	Model          openAIConfig
+	ModelNameFixed bool
+	// SessionSettings find the settings files of a session's workspace,
+	// from which serve takes its model.name and model.maxSessionTurns;
+	// Sources zero (a serve assembled without flags): Settings for all.
+	SessionSettings struct {
+		Sources settingsSources
+		Options settingsLoadOptions // Workspace is set per session
+	}
 	// SystemPrompt is the operator's (the flag's or the process
 	// environment's); its File goes to every child as
 	// --system-prompt-file. One a settings env block names is each
@@ -765,6 +776,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	case modelScripted, modelParent:
 	case modelOpenAI:
 		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: modelKey, Model: env.lookup(envModelName)}
+		opts.ModelNameFixed = opts.OpenAI.Model != ""
 		if opts.OpenAI.Model == "" {
 			opts.OpenAI.Model = opts.Settings.Model.Name
 		}
@@ -893,6 +905,8 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Model, err = serveModelConfig(env, opts.Settings); err != nil {
 		return serveOptions{}, err
 	}
+	opts.ModelNameFixed = env.lookup(envModelName) != ""
+	opts.SessionSettings.Sources, opts.SessionSettings.Options = src, so
 	// The first workspace's sandbox keys are checked as its sessions' child
 	// will resolve them; the sandbox serve reports and gives its children
 	// is the base, without any workspace's file.

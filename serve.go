@@ -76,8 +76,14 @@ type daemon struct {
 	requireAuth  bool // --require-auth: no route is open without the token
 	started      time.Time
 
-	model          *openAIModel // the children's model service; nil: the scripted model
-	modelCallLimit int          // model calls of one prompt (serve_model.go)
+	model *openAIModel // the children's model service; nil: the scripted model
+	// modelDefault is a session's model name and call bound when serve
+	// has no settings sources; modelNameFixed: OPENAI_MODEL names the
+	// model of every session; modelSettings loads a session's workspace
+	// settings for the others (serve_model.go).
+	modelDefault   sessionModel
+	modelNameFixed bool
+	modelSettings  *settingsCache
 
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners

@@ -1,8 +1,9 @@
 // serve_model.go owns serve's end of its children's model calls. A child
 // never holds the model key: it asks serve over its private channel with
 // methodModelComplete (model_parent.go), and serve makes the HTTP call
-// itself, with the endpoint, model name and key of its own configuration,
-// only for the running prompt of a session that child owns, bounded per
+// itself, with the endpoint and key of its own configuration and the model
+// name and call bound of the session's workspace as serve read them, only
+// for the running prompt of a session that child owns, bounded per
 // prompt, and streams the reply back with methodModelChunk, key redacted.
 package main
 
@@ -35,11 +36,11 @@ func serveModelConfig(env *procEnv, s *settings) (openAIConfig, error) {
 }
 
 // setModel makes serve the model client of its children when the operator
-// configured a model service.
+// configured a model service, and finds each session's model settings.
 func (d *daemon) setModel(opts serveOptions) error {
-	d.modelCallLimit = maxModelCallsPerPrompt
+	d.modelDefault = sessionModel{callLimit: maxModelCallsPerPrompt}
 	if opts.Settings != nil {
-		d.modelCallLimit = min(opts.Settings.Model.MaxTurns, maxModelCallsPerPrompt)
+		d.modelDefault.callLimit = min(opts.Settings.Model.MaxTurns, maxModelCallsPerPrompt)
 	}
 	if opts.Model.BaseURL == "" {
 		return nil
@@ -48,8 +49,43 @@ func (d *daemon) setModel(opts serveOptions) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	d.model = m
+	d.model, d.modelDefault.name, d.modelNameFixed = m, m.name, opts.ModelNameFixed
+	if src := opts.SessionSettings; src.Sources.Lookup != nil {
+		d.modelSettings = newSettingsCache(src.Sources, src.Options, func(l *settingsLoad) (*sessionSettings, error) {
+			return &sessionSettings{Load: l, Settings: l.Settings}, nil
+		})
+	}
 	return nil
+}
+
+// sessionModel is what serve's model calls for one session's prompts use:
+// the model name and the calls one prompt may make.
+type sessionModel struct {
+	name      string
+	callLimit int
+}
+
+// sessionModelOf returns the model of a session in ws: model.name and
+// model.maxSessionTurns of ws's own settings layers, read by serve itself
+// with the trust rule of the children (DESIGN.md §10), OPENAI_MODEL over
+// the name. A child's bytes never choose either: a child could name any
+// model the key reaches, or a bound the workspace never set.
+func (d *daemon) sessionModelOf(ws string) (sessionModel, error) {
+	if d.model == nil || d.modelSettings == nil {
+		return d.modelDefault, nil
+	}
+	ss, _, err := d.modelSettings.get(ws)
+	if err != nil {
+		return sessionModel{}, err
+	}
+	m := sessionModel{name: ss.Settings.Model.Name, callLimit: min(ss.Settings.Model.MaxTurns, maxModelCallsPerPrompt)}
+	if d.modelNameFixed {
+		m.name = d.model.name
+	}
+	if m.name == "" {
+		return sessionModel{}, fmt.Errorf("workspace %q names no model; set %s for serve or model.name in its settings", ws, envModelName)
+	}
+	return m, nil
 }
 
 // childModelArgs tells a child which model to run: serve's, through serve.
@@ -93,6 +129,17 @@ func (b *modelBudget) spend(n int) bool {
 // request body serve sends: the child's, exactly as the chat completions
 // shapes read it, with modelName in "model". A child never names a model.
 func decodeModelComplete(params json.RawMessage, modelName string) (modelCompleteParams, []byte, error) {
+	p, req, err := decodeModelCall(params)
+	if err != nil {
+		return p, nil, err
+	}
+	body, err := encodeModelRequest(req, modelName)
+	return p, body, err
+}
+
+// decodeModelCall checks a child's model call: its params and its request,
+// which names no model.
+func decodeModelCall(params json.RawMessage) (modelCompleteParams, *openAIRequest, error) {
 	var p modelCompleteParams
 	if err := decodeStrict(params, &p); err != nil {
 		return p, nil, fmt.Errorf("model call: invalid params: %v", err)
@@ -107,12 +154,18 @@ func decodeModelComplete(params json.RawMessage, modelName string) (modelComplet
 	if req.Model != "" {
 		return p, nil, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(req.Model)))
 	}
+	return p, &req, nil
+}
+
+// encodeModelRequest is the body serve sends for a checked request: the
+// request with modelName in "model".
+func encodeModelRequest(req *openAIRequest, modelName string) ([]byte, error) {
 	req.Model = modelName
 	body, err := json.Marshal(req)
 	if err != nil {
-		return p, nil, fmt.Errorf("model call: encode request: %v", err)
+		return nil, fmt.Errorf("model call: encode request: %v", err)
 	}
-	return p, body, nil
+	return body, nil
 }
 
 // modelComplete makes one model call for a child: the channel must own the
@@ -120,11 +173,7 @@ func decodeModelComplete(params json.RawMessage, modelName string) (modelComplet
 // made; then one request with serve's key, whose reply goes back to the
 // child as chunks with the key redacted. The call ends with the prompt.
 func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.RawMessage) (any, error) {
-	name := ""
-	if d.model != nil {
-		name = d.model.name
-	}
-	p, body, err := decodeModelComplete(params, name)
+	p, req, err := decodeModelCall(params)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
 	}
@@ -144,9 +193,15 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 	if d.model == nil {
 		return nil, refuse("model call: serve has no model service; set %s for serve", envModelBaseURL)
 	}
-	if !job.model.call(d.modelCallLimit) {
-		d.obs.limitHit(limitModelCalls, "sessionId", p.SessionID, "promptId", p.PromptID, "calls", d.modelCallLimit)
-		return nil, refuse("model call: prompt %q already made %d model calls, its limit", p.PromptID, d.modelCallLimit)
+	// The session's model and bound, from its workspace as serve read it.
+	limit := s.model.callLimit
+	if !job.model.call(limit) {
+		d.obs.limitHit(limitModelCalls, "sessionId", p.SessionID, "promptId", p.PromptID, "calls", limit)
+		return nil, refuse("model call: prompt %q already made %d model calls, its limit", p.PromptID, limit)
+	}
+	body, err := encodeModelRequest(req, s.model.name)
+	if err != nil {
+		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
 	}
 	overBytes := func() error {
 		d.obs.limitHit(limitModelBytes, "sessionId", p.SessionID, "promptId", p.PromptID, "bytes", maxModelBytesPerPrompt)

@@ -35,6 +35,9 @@ type hostSession struct {
 	single  bool
 	created time.Time
 	modes   []string // the approval modes the child offered in session/new
+	// model is the model name and call bound of its prompts, from its
+	// workspace's settings as serve read them (serve_model.go).
+	model sessionModel
 
 	mu      sync.Mutex
 	ended   bool // closed by the host, or its child died
@@ -342,11 +345,18 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 			return nil, herr
 		}
 	}
+	model, err := d.sessionModelOf(ws)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), childStopGrace)
+		defer cancel()
+		ch.conn.call(cctx, methodSessionClose, map[string]string{"sessionId": id})
+		return nil, &hostError{http.StatusBadRequest, codeBadRequest, "create session: " + err.Error()}
+	}
 	events := newBoundedStreamLog(d.limits.EventRingSize, d.limits.MaxSubscribers, d.events, func(code string, attrs ...any) {
 		d.obs.limitHit(code, append([]any{"sessionId", res.SessionID}, attrs...)...)
 	})
 	now := time.Now()
-	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, ws: ws, single: single, created: now, modes: modes,
+	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, ws: ws, single: single, created: now, modes: modes, model: model,
 		perms: map[string]*hostPendingPermission{}, clients: map[string]bool{}, lastUsed: now}
 	d.mu.Lock()
 	defer d.mu.Unlock()
