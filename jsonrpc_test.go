@@ -1034,3 +1034,50 @@ func TestRPCSendsQueuedBehindAWriteGoOutTogether(t *testing.T) {
 		t.Errorf("writes after the batch: %q", writes[2:])
 	}
 }
+
+// rpcBenchUpdate is a session/update notification as a child sends serve one
+// for a tool call that edits a file: a tool_call with a diff, about 600 bytes.
+const rpcBenchUpdate = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"5f0c6a1e9b7d4c2a8e3f1b0d","update":{"content":[{"newText":"package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hello, world\")\n\tfmt.Println(\"a second line\")\n}\n","oldText":"package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hello\")\n}\n","path":"/home/user/project/cmd/hello/main.go","type":"diff"}],"kind":"edit","locations":[{"path":"/home/user/project/cmd/hello/main.go"}],"rawInput":{"content":"package main\n","file_path":"/home/user/project/cmd/hello/main.go"},"sessionUpdate":"tool_call","status":"pending","title":"WriteFile main.go","toolCallId":"write_file-1764662400123-7"}}}`
+
+// rpcBenchPrepareAnswer is the answer to a child's prepare request.
+const rpcBenchPrepareAnswer = `{"jsonrpc":"2.0","id":1,"result":{"decision":"allow","reason":"workspace write allowed by policy rule 3","requestId":"9c2f4b7a1e6d3f8a0b5c7e2d4f6a8b1c"}}`
+
+// BenchmarkRPCDispatch is the work of reading one line of the private
+// channel, past the line reader: a session/update notification handed to
+// OnNotify, and a response handed to the call waiting for it.
+func BenchmarkRPCDispatch(b *testing.B) {
+	ctx := context.Background()
+	b.Run("update", func(b *testing.B) {
+		var got int
+		c := newRPCConn(nil, io.Discard, rpcConfig{OnNotify: func(_ string, params json.RawMessage) { got += len(params) }})
+		line := []byte(rpcBenchUpdate)
+		b.SetBytes(int64(len(line)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.dispatch(ctx, line); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if got == 0 {
+			b.Fatal("no notification delivered")
+		}
+	})
+	b.Run("answer", func(b *testing.B) {
+		c := newRPCConn(nil, io.Discard, rpcConfig{})
+		line := []byte(rpcBenchPrepareAnswer)
+		reply := make(chan rpcReply, 1)
+		b.SetBytes(int64(len(line)))
+		b.ReportAllocs()
+		for b.Loop() {
+			c.mu.Lock()
+			c.pending[1] = pendingCall{reply: reply}
+			c.mu.Unlock()
+			if err := c.dispatch(ctx, line); err != nil {
+				b.Fatal(err)
+			}
+			if r := <-reply; r.err != nil || r.result == nil {
+				b.Fatalf("reply %+v", r)
+			}
+		}
+	})
+}
