@@ -559,7 +559,17 @@ func (w *strictWalk) number() error {
 func (w *strictWalk) str() ([]byte, error) {
 	start := w.i
 	w.i++ // the opening quote
+	plain := &strPlainUTF8
+	if w.syntaxOnly {
+		plain = &strPlainAny
+	}
 	for w.i < len(w.data) {
+		for w.i < len(w.data) && plain[w.data[w.i]] {
+			w.i++
+		}
+		if w.i >= len(w.data) {
+			break
+		}
 		switch c := w.data[w.i]; {
 		case c == '"':
 			w.i++
@@ -598,6 +608,18 @@ func (w *strictWalk) str() ([]byte, error) {
 		}
 	}
 	return nil, errStrictEnd
+}
+
+// strPlainUTF8 and strPlainAny are the bytes a string holds as they are,
+// with nothing to check: printable ASCII but the quote and the backslash;
+// and, when only the syntax is checked, any byte from 0x80 on as well.
+var strPlainUTF8, strPlainAny = strPlainBytes(false), strPlainBytes(true)
+
+func strPlainBytes(high bool) (plain [256]bool) {
+	for c := range plain {
+		plain[c] = c >= 0x20 && c != '"' && c != '\\' && (c < utf8.RuneSelf || high)
+	}
+	return plain
 }
 
 // key checks a member name and returns it as encoding/json reads it.
