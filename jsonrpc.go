@@ -306,7 +306,7 @@ func (l *lineReader) next() (line []byte, tooLong bool, err error) {
 }
 
 // rpcMembers are the members of a message, in the order of rpcEnvelope.
-var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+var rpcMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
 
 // dispatch handles one line. Only a failure to write an answer is returned.
 // An object is checked and split into its members in one walk that builds
@@ -318,7 +318,7 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	if len(line) == 0 {
 		return nil
 	}
-	var m [6]json.RawMessage // rpcMembers
+	var m [len(rpcMembers)]json.RawMessage
 	if line[0] != '{' {
 		switch {
 		case !json.Valid(line):
@@ -329,7 +329,7 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		}
 		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")
 	}
-	named, valid := syntaxMembers(line, rpcMembers, m[:])
+	named, valid := syntaxMembers(line, rpcMembers[:], m[:])
 	switch {
 	case !valid:
 		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
@@ -391,8 +391,8 @@ const (
 )
 
 // methodName reads raw, a JSON value, as a method name: a non-empty
-// string. A name written without escapes, as every peer writes them, is
-// its bytes, and one seen before is not copied again; others are decoded.
+// string. A name written without escapes is its own bytes, and one seen
+// before is not copied again; any other is decoded.
 // It runs on the read goroutine only.
 func (c *rpcConn) methodName(raw json.RawMessage) (string, bool) {
 	if raw[0] != '"' {

@@ -1084,11 +1084,11 @@ func BenchmarkRPCDispatch(b *testing.B) {
 	})
 }
 
-// referenceDispatch is dispatch as it was written before its one-walk
-// form: json.Valid over the line, a copy of the whole line, the envelope
-// split by decodeWireObject, and version and method decoded by
-// json.Unmarshal. TestRPCDispatchMatchesReference and FuzzRPCDispatch hold
-// dispatch to its outcomes.
+// referenceDispatch is dispatch written plainly: json.Valid over the line,
+// a copy of the whole line, the envelope split by decodeWireObject, and
+// version and method decoded by json.Unmarshal.
+// TestRPCDispatchMatchesReference and FuzzRPCDispatch hold dispatch to its
+// outcomes.
 func referenceDispatch(c *rpcConn, ctx context.Context, line []byte) error {
 	line = bytes.TrimSpace(line)
 	switch {
@@ -1309,8 +1309,8 @@ var rpcDispatchLines = []string{
 	`{"jsonrpc":"2.0","method":"n","params":` + strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000) + `}`,
 }
 
-// TestRPCDispatchMatchesReference: a line's outcome is the one the former
-// dispatch gave it, byte for byte on the wire, and what is handed on stays
+// TestRPCDispatchMatchesReference: a line's outcome is the one
+// referenceDispatch gives it, byte for byte on the wire, and what is handed on stays
 // as read when the line's buffer is reused.
 func TestRPCDispatchMatchesReference(t *testing.T) {
 	for _, line := range append(slices.Clone(rpcDispatchLines), fuzzSeeds...) {
@@ -1327,7 +1327,7 @@ func TestRPCDispatchMatchesReference(t *testing.T) {
 	}
 }
 
-// FuzzRPCDispatch holds dispatch to the former dispatch's outcome.
+// FuzzRPCDispatch holds dispatch to referenceDispatch's outcome.
 func FuzzRPCDispatch(f *testing.F) {
 	for _, s := range append(slices.Clone(rpcDispatchLines), fuzzSeeds...) {
 		if len(s) < 4096 {

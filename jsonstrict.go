@@ -3,7 +3,9 @@
 // spelled exactly, none given twice, no trailing data, numbers kept as
 // written; and its walks over raw bytes: one over JSON already checked
 // (wireWalk) and one that checks by the same rules without building a Go
-// value (strictWalk), for bytes forwarded as they came.
+// value (strictWalk), for bytes forwarded as they came, or by json.Valid's
+// rules only, for a JSON-RPC line whose members are then read each on its
+// own (syntaxMembers).
 package main
 
 import (
