@@ -119,6 +119,9 @@ type rpcConn struct {
 	// input had ended.
 	gone     chan struct{}
 	goneOnce sync.Once
+
+	// methods are method names read before (methodName).
+	methods []string
 }
 
 // rpcBatch is the lines sent while a write was in progress. Its first
@@ -302,31 +305,40 @@ func (l *lineReader) next() (line []byte, tooLong bool, err error) {
 	}
 }
 
+// rpcMembers are the members of a message, in the order of rpcEnvelope.
+var rpcMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
 // dispatch handles one line. Only a failure to write an answer is returned.
+// An object is checked and split into its members in one walk that builds
+// no Go value (syntaxMembers); the members alias the read buffer, which the
+// next line reuses, so what outlives this call is copied where it is handed
+// on (request, notified, deliver).
 func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 	line = bytes.TrimSpace(line)
-	switch {
-	case len(line) == 0:
+	if len(line) == 0 {
 		return nil
-	case !json.Valid(line):
-		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
-	case line[0] == '[':
-		// No batches: an array is answered -32600 with id null, as the ACP SDK does.
-		return c.sendError(nil, rpcInvalidRequest, "invalid request: batches are not supported")
-	case line[0] != '{':
+	}
+	var m [len(rpcMembers)]json.RawMessage
+	if line[0] != '{' {
+		switch {
+		case !json.Valid(line):
+			return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
+		case line[0] == '[':
+			// No batches: an array is answered -32600 with id null, as the ACP SDK does.
+			return c.sendError(nil, rpcInvalidRequest, "invalid request: batches are not supported")
+		}
 		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")
 	}
-
-	// The line's buffer is reused for the next one; the members outlive it.
-	line = bytes.Clone(line)
-	m, err := decodeWireObject(line, "jsonrpc", "id", "method", "params", "result", "error")
-	if err != nil {
-		return c.rejectMalformed(line, fmt.Sprintf("invalid request: %v", err))
+	named, valid := syntaxMembers(line, rpcMembers[:], m[:])
+	switch {
+	case !valid:
+		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
+	case named != nil:
+		return c.rejectMalformed(line, fmt.Sprintf("invalid request: %v", named))
 	}
-	env := rpcEnvelope{JSONRPC: m["jsonrpc"], ID: m["id"], Method: m["method"], Params: m["params"], Result: m["result"], Error: m["error"]}
+	env := rpcEnvelope{JSONRPC: m[0], ID: m[1], Method: m[2], Params: m[3], Result: m[4], Error: m[5]}
 	id, idOK := rpcID(env.ID)
-	var version string
-	if json.Unmarshal(env.JSONRPC, &version) != nil || version != rpcVersion {
+	if !rpcVersionOK(env.JSONRPC) {
 		return c.reject(env, id, fmt.Sprintf("invalid request: jsonrpc must be %q, got %s", rpcVersion, quoteRaw(env.JSONRPC)))
 	}
 	if !idOK {
@@ -340,8 +352,8 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		c.deliver(env)
 		return nil
 	}
-	var method string
-	if env.Method[0] != '"' || json.Unmarshal(env.Method, &method) != nil || method == "" {
+	method, ok := c.methodName(env.Method)
+	if !ok {
 		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", truncateForError(env.Method)))
 	}
 	if env.Result != nil || env.Error != nil {
@@ -358,6 +370,52 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		return nil
 	}
 	return c.request(ctx, id, method, env.Params)
+}
+
+// rpcVersionOK reports whether raw, a member's JSON value, is the string
+// rpcVersion however it is spelled.
+func rpcVersionOK(raw json.RawMessage) bool {
+	if string(raw) == `"`+rpcVersion+`"` {
+		return true
+	}
+	var version string
+	return json.Unmarshal(raw, &version) == nil && version == rpcVersion
+}
+
+// rpcMethodNames bounds the method names a connection keeps to hand out
+// again without a copy, and rpcMethodNameLen each one's length: the names
+// are the peer's, so what they hold stays small whatever it sends.
+const (
+	rpcMethodNames   = 8
+	rpcMethodNameLen = 64
+)
+
+// methodName reads raw, a JSON value, as a method name: a non-empty
+// string. A name written without escapes is its own bytes, and one seen
+// before is not copied again; any other is decoded.
+// It runs on the read goroutine only.
+func (c *rpcConn) methodName(raw json.RawMessage) (string, bool) {
+	if raw[0] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
+		var method string
+		if json.Unmarshal(raw, &method) != nil {
+			return "", false
+		}
+		return method, method != ""
+	}
+	for _, name := range c.methods {
+		if name == string(inner) {
+			return name, true
+		}
+	}
+	method := string(inner)
+	if len(c.methods) < rpcMethodNames && len(method) <= rpcMethodNameLen {
+		c.methods = append(c.methods, method)
+	}
+	return method, method != ""
 }
 
 // rejectMalformed answers a message that failed strict decoding, after
@@ -432,7 +490,7 @@ func (c *rpcConn) deliver(env rpcEnvelope) {
 		return
 	}
 	if p, ok := c.take(env.ID); ok {
-		p.settle(rpcReply{result: env.Result})
+		p.settle(rpcReply{result: bytes.Clone(env.Result)}) // it outlives the line
 	}
 }
 
@@ -477,7 +535,7 @@ func (c *rpcConn) notified(method string, params json.RawMessage) {
 		return
 	}
 	if c.cfg.OnNotify != nil {
-		c.cfg.OnNotify(method, params)
+		c.cfg.OnNotify(method, bytes.Clone(params)) // it may outlive the line
 	}
 }
 
@@ -495,6 +553,13 @@ func (c *rpcConn) request(ctx context.Context, id json.RawMessage, method string
 	hctx, cancel := context.WithCancel(ctx)
 	c.inflight[key] = cancel
 	c.mu.Unlock()
+	// The id and the params outlive the line: one copy holds both.
+	own := make([]byte, 0, len(id)+len(params))
+	own = append(append(own, id...), params...)
+	id = own[:len(id):len(id)]
+	if params != nil {
+		params = own[len(id):]
+	}
 	if c.cfg.OnAdmit != nil {
 		hctx = c.cfg.OnAdmit(hctx, method, params)
 	}

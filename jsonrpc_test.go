@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1033,4 +1035,306 @@ func TestRPCSendsQueuedBehindAWriteGoOutTogether(t *testing.T) {
 	if writes := g.written(); len(writes) != 3 || !strings.Contains(writes[2], `"later"`) {
 		t.Errorf("writes after the batch: %q", writes[2:])
 	}
+}
+
+// rpcBenchUpdate is a session/update notification as a child sends serve one
+// for a tool call that edits a file: a tool_call with a diff, about 600 bytes.
+const rpcBenchUpdate = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"5f0c6a1e9b7d4c2a8e3f1b0d","update":{"content":[{"newText":"package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hello, world\")\n\tfmt.Println(\"a second line\")\n}\n","oldText":"package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hello\")\n}\n","path":"/home/user/project/cmd/hello/main.go","type":"diff"}],"kind":"edit","locations":[{"path":"/home/user/project/cmd/hello/main.go"}],"rawInput":{"content":"package main\n","file_path":"/home/user/project/cmd/hello/main.go"},"sessionUpdate":"tool_call","status":"pending","title":"WriteFile main.go","toolCallId":"write_file-1764662400123-7"}}}`
+
+// rpcBenchPrepareAnswer is the answer to a child's prepare request.
+const rpcBenchPrepareAnswer = `{"jsonrpc":"2.0","id":1,"result":{"decision":"allow","reason":"workspace write allowed by policy rule 3","requestId":"9c2f4b7a1e6d3f8a0b5c7e2d4f6a8b1c"}}`
+
+// BenchmarkRPCDispatch is the work of reading one line of the private
+// channel, past the line reader: a session/update notification handed to
+// OnNotify, and a response handed to the call waiting for it.
+func BenchmarkRPCDispatch(b *testing.B) {
+	ctx := context.Background()
+	b.Run("update", func(b *testing.B) {
+		var got int
+		c := newRPCConn(nil, io.Discard, rpcConfig{OnNotify: func(_ string, params json.RawMessage) { got += len(params) }})
+		line := []byte(rpcBenchUpdate)
+		b.SetBytes(int64(len(line)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.dispatch(ctx, line); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if got == 0 {
+			b.Fatal("no notification delivered")
+		}
+	})
+	b.Run("answer", func(b *testing.B) {
+		c := newRPCConn(nil, io.Discard, rpcConfig{})
+		line := []byte(rpcBenchPrepareAnswer)
+		reply := make(chan rpcReply, 1)
+		b.SetBytes(int64(len(line)))
+		b.ReportAllocs()
+		for b.Loop() {
+			c.mu.Lock()
+			c.pending[1] = pendingCall{reply: reply}
+			c.mu.Unlock()
+			if err := c.dispatch(ctx, line); err != nil {
+				b.Fatal(err)
+			}
+			if r := <-reply; r.err != nil || r.result == nil {
+				b.Fatalf("reply %+v", r)
+			}
+		}
+	})
+}
+
+// referenceDispatch is dispatch written plainly: json.Valid over the line,
+// a copy of the whole line, the envelope split by decodeWireObject, and
+// version and method decoded by json.Unmarshal.
+// TestRPCDispatchMatchesReference and FuzzRPCDispatch hold dispatch to its
+// outcomes.
+func referenceDispatch(c *rpcConn, ctx context.Context, line []byte) error {
+	line = bytes.TrimSpace(line)
+	switch {
+	case len(line) == 0:
+		return nil
+	case !json.Valid(line):
+		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
+	case line[0] == '[':
+		return c.sendError(nil, rpcInvalidRequest, "invalid request: batches are not supported")
+	case line[0] != '{':
+		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")
+	}
+	line = bytes.Clone(line)
+	m, err := decodeWireObject(line, "jsonrpc", "id", "method", "params", "result", "error")
+	if err != nil {
+		return c.rejectMalformed(line, fmt.Sprintf("invalid request: %v", err))
+	}
+	env := rpcEnvelope{JSONRPC: m["jsonrpc"], ID: m["id"], Method: m["method"], Params: m["params"], Result: m["result"], Error: m["error"]}
+	id, idOK := rpcID(env.ID)
+	var version string
+	if json.Unmarshal(env.JSONRPC, &version) != nil || version != rpcVersion {
+		return c.reject(env, id, fmt.Sprintf("invalid request: jsonrpc must be %q, got %s", rpcVersion, quoteRaw(env.JSONRPC)))
+	}
+	if !idOK {
+		return c.reject(env, nil, fmt.Sprintf("invalid request: id must be a string, an integer or null, got %s", truncateForError(env.ID)))
+	}
+	if env.Method == nil {
+		if env.Result == nil && env.Error == nil {
+			return c.sendError(id, rpcInvalidRequest, "invalid request: message has neither method nor result nor error")
+		}
+		c.deliver(env)
+		return nil
+	}
+	var method string
+	if env.Method[0] != '"' || json.Unmarshal(env.Method, &method) != nil || method == "" {
+		return c.reject(env, id, fmt.Sprintf("invalid request: method must be a non-empty string, got %s", truncateForError(env.Method)))
+	}
+	if env.Result != nil || env.Error != nil {
+		return c.reject(env, id, fmt.Sprintf("invalid request: %q carries a result or an error", method))
+	}
+	if string(env.Params) == "null" {
+		env.Params = nil
+	}
+	if env.Params != nil && env.Params[0] != '{' && env.Params[0] != '[' {
+		return c.reject(env, id, fmt.Sprintf("invalid request: params of %q must be an object or an array, got %s", method, truncateForError(env.Params)))
+	}
+	if env.ID == nil {
+		c.notified(method, env.Params)
+		return nil
+	}
+	return c.request(ctx, id, method, env.Params)
+}
+
+// dispatchOutcome is everything a peer and the local side notice of one
+// line: what is written back, notifications and requests handed on, and
+// the replies calls 1 and 2 receive.
+type dispatchOutcome struct {
+	Err      string
+	Wrote    string
+	Notified []string
+	Requests []string
+	Replies  []string
+}
+
+// dispatchOutcomeOf runs one line through dispatch on a fresh connection
+// with calls 1 and 2 pending. The line's buffer is overwritten once
+// dispatch returns, as the next line does, so a member handed on without a
+// copy shows.
+func dispatchOutcomeOf(t testing.TB, line []byte, dispatch func(*rpcConn, context.Context, []byte) error) dispatchOutcome {
+	var out syncBuffer
+	var mu sync.Mutex
+	var notes, reqs [][2]any
+	c := newRPCConn(nil, &out, rpcConfig{
+		OnNotify: func(method string, params json.RawMessage) { notes = append(notes, [2]any{method, params}) },
+		OnRequest: func(_ context.Context, method string, params json.RawMessage) (any, error) {
+			mu.Lock()
+			reqs = append(reqs, [2]any{method, params})
+			mu.Unlock()
+			if method == "fail" {
+				return nil, &rpcError{Code: 7, Message: "failed"}
+			}
+			return "ok", nil
+		},
+	})
+	replies := []chan rpcReply{make(chan rpcReply, 1), make(chan rpcReply, 1)}
+	for i, ch := range replies {
+		c.pending[int64(i+1)] = pendingCall{reply: ch}
+	}
+	buf := slices.Clone(line)
+	var o dispatchOutcome
+	if err := dispatch(c, context.Background(), buf); err != nil {
+		o.Err = err.Error()
+	}
+	for i := range buf {
+		buf[i] = '#'
+	}
+	c.handlers.Wait()
+	show := func(kind string, v [2]any) string {
+		raw := v[1].(json.RawMessage)
+		return fmt.Sprintf("%s %q %q nil=%v", kind, v[0], raw, raw == nil)
+	}
+	for _, n := range notes {
+		o.Notified = append(o.Notified, show("notify", n))
+	}
+	for _, r := range reqs {
+		o.Requests = append(o.Requests, show("request", r))
+	}
+	for i, ch := range replies {
+		select {
+		case r := <-ch:
+			o.Replies = append(o.Replies, fmt.Sprintf("call %d: result %q nil=%v err %v", i+1, r.result, r.result == nil, r.err))
+		default:
+		}
+	}
+	o.Wrote = out.String()
+	return o
+}
+
+// checkDispatchMatches fails unless dispatch and referenceDispatch have the
+// same outcome for line.
+func checkDispatchMatches(t testing.TB, line []byte) {
+	t.Helper()
+	got := dispatchOutcomeOf(t, line, (*rpcConn).dispatch)
+	want := dispatchOutcomeOf(t, line, referenceDispatch)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("line %q:\n got %+v\nwant %+v", truncateForError(line), got, want)
+	}
+}
+
+// rpcDispatchLines are lines of every kind dispatch tells apart.
+var rpcDispatchLines = []string{
+	rpcBenchUpdate,
+	rpcBenchPrepareAnswer,
+	`{"jsonrpc":"2.0","id":1,"result":{}}`,
+	`{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"x","data":{"a":[1]}}}`,
+	`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x","Code":2}}`,
+	`{"jsonrpc":"2.0","id":1,"error":"x"}`,
+	`{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"x"}}`,
+	`{"jsonrpc":"2.0","id":9,"result":{}}`,
+	`{"jsonrpc":"2.0","id":"a","method":"m","params":{"k":[1,2,{"x":null}]}}`,
+	`{"jsonrpc":"2.0","id":3,"method":"fail","params":[]}`,
+	`{"jsonrpc":"2.0","id":null,"method":"m"}`,
+	`{"jsonrpc":"2.0","method":"n","params":null}`,
+	`{"jsonrpc":"2.0","method":"n","params":"s"}`,
+	`{"jsonrpc":"2.0","method":"n","params":{"a":1,"a":2}}`,
+	`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"x"}}`,
+	` {"jsonrpc" : "2.0" , "method" : "n" , "params" : { } } ` + "\t",
+	"\u00a0\v{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\u0085",
+	// Not JSON, at the start, inside and after a member refused by name.
+	`{"jsonrpc":`,
+	`{"jsonrpc":"2.0","method":"n",}`,
+	`{"jsonrpc":"2.0","method":"n"}}`,
+	`{"jsonrpc":"2.0","method":"n"} {}`,
+	`{"jsonrpc":"2.0","x":1,"method":"n","params":{"a":tru}}`,
+	`{"jsonrpc":"2.0","id":1,"id":2,"method":"n","params":[01]}`,
+	`{"jsonrpc":"2.0","method":"n","params":{"s":"\q"}}`,
+	`{"jsonrpc":"2.0","method":"n","params":{"s":"\u12"}}`,
+	"{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"s\":\"\x01\"}}",
+	`{"jsonrpc":"2.0","method":"n","params":[1.]}`,
+	`{"jsonrpc":"2.0","method":"n","params":[-]}`,
+	`{"jsonrpc":"2.0","method":"n","params":[1e+]}`,
+	`{"jsonrpc":"2.0","method":"n","params":[-0.5E-3,1e9,0]}`,
+	// Not UTF-8, which json.Valid lets through.
+	"{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"s\":\"\xff\xfe\"}}",
+	"{\"jsonrpc\":\"2.0\",\"method\":\"n\xff\",\"id\":1}",
+	"{\"jsonrpc\":\"2.0\",\"\xffid\":1,\"method\":\"n\"}",
+	"{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\xff",
+	// Members refused by name: unknown, spelled otherwise, given twice,
+	// the same name escaped.
+	`{"jsonrpc":"2.0","id":5,"method":"n","x":1}`,
+	`{"jsonrpc":"2.0","ID":5,"method":"n"}`,
+	`{"jsonrpc":"2.0","id":5,"Method":"n"}`,
+	`{"jsonrpc":"2.0","id":5,"id":6,"method":"n"}`,
+	`{"jsonrpc":"2.0","id":1,"\u0069d":2,"result":{}}`,
+	`{"jsonrpc":"2.0","id":1,"result":{},"result":{}}`,
+	`{"jsonrpc":"2.0","\u006dethod":"n","params":{}}`,
+	`{"jsonrpc":"2.0","method":"n","method":"m","id":4}`,
+	`{"jsonrpc":"2.0","method":"n","x":1}`,
+	`{"jsonrpc":"2.0","id":1,"result":{},"x":1}`,
+	// Batches and other values.
+	`[{"jsonrpc":"2.0","id":1,"method":"m"}]`,
+	`[`,
+	`"x"`,
+	`null`,
+	`12`,
+	`x`,
+	// Versions.
+	`{"id":1,"method":"m"}`,
+	`{"jsonrpc":"1.0","id":1,"method":"m"}`,
+	`{"jsonrpc":2.0,"id":1,"method":"m"}`,
+	`{"jsonrpc":null,"id":1,"method":"m"}`,
+	`{"jsonrpc":"2\u002e0","id":1,"method":"m"}`,
+	`{"jsonrpc":"2.0 ","id":1,"result":{}}`,
+	// Ids.
+	`{"jsonrpc":"2.0","id":1.5,"method":"m"}`,
+	`{"jsonrpc":"2.0","id":1e3,"method":"m"}`,
+	`{"jsonrpc":"2.0","id":{},"method":"m"}`,
+	`{"jsonrpc":"2.0","id":[1],"result":{}}`,
+	`{"jsonrpc":"2.0","id":true,"method":"m"}`,
+	`{"jsonrpc":"2.0","id":-1,"method":"m"}`,
+	`{"jsonrpc":"2.0","id":"\u2028<","method":"m","params":[]}`,
+	`{"jsonrpc":"2.0","id":99999999999999999999,"result":{}}`,
+	// Methods.
+	`{"jsonrpc":"2.0","id":1,"method":""}`,
+	`{"jsonrpc":"2.0","id":1,"method":"\u0066ail"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"a\"b"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"\ud800"}`,
+	`{"jsonrpc":"2.0","id":1,"method":null}`,
+	`{"jsonrpc":"2.0","id":1,"method":1}`,
+	`{"jsonrpc":"2.0","id":1,"method":"m","result":{}}`,
+	`{"jsonrpc":"2.0","id":1}`,
+	`{}`,
+	`{"jsonrpc":"2.0","method":"` + strings.Repeat("m", 100) + `"}`,
+	// Large and deep params.
+	`{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"` + strings.Repeat("é\\n", 20000) + `"}}`,
+	`{"jsonrpc":"2.0","method":"n","params":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
+	`{"jsonrpc":"2.0","method":"n","params":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
+	`{"jsonrpc":"2.0","method":"n","params":` + strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000) + `}`,
+}
+
+// TestRPCDispatchMatchesReference: a line's outcome is the one
+// referenceDispatch gives it, byte for byte on the wire, and what is handed on stays
+// as read when the line's buffer is reused.
+func TestRPCDispatchMatchesReference(t *testing.T) {
+	for _, line := range append(slices.Clone(rpcDispatchLines), fuzzSeeds...) {
+		checkDispatchMatches(t, []byte(line))
+	}
+	// A method read again is the same name.
+	c := newRPCConn(nil, io.Discard, rpcConfig{})
+	for range 2 * rpcMethodNames {
+		for _, name := range []string{"session/update", "a", "\u00e9"} {
+			if got, ok := c.methodName(json.RawMessage(strconv.Quote(name))); !ok || got != name {
+				t.Fatalf("method %q read as %q, %v", name, got, ok)
+			}
+		}
+	}
+}
+
+// FuzzRPCDispatch holds dispatch to referenceDispatch's outcome.
+func FuzzRPCDispatch(f *testing.F) {
+	for _, s := range append(slices.Clone(rpcDispatchLines), fuzzSeeds...) {
+		if len(s) < 4096 {
+			f.Add([]byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		checkDispatchMatches(t, line)
+	})
 }

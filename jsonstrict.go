@@ -3,7 +3,9 @@
 // spelled exactly, none given twice, no trailing data, numbers kept as
 // written; and its walks over raw bytes: one over JSON already checked
 // (wireWalk) and one that checks by the same rules without building a Go
-// value (strictWalk), for bytes forwarded as they came.
+// value (strictWalk), for bytes forwarded as they came, or by json.Valid's
+// rules only, for a JSON-RPC line whose members are then read each on its
+// own (syntaxMembers).
 package main
 
 import (
@@ -395,9 +397,33 @@ func truncateForError(b []byte) string {
 // twice is an error. The values alias data.
 func strictMembers(data []byte, names []string, out []json.RawMessage) error {
 	w := strictWalk{wireWalk: wireWalk{data: data}}
+	named, err := w.members(names, out)
+	if named != nil {
+		return named
+	}
+	return err
+}
+
+// syntaxMembers is strictMembers by the rules of json.Valid instead
+// (strictWalk.syntaxOnly), for a JSON-RPC envelope, whose members are then
+// checked each by its reader: valid is false when data is not JSON. A
+// member refused by name does not end the walk, since bytes that are not
+// JSON anywhere outrank it; named is the first one.
+func syntaxMembers(data []byte, names []string, out []json.RawMessage) (named error, valid bool) {
+	w := strictWalk{wireWalk: wireWalk{data: data}, syntaxOnly: true}
+	named, err := w.members(names, out)
+	return named, err == nil
+}
+
+// members walks the object at the walk's position to its end, setting out[i]
+// to the value of the member named names[i]. named is the first member
+// refused by name (of another name, spelled otherwise, or given twice); a
+// strict walk stops there, one that checks syntax only walks on. err is
+// anything else that ends the walk.
+func (w *strictWalk) members(names []string, out []json.RawMessage) (named, err error) {
 	w.space()
 	if !w.eat('{') {
-		return fmt.Errorf("%s instead of an object", (&wireWalk{data: data, i: w.i}).describe())
+		return nil, fmt.Errorf("%s instead of an object", (&wireWalk{data: w.data, i: w.i}).describe())
 	}
 	for n := 0; ; n++ {
 		w.space()
@@ -405,36 +431,43 @@ func strictMembers(data []byte, names []string, out []json.RawMessage) error {
 			break
 		}
 		if n > 0 && !w.eat(',') {
-			return errors.New("malformed object")
+			return named, errors.New("malformed object")
 		}
 		w.space()
 		key, err := w.key()
 		if err != nil {
-			return err
+			return named, err
 		}
 		k := slices.Index(names, string(key))
-		switch {
-		case k < 0:
-			return fmt.Errorf("unknown field %q", key)
-		case out[k] != nil:
-			return fmt.Errorf("duplicate field %q", key)
+		if named == nil {
+			switch {
+			case k < 0:
+				named = fmt.Errorf("unknown field %q", key)
+			case out[k] != nil:
+				named = fmt.Errorf("duplicate field %q", key)
+			}
+			if named != nil && !w.syntaxOnly {
+				return named, nil
+			}
 		}
 		w.space()
 		if !w.eat(':') {
-			return errors.New("malformed object")
+			return named, errors.New("malformed object")
 		}
 		w.space()
 		start := w.i
 		if err := w.value(1); err != nil {
-			return fmt.Errorf("field %q: %w", key, err)
+			return named, fmt.Errorf("field %q: %w", key, err)
 		}
-		out[k] = data[start:w.i]
+		if named == nil {
+			out[k] = w.data[start:w.i]
+		}
 	}
 	w.space()
-	if w.i != len(data) {
-		return errors.New("trailing data after the object")
+	if w.i != len(w.data) {
+		return named, errors.New("trailing data after the object")
 	}
-	return nil
+	return named, nil
 }
 
 // strictWalk checks JSON as encoding/json reads it, plus what jsonstrict.go
@@ -445,6 +478,11 @@ type strictWalk struct {
 	wireWalk
 	// keys holds the member names of the objects open now, innermost last.
 	keys [][]byte
+	// syntaxOnly checks what json.Valid checks and no more: a string may
+	// hold any byte but a control character, and a name may be given twice
+	// below the top level (members still refuses it there). The nesting
+	// bound, maxWireArgumentsDepth, is encoding/json's own.
+	syntaxOnly bool
 }
 
 // strictWalkLinear is how many names an object's duplicate check compares
@@ -523,7 +561,17 @@ func (w *strictWalk) number() error {
 func (w *strictWalk) str() ([]byte, error) {
 	start := w.i
 	w.i++ // the opening quote
+	plain := &strPlainUTF8
+	if w.syntaxOnly {
+		plain = &strPlainAny
+	}
 	for w.i < len(w.data) {
+		for w.i < len(w.data) && plain[w.data[w.i]] {
+			w.i++
+		}
+		if w.i >= len(w.data) {
+			break
+		}
 		switch c := w.data[w.i]; {
 		case c == '"':
 			w.i++
@@ -551,7 +599,7 @@ func (w *strictWalk) str() ([]byte, error) {
 			}
 		case c < 0x20:
 			return nil, fmt.Errorf("control character in a string at byte %d", w.i)
-		case c < utf8.RuneSelf:
+		case c < utf8.RuneSelf || w.syntaxOnly:
 			w.i++
 		default:
 			r, size := utf8.DecodeRune(w.data[w.i:])
@@ -564,6 +612,18 @@ func (w *strictWalk) str() ([]byte, error) {
 	return nil, errStrictEnd
 }
 
+// strPlainUTF8 and strPlainAny are the bytes a string holds as they are,
+// with nothing to check: printable ASCII but the quote and the backslash;
+// and, when only the syntax is checked, any byte from 0x80 on as well.
+var strPlainUTF8, strPlainAny = strPlainBytes(false), strPlainBytes(true)
+
+func strPlainBytes(high bool) (plain [256]bool) {
+	for c := range plain {
+		plain[c] = c >= 0x20 && c != '"' && c != '\\' && (c < utf8.RuneSelf || high)
+	}
+	return plain
+}
+
 // key checks a member name and returns it as encoding/json reads it.
 func (w *strictWalk) key() ([]byte, error) {
 	if w.i >= len(w.data) || w.data[w.i] != '"' {
@@ -574,7 +634,10 @@ func (w *strictWalk) key() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if bytes.IndexByte(inner, '\\') < 0 {
+	// Unescaped, as encoding/json reads it: a name it would change (an
+	// escape, or bytes that are not UTF-8 where syntaxOnly lets them be)
+	// is decoded.
+	if bytes.IndexByte(inner, '\\') < 0 && (!w.syntaxOnly || utf8.Valid(inner)) {
 		return inner, nil
 	}
 	var s string
@@ -597,29 +660,18 @@ func (w *strictWalk) object(depth int) error {
 		if n == 0 && w.eat('}') {
 			return nil
 		}
-		key, err := w.key()
-		if err != nil {
-			return err
-		}
-		switch {
-		case set != nil:
-			if _, dup := set[string(key)]; dup {
-				return fmt.Errorf("duplicate field %q", key)
+		if w.syntaxOnly {
+			// Below the top level only the name's syntax matters.
+			if w.i >= len(w.data) || w.data[w.i] != '"' {
+				return errors.New("malformed object")
 			}
-			set[string(key)] = struct{}{}
-		default:
-			for _, k := range w.keys[base:] {
-				if bytes.Equal(k, key) {
-					return fmt.Errorf("duplicate field %q", key)
-				}
+			if _, err := w.str(); err != nil {
+				return err
 			}
-			w.keys = append(w.keys, key)
-			if len(w.keys)-base > strictWalkLinear {
-				set = make(map[string]struct{}, 2*strictWalkLinear)
-				for _, k := range w.keys[base:] {
-					set[string(k)] = struct{}{}
-				}
-				w.keys = w.keys[:base]
+		} else {
+			var err error
+			if set, err = w.uniqueKey(base, set); err != nil {
+				return err
 			}
 		}
 		w.space()
@@ -638,6 +690,38 @@ func (w *strictWalk) object(depth int) error {
 			return errors.New("malformed object")
 		}
 	}
+}
+
+// uniqueKey reads a member name of the object whose names start at
+// w.keys[base] and refuses one given before in it; set holds the names
+// once there are many, and is returned, made when they become many.
+func (w *strictWalk) uniqueKey(base int, set map[string]struct{}) (map[string]struct{}, error) {
+	key, err := w.key()
+	if err != nil {
+		return set, err
+	}
+	switch {
+	case set != nil:
+		if _, dup := set[string(key)]; dup {
+			return set, fmt.Errorf("duplicate field %q", key)
+		}
+		set[string(key)] = struct{}{}
+	default:
+		for _, k := range w.keys[base:] {
+			if bytes.Equal(k, key) {
+				return set, fmt.Errorf("duplicate field %q", key)
+			}
+		}
+		w.keys = append(w.keys, key)
+		if len(w.keys)-base > strictWalkLinear {
+			set = make(map[string]struct{}, 2*strictWalkLinear)
+			for _, k := range w.keys[base:] {
+				set[string(k)] = struct{}{}
+			}
+			w.keys = w.keys[:base]
+		}
+	}
+	return set, nil
 }
 
 func (w *strictWalk) array(depth int) error {
