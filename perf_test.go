@@ -258,35 +258,8 @@ const (
 //	ACPGUARD_LOAD=1 go test -run TestGuardOverheadRatio -v -count=1 .
 func TestGuardOverheadRatio(t *testing.T) {
 	skipUnlessLoad(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// bench runs one benchmark and returns its reported metrics by unit.
-	bench := func(pattern, benchtime string) map[string]float64 {
-		cmd := exec.Command(exe, "-test.run=^$", "-test.bench="+pattern, "-test.benchtime="+benchtime)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", pattern, err, out)
-		}
-		for line := range strings.Lines(string(out)) {
-			fields := strings.Fields(line)
-			if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
-				continue
-			}
-			m := map[string]float64{}
-			for i := 2; i+1 < len(fields); i += 2 {
-				if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
-					m[fields[i+1]] = v
-				}
-			}
-			return m
-		}
-		t.Fatalf("%s printed no result:\n%s", pattern, out)
-		return nil
-	}
-	floor := func() float64 { return bench(guardRatioBenchFloor, guardRatioFloorHops)["p50-us/call"] }
-	overhead := func() map[string]float64 { return bench(guardRatioBenchGuard, guardRatioTurns) }
+	floor := func() float64 { return runBenchmark(t, guardRatioBenchFloor, guardRatioFloorHops)["p50-us/call"] }
+	overhead := func() map[string]float64 { return runBenchmark(t, guardRatioBenchGuard, guardRatioTurns) }
 	var ratios, floors, added []float64
 	for round := range guardRatioRounds {
 		var f float64
@@ -301,11 +274,43 @@ func TestGuardOverheadRatio(t *testing.T) {
 		t.Logf("guard-ratio-round: round=%d floor-p50-us=%.0f off-p50-us/call=%.0f guarded-p50-us/call=%.0f added-p50-us/call=%.0f provider-p50-us/call=%.0f ratio=%.2f",
 			round, f, r["p50-off-us/call"], r["p50-guarded-us/call"], a, r["p50-provider-us/call"], a/f)
 	}
-	median := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
-	}
 	t.Logf("guard-ratio: rounds=%d floor-p50-us=%.0f added-p50-us/call=%.0f ratio=%.2f bound=%.1f (medians of the rounds)",
 		guardRatioRounds, median(floors), median(added), median(ratios), guardFloorRatioBound)
+}
+
+// runBenchmark runs the benchmarks of this test binary that pattern names,
+// in a fresh process, and returns the first one's reported metrics by unit.
+func runBenchmark(t *testing.T, pattern, benchtime string) map[string]float64 {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$", "-test.bench="+pattern, "-test.benchtime="+benchtime)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", pattern, err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		m := map[string]float64{}
+		for i := 2; i+1 < len(fields); i += 2 {
+			if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
+				m[fields[i+1]] = v
+			}
+		}
+		return m
+	}
+	t.Fatalf("%s printed no result:\n%s", pattern, out)
+	return nil
+}
+
+// median is the median of v.
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
 }

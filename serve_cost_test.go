@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -644,4 +645,90 @@ func TestCostRSSPerSession(t *testing.T) {
 				ms(percentile(creates, 0.5)), ms(percentile(creates, 0.99)), createAll.Seconds(), float64(after)/1024, left)
 		})
 	}
+}
+
+// The shape of TestGuardOverheadProcesses: per round, guardProcTurns turns
+// of overheadCalls read_file calls on each side, the sides alternating.
+const guardProcTurns = 40
+
+// TestGuardOverheadProcesses measures the guard's added p50 per call as
+// operators run it, each party a process of its own: the release binary's
+// serve and its child, the minimal provider, and this test as the host.
+// Two serves share one workspace, one with the guard off and one in
+// required mode, a session each; their turns alternate, and the added time
+// is the difference of the two p50s per call. Each round also runs the
+// floor benchmark (BenchmarkGuardHopFloor, itself separate processes), so
+// that the ratio is of figures from the same minutes. Off by default:
+//
+//	ACPGUARD_LOAD=1 go test -run TestGuardOverheadProcesses -v -count=1 .
+func TestGuardOverheadProcesses(t *testing.T) {
+	skipUnlessLoad(t)
+	bin := releaseBinary(t)
+	prov := startCostProvider(t, "minimal", bin)
+	ws := t.TempDir()
+	mustWrite(t, filepath.Join(ws, costReadFile), "hello\n")
+	on, _, stopOn := startCostServe(t, bin, prov, []string{ws}, 1)
+	defer stopOn()
+	off, stopOff := startReleaseServe(t, bin, "--settings", yoloSettings(t), "--no-user-settings",
+		"--external-tool-guard-mode", guardModeOff, "--workspace", ws)
+	defer stopOff()
+
+	ctx, cancel := context.WithTimeout(context.Background(), costRunTimeout)
+	defer cancel()
+	open := func(url string) *costSession {
+		td := &testDaemon{url: url}
+		s := &costSession{id: td.newSession(t, `{"cwd":`+strconv.Quote(ws)+`}`)}
+		req, _ := http.NewRequestWithContext(ctx, "GET", url+"/session/"+s.id+"/events", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		s.stream = bufio.NewReader(resp.Body)
+		return s
+	}
+	sides := []struct {
+		url string
+		s   *costSession
+	}{{off.url, open(off.url)}, {on.url, open(on.url)}}
+	files := slices.Repeat([]string{costReadFile}, overheadCalls)
+	turn := func(i int) {
+		if err := sides[i].s.turn(sides[i].url, costRead, files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One turn each starts the children and warms the connections.
+	turn(0)
+	turn(1)
+	var ratios, floors, added []float64
+	for round := range guardRatioRounds {
+		sides[0].s.perCall, sides[1].s.perCall = nil, nil
+		f := runBenchmark(t, guardRatioBenchFloor, guardRatioFloorHops)["p50-us/call"]
+		for k := range guardProcTurns {
+			turn((k + round) % 2)
+			turn((k + round + 1) % 2)
+		}
+		p50 := func(d []time.Duration) float64 {
+			d = slices.Clone(d)
+			slices.Sort(d)
+			return float64(d[len(d)/2].Nanoseconds()) / 1e3
+		}
+		offP50, onP50 := p50(sides[0].s.perCall), p50(sides[1].s.perCall)
+		a := onP50 - offP50
+		ratios, floors, added = append(ratios, a/f), append(floors, f), append(added, a)
+		t.Logf("guard-processes-round: round=%d floor-p50-us=%.0f off-p50-us/call=%.0f guarded-p50-us/call=%.0f added-p50-us/call=%.0f ratio=%.2f",
+			round, f, offP50, onP50, a, a/f)
+	}
+	// Every guarded call was one provider decision, and every call ran.
+	allowed, denied := prov.decided(t)
+	if want := (1 + guardRatioRounds*guardProcTurns) * overheadCalls; len(allowed) != want || len(denied) != 0 {
+		t.Errorf("provider allowed %d calls and denied %d, want %d and 0", len(allowed), len(denied), want)
+	}
+	for _, side := range sides {
+		if _, failed, err := checkSessionStream(side.s.evs, side.s.pids); err != nil || failed != 0 {
+			t.Errorf("stream of %s: %d failed calls, %v", side.url, failed, err)
+		}
+	}
+	t.Logf("guard-processes: rounds=%d floor-p50-us=%.0f added-p50-us/call=%.0f ratio=%.2f bound=%.1f (medians of the rounds)",
+		guardRatioRounds, median(floors), median(added), median(ratios), guardFloorRatioBound)
 }
