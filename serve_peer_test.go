@@ -426,3 +426,65 @@ func BenchmarkPeerCheck(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPeerCheckBusyDaemon measures the check where its cost is felt: a
+// daemon with many descriptors of its own (as serve has one per event
+// stream and per child channel) and, among its descendants, a Go program
+// whose threads share one descriptor table; the peer is this process, not
+// a descendant.
+func BenchmarkPeerCheckBusyDaemon(b *testing.B) {
+	const ownFDs = 200
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	exe, _ := os.Executable()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	script := fmt.Sprintf(`sleep 600 & sleep 600 & sleep 600 | "$0" &
+for i in $(seq 10 %d); do eval "exec $i</dev/null"; done
+wait`, 9+ownFDs)
+	sh := exec.CommandContext(ctx, "bash", "-c", script, exe)
+	sh.Env = append(os.Environ(), roleEnv("peer-hold", ln.Addr().String()))
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sh.Start(); err != nil {
+		b.Skip("no bash:", err)
+	}
+	defer func() {
+		syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+		sh.Wait()
+	}()
+	held, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer held.Close()
+	selfFD := "/proc/" + strconv.Itoa(sh.Process.Pid) + "/fd"
+	for i := 0; ; i++ {
+		kids, _ := descendantsOf(sh.Process.Pid)
+		fds, _ := os.ReadDir(selfFD)
+		if len(kids) == 4 && len(fds) >= ownFDs {
+			break
+		}
+		if i > 500 {
+			b.Fatalf("the daemon did not start: %d descendants, %d descriptors", len(kids), len(fds))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	threads := 0
+	kids, _ := descendantsOf(sh.Process.Pid)
+	for _, k := range kids {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(k) + "/task")
+		threads += len(tasks)
+	}
+	_, server := loopbackPair(b)
+	local, remote := addrPorts(server)
+	never := func(int) bool { return false }
+	b.ReportMetric(float64(threads), "descendant-threads")
+	for b.Loop() {
+		if v := checkPeer(sh.Process.Pid, uint32(os.Geteuid()), local, remote, never); v.refused {
+			b.Fatal(v.why)
+		}
+	}
+}
