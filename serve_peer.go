@@ -13,8 +13,10 @@
 // ownerMayBeDescendant). Otherwise serve walks its descendants (the ppid
 // links of /proc/<pid>/stat) and looks for that inode among the descriptors
 // of each of their threads (/proc/<pid>/task/<tid>/fd: a thread may have a
-// descriptor table of its own). A process whose descriptors serve may not
-// read (one that made itself not dumpable) counts as holding the socket when
+// descriptor table of its own; one that kcmp(2) says shares the table
+// already read is skipped). serve's own descriptors are read last, and only
+// when a descendant would be refused: serve's own process may be its host.
+// A process whose descriptors serve may not read (one that made itself not dumpable) counts as holding the socket when
 // it runs as the socket's owner, and so does one that holds an io_uring
 // instance (which can keep a socket without a descriptor): when serve cannot
 // rule a descendant out, the connection is refused. serve's own ACP children
@@ -35,6 +37,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -206,6 +209,14 @@ const (
 // processHolds looks for socket:[inode] among the descriptors of every
 // thread of pid.
 func processHolds(pid int, inode uint64) holding {
+	return threadsHold(pid, inode, fdDirHolds)
+}
+
+// threadsHold is processHolds reading each fd directory with read. A
+// thread that kcmp(2) says shares the descriptor table of the first thread
+// read (the threads of a process normally share one) is not read again;
+// when kcmp cannot tell, for any reason, the thread's directory is read.
+func threadsHold(pid int, inode uint64, read func(fdDir, want string) holding) holding {
 	taskDir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tasks, err := os.ReadDir(taskDir)
 	if err != nil {
@@ -216,8 +227,17 @@ func processHolds(pid int, inode uint64) holding {
 	}
 	want := socketLinkPrefix + strconv.FormatUint(inode, 10) + "]"
 	verdict := holdsNot
+	first := 0 // compared with this one thread only, the cost stays linear in threads
 	for _, task := range tasks {
-		switch fdDirHolds(taskDir+"/"+task.Name()+"/fd/", want) {
+		tid, err := strconv.Atoi(task.Name())
+		switch {
+		case err != nil || tid <= 0:
+		case first == 0:
+			first = tid
+		case sameFDTable(first, tid):
+			continue
+		}
+		switch read(taskDir+"/"+task.Name()+"/fd/", want) {
 		case holdsSocket:
 			return holdsSocket
 		case holdsUnknown:
@@ -226,6 +246,38 @@ func processHolds(pid int, inode uint64) holding {
 	}
 	return verdict
 }
+
+// kcmpFiles is KCMP_FILES, kcmp(2)'s question "do these two tasks share one
+// descriptor table", answered 0 when they do.
+const kcmpFiles = 2
+
+// sysKcmp is kcmp(2)'s system call number per architecture; on another,
+// every thread's descriptors are read.
+var sysKcmp = map[string]uintptr{
+	"amd64": 312,
+	"arm64": 272,
+}
+
+// sameFDTable reports whether kcmp(2) says threads a and b share one
+// descriptor table; any failure (no kcmp in this kernel, a thread that
+// ended, one serve may not look at) answers false, and so does a /proc of
+// another pid namespace than serve's, whose numbers kcmp would take for
+// other threads.
+func sameFDTable(a, b int) bool {
+	nr, ok := sysKcmp[runtime.GOARCH]
+	if !ok || !procIsOwnPIDNamespace() {
+		return false
+	}
+	r, _, e := syscall.RawSyscall6(nr, uintptr(a), uintptr(b), kcmpFiles, 0, 0, 0)
+	return e == 0 && r == 0
+}
+
+// procIsOwnPIDNamespace reports whether /proc numbers processes as serve's
+// pid namespace does: /proc/self names serve's own pid.
+var procIsOwnPIDNamespace = sync.OnceValue(func() bool {
+	link, err := os.Readlink("/proc/self")
+	return err == nil && link == strconv.Itoa(os.Getpid())
+})
 
 // fdDirHolds looks for the link text want in a /proc fd directory ("/"
 // at the end). A directory that is gone holds nothing.
@@ -315,22 +367,56 @@ func checkPeer(self int, selfUID uint32, local, remote netip.AddrPort, managed f
 	if !ownerMayBeDescendant(selfUID, entry.UID) {
 		return peerVerdict{}
 	}
+	return holderVerdict(self, entry, managed, systemProbe)
+}
+
+// peerProbe is how holderVerdict looks at processes: the tests count its
+// questions.
+type peerProbe struct {
+	ownHolds    func(self int, inode uint64) holding
+	descendants func(root int) ([]int, error)
+	holds       func(pid int, inode uint64) holding
+	runsAs      func(pid int, uid uint32) bool
+}
+
+var systemProbe = peerProbe{
 	// serve's own threads share one descriptor table.
-	want := socketLinkPrefix + strconv.FormatUint(entry.Inode, 10) + "]"
-	if fdDirHolds("/proc/"+strconv.Itoa(self)+"/fd/", want) == holdsSocket {
+	ownHolds: func(self int, inode uint64) holding {
+		return fdDirHolds("/proc/"+strconv.Itoa(self)+"/fd/", socketLinkPrefix+strconv.FormatUint(inode, 10)+"]")
+	},
+	descendants: descendantsOf,
+	holds:       processHolds,
+	runsAs:      processRunsAs,
+}
+
+// holderVerdict decides on the socket entry of a peer that may be a
+// descendant of self: refused when a descendant holds it or may hold it
+// unseen, unless self holds it itself (the daemon's own process may be its
+// host). self's own descriptors, which grow with its connections, are read
+// only when they can change the verdict: after a refusal.
+func holderVerdict(self int, entry sockEntry, managed func(pid int) bool, p peerProbe) peerVerdict {
+	v := descendantsVerdict(self, entry, managed, p)
+	if v.refused && p.ownHolds(self, entry.Inode) == holdsSocket {
 		return peerVerdict{}
 	}
-	procs, err := descendantsOf(self)
+	return v
+}
+
+// descendantsVerdict refuses the socket when a descendant of self holds it,
+// or one that is not a managed child, runs as the socket's owner and hides
+// its descriptors may hold it.
+func descendantsVerdict(self int, entry sockEntry, managed func(pid int) bool, p peerProbe) peerVerdict {
+	procs, err := p.descendants(self)
 	if err != nil {
 		return peerVerdict{refused: true, why: err.Error()}
 	}
 	var unknown int
 	for _, pid := range procs {
-		switch processHolds(pid, entry.Inode) {
+		switch p.holds(pid, entry.Inode) {
 		case holdsSocket:
 			return peerVerdict{refused: true, pid: pid, why: fmt.Sprintf("process %d, a descendant of this daemon, holds its socket", pid)}
 		case holdsUnknown:
-			if unknown == 0 && !managed(pid) && processRunsAs(pid, entry.UID) {
+			if unknown == 0 && !managed(pid) && p.runsAs(pid, entry.UID) {
 				unknown = pid
 			}
 		}

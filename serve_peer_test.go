@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,8 +34,21 @@ const (
 	envPeerHide  = "ACPGUARD_TEST_PEER_HIDE"
 )
 
+// envPeerOwnTable=1 makes the "peer-hold" role connect from a thread with a
+// descriptor table of its own, which no other thread's /proc fd directory
+// shows.
+const envPeerOwnTable = "ACPGUARD_TEST_PEER_OWN_TABLE"
+
 // runPeerHold connects to addr and holds the connection until stdin closes.
 func runPeerHold(addr string) int {
+	if os.Getenv(envPeerOwnTable) == "1" {
+		if err := holdFromOwnTable(addr); err != nil {
+			fmt.Fprintln(os.Stderr, "peer-hold:", err)
+			return 1
+		}
+		io.Copy(io.Discard, os.Stdin)
+		return 0
+	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return 1
@@ -42,6 +56,41 @@ func runPeerHold(addr string) int {
 	io.Copy(io.Discard, os.Stdin)
 	c.Close()
 	return 0
+}
+
+// holdFromOwnTable connects to addr from a thread that unshared its
+// descriptor table and stays there, holding the socket.
+func holdFromOwnTable(addr string) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return fmt.Errorf("address %q: want IPv4", addr)
+	}
+	done := make(chan error)
+	retry := errors.New("on the main thread")
+	for err = retry; err == retry; err = <-done {
+		go holdOnThread(ap, done, retry)
+	}
+	return err
+}
+
+// holdOnThread is holdFromOwnTable on one locked thread; the main thread,
+// whose table /proc/<pid>/fd shows, answers retry and stays locked.
+func holdOnThread(ap netip.AddrPort, done chan<- error, retry error) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the process
+	if syscall.Gettid() == os.Getpid() {
+		done <- retry
+		select {}
+	}
+	if err := syscall.Unshare(syscall.CLONE_FILES); err != nil {
+		done <- err
+		select {}
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err == nil {
+		err = syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+	}
+	done <- err
+	select {}
 }
 
 func runPeerClient(url string) int {
@@ -425,4 +474,229 @@ func BenchmarkPeerCheck(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPeerCheckBusyDaemon measures the check where its cost is felt: a
+// daemon with many descriptors of its own (as serve has one per event
+// stream and per child channel) and, among its descendants, a Go program
+// whose threads share one descriptor table; the peer is this process, not
+// a descendant.
+func BenchmarkPeerCheckBusyDaemon(b *testing.B) {
+	const ownFDs = 200
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	exe, _ := os.Executable()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	script := fmt.Sprintf(`sleep 600 & sleep 600 & sleep 600 | "$0" &
+for i in $(seq 10 %d); do eval "exec $i</dev/null"; done
+wait`, 9+ownFDs)
+	sh := exec.CommandContext(ctx, "bash", "-c", script, exe)
+	sh.Env = append(os.Environ(), roleEnv("peer-hold", ln.Addr().String()))
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sh.Start(); err != nil {
+		b.Skip("no bash:", err)
+	}
+	defer func() {
+		syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+		sh.Wait()
+	}()
+	held, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer held.Close()
+	selfFD := "/proc/" + strconv.Itoa(sh.Process.Pid) + "/fd"
+	for i := 0; ; i++ {
+		kids, _ := descendantsOf(sh.Process.Pid)
+		fds, _ := os.ReadDir(selfFD)
+		if len(kids) == 4 && len(fds) >= ownFDs {
+			break
+		}
+		if i > 500 {
+			b.Fatalf("the daemon did not start: %d descendants, %d descriptors", len(kids), len(fds))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	threads := 0
+	kids, _ := descendantsOf(sh.Process.Pid)
+	for _, k := range kids {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(k) + "/task")
+		threads += len(tasks)
+	}
+	_, server := loopbackPair(b)
+	local, remote := addrPorts(server)
+	never := func(int) bool { return false }
+	b.ReportMetric(float64(threads), "descendant-threads")
+	for b.Loop() {
+		if v := checkPeer(sh.Process.Pid, uint32(os.Geteuid()), local, remote, never); v.refused {
+			b.Fatal(v.why)
+		}
+	}
+}
+
+// checkPeerOwnFirst is holderVerdict as it was with serve's own descriptors
+// read first: the reference TestHolderVerdictOrder compares it with.
+func checkPeerOwnFirst(self int, entry sockEntry, managed func(pid int) bool, p peerProbe) peerVerdict {
+	if p.ownHolds(self, entry.Inode) == holdsSocket {
+		return peerVerdict{}
+	}
+	return descendantsVerdict(self, entry, managed, p)
+}
+
+// TestHolderVerdictOrder: reading the daemon's own descriptors last, and
+// only after a refusal, gives the verdict of reading them first, over
+// every combination of (held by the daemon, held by a descendant, a
+// descendant that hides its descriptors, managed or not, of the socket's
+// owner or not, the process list unreadable); and the daemon's own
+// descriptors are not read when the verdict is to allow.
+func TestHolderVerdictOrder(t *testing.T) {
+	const self, a, b = 100, 101, 102
+	entry := sockEntry{Inode: 7, UID: 1000}
+	states := []holding{holdsNot, holdsSocket, holdsUnknown}
+	cases := 0
+	for _, own := range states {
+		for _, ha := range states {
+			for _, hb := range states {
+				for _, managedA := range []bool{false, true} {
+					for _, runsAsB := range []bool{false, true} {
+						for _, listErr := range []bool{false, true} {
+							ownReads := 0
+							p := peerProbe{
+								ownHolds: func(pid int, inode uint64) holding {
+									if pid != self || inode != entry.Inode {
+										t.Fatalf("ownHolds(%d, %d)", pid, inode)
+									}
+									ownReads++
+									return own
+								},
+								descendants: func(root int) ([]int, error) {
+									if listErr {
+										return nil, errors.New("list processes: gone")
+									}
+									return []int{a, b}, nil
+								},
+								holds: func(pid int, _ uint64) holding {
+									if pid == a {
+										return ha
+									}
+									return hb
+								},
+								runsAs: func(pid int, _ uint32) bool { return pid == a || runsAsB },
+							}
+							managed := func(pid int) bool { return pid == a && managedA }
+							name := fmt.Sprintf("own=%d a=%d b=%d managedA=%v runsAsB=%v listErr=%v", own, ha, hb, managedA, runsAsB, listErr)
+							want := checkPeerOwnFirst(self, entry, managed, p)
+							ownReads = 0
+							got := holderVerdict(self, entry, managed, p)
+							if got != want {
+								t.Errorf("%s: %+v, want %+v", name, got, want)
+							}
+							if !got.refused && own != holdsSocket && ownReads != 0 {
+								t.Errorf("%s: allowed after reading the daemon's own descriptors", name)
+							}
+							cases++
+						}
+					}
+				}
+			}
+		}
+	}
+	if cases != 216 {
+		t.Fatalf("%d cases", cases)
+	}
+}
+
+// startPeerHolder starts the "peer-hold" role connected to ln, with env
+// added, and returns it and the accepted connection's addresses.
+func startPeerHolder(t *testing.T, ln net.Listener, env ...string) (*exec.Cmd, netip.AddrPort, netip.AddrPort) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(time.Minute))
+	exe, _ := os.Executable()
+	holder := exec.CommandContext(ctx, exe)
+	holder.Env = append(append(os.Environ(), roleEnv("peer-hold", ln.Addr().String())), env...)
+	holder.Stderr = os.Stderr
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); holder.Wait(); cancel() })
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	local, remote := addrPorts(conn)
+	return holder, local, remote
+}
+
+// TestThreadsHold: a socket held by a multi-threaded descendant is found,
+// and so is one held only in a thread that has a descriptor table of its
+// own; threads that share the table already read are not read again when
+// kcmp(2) can tell.
+func TestThreadsHold(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	never := func(int) bool { return false }
+	for _, own := range []string{"0", "1"} {
+		t.Run("own-table="+own, func(t *testing.T) {
+			holder, local, remote := startPeerHolder(t, ln, envPeerOwnTable+"="+own)
+			pid := holder.Process.Pid
+			entry, found, err := findPeerSocket(local, remote)
+			if err != nil || !found {
+				t.Fatalf("findPeerSocket = %v, %v", found, err)
+			}
+			want := socketLinkPrefix + strconv.FormatUint(entry.Inode, 10) + "]"
+			if main := fdDirHolds("/proc/"+strconv.Itoa(pid)+"/fd/", want); own == "1" && main != holdsNot {
+				t.Fatalf("the main thread's table holds the socket (%d): the test does not test a table of its own", main)
+			}
+			if got := processHolds(pid, entry.Inode); got != holdsSocket {
+				t.Errorf("processHolds = %d, want the holder found", got)
+			}
+			v := checkPeer(os.Getpid(), uint32(os.Geteuid()), local, remote, never)
+			if !v.refused || v.pid != pid {
+				t.Errorf("checkPeer = %+v, want refused naming pid %d", v, pid)
+			}
+			// Another socket: every distinct table is read, no shared one twice.
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+			defer func() { t.Logf("kcmp works: %v, %d threads", kcmpWorks(), len(tasks)) }()
+			reads := 0
+			count := func(fdDir, want string) holding { reads++; return fdDirHolds(fdDir, want) }
+			if got := threadsHold(pid, 1, count); got != holdsNot {
+				t.Errorf("threadsHold of a socket nobody holds = %d", got)
+			}
+			tables := 1
+			if own == "1" {
+				tables = 2
+			}
+			if len(tasks) < 2 {
+				t.Fatalf("the holder has %d threads", len(tasks))
+			}
+			if kcmpWorks() && reads != tables {
+				t.Errorf("%d fd directories read for %d threads and %d tables", reads, len(tasks), tables)
+			} else if !kcmpWorks() && reads != len(tasks) {
+				t.Errorf("without kcmp: %d fd directories read for %d threads", reads, len(tasks))
+			}
+		})
+	}
+}
+
+// kcmpWorks reports whether kcmp tells this process's threads share a table.
+func kcmpWorks() bool {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		if tid, _ := strconv.Atoi(task.Name()); tid != os.Getpid() && tid > 0 {
+			return sameFDTable(os.Getpid(), tid)
+		}
+	}
+	return false
 }
