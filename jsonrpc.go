@@ -167,16 +167,29 @@ type rpcEnvelope struct {
 	Error   json.RawMessage `json:"error"`
 }
 
-// rpcOut is one outgoing message; each is encoded in one go, which compacts
-// raw values, so no newline can reach the wire inside a message.
+// rpcOut is one outgoing message, its members in wire order. appendRPCOut
+// writes it as encoding/json would, without HTML escaping, and compacts
+// every value it did not build itself, so no newline can reach the wire
+// inside a message. An empty member is left out.
 type rpcOut struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id,omitempty"`
 	Method  string          `json:"method,omitempty"`
 	Params  any             `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
+	// Result is runHandler's json.Marshal output, compact and valid JSON:
+	// it goes on the line as it is.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
 }
+
+// rpcCompactParams are params their caller built as compact, valid JSON
+// (appendGuardPrepareParams): they go on the line as they are, where a
+// json.RawMessage is checked and compacted and any other value encoded.
+type rpcCompactParams []byte
+
+// rpcLineFrame bounds what a line holds besides its params, result and
+// error, so that most lines are built without growing their buffer.
+const rpcLineFrame = 64
 
 // rpcNullID answers a message whose id could not be read.
 const rpcNullID = "null"
@@ -704,15 +717,100 @@ func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
 
 // send writes one message as one line.
 func (c *rpcConn) send(m rpcOut) error {
-	// Without HTML escaping an echoed id stays byte for byte what the peer
-	// sent; Encode ends the line.
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return fmt.Errorf("encode json-rpc message: %w", err)
+	line, err := appendRPCOut(nil, m)
+	if err != nil {
+		return err
 	}
-	return c.sendLine(b.Bytes())
+	return c.sendLine(line)
+}
+
+// appendRPCOut appends m as one line, newline included: the bytes
+// json.Encoder writes for m with HTML escaping off, so that an echoed id
+// stays byte for byte what the peer sent.
+func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
+	if b == nil {
+		n := rpcLineFrame + len(m.ID) + len(m.Method) + len(m.Result)
+		if p, ok := m.Params.(rpcCompactParams); ok {
+			n += len(p)
+		}
+		if m.Error != nil {
+			n += len(m.Error.Message) + len(m.Error.Data)
+		}
+		b = make([]byte, 0, n)
+	}
+	b = append(b, `{"jsonrpc":`...)
+	b = appendJSONString(b, m.JSONRPC, false)
+	var err error
+	if len(m.ID) > 0 {
+		b = append(b, `,"id":`...)
+		if b, err = appendCompactJSON(b, m.ID); err != nil {
+			return nil, fmt.Errorf("encode json-rpc message: id %q: %w", truncateForError(m.ID), err)
+		}
+	}
+	if m.Method != "" {
+		b = append(b, `,"method":`...)
+		b = appendJSONString(b, m.Method, false)
+	}
+	if m.Params != nil {
+		b = append(b, `,"params":`...)
+		if b, err = appendRPCParams(b, m.Params); err != nil {
+			return nil, fmt.Errorf("encode json-rpc message: params of %q: %w", m.Method, err)
+		}
+	}
+	if len(m.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, m.Result...)
+	}
+	if m.Error != nil {
+		b = append(b, `,"error":{"code":`...)
+		b = strconv.AppendInt(b, int64(m.Error.Code), 10)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, m.Error.Message, false)
+		if len(m.Error.Data) > 0 {
+			b = append(b, `,"data":`...)
+			if b, err = appendCompactJSON(b, m.Error.Data); err != nil {
+				return nil, fmt.Errorf("encode json-rpc message: error data: %w", err)
+			}
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}', '\n'), nil
+}
+
+// appendRPCParams appends params as the encoder of a message would:
+// rpcCompactParams as they are, a json.RawMessage compacted (nil is null),
+// any other value encoded without HTML escaping.
+func appendRPCParams(b []byte, params any) ([]byte, error) {
+	switch p := params.(type) {
+	case rpcCompactParams:
+		if len(p) > 0 {
+			return append(b, p...), nil
+		}
+		return appendRPCParams(b, json.RawMessage(p))
+	case json.RawMessage:
+		if p == nil {
+			return append(b, "null"...), nil
+		}
+		return appendCompactJSON(b, p)
+	}
+	buf := bytes.NewBuffer(b)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
+		return b, err
+	}
+	out := buf.Bytes()
+	return out[:len(out)-1], nil // Encode ends the value with a newline
+}
+
+// appendCompactJSON appends raw compacted, or fails if it is not one valid
+// JSON value.
+func appendCompactJSON(b []byte, raw []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return b, err
+	}
+	return buf.Bytes(), nil
 }
 
 // appendNotifyStart opens a notification line up to its params, which the
