@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -715,29 +716,40 @@ func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
 	return c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Error: &rpcError{Code: code, Message: msg}})
 }
 
+// rpcLines holds line buffers for send, which is done with a line once
+// sendLine returns: written, or copied into the queued batch.
+var rpcLines = sync.Pool{New: func() any { return new([]byte) }}
+
+// rpcPooledLine bounds the buffers rpcLines keeps: one grown past it is
+// left to the collector, so the pool stays small whatever was sent.
+const rpcPooledLine = 16 << 10
+
 // send writes one message as one line.
 func (c *rpcConn) send(m rpcOut) error {
-	line, err := appendRPCOut(nil, m)
-	if err != nil {
-		return err
+	buf := rpcLines.Get().(*[]byte)
+	line, err := appendRPCOut((*buf)[:0], m)
+	if err == nil {
+		err = c.sendLine(line)
 	}
-	return c.sendLine(line)
+	if cap(line) <= rpcPooledLine {
+		*buf = line[:0]
+		rpcLines.Put(buf)
+	}
+	return err
 }
 
-// appendRPCOut appends m as one line, newline included: the bytes
+// appendRPCOut appends m to b as one line, newline included: the bytes
 // json.Encoder writes for m with HTML escaping off, so that an echoed id
 // stays byte for byte what the peer sent.
 func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
-	if b == nil {
-		n := rpcLineFrame + len(m.ID) + len(m.Method) + len(m.Result)
-		if p, ok := m.Params.(rpcCompactParams); ok {
-			n += len(p)
-		}
-		if m.Error != nil {
-			n += len(m.Error.Message) + len(m.Error.Data)
-		}
-		b = make([]byte, 0, n)
+	n := rpcLineFrame + len(m.ID) + len(m.Method) + len(m.Result)
+	if p, ok := m.Params.(rpcCompactParams); ok {
+		n += len(p)
 	}
+	if m.Error != nil {
+		n += len(m.Error.Message) + len(m.Error.Data)
+	}
+	b = slices.Grow(b, n)
 	b = append(b, `{"jsonrpc":`...)
 	b = appendJSONString(b, m.JSONRPC, false)
 	var err error
