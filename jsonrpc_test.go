@@ -1504,3 +1504,41 @@ func FuzzRPCSend(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRPCOut builds the child's prepare request line and serve's
+// answer to it, by appendRPCOut and by the reference encoder.
+func BenchmarkRPCOut(b *testing.B) {
+	args, err := canonicalArgumentBytes(map[string]any{"command": "ls -la /tmp", "description": "list the files", "timeout": 120000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := GuardRequest{SessionID: "5f0c6a1e-8d0b-4b8e-9a53-6f6c1f0b7a11", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command"}
+	result := mustMarshal(b, map[string]any{"allowed": true})
+	msgs := func() [2]rpcOut {
+		return [2]rpcOut{
+			{JSONRPC: rpcVersion, ID: json.RawMessage("41"), Method: methodGuardPrepare, Params: rpcCompactParams(appendGuardPrepareParams(req, args))},
+			{JSONRPC: rpcVersion, ID: json.RawMessage("41"), Result: result},
+		}
+	}
+	b.Run("encoder", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, m := range msgs() {
+				if _, err := encodeRPCOutReference(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		var line []byte
+		for b.Loop() {
+			for _, m := range msgs() {
+				if line, err = appendRPCOut(line[:0], m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
