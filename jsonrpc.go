@@ -728,9 +728,11 @@ const rpcPooledLine = 16 << 10
 func (c *rpcConn) send(m rpcOut) error {
 	buf := rpcLines.Get().(*[]byte)
 	line, err := appendRPCOut((*buf)[:0], m)
-	if err == nil {
-		err = c.sendLine(line)
+	if err != nil {
+		rpcLines.Put(buf)
+		return err
 	}
+	err = c.sendLine(line)
 	if cap(line) <= rpcPooledLine {
 		*buf = line[:0]
 		rpcLines.Put(buf)

@@ -369,6 +369,11 @@ func TestRPCHandlerAnswers(t *testing.T) {
 	}{
 		{"result", func(context.Context, string, json.RawMessage) (any, error) { return map[string]int{"a": 1}, nil }, 0, "", `{"a":1}`},
 		{"nil result", func(context.Context, string, json.RawMessage) (any, error) { return nil, nil }, 0, "", "null"},
+		{"raw result", func(context.Context, string, json.RawMessage) (any, error) {
+			return json.RawMessage("\n{ \"a\" :\n [ \"<\u2028>\" ]\r\n}\n"), nil
+		}, 0, "", `{"a":["\u003c\u2028\u003e"]}`},
+		{"invalid raw result", func(context.Context, string, json.RawMessage) (any, error) { return json.RawMessage("{\n"), nil },
+			rpcInternalError, `encode result of "m": json: error calling MarshalJSON for type json.RawMessage: unexpected end of JSON input`, ""},
 		{"rpc error as is", func(context.Context, string, json.RawMessage) (any, error) { return nil, notFound }, -32002, "not found", ""},
 		{"wrapped rpc error", func(context.Context, string, json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("load: %w", notFound)
@@ -803,6 +808,38 @@ func TestRPCOutgoingMessagesAreOneLine(t *testing.T) {
 	want := `{"jsonrpc":"2.0","method":"session/update","params":{"html":"<&>","raw":{"a":1},"text":"line1\nline2\r\n"}}` + "\n"
 	if out.String() != want {
 		t.Errorf("wire %q; want %q", out.String(), want)
+	}
+}
+
+// TestRPCLinesAfterLongAndFailedOnes: whatever came before, each line on
+// the wire is the one its message makes, whole: after a line longer than
+// the buffers kept for reuse, after one that failed to encode, and with
+// compact params that shrink.
+func TestRPCLinesAfterLongAndFailedOnes(t *testing.T) {
+	var out bytes.Buffer
+	c := newRPCConn(strings.NewReader(""), &out, rpcConfig{})
+	long := strings.Repeat("x", rpcPooledLine+1)
+	sends := []struct {
+		params any
+		want   string // "" when the message fails to encode
+	}{
+		{map[string]string{"a": long}, `{"jsonrpc":"2.0","method":"n","params":{"a":"` + long + `"}}`},
+		{rpcCompactParams(`{"b":"` + long[:100] + `"}`), `{"jsonrpc":"2.0","method":"n","params":{"b":"` + long[:100] + `"}}`},
+		{json.RawMessage(`{"c":`), ""},
+		{rpcCompactParams(`[1]`), `{"jsonrpc":"2.0","method":"n","params":[1]}`},
+		{json.RawMessage(" [ 2 ] "), `{"jsonrpc":"2.0","method":"n","params":[2]}`},
+	}
+	for _, s := range sends {
+		out.Reset()
+		err := c.notify("n", s.params)
+		switch {
+		case s.want == "" && (err == nil || !strings.HasPrefix(err.Error(), `notify "n": encode json-rpc message: params of "n": `)):
+			t.Errorf("notify with params %v = %v; want an encode error", s.params, err)
+		case s.want != "" && err != nil:
+			t.Errorf("notify: %v", err)
+		case out.String() != s.want+strings.Repeat("\n", min(len(s.want), 1)):
+			t.Errorf("wire %.200q; want %.200q", out.String(), s.want)
+		}
 	}
 }
 
