@@ -177,16 +177,17 @@ type rpcOut struct {
 	ID      json.RawMessage `json:"id,omitempty"`
 	Method  string          `json:"method,omitempty"`
 	Params  any             `json:"params,omitempty"`
-	// Result is runHandler's json.Marshal output, compact and valid JSON:
-	// it goes on the line as it is.
+	// Result is compact and valid JSON as runHandler has it (json.Marshal's
+	// output or a handler's rpcCompact): it goes on the line as it is.
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *rpcError       `json:"error,omitempty"`
 }
 
-// rpcCompactParams are params their caller built as compact, valid JSON
-// (appendGuardPrepareParams): they go on the line as they are, where a
-// json.RawMessage is checked and compacted and any other value encoded.
-type rpcCompactParams []byte
+// rpcCompact is JSON its maker built compact and valid: a call's params
+// (appendGuardPrepareParams) or a handler's result. It goes on the line as
+// it is, where a json.RawMessage is checked and compacted and any other
+// value encoded. Empty, it is a json.RawMessage.
+type rpcCompact []byte
 
 // rpcLineFrame bounds what a line holds besides its params, result and
 // error, so that most lines are built without growing their buffer.
@@ -615,6 +616,12 @@ func (c *rpcConn) runHandler(ctx context.Context, method string, params json.Raw
 		}
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
 	}
+	if r, ok := v.(rpcCompact); ok {
+		if len(r) > 0 {
+			return json.RawMessage(r), nil
+		}
+		v = json.RawMessage(r)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("encode result of %q: %v", method, err)}
@@ -745,7 +752,7 @@ func (c *rpcConn) send(m rpcOut) error {
 // stays byte for byte what the peer sent.
 func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
 	n := rpcLineFrame + len(m.ID) + len(m.Method) + len(m.Result)
-	if p, ok := m.Params.(rpcCompactParams); ok {
+	if p, ok := m.Params.(rpcCompact); ok {
 		n += len(p)
 	}
 	if m.Error != nil {
@@ -792,11 +799,11 @@ func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
 }
 
 // appendRPCParams appends params as the encoder of a message would:
-// rpcCompactParams as they are, a json.RawMessage compacted (nil is null),
+// rpcCompact as they are, a json.RawMessage compacted (nil is null),
 // any other value encoded without HTML escaping.
 func appendRPCParams(b []byte, params any) ([]byte, error) {
 	switch p := params.(type) {
-	case rpcCompactParams:
+	case rpcCompact:
 		if len(p) > 0 {
 			return append(b, p...), nil
 		}

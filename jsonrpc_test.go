@@ -372,6 +372,10 @@ func TestRPCHandlerAnswers(t *testing.T) {
 		{"raw result", func(context.Context, string, json.RawMessage) (any, error) {
 			return json.RawMessage("\n{ \"a\" :\n [ \"<\u2028>\" ]\r\n}\n"), nil
 		}, 0, "", `{"a":["\u003c\u2028\u003e"]}`},
+		{"compact result", func(context.Context, string, json.RawMessage) (any, error) {
+			return rpcCompact(`{"b":"<\u2028>"}`), nil
+		}, 0, "", `{"b":"<\u2028>"}`},
+		{"empty compact result", func(context.Context, string, json.RawMessage) (any, error) { return rpcCompact(nil), nil }, 0, "", "null"},
 		{"invalid raw result", func(context.Context, string, json.RawMessage) (any, error) { return json.RawMessage("{\n"), nil },
 			rpcInternalError, `encode result of "m": json: error calling MarshalJSON for type json.RawMessage: unexpected end of JSON input`, ""},
 		{"rpc error as is", func(context.Context, string, json.RawMessage) (any, error) { return nil, notFound }, -32002, "not found", ""},
@@ -824,9 +828,9 @@ func TestRPCLinesAfterLongAndFailedOnes(t *testing.T) {
 		want   string // "" when the message fails to encode
 	}{
 		{map[string]string{"a": long}, `{"jsonrpc":"2.0","method":"n","params":{"a":"` + long + `"}}`},
-		{rpcCompactParams(`{"b":"` + long[:100] + `"}`), `{"jsonrpc":"2.0","method":"n","params":{"b":"` + long[:100] + `"}}`},
+		{rpcCompact(`{"b":"` + long[:100] + `"}`), `{"jsonrpc":"2.0","method":"n","params":{"b":"` + long[:100] + `"}}`},
 		{json.RawMessage(`{"c":`), ""},
-		{rpcCompactParams(`[1]`), `{"jsonrpc":"2.0","method":"n","params":[1]}`},
+		{rpcCompact(`[1]`), `{"jsonrpc":"2.0","method":"n","params":[1]}`},
 		{json.RawMessage(" [ 2 ] "), `{"jsonrpc":"2.0","method":"n","params":[2]}`},
 	}
 	for _, s := range sends {
@@ -920,7 +924,7 @@ func BenchmarkRPCCallPrepare(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := pair.a.call(ctx, methodGuardPrepare, rpcCompactParams(appendGuardPrepareParams(req, args))); err != nil {
+		if _, err := pair.a.call(ctx, methodGuardPrepare, rpcCompact(appendGuardPrepareParams(req, args))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -1400,7 +1404,7 @@ func FuzzRPCDispatch(f *testing.F) {
 // escaping off, which appendRPCOut must match byte for byte. Compact
 // params are raw JSON to the encoder.
 func encodeRPCOutReference(m rpcOut) ([]byte, error) {
-	if p, ok := m.Params.(rpcCompactParams); ok {
+	if p, ok := m.Params.(rpcCompact); ok {
 		m.Params = json.RawMessage(p)
 	}
 	var b bytes.Buffer
@@ -1466,8 +1470,8 @@ func TestRPCOutMatchesEncoder(t *testing.T) {
 		json.RawMessage("[]"),
 		(*structParams)(nil),
 		[]string{tricky},
-		rpcCompactParams(prepare),
-		rpcCompactParams(nil),
+		rpcCompact(prepare),
+		rpcCompact(nil),
 	}
 	var msgs []rpcOut
 	for _, id := range ids {
@@ -1493,7 +1497,7 @@ func TestRPCOutMatchesEncoder(t *testing.T) {
 		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: json.RawMessage("{")},
 		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: json.RawMessage{}},
 		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: json.RawMessage("1 2")},
-		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: rpcCompactParams{}},
+		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: rpcCompact{}},
 		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: make(chan int)},
 		rpcOut{JSONRPC: rpcVersion, ID: json.RawMessage("1 2"), Method: "m"},
 		rpcOut{JSONRPC: rpcVersion, ID: json.RawMessage("1"), Error: &rpcError{Code: 1, Message: "m", Data: json.RawMessage("{]")}},
@@ -1553,7 +1557,7 @@ func BenchmarkRPCOut(b *testing.B) {
 	result := mustMarshal(b, map[string]any{"allowed": true})
 	msgs := func() [2]rpcOut {
 		return [2]rpcOut{
-			{JSONRPC: rpcVersion, ID: json.RawMessage("41"), Method: methodGuardPrepare, Params: rpcCompactParams(appendGuardPrepareParams(req, args))},
+			{JSONRPC: rpcVersion, ID: json.RawMessage("41"), Method: methodGuardPrepare, Params: rpcCompact(appendGuardPrepareParams(req, args))},
 			{JSONRPC: rpcVersion, ID: json.RawMessage("41"), Result: result},
 		}
 	}
