@@ -798,7 +798,7 @@ func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
 	return append(b, '}', '\n'), nil
 }
 
-// appendRPCParams appends params as the encoder of a message would:
+// appendRPCParams appends params as json.Encoder would, HTML escaping off:
 // rpcCompact as they are, a json.RawMessage compacted (nil is null),
 // any other value encoded without HTML escaping.
 func appendRPCParams(b []byte, params any) ([]byte, error) {
@@ -835,7 +835,7 @@ func appendCompactJSON(b []byte, raw []byte) ([]byte, error) {
 }
 
 // appendNotifyStart opens a notification line up to its params, which the
-// caller appends compact, as the encoder of send has them, then closes with
+// caller appends compact, as appendRPCOut has them, then closes with
 // "}\n": the line is the one notify would write.
 func appendNotifyStart(b []byte, method string) []byte {
 	b = append(b, `{"jsonrpc":"`+rpcVersion+`","method":`...)
