@@ -800,7 +800,7 @@ func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
 
 // appendRPCParams appends params as json.Encoder would, HTML escaping off:
 // rpcCompact as they are, a json.RawMessage compacted (nil is null),
-// any other value encoded without HTML escaping.
+// any other value encoded.
 func appendRPCParams(b []byte, params any) ([]byte, error) {
 	switch p := params.(type) {
 	case rpcCompact:
