@@ -1080,7 +1080,7 @@ func (a *agent) parentGuard(ctx context.Context, req GuardRequest) (Decision, er
 	if err != nil {
 		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
 	}
-	raw, err := a.conn.call(ctx, methodGuardPrepare, json.RawMessage(appendGuardPrepareParams(req, args)))
+	raw, err := a.conn.call(ctx, methodGuardPrepare, rpcCompact(appendGuardPrepareParams(req, args)))
 	if err != nil {
 		return Decision{}, fmt.Errorf("prepare request to parent: %w", err)
 	}

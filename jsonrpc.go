@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -167,16 +168,30 @@ type rpcEnvelope struct {
 	Error   json.RawMessage `json:"error"`
 }
 
-// rpcOut is one outgoing message; each is encoded in one go, which compacts
-// raw values, so no newline can reach the wire inside a message.
+// rpcOut is one outgoing message, its members in wire order. appendRPCOut
+// writes it as encoding/json would, without HTML escaping, and compacts
+// every value it did not build itself, so no newline can reach the wire
+// inside a message. An empty member is left out.
 type rpcOut struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id,omitempty"`
 	Method  string          `json:"method,omitempty"`
 	Params  any             `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
+	// Result is compact and valid JSON as runHandler has it (json.Marshal's
+	// output or a handler's rpcCompact): it goes on the line as it is.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
 }
+
+// rpcCompact is JSON its maker built compact and valid: a call's params
+// (appendGuardPrepareParams) or a handler's result. It goes on the line as
+// it is, where a json.RawMessage is checked and compacted and any other
+// value encoded. Empty, it is a json.RawMessage.
+type rpcCompact []byte
+
+// rpcLineFrame bounds what a line holds besides its params, result and
+// error, so that most lines are built without growing their buffer.
+const rpcLineFrame = 64
 
 // rpcNullID answers a message whose id could not be read.
 const rpcNullID = "null"
@@ -601,6 +616,12 @@ func (c *rpcConn) runHandler(ctx context.Context, method string, params json.Raw
 		}
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
 	}
+	if r, ok := v.(rpcCompact); ok {
+		if len(r) > 0 {
+			return json.RawMessage(r), nil
+		}
+		v = json.RawMessage(r)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("encode result of %q: %v", method, err)}
@@ -702,21 +723,119 @@ func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
 	return c.send(rpcOut{JSONRPC: rpcVersion, ID: id, Error: &rpcError{Code: code, Message: msg}})
 }
 
+// rpcLines holds line buffers for send, which is done with a line once
+// sendLine returns: written, or copied into the queued batch.
+var rpcLines = sync.Pool{New: func() any { return new([]byte) }}
+
+// rpcPooledLine bounds the buffers rpcLines keeps: one grown past it is
+// left to the collector, so the pool stays small whatever was sent.
+const rpcPooledLine = 16 << 10
+
 // send writes one message as one line.
 func (c *rpcConn) send(m rpcOut) error {
-	// Without HTML escaping an echoed id stays byte for byte what the peer
-	// sent; Encode ends the line.
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return fmt.Errorf("encode json-rpc message: %w", err)
+	buf := rpcLines.Get().(*[]byte)
+	line, err := appendRPCOut((*buf)[:0], m)
+	if err != nil {
+		rpcLines.Put(buf)
+		return err
 	}
-	return c.sendLine(b.Bytes())
+	err = c.sendLine(line)
+	if cap(line) <= rpcPooledLine {
+		*buf = line[:0]
+		rpcLines.Put(buf)
+	}
+	return err
+}
+
+// appendRPCOut appends m to b as one line, newline included: the bytes
+// json.Encoder writes for m with HTML escaping off, so that an echoed id
+// stays byte for byte what the peer sent.
+func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
+	n := rpcLineFrame + len(m.ID) + len(m.Method) + len(m.Result)
+	if p, ok := m.Params.(rpcCompact); ok {
+		n += len(p)
+	}
+	if m.Error != nil {
+		n += len(m.Error.Message) + len(m.Error.Data)
+	}
+	b = slices.Grow(b, n)
+	b = append(b, `{"jsonrpc":`...)
+	b = appendJSONString(b, m.JSONRPC, false)
+	var err error
+	if len(m.ID) > 0 {
+		b = append(b, `,"id":`...)
+		if b, err = appendCompactJSON(b, m.ID); err != nil {
+			return nil, fmt.Errorf("encode json-rpc message: id %q: %w", truncateForError(m.ID), err)
+		}
+	}
+	if m.Method != "" {
+		b = append(b, `,"method":`...)
+		b = appendJSONString(b, m.Method, false)
+	}
+	if m.Params != nil {
+		b = append(b, `,"params":`...)
+		if b, err = appendRPCParams(b, m.Params); err != nil {
+			return nil, fmt.Errorf("encode json-rpc message: params of %q: %w", m.Method, err)
+		}
+	}
+	if len(m.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, m.Result...)
+	}
+	if m.Error != nil {
+		b = append(b, `,"error":{"code":`...)
+		b = strconv.AppendInt(b, int64(m.Error.Code), 10)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, m.Error.Message, false)
+		if len(m.Error.Data) > 0 {
+			b = append(b, `,"data":`...)
+			if b, err = appendCompactJSON(b, m.Error.Data); err != nil {
+				return nil, fmt.Errorf("encode json-rpc message: error data: %w", err)
+			}
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}', '\n'), nil
+}
+
+// appendRPCParams appends params as json.Encoder would, HTML escaping off:
+// rpcCompact as they are, a json.RawMessage compacted (nil is null),
+// any other value encoded.
+func appendRPCParams(b []byte, params any) ([]byte, error) {
+	switch p := params.(type) {
+	case rpcCompact:
+		if len(p) > 0 {
+			return append(b, p...), nil
+		}
+		return appendRPCParams(b, json.RawMessage(p))
+	case json.RawMessage:
+		if p == nil {
+			return append(b, "null"...), nil
+		}
+		return appendCompactJSON(b, p)
+	}
+	buf := bytes.NewBuffer(b)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
+		return b, err
+	}
+	out := buf.Bytes()
+	return out[:len(out)-1], nil // Encode ends the value with a newline
+}
+
+// appendCompactJSON appends raw compacted, or fails if it is not one valid
+// JSON value.
+func appendCompactJSON(b []byte, raw []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return b, err
+	}
+	return buf.Bytes(), nil
 }
 
 // appendNotifyStart opens a notification line up to its params, which the
-// caller appends compact, as the encoder of send has them, then closes with
+// caller appends compact, as appendRPCOut has them, then closes with
 // "}\n": the line is the one notify would write.
 func appendNotifyStart(b []byte, method string) []byte {
 	b = append(b, `{"jsonrpc":"`+rpcVersion+`","method":`...)

@@ -369,6 +369,15 @@ func TestRPCHandlerAnswers(t *testing.T) {
 	}{
 		{"result", func(context.Context, string, json.RawMessage) (any, error) { return map[string]int{"a": 1}, nil }, 0, "", `{"a":1}`},
 		{"nil result", func(context.Context, string, json.RawMessage) (any, error) { return nil, nil }, 0, "", "null"},
+		{"raw result", func(context.Context, string, json.RawMessage) (any, error) {
+			return json.RawMessage("\n{ \"a\" :\n [ \"<\u2028>\" ]\r\n}\n"), nil
+		}, 0, "", `{"a":["\u003c\u2028\u003e"]}`},
+		{"compact result", func(context.Context, string, json.RawMessage) (any, error) {
+			return rpcCompact(`{"b":"<\u2028>"}`), nil
+		}, 0, "", `{"b":"<\u2028>"}`},
+		{"empty compact result", func(context.Context, string, json.RawMessage) (any, error) { return rpcCompact(nil), nil }, 0, "", "null"},
+		{"invalid raw result", func(context.Context, string, json.RawMessage) (any, error) { return json.RawMessage("{\n"), nil },
+			rpcInternalError, `encode result of "m": json: error calling MarshalJSON for type json.RawMessage: unexpected end of JSON input`, ""},
 		{"rpc error as is", func(context.Context, string, json.RawMessage) (any, error) { return nil, notFound }, -32002, "not found", ""},
 		{"wrapped rpc error", func(context.Context, string, json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("load: %w", notFound)
@@ -806,6 +815,38 @@ func TestRPCOutgoingMessagesAreOneLine(t *testing.T) {
 	}
 }
 
+// TestRPCLinesAfterLongAndFailedOnes: whatever came before, each line on
+// the wire is the one its message makes, whole: after a line longer than
+// the buffers kept for reuse, after one that failed to encode, and with
+// compact params that shrink.
+func TestRPCLinesAfterLongAndFailedOnes(t *testing.T) {
+	var out bytes.Buffer
+	c := newRPCConn(strings.NewReader(""), &out, rpcConfig{})
+	long := strings.Repeat("x", rpcPooledLine+1)
+	sends := []struct {
+		params any
+		want   string // "" when the message fails to encode
+	}{
+		{map[string]string{"a": long}, `{"jsonrpc":"2.0","method":"n","params":{"a":"` + long + `"}}`},
+		{rpcCompact(`{"b":"` + long[:100] + `"}`), `{"jsonrpc":"2.0","method":"n","params":{"b":"` + long[:100] + `"}}`},
+		{json.RawMessage(`{"c":`), ""},
+		{rpcCompact(`[1]`), `{"jsonrpc":"2.0","method":"n","params":[1]}`},
+		{json.RawMessage(" [ 2 ] "), `{"jsonrpc":"2.0","method":"n","params":[2]}`},
+	}
+	for _, s := range sends {
+		out.Reset()
+		err := c.notify("n", s.params)
+		switch {
+		case s.want == "" && (err == nil || !strings.HasPrefix(err.Error(), `notify "n": encode json-rpc message: params of "n": `)):
+			t.Errorf("notify with params %v = %v; want an encode error", s.params, err)
+		case s.want != "" && err != nil:
+			t.Errorf("notify: %v", err)
+		case out.String() != s.want+strings.Repeat("\n", min(len(s.want), 1)):
+			t.Errorf("wire %.200q; want %.200q", out.String(), s.want)
+		}
+	}
+}
+
 var fuzzSeeds = []string{
 	probe,
 	`{"jsonrpc":"2.0","method":"n","params":{}}`,
@@ -864,6 +905,26 @@ func BenchmarkRPCCall(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := pair.a.call(ctx, "_qwen/control/external_tool_guard/prepare", params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRPCCallPrepare is a call carrying the child's prepare request,
+// its params built by appendGuardPrepareParams.
+func BenchmarkRPCCallPrepare(b *testing.B) {
+	pair := startPair(b, rpcConfig{}, rpcConfig{OnRequest: func(context.Context, string, json.RawMessage) (any, error) {
+		return map[string]any{"allowed": true}, nil
+	}})
+	args, err := canonicalArgumentBytes(map[string]any{"command": "ls -la /tmp", "description": "list the files", "timeout": 120000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := GuardRequest{SessionID: "5f0c6a1e-8d0b-4b8e-9a53-6f6c1f0b7a11", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pair.a.call(ctx, methodGuardPrepare, rpcCompact(appendGuardPrepareParams(req, args))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -1336,5 +1397,189 @@ func FuzzRPCDispatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		checkDispatchMatches(t, line)
+	})
+}
+
+// encodeRPCOutReference is encoding/json's rendering of m with HTML
+// escaping off, which appendRPCOut must match byte for byte. Compact
+// params are raw JSON to the encoder.
+func encodeRPCOutReference(m rpcOut) ([]byte, error) {
+	if p, ok := m.Params.(rpcCompact); ok {
+		m.Params = json.RawMessage(p)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(m)
+	return b.Bytes(), err
+}
+
+// checkRPCOutMatches fails unless appendRPCOut writes what the encoder does
+// for m, or fails where it fails.
+func checkRPCOutMatches(t testing.TB, m rpcOut) {
+	t.Helper()
+	want, wantErr := encodeRPCOutReference(m)
+	got, err := appendRPCOut(nil, m)
+	switch {
+	case (err != nil) != (wantErr != nil):
+		t.Fatalf("appendRPCOut(%+v) = %q, %v; encoder %q, %v", m, got, err, want, wantErr)
+	case err != nil:
+		if !strings.HasPrefix(err.Error(), "encode json-rpc message: ") {
+			t.Fatalf("appendRPCOut(%+v) error %q does not name the operation", m, err)
+		}
+	case !bytes.Equal(got, want):
+		t.Fatalf("appendRPCOut(%+v)\n got %q\nwant %q", m, got, want)
+	}
+}
+
+func mustMarshal(t testing.TB, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tricky is a string every JSON writer may spell differently: HTML
+// characters, the JavaScript line separators, a quote, a control character
+// and a byte that is not UTF-8.
+const tricky = "<>&\u2028\u2029\"\\\x01\xff é"
+
+func TestRPCOutMatchesEncoder(t *testing.T) {
+	args, err := canonicalArgumentBytes(map[string]any{"command": tricky, "n": 1.5, "list": []any{nil, true, map[string]any{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepare := appendGuardPrepareParams(GuardRequest{SessionID: "s<1>", PromptID: tricky, ToolCallID: "c&1", ToolName: "run_shell_command"}, args)
+	type structParams struct {
+		A string          `json:"a"`
+		B int             `json:"b,omitempty"`
+		R json.RawMessage `json:"r"`
+	}
+	ids := []json.RawMessage{json.RawMessage("7"), json.RawMessage("-12"), json.RawMessage(`"a<b>&c"`), json.RawMessage(`"` + "\u2028" + `"`), json.RawMessage(`"\u003c"`), json.RawMessage(rpcNullID), nil}
+	params := []any{
+		nil,
+		structParams{A: tricky, R: json.RawMessage("[ 1 ,\n 2 ]")},
+		map[string]any{"z": 1, "a": "x\ny", "h": "<&>"},
+		map[string]json.RawMessage{"requestId": json.RawMessage(` "x" `)},
+		json.RawMessage("{ \"a\" :\n [1, \"<>&\u2028\" , {\"b\" : null} ]\t}\r\n"),
+		json.RawMessage(` "` + tricky[:len(tricky)-4] + `" `),
+		json.RawMessage(`"\u003c\u2028"`),
+		json.RawMessage(nil),
+		json.RawMessage("[]"),
+		(*structParams)(nil),
+		[]string{tricky},
+		rpcCompact(prepare),
+		rpcCompact(nil),
+	}
+	var msgs []rpcOut
+	for _, id := range ids {
+		for _, method := range []string{"m", methodGuardPrepare, tricky} {
+			for _, p := range params {
+				msgs = append(msgs, rpcOut{JSONRPC: rpcVersion, ID: id, Method: method, Params: p})
+			}
+		}
+		for _, result := range []any{map[string]any{"allowed": true, "reason": tricky}, json.RawMessage("{ \"a\" : [ ] }"), tricky, nil, 0} {
+			msgs = append(msgs, rpcOut{JSONRPC: rpcVersion, ID: id, Result: mustMarshal(t, result)})
+		}
+		for _, rerr := range []*rpcError{
+			{Code: rpcInvalidParams, Message: tricky},
+			{Code: rpcInternalError, Message: "", Data: json.RawMessage("{ \"k\" :\n [ 1, \"<>\" ] }")},
+			{Code: 0, Message: "m", Data: json.RawMessage(`"\u2028"`)},
+			methodNotFound(tricky),
+		} {
+			msgs = append(msgs, rpcOut{JSONRPC: rpcVersion, ID: id, Error: rerr})
+		}
+	}
+	// Values neither writes.
+	msgs = append(msgs,
+		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: json.RawMessage("{")},
+		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: json.RawMessage{}},
+		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: json.RawMessage("1 2")},
+		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: rpcCompact{}},
+		rpcOut{JSONRPC: rpcVersion, Method: "m", Params: make(chan int)},
+		rpcOut{JSONRPC: rpcVersion, ID: json.RawMessage("1 2"), Method: "m"},
+		rpcOut{JSONRPC: rpcVersion, ID: json.RawMessage("1"), Error: &rpcError{Code: 1, Message: "m", Data: json.RawMessage("{]")}},
+	)
+	for _, m := range msgs {
+		checkRPCOutMatches(t, m)
+	}
+}
+
+// TestRPCCompactParamsAsBuilt: the params of the child's prepare request
+// are compact and valid as appendGuardPrepareParams builds them, whatever
+// the strings hold, so they may go on the line unchecked.
+func TestRPCCompactParamsAsBuilt(t *testing.T) {
+	for _, s := range []string{"", tricky, "line\nbreak", strings.Repeat("\u2028<", 50)} {
+		args, err := canonicalArgumentBytes(map[string]any{s: s, "nested": map[string]any{"k": []any{s, 1e300, -0.0}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := appendGuardPrepareParams(GuardRequest{SessionID: s, PromptID: s, ToolCallID: s, ToolName: s}, args)
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, p); err != nil || !bytes.Equal(compact.Bytes(), p) {
+			t.Fatalf("prepare params for %q are not compact valid JSON: %q (%v)", s, p, err)
+		}
+	}
+}
+
+// FuzzRPCSend compares appendRPCOut with the encoder on arbitrary raw
+// values as params, id, result and error data.
+func FuzzRPCSend(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s), "m")
+	}
+	f.Add([]byte("{ \"a\" :\n [1, \"<>&\u2028\" ] }"), tricky)
+	f.Add([]byte(`"\u2028"`), "")
+	f.Fuzz(func(t *testing.T, raw []byte, method string) {
+		checkRPCOutMatches(t, rpcOut{JSONRPC: rpcVersion, ID: json.RawMessage("1"), Method: method, Params: json.RawMessage(raw)})
+		checkRPCOutMatches(t, rpcOut{JSONRPC: rpcVersion, Method: method, Params: map[string]any{method: string(raw)}})
+		checkRPCOutMatches(t, rpcOut{JSONRPC: rpcVersion, ID: raw, Error: &rpcError{Code: len(raw), Message: method, Data: raw}})
+		if json.Valid(raw) {
+			result, err := json.Marshal(json.RawMessage(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRPCOutMatches(t, rpcOut{JSONRPC: rpcVersion, ID: json.RawMessage(`"` + strconv.Itoa(len(raw)) + `"`), Result: result})
+		}
+	})
+}
+
+// BenchmarkRPCOut builds the child's prepare request line and serve's
+// answer to it, by appendRPCOut and by the reference encoder.
+func BenchmarkRPCOut(b *testing.B) {
+	args, err := canonicalArgumentBytes(map[string]any{"command": "ls -la /tmp", "description": "list the files", "timeout": 120000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := GuardRequest{SessionID: "5f0c6a1e-8d0b-4b8e-9a53-6f6c1f0b7a11", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command"}
+	result := mustMarshal(b, map[string]any{"allowed": true})
+	msgs := func() [2]rpcOut {
+		return [2]rpcOut{
+			{JSONRPC: rpcVersion, ID: json.RawMessage("41"), Method: methodGuardPrepare, Params: rpcCompact(appendGuardPrepareParams(req, args))},
+			{JSONRPC: rpcVersion, ID: json.RawMessage("41"), Result: result},
+		}
+	}
+	b.Run("encoder", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, m := range msgs() {
+				if _, err := encodeRPCOutReference(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		var line []byte
+		for b.Loop() {
+			for _, m := range msgs() {
+				if line, err = appendRPCOut(line[:0], m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 	})
 }
