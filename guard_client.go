@@ -277,7 +277,7 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 	if resp.StatusCode != http.StatusOK {
 		return nil, &wireError{Category: failHTTPStatus, Status: resp.StatusCode, Err: fmt.Errorf("POST %s: status %d", route, resp.StatusCode)}
 	}
-	if ct := resp.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
+	if ct := resp.Header.Get("Content-Type"); !wireContentTypeOK(ct) {
 		return nil, wireFail(failContentType, "POST %s: content type %q", route, ct)
 	}
 	if resp.ContentLength > maxWireResponse {
