@@ -295,7 +295,8 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 
 // readWireBody reads a response body to its end, but no more than one byte
 // past maxWireResponse, which tells an oversize body. The declared length
-// (known at most maxWireResponse, or -1) sizes the buffer once.
+// (already checked to be at most maxWireResponse; -1 when none was
+// declared) sizes the buffer once.
 func readWireBody(body io.Reader, length int64) ([]byte, error) {
 	size := int64(bytes.MinRead)
 	if length >= 0 {

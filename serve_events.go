@@ -173,12 +173,12 @@ func (sw *streamWriter) flush() error {
 	return sw.rc.Flush()
 }
 
-// streamFlushShare is the part of the write timeout the flush of a batch
-// may find already spent by its last event: while less has passed since
-// that event armed the deadline, the flush keeps it, one deadline set per
-// event instead of two. A last event that blocked longer (a big one, a slow
-// host) has the deadline armed afresh, so the flush never gets less than
-// this much short of a full timeout.
+// streamFlushShare bounds what a batch's flush may find spent of the
+// deadline its last event armed: while at most 1/streamFlushShare of the
+// write timeout has passed since, the flush keeps that deadline (one set
+// per event, not two) and still has 15/16 of a fresh one. A last event
+// that blocked longer (a big one, a slow host) has the deadline armed
+// afresh for the flush.
 const streamFlushShare = 16
 
 // events writes a batch and flushes it: what queued meanwhile goes out in
