@@ -277,13 +277,13 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 	if resp.StatusCode != http.StatusOK {
 		return nil, &wireError{Category: failHTTPStatus, Status: resp.StatusCode, Err: fmt.Errorf("POST %s: status %d", route, resp.StatusCode)}
 	}
-	if ct := resp.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
+	if ct := resp.Header.Get("Content-Type"); !wireContentTypeOK(ct) {
 		return nil, wireFail(failContentType, "POST %s: content type %q", route, ct)
 	}
 	if resp.ContentLength > maxWireResponse {
 		return nil, wireFail(failOversizeResponse, "POST %s: content length %d, more than %d", route, resp.ContentLength, maxWireResponse)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxWireResponse+1))
+	data, err := readWireBody(resp.Body, resp.ContentLength)
 	if err != nil {
 		return nil, c.classify(ctx, callCtx, err)
 	}
@@ -291,6 +291,32 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 		return nil, wireFail(failOversizeResponse, "POST %s: response over %d bytes", route, maxWireResponse)
 	}
 	return data, nil
+}
+
+// readWireBody reads a response body to its end, but no more than one byte
+// past maxWireResponse, which tells an oversize body. The declared length
+// (already checked to be at most maxWireResponse; -1 when none was
+// declared) sizes the buffer once.
+func readWireBody(body io.Reader, length int64) ([]byte, error) {
+	size := int64(bytes.MinRead)
+	if length >= 0 {
+		size = length + 1 // the read that finds the end needs room
+	}
+	data := make([]byte, 0, size)
+	r := io.LimitedReader{R: body, N: maxWireResponse + 1}
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF { // as io.ReadAll ends
+			return data, nil
+		}
+		if err != nil {
+			return data, err
+		}
+	}
 }
 
 // tokenHeader is the headers of every request, built for one token.

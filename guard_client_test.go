@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -576,5 +577,32 @@ func TestClientHandshakeHints(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.hint) {
 			t.Errorf("%s: handshake error %v, want the hint %q", tt.name, err, tt.hint)
 		}
+	}
+}
+
+// A response body is read whole whatever length it declared, but never
+// more than one byte past the bound, which is what tells it oversize.
+func TestReadWireBody(t *testing.T) {
+	big := strings.Repeat("x", maxWireResponse+10)
+	for _, tt := range []struct {
+		body     string
+		declared int64
+		want     int
+	}{
+		{`{"a":1}`, 7, 7},
+		{`{"a":1}`, -1, 7},
+		{`{"a":1}`, 2, 7}, // a length that understates grows the buffer
+		{"", 0, 0},
+		{big[:maxWireResponse], maxWireResponse, maxWireResponse},
+		{big[:maxWireResponse], -1, maxWireResponse},
+		{big, -1, maxWireResponse + 1},
+	} {
+		data, err := readWireBody(strings.NewReader(tt.body), tt.declared)
+		if err != nil || len(data) != tt.want || string(data) != tt.body[:tt.want] {
+			t.Errorf("body of %d bytes, declared %d: read %d bytes, %v; want %d", len(tt.body), tt.declared, len(data), err, tt.want)
+		}
+	}
+	if _, err := readWireBody(io.MultiReader(strings.NewReader("{"), iotest.ErrReader(io.ErrUnexpectedEOF)), 5); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a body cut short: %v, want %v", err, io.ErrUnexpectedEOF)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -56,8 +55,27 @@ const (
 	maxWireID = 256
 )
 
-// wireContentTypeRE is the content type both ends accept.
-var wireContentTypeRE = regexp.MustCompile(`(?i)^application/json(\s*;|$)`)
+// wireContentTypeOK reports whether ct is the content type both ends
+// accept: application/json, its ASCII letters in either case, alone or with
+// parameters (white space, then ';'). A byte loop: it runs on every request
+// and response.
+func wireContentTypeOK(ct string) bool {
+	n := len(wireContentType)
+	if len(ct) < n {
+		return false
+	}
+	for i := range n {
+		c := ct[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != wireContentType[i] {
+			return false
+		}
+	}
+	rest := strings.TrimLeft(ct[n:], " \t\n\f\r")
+	return len(ct) == n || strings.HasPrefix(rest, ";")
+}
 
 // Failure categories of one provider call (DESIGN.md §3), for logs and
 // metrics only: never shown to the model or in a tool result.

@@ -3,9 +3,11 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -103,4 +105,30 @@ func TestCanonicalArguments(t *testing.T) {
 			t.Errorf("decodeProviderArguments(%q) accepted a non-object", bad)
 		}
 	}
+}
+
+// Both ends accept application/json in any ASCII case, alone or with
+// parameters, and nothing else: the rule as a regular expression, which
+// folds case by Unicode's rules, but with ASCII letters only (the long s,
+// U+017F, is not an s in a content type).
+func FuzzWireContentType(f *testing.F) {
+	for _, ct := range []string{
+		"application/json", "Application/JSON", "application/json;charset=utf-8",
+		"application/json ; charset=utf-8", "application/json\t;", "application/json\f\r\n;x",
+		"application/json ", "application/jsonx", "application/json+x", " application/json",
+		"application/jso", "", "text/json", "application/json,text/plain", "application/j\u017fon",
+		"APPLICATION/JSON;", "application/json \v;",
+	} {
+		f.Add(ct)
+	}
+	rule := regexp.MustCompile(`(?i)^application/json(\s*;|$)`)
+	f.Fuzz(func(t *testing.T, ct string) {
+		want := rule.MatchString(ct)
+		if want && bytes.ContainsFunc([]byte(ct[:min(len(ct), len(wireContentType)+1)]), func(r rune) bool { return r >= 0x80 }) {
+			want = false // a non-ASCII letter folded to an ASCII one
+		}
+		if got := wireContentTypeOK(ct); got != want {
+			t.Errorf("content type %q: accepted %v, want %v", ct, got, want)
+		}
+	})
 }

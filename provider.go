@@ -275,7 +275,7 @@ func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeMetrics(w, p.metrics.render(len(p.current.Load().rules)))
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !wireContentTypeRE.MatchString(ct) {
+	if ct := r.Header.Get("Content-Type"); !wireContentTypeOK(ct) {
 		p.fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q, want %s", ct, wireContentType))
 		return
 	}

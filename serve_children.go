@@ -401,18 +401,25 @@ func (d *daemon) channelEnded(ch *acpChannel) {
 	}
 }
 
+// sessionUpdateMembers are the members a session/update's params may have,
+// each at most once, spelled exactly; the index of each is its place in the
+// members onNotify finds.
+var sessionUpdateMembers = [...]string{"sessionId", "update", "_meta"}
+
 func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
 	if method != "session/update" {
 		return
 	}
 	// The hottest decoder of the daemon: three updates per tool call. params
-	// is a member of a line rpcConn checked with json.Valid.
-	m, err := decodeWireObject(params, "sessionId", "update", "_meta")
-	if err != nil {
+	// is a member of a line rpcConn checked by json.Valid's rules; one walk
+	// finds its members, builds no map, and refuses what an exact object
+	// refuses (a member of another name, spelled otherwise, or given twice).
+	var members [len(sessionUpdateMembers)]json.RawMessage
+	if named, valid := syntaxMembers(params, sessionUpdateMembers[:], members[:]); named != nil || !valid {
 		return
 	}
-	sessionID, err := wireString(m, "sessionId")
-	update := m["update"]
+	sessionID, err := wireStringValue(members[0])
+	update := members[1]
 	if err != nil || len(update) == 0 || string(update) == "null" {
 		return
 	}

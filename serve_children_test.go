@@ -1,10 +1,13 @@
 // serve_children_test.go tests serve's acp children: the required-v1
 // acknowledgement, the scheduler's slot per workspace, a child that dies or is
-// killed mid-turn, and what it leaves behind.
+// killed mid-turn, what it leaves behind, and the session updates it sends.
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -141,5 +144,42 @@ func TestServeE2EUnacknowledgedChannel(t *testing.T) {
 	wantError(t, sp.do(t, "POST", "/session", ""), http.StatusServiceUnavailable, codeGuardNotReady)
 	if children := childPIDs(t, sp.cmd.Process.Pid); len(children) != 0 {
 		t.Errorf("rejected channel left children %v", children)
+	}
+}
+
+// A session/update reaches the session's stream only when its params are an
+// exact object: a member of another name, spelled otherwise or given twice,
+// a sessionId that is not a string, or no update, and nothing is published.
+func TestServeSessionUpdateParams(t *testing.T) {
+	const update = `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}`
+	for _, tt := range []struct {
+		params string
+		want   bool
+	}{
+		{`{"sessionId":"s1","update":` + update + `}`, true},
+		{` {"_meta":{"a":1}, "update":` + update + `, "sessionId":"s\u0031"} `, true},
+		{`{"sessionId":"s1","update":` + update + `,"extra":1}`, false},
+		{`{"SessionId":"s1","update":` + update + `}`, false},
+		{`{"sessionId":"s1","Update":` + update + `}`, false},
+		{`{"sessionId":"s1","sessionId":"s1","update":` + update + `}`, false},
+		{`{"sessionId":"s1","update":` + update + `,"update":` + update + `}`, false},
+		{`{"sessionId":"s1","update":null}`, false},
+		{`{"sessionId":"s1"}`, false},
+		{`{"sessionId":1,"update":` + update + `}`, false},
+		{`{"sessionId":"s2","update":` + update + `}`, false},
+		{`{"update":` + update + `}`, false},
+		{`[` + update + `]`, false},
+		{`null`, false},
+	} {
+		_, ch, s := fuzzDaemon(io.Discard)
+		ch.onNotify("session/update", json.RawMessage(tt.params))
+		evs := replayOf(s.events, 0)
+		if got := len(evs) == 1; got != tt.want || len(evs) > 1 {
+			t.Errorf("params %s: %d events, want published %v", tt.params, len(evs), tt.want)
+			continue
+		}
+		if tt.want && !bytes.Contains(evs[0].data, []byte(`"data":{"sessionId":"s1","update":`+update+`}`)) {
+			t.Errorf("params %s: event %s does not carry the update as sent", tt.params, evs[0].data)
+		}
 	}
 }

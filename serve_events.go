@@ -132,6 +132,7 @@ type streamWriter struct {
 
 	mu      sync.Mutex // orders abort against arming the next deadline
 	aborted bool
+	armedAt time.Time // when the deadline in force was set
 
 	// head is where an event's id and type lines are built: its data is
 	// written as the log holds it, never copied into a frame.
@@ -145,7 +146,8 @@ func (sw *streamWriter) arm(d time.Duration) error {
 	if sw.aborted {
 		return errStreamAborted
 	}
-	return sw.rc.SetWriteDeadline(time.Now().Add(d))
+	sw.armedAt = time.Now()
+	return sw.rc.SetWriteDeadline(sw.armedAt.Add(d))
 }
 
 // abort makes a write in progress, and every later one, fail now. The log
@@ -171,13 +173,32 @@ func (sw *streamWriter) flush() error {
 	return sw.rc.Flush()
 }
 
+// streamFlushShare bounds what a batch's flush may find spent of the
+// deadline its last event armed: while at most 1/streamFlushShare of the
+// write timeout has passed since, the flush keeps that deadline (one set
+// per event, not two) and still has 15/16 of a fresh one. A last event
+// that blocked longer (a big one, a slow host) has the deadline armed
+// afresh for the flush.
+const streamFlushShare = 16
+
 // events writes a batch and flushes it: what queued meanwhile goes out in
-// one flush (a tool call is three updates) instead of one each.
+// one flush (a tool call is three updates) instead of one each. Each event
+// has a fresh deadline.
 func (sw *streamWriter) events(batch []*streamEvent) error {
 	for _, ev := range batch {
 		if err := sw.event(ev); err != nil {
 			return err
 		}
+	}
+	sw.mu.Lock()
+	aborted, fresh := sw.aborted, time.Since(sw.armedAt) <= sw.timeout/streamFlushShare
+	sw.mu.Unlock()
+	switch {
+	case aborted:
+		return errStreamAborted
+	case fresh:
+		// An abort from now on sets a past deadline: the flush fails then.
+		return sw.rc.Flush()
 	}
 	return sw.flush()
 }
