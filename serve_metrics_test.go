@@ -246,6 +246,41 @@ func BenchmarkServeToolUpdate(b *testing.B) {
 	}
 }
 
+// BenchmarkServeUpdateBookkeeping is serve's own work on the three
+// session/update notifications of one guarded write_file, as onNotify does
+// it: count the tool's end, publish the update to a log one stream follows.
+func BenchmarkServeUpdateBookkeeping(b *testing.B) {
+	o := newServeObserver(slog.New(slog.DiscardHandler))
+	l := newStreamLog()
+	sub := l.subscribe(0, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, ended, _ := takeAll(l, sub); ended {
+				return
+			}
+			<-sub.wake
+		}
+	}()
+	diff := &fileDiff{Path: "/w/out.txt", New: "1"}
+	updates := [][]byte{
+		toolPendingUpdate("call_1", "WriteFile out.txt", "edit", "write_file", []byte(`{"content":"1","file_path":"/w/out.txt"}`), diff),
+		toolRunningUpdate("call_1", "write_file"),
+		toolFinishUpdate("call_1", "write_file", "completed", "Wrote 1 byte to /w/out.txt.", diff, []byte(`{"output":"Wrote 1 byte to /w/out.txt."}`)),
+	}
+	b.ReportAllocs()
+	for range b.N {
+		for _, u := range updates {
+			o.toolUpdate(u)
+			l.publish(eventSessionUpdate, "p1", sessionUpdateEvent{SessionID: "s1", Update: u})
+		}
+	}
+	b.StopTimer()
+	l.close()
+	<-done
+}
+
 func BenchmarkServeMetricsRender(b *testing.B) {
 	o := newServeObserver(slog.New(slog.DiscardHandler))
 	for i := range 20 {
