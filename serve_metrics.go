@@ -8,12 +8,15 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Decisions as the host's tool call sees them.
@@ -78,6 +81,9 @@ type serveObserver struct {
 
 	toolMu sync.Mutex
 	tools  map[toolSeries]int64
+	// toolLabels holds each tool label of a series in tools, as a key
+	// its bytes find without a conversion.
+	toolLabels map[string]string
 
 	sandbox sandboxInForce // set once at start, before the listener opens
 	events  *eventBudget   // nil until the daemon sets it: nothing held
@@ -86,7 +92,7 @@ type serveObserver struct {
 type toolSeries struct{ tool, status string }
 
 func newServeObserver(log *slog.Logger) *serveObserver {
-	return &serveObserver{log: log, tools: map[toolSeries]int64{}}
+	return &serveObserver{log: log, tools: map[toolSeries]int64{}, toolLabels: map[string]string{}}
 }
 
 func (o *serveObserver) logger() *slog.Logger {
@@ -145,29 +151,33 @@ func (o *serveObserver) promptEnded(result string) {
 
 // toolUpdate counts a tool execution when a child reports its end: a
 // tool_call_update whose status is completed or failed. Read loosely: a
-// counter decides nothing.
+// counter decides nothing. It runs for every session/update, so it reads
+// the three members it needs as bytes where they need no unescaping and
+// allocates nothing for a tool it has counted before.
 func (o *serveObserver) toolUpdate(update json.RawMessage) {
 	if o == nil || !bytes.Contains(update, []byte(`"tool_call_update"`)) {
 		return
 	}
-	// Only three members are read: the update is walked, not decoded.
-	var u struct{ SessionUpdate, Status, ToolName string }
+	// Only three members are read: the update is walked, not decoded. Each
+	// is a string's content, nil when absent or not a string; a later
+	// member of the same name wins, as in a decoding.
+	var kind, status, toolName []byte
 	w := wireWalk{data: update}
-	err := w.object(func(key string) error {
-		switch key {
+	err := walkMemberNames(&w, func(key []byte) error {
+		switch string(key) {
 		case "sessionUpdate":
-			u.SessionUpdate = wireWalkString(&w)
+			kind = wireWalkStringBytes(&w)
 		case "status":
-			u.Status = wireWalkString(&w)
+			status = wireWalkStringBytes(&w)
 		case "_meta":
 			meta := w.value()
 			if string(meta) == "null" {
 				return nil
 			}
 			mw := wireWalk{data: meta}
-			return mw.object(func(key string) error {
-				if key == "toolName" {
-					u.ToolName = wireWalkString(&mw)
+			return walkMemberNames(&mw, func(key []byte) error {
+				if string(key) == "toolName" {
+					toolName = wireWalkStringBytes(&mw)
 				} else {
 					mw.value()
 				}
@@ -178,40 +188,108 @@ func (o *serveObserver) toolUpdate(update json.RawMessage) {
 		}
 		return nil
 	})
-	if err != nil || u.SessionUpdate != "tool_call_update" || (u.Status != "completed" && u.Status != toolStatusFailed) {
+	if err != nil || string(kind) != "tool_call_update" {
 		return
 	}
-	tool := u.ToolName
-	if !toolLabelOK(tool) {
-		tool = toolLabelOther
+	var st string
+	switch string(status) {
+	case "completed":
+		st = "completed"
+	case toolStatusFailed:
+		st = toolStatusFailed
+	default:
+		return
 	}
+	o.toolEnded(toolName, st)
+}
+
+// toolEnded counts one execution of the tool named name (bytes of a
+// decoded string) that ended with status.
+func (o *serveObserver) toolEnded(name []byte, status string) {
+	ok := toolLabelOK(name)
 	o.toolMu.Lock()
 	defer o.toolMu.Unlock()
-	key := toolSeries{tool, u.Status}
-	if _, ok := o.tools[key]; !ok && len(o.tools) >= maxToolSeries {
-		key.tool = toolLabelOther
+	tool, seen := toolLabelOther, false
+	if ok {
+		// m[string(b)] converts nothing: a counted tool costs no allocation.
+		tool, seen = o.toolLabels[string(name)]
+		if !seen {
+			tool = string(name)
+		}
+	}
+	key := toolSeries{tool, status}
+	if _, counted := o.tools[key]; !counted {
+		if len(o.tools) >= maxToolSeries {
+			key.tool = toolLabelOther
+		} else if ok && !seen {
+			o.toolLabels[tool] = tool
+		}
 	}
 	o.tools[key]++
 }
 
-// wireWalkString moves w past the value at its position and returns it if
-// it is a JSON string, else "".
-func wireWalkString(w *wireWalk) string {
+// walkMemberNames walks the object at w's position as wireWalk.object does,
+// calling member with each name, unescaped: the bytes as written where
+// they need no unescaping (aliasing w's data, valid only for the call).
+func walkMemberNames(w *wireWalk, member func(key []byte) error) error {
+	w.space()
+	if !w.eat('{') {
+		return fmt.Errorf("%s instead of an object", w.describe())
+	}
+	for n := 0; ; n++ {
+		w.space()
+		if w.eat('}') {
+			return nil
+		}
+		if n > 0 && !w.eat(',') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		raw := w.value()
+		if len(raw) < 2 || raw[0] != '"' {
+			return errors.New("malformed object")
+		}
+		key := raw[1 : len(raw)-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return fmt.Errorf("member name: %w", err)
+			}
+			key = []byte(s)
+		}
+		w.space()
+		if !w.eat(':') {
+			return errors.New("malformed object")
+		}
+		w.space()
+		if err := member(key); err != nil {
+			return err
+		}
+	}
+}
+
+// wireWalkStringBytes moves w past the value at its position and returns
+// the content of a JSON string, unescaped (aliasing w's data where it needs
+// no unescaping), else nil.
+func wireWalkStringBytes(w *wireWalk) []byte {
 	raw := w.value()
 	if len(raw) < 2 || raw[0] != '"' {
-		return ""
+		return nil
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner
 	}
 	s, err := wireStringValue(raw)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return s
+	return []byte(s)
 }
 
 // toolLabelOK accepts the characters of canonical and MCP tool names, which
 // need no escaping in a label value.
-func toolLabelOK(name string) bool {
-	if name == "" || len(name) > maxToolLabelLen {
+func toolLabelOK(name []byte) bool {
+	if len(name) == 0 || len(name) > maxToolLabelLen {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
