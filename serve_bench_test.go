@@ -56,7 +56,7 @@ func BenchmarkEventLogPublish(b *testing.B) {
 			update := sessionUpdateEvent{SessionID: "s1", Update: []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello"}}`)}
 			b.ReportAllocs()
 			for range b.N {
-				l.publish(eventSessionUpdate, "p1", update)
+				l.publishUpdate("p1", update)
 			}
 			l.close()
 		})

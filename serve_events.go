@@ -367,9 +367,29 @@ var envelopeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func (l *streamLog) publish(typ, promptID string, data any) { l.publishFrom(typ, promptID, "", data) }
 
+// publishUpdate publishes a session update, the hottest event (three per
+// guarded call), typed so that nothing is boxed on its way.
+func (l *streamLog) publishUpdate(promptID string, u sessionUpdateEvent) {
+	l.publishEvent(eventSessionUpdate, promptID, "", &u, nil)
+}
+
 // publishFrom publishes an event whose envelope names the client the event
-// answers; "" names none.
+// answers; "" names none. A session update takes publishUpdate's way.
 func (l *streamLog) publishFrom(typ, promptID, originator string, data any) {
+	if u, ok := data.(sessionUpdateEvent); ok {
+		l.publishEvent(typ, promptID, originator, &u, nil)
+		return
+	}
+	l.publishEvent(typ, promptID, originator, nil, data)
+}
+
+// publishEvent publishes update, when it is a session update, else data.
+// An update with content is appended, the update as received; any other
+// event is encoded.
+func (l *streamLog) publishEvent(typ, promptID, originator string, update *sessionUpdateEvent, data any) {
+	if update != nil && len(update.Update) == 0 {
+		data, update = *update, nil // encoded: its update is null
+	}
 	buf := envelopeBuffers.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledEnvelope {
@@ -377,8 +397,6 @@ func (l *streamLog) publishFrom(typ, promptID, originator string, data any) {
 			envelopeBuffers.Put(buf)
 		}
 	}()
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
 	var dropped []*streamSubscriber
 	l.mu.Lock()
 	if l.closed {
@@ -386,8 +404,9 @@ func (l *streamLog) publishFrom(typ, promptID, originator string, data any) {
 		return
 	}
 	var encoded []byte
-	if u, ok := data.(sessionUpdateEvent); ok && len(u.Update) > 0 {
+	if update != nil {
 		// The hottest event: built by appending, the update as received.
+		u := *update
 		if bytes.ContainsAny(u.Update, "\r\n") {
 			// White space that would split the event's one data line.
 			var compact bytes.Buffer
@@ -400,6 +419,8 @@ func (l *streamLog) publishFrom(typ, promptID, originator string, data any) {
 		buf.Grow(len(u.Update) + len(u.SessionID) + len(typ) + len(promptID) + len(originator) + updateEnvelopeFrame)
 		encoded = appendUpdateEnvelope(buf.AvailableBuffer(), l.nextID, typ, promptID, originator, u, time.Now().UnixMilli())
 	} else {
+		enc := json.NewEncoder(buf)
+		enc.SetEscapeHTML(false)
 		if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, OriginatorClientID: originator, Meta: envelopeMeta{time.Now().UnixMilli()}}); err != nil {
 			l.mu.Unlock()
 			return

@@ -43,3 +43,33 @@ func TestUpdateEnvelopeIsTheEncoders(t *testing.T) {
 		}
 	}
 }
+
+// publishUpdate, the typed way of the hottest event, publishes what publish
+// does with the same update, an empty one included.
+func TestPublishUpdateIsPublish(t *testing.T) {
+	for _, update := range []string{`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a <b>"}}`, "[1,\n2]", ""} {
+		u := sessionUpdateEvent{SessionID: "s1", Update: json.RawMessage(update)}
+		if update == "" {
+			u.Update = nil
+		}
+		typed, generic := newStreamLog(), newStreamLog()
+		typed.publishUpdate("p1", u)
+		generic.publish(eventSessionUpdate, "p1", u)
+		got, want := replayOf(typed, 0), replayOf(generic, 0)
+		if len(got) != 1 || len(want) != 1 {
+			t.Fatalf("update %q: %d and %d events, want 1", update, len(got), len(want))
+		}
+		var a, b map[string]any
+		if err := json.Unmarshal(got[0].data, &a); err != nil {
+			t.Fatalf("update %q: envelope %s: %v", update, got[0].data, err)
+		}
+		if err := json.Unmarshal(want[0].data, &b); err != nil {
+			t.Fatalf("update %q: envelope %s: %v", update, want[0].data, err)
+		}
+		delete(a, "_meta")
+		delete(b, "_meta")
+		if ga, gb := mustJSON(t, a), mustJSON(t, b); ga != gb || got[0].typ != eventSessionUpdate {
+			t.Errorf("update %q: publishUpdate published %s (%s), publish %s", update, got[0].data, got[0].typ, want[0].data)
+		}
+	}
+}

@@ -273,7 +273,7 @@ func BenchmarkServeUpdateBookkeeping(b *testing.B) {
 	for range b.N {
 		for _, u := range updates {
 			o.toolUpdate(u)
-			l.publish(eventSessionUpdate, "p1", sessionUpdateEvent{SessionID: "s1", Update: u})
+			l.publishUpdate("p1", sessionUpdateEvent{SessionID: "s1", Update: u})
 		}
 	}
 	b.StopTimer()
