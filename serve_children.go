@@ -428,7 +428,7 @@ func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
 		return
 	}
 	ch.d.obs.toolUpdate(update)
-	s.events.publish(eventSessionUpdate, s.activePromptID(), sessionUpdateEvent{SessionID: sessionID, Update: update})
+	s.events.publishUpdate(s.activePromptID(), sessionUpdateEvent{SessionID: sessionID, Update: update})
 }
 
 func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {

@@ -535,7 +535,7 @@ func (s *hostSession) echoPrompt(job *promptJob) {
 		if err != nil {
 			continue
 		}
-		s.events.publish(eventSessionUpdate, job.id, sessionUpdateEvent{SessionID: s.id, Update: update})
+		s.events.publishUpdate(job.id, sessionUpdateEvent{SessionID: s.id, Update: update})
 	}
 }
 
