@@ -452,3 +452,28 @@ func TestGuardPrepareParamsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionAnswer pins the answer to a child's prepare to json.Marshal of
+// Decision, byte for byte, whatever a provider put in its reason: HTML
+// characters, controls, line and paragraph separators, invalid UTF-8.
+func TestDecisionAnswer(t *testing.T) {
+	reasons := []string{"", "plain", guardFailedReason, `q"uo\te`, "<script>&amp;</script>", "ctl\x00\x1f\n\t\r\b\f\x7f",
+		"bad\xffutf8\xc3", "\xed\xa0\x80 surrogate", "\u2028line\u2029para", "é✓😀", strings.Repeat("r<", 40)}
+	for _, allowed := range []bool{true, false} {
+		for _, reason := range reasons {
+			d := Decision{Allowed: allowed, Reason: reason}
+			want, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := decisionAnswer(d).(rpcCompact)
+			if !ok || string(got) != string(want) {
+				t.Errorf("answer to %+v:\n got %s\nwant %s", d, got, want)
+			}
+		}
+	}
+	// The allowed answer is shared by every call: no call may change it.
+	if got := decisionAnswer(Decision{Allowed: true}).(rpcCompact); string(got) != `{"allowed":true}` {
+		t.Errorf("allowed answer is %s", got)
+	}
+}
