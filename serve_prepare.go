@@ -150,7 +150,8 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 var decisionAllowedAnswer any = rpcCompact(`{"allowed":true}`)
 
 // decisionAnswerFrame is the bytes of a denial's answer besides its
-// reason (`{"allowed":false,"reason":""}`), a capacity hint.
+// reason (`{"allowed":false,"reason":""}`), a capacity hint; the reason
+// is given half its length again for the escapes of "<", ">" and "&".
 const decisionAnswerFrame = 30
 
 // decisionAnswer is d as the handler's result: byte for byte what
@@ -160,7 +161,7 @@ func decisionAnswer(d Decision) any {
 	if d.Allowed && d.Reason == "" {
 		return decisionAllowedAnswer
 	}
-	return rpcCompact(appendDecision(make([]byte, 0, decisionAnswerFrame+len(d.Reason)), d))
+	return rpcCompact(appendDecision(make([]byte, 0, decisionAnswerFrame+len(d.Reason)+len(d.Reason)/2), d))
 }
 
 // appendDecision appends d as json.Marshal of Decision writes it: allowed,

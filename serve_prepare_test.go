@@ -4,8 +4,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -475,5 +477,35 @@ func TestDecisionAnswer(t *testing.T) {
 	// The allowed answer is shared by every call: no call may change it.
 	if got := decisionAnswer(Decision{Allowed: true}).(rpcCompact); string(got) != `{"allowed":true}` {
 		t.Errorf("allowed answer is %s", got)
+	}
+}
+
+// BenchmarkRPCPrepareAnswer is a child's prepare call over a real pipe
+// pair, answered as serve answers it (decisionAnswer) and, to compare,
+// with the Decision for runHandler to encode.
+func BenchmarkRPCPrepareAnswer(b *testing.B) {
+	args, err := canonicalArgumentBytes(map[string]any{"command": "ls -la /tmp", "description": "list the files", "timeout": 120000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := GuardRequest{SessionID: "5f0c6a1e-8d0b-4b8e-9a53-6f6c1f0b7a11", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command"}
+	for _, d := range []Decision{{Allowed: true}, {Reason: "shell commands need a review <ops@example.com>"}} {
+		for _, bc := range []struct {
+			name   string
+			answer func(Decision) any
+		}{{"appended", decisionAnswer}, {"marshal", func(d Decision) any { return d }}} {
+			b.Run(fmt.Sprintf("allowed=%v/%s", d.Allowed, bc.name), func(b *testing.B) {
+				pair := startPair(b, rpcConfig{}, rpcConfig{OnRequest: func(context.Context, string, json.RawMessage) (any, error) {
+					return bc.answer(d), nil
+				}})
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := pair.a.call(ctx, methodGuardPrepare, rpcCompact(appendGuardPrepareParams(req, args))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
