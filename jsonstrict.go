@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -74,12 +75,34 @@ func exactNames(data []byte, v any) error {
 	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil // null: encoding/json leaves the struct alone
 	}
+	// decodeStrict has checked data for duplicates and trailing bytes:
+	// only a name encoding/json matched ignoring its case is left to find.
+	names := memberNames(t.Elem())
+	w := wireWalk{data: data}
+	return w.object(func(key string) error {
+		if !slices.Contains(names, key) {
+			return fmt.Errorf("unknown field %q", key)
+		}
+		w.value()
+		return nil
+	})
+}
+
+// memberNamesOf holds each struct type's member names (reflect.Type to
+// []string), read from its tags once: a type's tags never change.
+var memberNamesOf sync.Map
+
+// memberNames is the names of jsonFields(t), t a struct type.
+func memberNames(t reflect.Type) []string {
+	if names, ok := memberNamesOf.Load(t); ok {
+		return names.([]string)
+	}
 	var names []string
-	for _, f := range jsonFields(t.Elem()) {
+	for _, f := range jsonFields(t) {
 		names = append(names, f.name)
 	}
-	_, err := decodeWireObject(data, names...)
-	return err
+	stored, _ := memberNamesOf.LoadOrStore(t, names)
+	return stored.([]string)
 }
 
 // jsonField is one member encoding/json decodes into a struct: its name

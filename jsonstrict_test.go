@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"reflect"
@@ -37,6 +38,32 @@ func TestJSONFields(t *testing.T) {
 	want := "count:int name:string tags:[]string env:map[string]string on:bool Plain:string"
 	if strings.Join(got, " ") != want {
 		t.Errorf("jsonFields = %q, want %q", got, want)
+	}
+}
+
+// TestDecodeStrictExactNames: a top-level member spelled in another case
+// than the struct's is refused by name, every time the type is decoded (its
+// names are read once), an embedded struct's members and values holding
+// other spellings, braces and quotes are accepted, and a nested object's
+// names are left to its own decoder.
+func TestDecodeStrictExactNames(t *testing.T) {
+	for range 2 {
+		for _, tt := range []struct{ in, err string }{
+			{`{"count":1,"name":"n","tags":["}\"Name\":"],"env":{"Name":"{"},"on":true,"Plain":"p"}`, ""},
+			{` {"name":"n"} `, ""},
+			{`null`, ""},
+			{`{"name":"n","Count":2}`, `unknown field "Count"`},
+			{`{"NAME":"n"}`, `unknown field "NAME"`},
+			{`{"plain":"p"}`, `unknown field "plain"`},
+			{`{"name":"n","name":"m"}`, `duplicate field "name"`},
+			{`{"Skip":"s"}`, `json: unknown field "Skip"`},
+		} {
+			var v shapeOuter
+			err := decodeStrict([]byte(tt.in), &v)
+			if got := fmt.Sprint(err); tt.err == "" && err != nil || tt.err != "" && got != tt.err {
+				t.Errorf("decodeStrict(%s) = %v, want %q", tt.in, err, tt.err)
+			}
+		}
 	}
 }
 

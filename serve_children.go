@@ -434,7 +434,7 @@ func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
 func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case methodGuardPrepare:
-		return ch.d.prepare(ctx, ch, params), nil
+		return decisionAnswer(ch.d.prepare(ctx, ch, params)), nil
 	case methodModelComplete:
 		return ch.d.modelComplete(ctx, ch, params)
 	case "session/request_permission":

@@ -145,6 +145,40 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	return Decision{Allowed: true}
 }
 
+// decisionAllowedAnswer is the answer to an allowed prepare, the same
+// bytes every time, boxed once: nothing writes into a handler's result.
+var decisionAllowedAnswer any = rpcCompact(`{"allowed":true}`)
+
+// decisionAnswerFrame is the bytes of a denial's answer besides its
+// reason (`{"allowed":false,"reason":""}`), a capacity hint; the reason
+// is given half its length again for the escapes of "<", ">" and "&".
+const decisionAnswerFrame = 30
+
+// decisionAnswer is d as the handler's result: byte for byte what
+// json.Marshal of Decision writes (the child reads it with decodeDecision),
+// built by appending rather than by reflection once per call.
+func decisionAnswer(d Decision) any {
+	if d.Allowed && d.Reason == "" {
+		return decisionAllowedAnswer
+	}
+	return rpcCompact(appendDecision(make([]byte, 0, decisionAnswerFrame+len(d.Reason)+len(d.Reason)/2), d))
+}
+
+// appendDecision appends d as json.Marshal of Decision writes it: allowed,
+// then the reason when it is not empty, escaped as json.Marshal escapes it.
+func appendDecision(dst []byte, d Decision) []byte {
+	if d.Allowed {
+		dst = append(dst, `{"allowed":true`...)
+	} else {
+		dst = append(dst, `{"allowed":false`...)
+	}
+	if d.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendJSONString(dst, d.Reason, true)
+	}
+	return append(dst, '}')
+}
+
 // activeJob returns the running prompt if its id is promptID and it was
 // neither cancelled nor finished.
 func (s *hostSession) activeJob(promptID string) *promptJob {

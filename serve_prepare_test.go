@@ -4,8 +4,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -449,6 +451,61 @@ func TestGuardPrepareParamsRoundTrip(t *testing.T) {
 		}
 		if p.SessionID != req.SessionID || p.PromptID != req.PromptID || p.ToolCallID != req.ToolCallID || p.ToolName != req.ToolName || string(p.Arguments) != string(args) {
 			t.Errorf("params for %q read back as %+v", s, p)
+		}
+	}
+}
+
+// TestDecisionAnswer pins the answer to a child's prepare to json.Marshal of
+// Decision, byte for byte, whatever a provider put in its reason: HTML
+// characters, controls, line and paragraph separators, invalid UTF-8.
+func TestDecisionAnswer(t *testing.T) {
+	reasons := []string{"", "plain", guardFailedReason, `q"uo\te`, "<script>&amp;</script>", "ctl\x00\x1f\n\t\r\b\f\x7f",
+		"bad\xffutf8\xc3", "\xed\xa0\x80 surrogate", "\u2028line\u2029para", "é✓😀", strings.Repeat("r<", 40)}
+	for _, allowed := range []bool{true, false} {
+		for _, reason := range reasons {
+			d := Decision{Allowed: allowed, Reason: reason}
+			want, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := decisionAnswer(d).(rpcCompact)
+			if !ok || string(got) != string(want) {
+				t.Errorf("answer to %+v:\n got %s\nwant %s", d, got, want)
+			}
+		}
+	}
+	// The allowed answer is shared by every call: no call may change it.
+	if got := decisionAnswer(Decision{Allowed: true}).(rpcCompact); string(got) != `{"allowed":true}` {
+		t.Errorf("allowed answer is %s", got)
+	}
+}
+
+// BenchmarkRPCPrepareAnswer is a child's prepare call over a real pipe
+// pair, answered as serve answers it (decisionAnswer) and, to compare,
+// with the Decision for runHandler to encode.
+func BenchmarkRPCPrepareAnswer(b *testing.B) {
+	args, err := canonicalArgumentBytes(map[string]any{"command": "ls -la /tmp", "description": "list the files", "timeout": 120000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := GuardRequest{SessionID: "5f0c6a1e-8d0b-4b8e-9a53-6f6c1f0b7a11", PromptID: "p-1", ToolCallID: "call-1", ToolName: "run_shell_command"}
+	for _, d := range []Decision{{Allowed: true}, {Reason: "shell commands need a review <ops@example.com>"}} {
+		for _, bc := range []struct {
+			name   string
+			answer func(Decision) any
+		}{{"appended", decisionAnswer}, {"marshal", func(d Decision) any { return d }}} {
+			b.Run(fmt.Sprintf("allowed=%v/%s", d.Allowed, bc.name), func(b *testing.B) {
+				pair := startPair(b, rpcConfig{}, rpcConfig{OnRequest: func(context.Context, string, json.RawMessage) (any, error) {
+					return bc.answer(d), nil
+				}})
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := pair.a.call(ctx, methodGuardPrepare, rpcCompact(appendGuardPrepareParams(req, args))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
