@@ -234,6 +234,13 @@ func decodeWireObject(data []byte, allowed ...string) (map[string]json.RawMessag
 // object walks the object at the walk's position, calling member with each
 // name and the walk at its value, which member must move past.
 func (w *wireWalk) object(member func(key string) error) error {
+	return w.objectBytes(func(key []byte) error { return member(string(key)) })
+}
+
+// objectBytes is object with each name as bytes, unescaped: the bytes as
+// written where they need no unescaping (aliasing the walk's data, valid
+// only for the call), so that a caller comparing names allocates nothing.
+func (w *wireWalk) objectBytes(member func(key []byte) error) error {
 	w.space()
 	if !w.eat('{') {
 		return fmt.Errorf("%s instead of an object", w.describe())
@@ -247,7 +254,7 @@ func (w *wireWalk) object(member func(key string) error) error {
 			return errors.New("malformed object")
 		}
 		w.space()
-		key, err := w.key()
+		key, err := w.keyBytes()
 		if err != nil {
 			return err
 		}
@@ -307,19 +314,26 @@ func (w *wireWalk) describe() string {
 
 // key reads one member name, unescaped.
 func (w *wireWalk) key() (string, error) {
+	key, err := w.keyBytes()
+	return string(key), err
+}
+
+// keyBytes is key as bytes, aliasing the walk's data where the name needs
+// no unescaping.
+func (w *wireWalk) keyBytes() ([]byte, error) {
 	raw := w.value()
 	if len(raw) < 2 || raw[0] != '"' {
-		return "", errors.New("malformed object")
+		return nil, errors.New("malformed object")
 	}
 	inner := raw[1 : len(raw)-1]
-	if !bytes.ContainsAny(inner, "\\") && utf8.Valid(inner) {
-		return string(inner), nil
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner, nil
 	}
 	var key string
 	if err := json.Unmarshal(raw, &key); err != nil {
-		return "", fmt.Errorf("member name: %w", err)
+		return nil, fmt.Errorf("member name: %w", err)
 	}
-	return key, nil
+	return []byte(key), nil
 }
 
 // value returns the next value as written and moves past it.

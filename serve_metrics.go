@@ -8,8 +8,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -163,7 +161,7 @@ func (o *serveObserver) toolUpdate(update json.RawMessage) {
 	// member of the same name wins, as in a decoding.
 	var kind, status, toolName []byte
 	w := wireWalk{data: update}
-	err := walkMemberNames(&w, func(key []byte) error {
+	err := w.objectBytes(func(key []byte) error {
 		switch string(key) {
 		case "sessionUpdate":
 			kind = wireWalkStringBytes(&w)
@@ -175,7 +173,7 @@ func (o *serveObserver) toolUpdate(update json.RawMessage) {
 				return nil
 			}
 			mw := wireWalk{data: meta}
-			return walkMemberNames(&mw, func(key []byte) error {
+			return mw.objectBytes(func(key []byte) error {
 				if string(key) == "toolName" {
 					toolName = wireWalkStringBytes(&mw)
 				} else {
@@ -226,46 +224,6 @@ func (o *serveObserver) toolEnded(name []byte, status string) {
 		}
 	}
 	o.tools[key]++
-}
-
-// walkMemberNames walks the object at w's position as wireWalk.object does,
-// calling member with each name, unescaped: the bytes as written where
-// they need no unescaping (aliasing w's data, valid only for the call).
-func walkMemberNames(w *wireWalk, member func(key []byte) error) error {
-	w.space()
-	if !w.eat('{') {
-		return fmt.Errorf("%s instead of an object", w.describe())
-	}
-	for n := 0; ; n++ {
-		w.space()
-		if w.eat('}') {
-			return nil
-		}
-		if n > 0 && !w.eat(',') {
-			return errors.New("malformed object")
-		}
-		w.space()
-		raw := w.value()
-		if len(raw) < 2 || raw[0] != '"' {
-			return errors.New("malformed object")
-		}
-		key := raw[1 : len(raw)-1]
-		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return fmt.Errorf("member name: %w", err)
-			}
-			key = []byte(s)
-		}
-		w.space()
-		if !w.eat(':') {
-			return errors.New("malformed object")
-		}
-		w.space()
-		if err := member(key); err != nil {
-			return err
-		}
-	}
 }
 
 // wireWalkStringBytes moves w past the value at its position and returns
