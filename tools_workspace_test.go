@@ -1,3 +1,6 @@
+// tools_workspace_test.go tests the session workspace (tools_fs.go): one
+// root per session, closed on every end, shared by concurrent calls, and a
+// workspace moved or replaced after the session started writes nothing.
 package main
 
 import (
