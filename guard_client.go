@@ -239,6 +239,13 @@ func (c *providerClient) prepare(ctx context.Context, call prepareRequest) prepa
 	return res
 }
 
+// callContext is ctx bounded by the provider timeout, for a caller that
+// must also cancel the call itself: post reuses its deadline, so the call
+// has one context and one timer, not one per layer.
+func (c *providerClient) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
 // post makes the one HTTP attempt of a call through hc and returns the
 // bounded body of a 200 JSON response.
 func (c *providerClient) post(ctx context.Context, hc *http.Client, route string, body []byte) ([]byte, *wireError) {
@@ -248,8 +255,16 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 	if err := ctx.Err(); err != nil {
 		return nil, ctxFailure(ctx, err)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	// A caller whose deadline is no later than the call's own (callContext's)
+	// has already bounded it: one context, one timer per call.
+	callCtx, limit := ctx, c.timeout
+	if dl, ok := ctx.Deadline(); ok && !dl.After(time.Now().Add(c.timeout)) {
+		limit = time.Until(dl).Round(time.Millisecond)
+	} else {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	hdr := c.header.Load()
 	if hdr == nil || hdr.token != c.token {
 		hdr = newTokenHeader(c.token)
@@ -271,7 +286,7 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 	}).WithContext(callCtx)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, c.classify(ctx, callCtx, err)
+		return nil, c.classify(ctx, callCtx, limit, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -285,7 +300,7 @@ func (c *providerClient) post(ctx context.Context, hc *http.Client, route string
 	}
 	data, err := readWireBody(resp.Body, resp.ContentLength)
 	if err != nil {
-		return nil, c.classify(ctx, callCtx, err)
+		return nil, c.classify(ctx, callCtx, limit, err)
 	}
 	if len(data) > maxWireResponse {
 		return nil, wireFail(failOversizeResponse, "POST %s: response over %d bytes", route, maxWireResponse)
@@ -334,17 +349,18 @@ func newTokenHeader(token string) *tokenHeader {
 }
 
 // classify names a failed exchange: a failed identity check (the request
-// was never sent), then the caller's context, then the call's own
-// deadline, then the transport.
-func (c *providerClient) classify(parent, call context.Context, err error) *wireError {
+// was never sent), then the call's deadline (the caller's when post reused
+// it; limit is the time it gave the call), then the caller's context, then
+// the transport.
+func (c *providerClient) classify(parent, call context.Context, limit time.Duration, err error) *wireError {
 	if isIdentityError(err) {
 		return &wireError{Category: failIdentity, Err: err}
 	}
-	if perr := parent.Err(); perr != nil {
+	if perr := parent.Err(); perr != nil && (call != parent || !errors.Is(perr, context.DeadlineExceeded)) {
 		return ctxFailure(parent, err)
 	}
 	if errors.Is(call.Err(), context.DeadlineExceeded) {
-		return &wireError{Category: failTimeout, Err: fmt.Errorf("no answer within %v: %w", c.timeout, err)}
+		return &wireError{Category: failTimeout, Err: fmt.Errorf("no answer within %v: %w", limit, err)}
 	}
 	return &wireError{Category: failTransport, Err: err}
 }

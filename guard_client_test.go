@@ -226,6 +226,17 @@ func TestClientFailures(t *testing.T) {
 			},
 		},
 		{
+			// The call runs on the caller's context, whose deadline it
+			// reuses: a cancel of it is still a cancellation.
+			name: "cancelled within the caller deadline", handle: hold, timeout: 30 * time.Second, category: failCancelled, requests: 1,
+			ctx: func(t *testing.T, got <-chan struct{}) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				t.Cleanup(cancel)
+				go func() { <-got; cancel() }()
+				return ctx
+			},
+		},
+		{
 			name: "cancelled before the call", handle: hold, timeout: 30 * time.Second, category: failCancelled, requests: 0,
 			ctx: func(t *testing.T, _ <-chan struct{}) context.Context {
 				ctx, cancel := context.WithCancel(context.Background())
