@@ -37,7 +37,7 @@ func fuzzDaemon(log io.Writer) (*daemon, *acpChannel, *hostSession) {
 	ch := &acpChannel{d: d, done: make(chan struct{})}
 	s := &hostSession{d: d, id: "s1", ch: ch, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.active = &promptJob{id: "p1", ctx: ctx, cancel: cancel}
+	s.active = &promptJob{id: "p1", ctx: ctx, stop: cancel}
 	s.perms["r1"] = &hostPendingPermission{options: []hostPermissionOption{{OptionID: "allow", Kind: kindAllowOnce}}, resolved: make(chan permissionVote, 1)}
 	d.sessions[s.id] = s
 	return d, ch, s

@@ -114,9 +114,16 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		return deny(outcomeNotConfigured, guardFailedReason)
 	}
 
-	pctx, cancel := context.WithCancel(ctx)
+	// One context for the provider call: it ends with the handler's (the
+	// child's channel, $/cancel_request), with the prompt (job.cancel calls
+	// cancel) and at the provider timeout, whose deadline post reuses.
+	pctx, cancel := d.provider.callContext(ctx)
 	defer cancel()
-	defer context.AfterFunc(job.ctx, cancel)()
+	if job.track(pctx, cancel) {
+		defer job.untrack(pctx)
+	} else {
+		cancel() // the prompt ended since activeJob: the call is refused unsent
+	}
 	called := time.Now()
 	res := d.provider.prepare(pctx, prepareRequest{SessionID: p.SessionID, PromptID: p.PromptID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Arguments: p.Arguments})
 	d.obs.providerLatency(time.Since(called))

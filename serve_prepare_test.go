@@ -166,6 +166,48 @@ func TestServeCancelWhileProviderDecides(t *testing.T) {
 	}
 }
 
+// TestServeCancelEndsProviderRequest: a cancelled prompt stops the provider
+// request made for it at once, long before the provider timeout, and the
+// call is denied as a cancellation.
+func TestServeCancelEndsProviderRequest(t *testing.T) {
+	inCall, aborted := make(chan struct{}, 1), make(chan struct{}, 1)
+	_, g := faultProvider(t, func(w http.ResponseWriter, r *http.Request) {
+		// With the body read, the server notices the daemon hanging up.
+		io.Copy(io.Discard, r.Body)
+		inCall <- struct{}{}
+		<-r.Context().Done()
+		aborted <- struct{}{}
+	})
+	g.Timeout = time.Hour // only the cancel can end the request
+	td := startTestDaemon(t, serveOptions{Guard: g}, fakeChildEnv("ack"))
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	pid := td.prompt(t, id, `prepare write_file {"file_path":"a.txt"}`)
+	<-inCall
+	if r := td.do(t, "POST", "/session/"+id+"/cancel", ""); r.status != http.StatusNoContent {
+		t.Fatalf("cancel = %d", r.status)
+	}
+	select {
+	case <-aborted:
+	case <-time.After(testTimeout(10 * time.Second)):
+		t.Fatal("the provider request outlived the cancelled prompt")
+	}
+	got := texts(t, readSSE(t, stream, untilTurnEnd(pid)))
+	for _, g := range got {
+		if strings.Contains(g, `"allowed":true`) {
+			t.Errorf("an allow reached the child after cancel: %v", got)
+		}
+	}
+	var recs []decisionRecord
+	for deadline := time.Now().Add(testTimeout(10 * time.Second)); len(recs) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		recs = decisions(t, td.stderr.String())
+	}
+	if len(recs) != 1 || recs[0].Outcome != failCancelled || recs[0].PromptID != pid {
+		t.Errorf("decision log = %+v, want one %q for prompt %s", recs, failCancelled, pid)
+	}
+}
+
 // TestServePrepareForCancelledPromptIsCancelled: a prepare the child sends
 // for a prompt the host cancelled, before the child answered it, is a
 // cancellation before evaluation: no provider request, logged cancelled.

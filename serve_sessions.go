@@ -64,8 +64,17 @@ type promptJob struct {
 	blocks []json.RawMessage
 	// ctx is done once the prompt is cancelled or finished; a prepare
 	// decided for it must not be answered with an allow after that.
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx  context.Context
+	stop context.CancelFunc // ends ctx; cancel also ends the prepares
+	// prepares are the cancel funcs of the provider calls in flight for
+	// this prompt, under prepareMu, which is never held while taking
+	// another lock; over once ctx ended: cancel called them all.
+	prepareMu sync.Mutex
+	prepares  []inflightPrepare
+	over      bool
+	// prepareRoom holds prepares while a prompt has few calls in flight
+	// at once, the common case: tracking them allocates nothing.
+	prepareRoom [2]inflightPrepare
 	// answered: the child's answer to the prompt was read; cancelled: the
 	// host, a deadline or the end of the session cancelled it before that.
 	// Each is set before ctx ends, under the session's mu; they tell a
@@ -85,6 +94,57 @@ type promptJob struct {
 	// named none: the originator of its turn's permission_request and
 	// prompt_cancelled (DESIGN.md §7).
 	clientID string
+}
+
+// inflightPrepare is one provider call a prompt ends: its context names
+// it, its cancel stops it.
+type inflightPrepare struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// cancel ends the prompt's ctx and then every provider call in flight for
+// it: a prompt that ends stops the provider requests made for it (DESIGN.md
+// §1), at once, on the goroutine that ends it.
+func (j *promptJob) cancel() {
+	j.stop()
+	j.prepareMu.Lock()
+	calls := j.prepares
+	j.prepares, j.over = nil, true
+	j.prepareMu.Unlock()
+	for _, c := range calls {
+		c.cancel()
+	}
+}
+
+// track adds a provider call to the prompt's, or reports false when the
+// prompt already ended: the caller then cancels the call itself.
+func (j *promptJob) track(ctx context.Context, cancel context.CancelFunc) bool {
+	j.prepareMu.Lock()
+	defer j.prepareMu.Unlock()
+	if j.over {
+		return false
+	}
+	if j.prepares == nil {
+		j.prepares = j.prepareRoom[:0]
+	}
+	j.prepares = append(j.prepares, inflightPrepare{ctx, cancel})
+	return true
+}
+
+// untrack removes a provider call that returned.
+func (j *promptJob) untrack(ctx context.Context) {
+	j.prepareMu.Lock()
+	defer j.prepareMu.Unlock()
+	for i, c := range j.prepares {
+		if c.ctx == ctx {
+			last := len(j.prepares) - 1
+			j.prepares[i] = j.prepares[last]
+			j.prepares[last] = inflightPrepare{}
+			j.prepares = j.prepares[:last]
+			return
+		}
+	}
 }
 
 type hostPendingPermission struct {
@@ -379,7 +439,7 @@ func (d *daemon) enqueue(s *hostSession, blocks []json.RawMessage, clientID stri
 	// Not derived from runCtx: at shutdown the active prompt must still be
 	// seen as running until cancelActive tells the child to stop.
 	ctx, cancel := context.WithCancel(context.Background())
-	job := &promptJob{id: randomHex(randomIDBytes), blocks: blocks, ctx: ctx, cancel: cancel, clientID: clientID}
+	job := &promptJob{id: randomHex(randomIDBytes), blocks: blocks, ctx: ctx, stop: cancel, clientID: clientID}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s.mu.Lock()
