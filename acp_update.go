@@ -159,18 +159,6 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 	return appendEncoded(b, v)
 }
 
-// appendEncoded appends v as encoding/json has it without HTML escaping.
-func appendEncoded(b []byte, v any) ([]byte, error) {
-	buf := bytes.NewBuffer(b)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	out := buf.Bytes()
-	return out[:len(out)-1], nil // Encode ends the value with a newline
-}
-
 // appendSortedObject appends m as the encoder writes a map: members in key
 // order, a nil map as null; value appends each member's value.
 func appendSortedObject[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {

@@ -476,6 +476,18 @@ func appendPrepareRequest(dst []byte, call prepareRequest) []byte {
 // arguments, a capacity hint.
 const prepareRequestFrame = 128
 
+// appendEncoded appends v as encoding/json has it without HTML escaping.
+func appendEncoded(b []byte, v any) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	out := buf.Bytes()
+	return out[:len(out)-1], nil // Encode ends the value with a newline
+}
+
 // appendJSONString appends s as a JSON string exactly as encoding/json
 // writes it (with escapeHTML as json.Marshal, without as an Encoder after
 // SetEscapeHTML(false)): invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.

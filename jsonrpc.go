@@ -814,14 +814,7 @@ func appendRPCParams(b []byte, params any) ([]byte, error) {
 		}
 		return appendCompactJSON(b, p)
 	}
-	buf := bytes.NewBuffer(b)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(params); err != nil {
-		return b, err
-	}
-	out := buf.Bytes()
-	return out[:len(out)-1], nil // Encode ends the value with a newline
+	return appendEncoded(b, params)
 }
 
 // appendCompactJSON appends raw compacted, or fails if it is not one valid

@@ -419,13 +419,12 @@ func (l *streamLog) publishEvent(typ, promptID, originator string, update *sessi
 		buf.Grow(len(u.Update) + len(u.SessionID) + len(typ) + len(promptID) + len(originator) + updateEnvelopeFrame)
 		encoded = appendUpdateEnvelope(buf.AvailableBuffer(), l.nextID, typ, promptID, originator, u, time.Now().UnixMilli())
 	} else {
-		enc := json.NewEncoder(buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, OriginatorClientID: originator, Meta: envelopeMeta{time.Now().UnixMilli()}}); err != nil {
+		var err error
+		encoded, err = appendEncoded(buf.AvailableBuffer(), streamEnvelope{ID: l.nextID, V: 1, Type: typ, PromptID: promptID, Data: data, OriginatorClientID: originator, Meta: envelopeMeta{time.Now().UnixMilli()}})
+		if err != nil {
 			l.mu.Unlock()
 			return
 		}
-		encoded = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	ev := &streamEvent{id: l.nextID, typ: typ, data: make([]byte, len(encoded)), refs: 1}
 	copy(ev.data, encoded)
