@@ -9,6 +9,8 @@
 // and compare another build in the same run with ACPGUARD_BENCH_BIN=/path
 // (envBenchBin). ACPGUARD_BENCH_MAX_CHILDREN=N passes --max-children N to
 // serve; without it no flag an older build may lack is passed.
+// ACPGUARD_COST_CALLS=N measures N calls instead of costCalls: the run's
+// fixed costs then weigh less in the per-call figures.
 package main
 
 import (
@@ -36,6 +38,23 @@ import (
 
 // envBenchMaxChildren, when set, is passed to serve as --max-children.
 const envBenchMaxChildren = "ACPGUARD_BENCH_MAX_CHILDREN"
+
+// envCostCalls, when set to a number, replaces costCalls.
+const envCostCalls = "ACPGUARD_COST_CALLS"
+
+// costCallsToRun is costCalls, or envCostCalls when it names a number
+// that gives every session at least one prompt.
+func costCallsToRun(t *testing.T, sessions, perPrompt int) int {
+	v, set := os.LookupEnv(envCostCalls)
+	if !set {
+		return costCalls
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < sessions*perPrompt {
+		t.Fatalf("%s=%q: want a number of calls, at least %d (sessions x calls per prompt)", envCostCalls, v, sessions*perPrompt)
+	}
+	return n
+}
 
 // The CPU run's shape: costCalls guarded calls of a workload, measured
 // after one warm-up call per session, spread over the sessions of a case;
@@ -387,6 +406,7 @@ func TestCostCPUPerCall(t *testing.T) {
 }
 
 func runCostCPU(t *testing.T, bin, kind, workload string, nSessions, perPrompt int) {
+	nCalls := costCallsToRun(t, nSessions, perPrompt)
 	prov := startCostProvider(t, kind, bin)
 	var wss []string
 	for range min(nSessions, costWorkspaces) {
@@ -415,19 +435,31 @@ func runCostCPU(t *testing.T, bin, kind, workload string, nSessions, perPrompt i
 		s.stream = bufio.NewReader(resp.Body)
 		sessions = append(sessions, s)
 	}
-	// One allowed call per session starts the children and the connections.
+	// One allowed call per session, all sessions at once as in the
+	// measured run, starts the children and opens the connections the run
+	// uses: a host connection per session (serve checks each new one's
+	// peer once, DESIGN.md §2) and serve's to the provider. The run then
+	// measures calls, not the opening of connections.
+	var warm sync.WaitGroup
+	warmErrs := make([]error, len(sessions))
+	for k, s := range sessions {
+		warm.Go(func() {
+			file := costReadFile
+			if workload == costWriteNew {
+				file = fmt.Sprintf("s%03d-warm.txt", s.n)
+			}
+			warmErrs[k] = s.turn(td.url, workload, []string{file})
+		})
+	}
+	warm.Wait()
+	if err := errors.Join(warmErrs...); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range sessions {
-		warm := costReadFile
-		if workload == costWriteNew {
-			warm = fmt.Sprintf("s%03d-warm.txt", s.n)
-		}
-		if err := s.turn(td.url, workload, []string{warm}); err != nil {
-			t.Fatal(err)
-		}
 		s.perCall = nil
 	}
 
-	perSession := costCalls / nSessions
+	perSession := nCalls / nSessions
 	serve0, prov0 := treeCPU(t, d.pid), treeCPU(t, prov.pid)
 	own0, err := procOwnCPU(d.pid)
 	if err != nil {
