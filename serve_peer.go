@@ -25,6 +25,9 @@
 //
 // The check runs once per accepted connection, at its first request, and
 // its verdict holds for every later request on that connection.
+// It sees the process tree and the descriptors at that one moment: DESIGN.md
+// §2 says what a tool that can read the host token can do unseen, and the
+// sandbox settings that take the token and the way out from it.
 package main
 
 import (
