@@ -27,7 +27,7 @@
 // its verdict holds for every later request on that connection.
 // It sees the process tree and the descriptors at that one moment: DESIGN.md
 // §2 says what a tool that can read the host token can do unseen, and the
-// sandbox settings that take the token and the way out from it.
+// sandbox setting that keeps the token from tools.
 package main
 
 import (
