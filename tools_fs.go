@@ -126,10 +126,18 @@ func workspaceRoot(env *toolEnv, p string) (root *os.Root, rel string, release f
 	return w.root, rel, release, nil
 }
 
+// openNoWait is os.O_NONBLOCK for the executors' opens (DESIGN.md §1): an
+// open of a FIFO planted in the workspace returns at once (a read open) or
+// fails (a write open without a reader) instead of waiting for the other
+// end, which no cancel could interrupt. It changes nothing for a regular
+// file or a directory, and spares the runtime setting and clearing the flag
+// itself on every open.
+const openNoWait = syscall.O_NONBLOCK
+
 // readTextFile loads the file rel of root, shown as p, of at most
-// maxReadFileBytes that is not binary.
+// maxReadFileBytes that is not binary. Only a regular file is read.
 func readTextFile(root *os.Root, rel, p string) ([]byte, error) {
-	f, err := root.Open(rel)
+	f, err := root.OpenFile(rel, os.O_RDONLY|openNoWait, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +148,9 @@ func readTextFile(root *os.Root, rel, p string) ([]byte, error) {
 	}
 	if fi.IsDir() {
 		return nil, fmt.Errorf("%q is a directory", p)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%q is not a regular file", p)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxReadFileBytes+1))
 	if err != nil {
@@ -210,10 +221,14 @@ func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolR
 }
 
 // writeFile writes content to the file rel of root, shown as p, creating
-// the parent directories; an existing file keeps its mode.
+// the parent directories; an existing file keeps its mode. Only a regular
+// file is written: the open does not wait on a FIFO (openNoWait), and
+// anything else found open is left as it was.
 func writeFile(root *os.Root, rel, p, content string) error {
 	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
 		return fmt.Errorf("%q is a directory", p)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%q is not a regular file", p)
 	}
 	// The root itself is open: only a file below it has parents to make.
 	if dir := filepath.Dir(rel); dir != "." {
@@ -221,7 +236,22 @@ func writeFile(root *os.Root, rel, p, content string) error {
 			return err
 		}
 	}
-	return root.WriteFile(rel, []byte(content), 0o644)
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|openNoWait, 0o644)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%q is not a regular file", p)
+		}
+		return err
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
@@ -347,7 +377,7 @@ var errNoPreview = errors.New("no preview")
 // (a FIFO planted in the workspace must not stall the call before the user
 // is asked), reads only a regular file, and at most maxDiffTextBytes.
 func readPreview(root *os.Root, rel string) (*string, error) {
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := root.OpenFile(rel, os.O_RDONLY|openNoWait, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +400,7 @@ func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) t
 		return failed(errTypeExecutionFailed, "list directory: %v", err)
 	}
 	defer release()
-	entries, err := fs.ReadDir(root.FS(), filepath.ToSlash(rel))
+	entries, err := fs.ReadDir(noWaitFS{root}, filepath.ToSlash(rel))
 	if err != nil {
 		return failed(errTypeExecutionFailed, "list directory: %v", err)
 	}
@@ -386,4 +416,28 @@ func execListDirectory(ctx context.Context, env *toolEnv, args map[string]any) t
 		}
 	}
 	return completed(out.String(), map[string]any{"path": p, "entries": len(entries)})
+}
+
+// noWaitFS is root as an fs.FS for listing and walking the workspace whose
+// opens do not wait on a FIFO (openNoWait): one swapped in for a directory
+// between a listing and the next open fails that open's listing instead of
+// stalling the call.
+type noWaitFS struct{ root *os.Root }
+
+func (n noWaitFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	f, err := n.root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|openNoWait, 0)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (n noWaitFS) Stat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
+	return n.root.Stat(filepath.FromSlash(name))
 }

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"io/fs"
 	"maps"
 	"math"
@@ -250,4 +251,51 @@ func derefOr(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// A FIFO planted in the workspace stalls no file tool: each call ends
+// promptly, fails where it would read or write the FIFO, and leaves it a
+// FIFO (DESIGN.md §1).
+func TestFileToolsDoNotWaitOnFIFO(t *testing.T) {
+	env, _ := newTestEnv(t, nil)
+	fifo := filepath.Join(env.Cwd, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool   string
+		args   map[string]any
+		status string
+		want   string
+	}{
+		{toolReadFile, map[string]any{"file_path": fifo}, statusFailed, "is not a regular file"},
+		{toolWriteFile, map[string]any{"file_path": fifo, "content": "x"}, statusFailed, "is not a regular file"},
+		{toolEdit, map[string]any{"file_path": fifo, "old_string": "a", "new_string": "b"}, statusFailed, "is not a regular file"},
+		{toolEdit, map[string]any{"file_path": fifo, "old_string": "", "new_string": "b"}, statusFailed, "is not a regular file"},
+		{toolListDirectory, map[string]any{"path": fifo}, statusFailed, "not a directory"},
+		{toolGrepSearch, map[string]any{"pattern": "x", "path": fifo}, statusCompleted, "No matches"},
+		{toolGrepSearch, map[string]any{"pattern": "x"}, statusCompleted, "No matches"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			raw := jsonArgs(t, tc.args)
+			done := make(chan toolResult, 1)
+			go func() { done <- runTool(context.Background(), env, call(tc.tool, raw)) }()
+			var res toolResult
+			select {
+			case res = <-done:
+			case <-time.After(testTimeout(5 * time.Second)):
+				// Open and close the other end so that a stalled open can end.
+				if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+					f.Close()
+				}
+				t.Fatalf("%v did not return: it waits on a FIFO", tc.args)
+			}
+			if res.Status != tc.status || !strings.Contains(res.Output, tc.want) {
+				t.Errorf("%v = %q %q, want %q containing %q", tc.args, res.Status, res.Output, tc.status, tc.want)
+			}
+			if fi, err := os.Lstat(fifo); err != nil || fi.Mode().Type() != fs.ModeNamedPipe {
+				t.Errorf("the FIFO is now %v, %v", fi, err)
+			}
+		})
+	}
 }

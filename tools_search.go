@@ -25,7 +25,7 @@ func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, 
 	}
 	defer release()
 	start = filepath.ToSlash(start)
-	return fs.WalkDir(root.FS(), start, func(name string, d fs.DirEntry, err error) error {
+	return fs.WalkDir(noWaitFS{root}, start, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if name == start {
 				return err

@@ -127,7 +127,7 @@ const (
 // ran or failed to start, in Qwen Code's layout and placeholders.
 func shellText(env *toolEnv, command, dir, output, errMsg string, code, sig, pgid *int) string {
 	rel, root := "(root)", filepath.Clean(env.Cwd)
-	if r, err := filepath.EvalSymlinks(root); err == nil {
+	if r, err := resolvedCwd(env); err == nil {
 		root = r // the directory argument is resolved before it runs
 	}
 	if r, err := filepath.Rel(root, dir); err == nil && r != "." {
