@@ -260,7 +260,7 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 	if r == nil {
 		r = &permissionRules{}
 	}
-	call := permCall{tool: tool, args: args, cwd: cwd, home: home}
+	call := permCall{tool: tool, args: args, cwd: cwd, home: home, realCwd: &resolvedCwdOnce{}}
 	if tool == toolShell {
 		if cmd, ok := args["command"].(string); ok {
 			call.shellView = viewShellCommand(cmd)
@@ -321,6 +321,29 @@ type permCall struct {
 	cwd, home  string
 	hasCommand bool
 	shellView
+	// realCwd is cwd resolved through symlinks, once for all the rules
+	// that look at one call.
+	realCwd *resolvedCwdOnce
+}
+
+// resolvedCwdOnce resolves a cwd through symlinks at most once.
+type resolvedCwdOnce struct {
+	done bool
+	path string
+	err  error
+}
+
+// resolve returns cwd resolved through symlinks: the same answer each
+// time, for one call.
+func (r *resolvedCwdOnce) resolve(cwd string) (string, error) {
+	if r == nil {
+		return filepath.EvalSymlinks(cwd)
+	}
+	if !r.done {
+		r.path, r.err = filepath.EvalSymlinks(cwd)
+		r.done = true
+	}
+	return r.path, r.err
 }
 
 // matches reports whether the rule covers the call. strict is true for deny
@@ -412,14 +435,14 @@ func (rl permRule) matchPath(c permCall, strict bool) bool {
 		return strict
 	}
 	p = path.Clean(p)
-	real, err := permRealPath(p, c.cwd)
+	real, err := c.realPath(p)
 	if err != nil {
 		return strict
 	}
 	// Normalization resolved p, so it may be spelled under the real cwd;
 	// the rules anchored at the cwd as written see it there. A strict rule
 	// also sees it as resolved, so a deny on the real location holds.
-	spellings := []string{underCwd(p, c.cwd), real}
+	spellings := []string{c.underCwd(p), real}
 	if strict {
 		spellings = append(spellings, p)
 	}
@@ -433,10 +456,10 @@ func (rl permRule) matchPath(c permCall, strict bool) bool {
 
 // underCwd gives p, when it lies inside the resolved cwd, back under cwd as
 // written, so that the rules anchored there apply to it.
-func underCwd(p, cwd string) string {
-	if realCwd, err := filepath.EvalSymlinks(cwd); err == nil {
+func (c permCall) underCwd(p string) string {
+	if realCwd, err := c.realCwd.resolve(c.cwd); err == nil {
 		if rel, err := filepath.Rel(realCwd, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return path.Join(cwd, rel)
+			return path.Join(c.cwd, rel)
 		}
 	}
 	return p
@@ -470,11 +493,11 @@ func (rl permRule) matchPathSpecs(c permCall, p string, tree, strict bool) bool 
 	return false
 }
 
-// permRealPath resolves the deepest existing ancestor of the absolute path
+// realPath resolves the deepest existing ancestor of the absolute path
 // p through symlinks and appends the rest. A result inside the resolved
 // cwd is given back under cwd as written, so that the rules anchored there
 // still apply.
-func permRealPath(p, cwd string) (string, error) {
+func (c permCall) realPath(p string) (string, error) {
 	// Walk down from the root: the cost is the depth that exists, not the
 	// depth the model wrote.
 	dir := "/"
@@ -496,7 +519,7 @@ func permRealPath(p, cwd string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return underCwd(path.Join(real, rest), cwd), nil
+	return c.underCwd(path.Join(real, rest)), nil
 }
 
 // Outcomes of asking the user about one call (session/request_permission).
