@@ -2647,6 +2647,33 @@ type hostToolUpdate struct {
 	} `json:"_meta"`
 }
 
+// toolCallUpdate returns the tool_call or tool_call_update an event's
+// envelope carries and the call's key, "<promptId>/<toolCallId>"; ok is
+// false for any other update.
+func toolCallUpdate(e envelope) (key string, u hostToolUpdate, ok bool) {
+	var d struct {
+		Update hostToolUpdate `json:"update"`
+	}
+	json.Unmarshal(e.Data, &d)
+	if !strings.HasPrefix(d.Update.SessionUpdate, "tool_call") {
+		return "", d.Update, false
+	}
+	return e.PromptID + "/" + d.Update.ToolCallID, d.Update, true
+}
+
+// waitDecisions returns the decision records serve logged on its stderr
+// once there are at least n, or what is there when testTimeout(10s) has
+// passed.
+func waitDecisions(t *testing.T, td *testDaemon, n int) []decisionRecord {
+	t.Helper()
+	recs := decisions(t, td.stderr.String())
+	for deadline := time.Now().Add(testTimeout(10 * time.Second)); len(recs) < n && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		recs = decisions(t, td.stderr.String())
+	}
+	return recs
+}
+
 func toolUpdates(t *testing.T, evs []sseEvent) []hostToolUpdate {
 	t.Helper()
 	var out []hostToolUpdate

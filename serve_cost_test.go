@@ -586,16 +586,10 @@ func checkCostCalls(t *testing.T, s *costSession) {
 		if ev.typ != eventSessionUpdate {
 			continue
 		}
-		e := parseEnvelope(t, ev)
-		var d struct {
-			Update hostToolUpdate `json:"update"`
-		}
-		json.Unmarshal(e.Data, &d)
-		u := d.Update
-		if !strings.HasPrefix(u.SessionUpdate, "tool_call") {
+		key, u, ok := toolCallUpdate(parseEnvelope(t, ev))
+		if !ok {
 			continue
 		}
-		key := e.PromptID + "/" + u.ToolCallID
 		c := calls[key]
 		if c == nil {
 			c = &call{}

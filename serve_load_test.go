@@ -108,15 +108,10 @@ func checkSessionStream(evs []sseEvent, pids []string) (completed, failed int, e
 		default:
 			return 0, 0, fmt.Errorf("unexpected event %s", ev.typ)
 		}
-		var d struct {
-			Update hostToolUpdate `json:"update"`
-		}
-		json.Unmarshal(e.Data, &d)
-		u := d.Update
-		if !strings.HasPrefix(u.SessionUpdate, "tool_call") {
+		key, u, ok := toolCallUpdate(e)
+		if !ok {
 			continue
 		}
-		key := e.PromptID + "/" + u.ToolCallID
 		switch u.Status {
 		case "pending":
 			started[key] = true

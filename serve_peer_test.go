@@ -431,14 +431,7 @@ func BenchmarkPeerCheck(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sh := exec.CommandContext(ctx, "bash", "-c", "sleep 600 & sleep 600 & wait")
-	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := sh.Start(); err != nil {
-		b.Skip("no bash:", err)
-	}
-	defer func() {
-		syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
-		sh.Wait()
-	}()
+	startShellGroup(b, sh)
 	for i := 0; ; i++ {
 		if kids, _ := descendantsOf(sh.Process.Pid); len(kids) == 2 {
 			break
@@ -496,14 +489,7 @@ for i in $(seq 10 %d); do eval "exec $i</dev/null"; done
 wait`, 9+ownFDs)
 	sh := exec.CommandContext(ctx, "bash", "-c", script, exe)
 	sh.Env = append(os.Environ(), roleEnv("peer-hold", ln.Addr().String()))
-	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := sh.Start(); err != nil {
-		b.Skip("no bash:", err)
-	}
-	defer func() {
-		syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
-		sh.Wait()
-	}()
+	startShellGroup(b, sh)
 	held, err := ln.Accept()
 	if err != nil {
 		b.Fatal(err)
@@ -699,4 +685,18 @@ func kcmpWorks() bool {
 		}
 	}
 	return false
+}
+
+// startShellGroup starts sh in a process group of its own, skips b when
+// bash cannot start, and kills the group when b ends.
+func startShellGroup(b *testing.B, sh *exec.Cmd) {
+	b.Helper()
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sh.Start(); err != nil {
+		b.Skip("no bash:", err)
+	}
+	b.Cleanup(func() {
+		syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+		sh.Wait()
+	})
 }

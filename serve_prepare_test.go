@@ -146,11 +146,7 @@ func TestServeCancelWhileProviderDecides(t *testing.T) {
 		t.Errorf("provider saw %d prepares, want 1", calls)
 	}
 	// A cancellation, logged and counted as one, not as a stale prompt.
-	var recs []decisionRecord
-	for deadline := time.Now().Add(testTimeout(10 * time.Second)); len(recs) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		recs = decisions(t, td.stderr.String())
-	}
+	recs := waitDecisions(t, td, 1)
 	if len(recs) != 1 || recs[0].Outcome != failCancelled || recs[0].PromptID != pid {
 		t.Errorf("decision log = %+v, want one %q for prompt %s", recs, failCancelled, pid)
 	}
@@ -198,11 +194,7 @@ func TestServeCancelEndsProviderRequest(t *testing.T) {
 			t.Errorf("an allow reached the child after cancel: %v", got)
 		}
 	}
-	var recs []decisionRecord
-	for deadline := time.Now().Add(testTimeout(10 * time.Second)); len(recs) == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		recs = decisions(t, td.stderr.String())
-	}
+	recs := waitDecisions(t, td, 1)
 	if len(recs) != 1 || recs[0].Outcome != failCancelled || recs[0].PromptID != pid {
 		t.Errorf("decision log = %+v, want one %q for prompt %s", recs, failCancelled, pid)
 	}
@@ -266,12 +258,7 @@ func TestServePrepareAfterPromptAnswerIsStale(t *testing.T) {
 			t.Fatalf("turn ended with %s", end.data)
 		}
 	}
-	var recs []decisionRecord
-	deadline := time.Now().Add(testTimeout(10 * time.Second))
-	for len(recs) < turns && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		recs = decisions(t, td.stderr.String())
-	}
+	recs := waitDecisions(t, td, turns)
 	if len(recs) != turns {
 		t.Fatalf("decision log has %d records, want %d", len(recs), turns)
 	}
