@@ -214,6 +214,9 @@ type serveOptions struct {
 	NoUserSettings         bool
 	TrustWorkspaceSettings bool
 	Token                  string // host API token, "" none
+	// TokenOnCommandLine says --token gave it, where /proc shows it to
+	// every local process: serve warns at start.
+	TokenOnCommandLine bool
 	// TokenFile is the host token file from --token-file: read when it
 	// existed at start, else created by runServe (GenerateToken).
 	TokenFile string
@@ -662,6 +665,16 @@ func parseProviderCheckArgs(args []string, sys *system) (providerCheckOptions, e
 	return opts, nil
 }
 
+// hideSecretFiles hides from tools each secret file a flag names, whether
+// it is read now or written at start (DESIGN.md §5).
+func hideSecretFiles(f *sandboxFlags, files ...*onceValue) {
+	for _, v := range files {
+		if v.count > 0 && v.value != "" {
+			f.addSecret(v.value)
+		}
+	}
+}
+
 // modelKeyFromFile reads --model-key-file when it was given: the same file
 // rules as every secret file, and refused together with OPENAI_API_KEY.
 func modelKeyFromFile(file *onceValue, env *procEnv) (key string, given bool, err error) {
@@ -695,6 +708,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
+	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile)
 	// serve's children save nothing unless told to: session/load is not
 	// part of the host API.
 	servedChild := envOf(sys).privateGuard != "" || modelName.value == modelParent
@@ -828,6 +842,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
+	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile, tokenFile)
 	env := envOf(sys)
 	opts := serveOptions{DecisionLog: decisionLog.value}
 	var err error
@@ -920,6 +935,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		// sandbox on: the base is off, and a session of a workspace that
 		// does not turn it on is refused by its child with this error.
 		opts.Sandbox = sandboxConfig{Profile: sandboxOff}
+	}
+	if err := opts.Sandbox.checkHidden(opts.Workspaces...); err != nil {
+		return serveOptions{}, err
 	}
 	opts.SandboxFlags = sandbox.given()
 	n, ok = parseDigits(maxPending.value)

@@ -2008,6 +2008,9 @@ type testDaemon struct {
 	url    string
 	stderr *syncBuffer
 	stop   func() error
+	// token is sent as the bearer token by every request that names no
+	// Authorization header of its own; "" sends none.
+	token string
 }
 
 // do sends one host request; body "" sends none.
@@ -2020,6 +2023,9 @@ func (td *testDaemon) do(t testing.TB, method, path, body string, header ...stri
 	req, err := http.NewRequest(method, td.url+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if td.token != "" {
+		req.Header.Set("Authorization", "Bearer "+td.token)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		if header[i] == "Host" {
@@ -2052,6 +2058,9 @@ func (td *testDaemon) openEvents(t testing.TB, id string, lastEventID string) *b
 	req, _ := http.NewRequestWithContext(ctx, "GET", td.url+"/session/"+id+"/events", nil)
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	if td.token != "" {
+		req.Header.Set("Authorization", "Bearer "+td.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -434,9 +434,9 @@ func restrictThread(ruleset int, filter []syscall.SockFilter) error {
 }
 
 // landlockRuleset builds the workspace profile for the kernel's ABI: read
-// and execute everywhere (or only beneath cfg.Read), everything but making
-// device nodes beneath writable, read and write on the shell's character
-// devices; with ABI 4, TCP bind and connect denied when cfg.Network is
+// and execute everywhere (or only beneath cfg.Read) but on the hidden paths
+// (sandbox_hide.go), everything but making device nodes beneath writable,
+// read and write on the shell's character devices; with ABI 4, TCP bind and connect denied when cfg.Network is
 // none; with ABI 6, signals and abstract Unix sockets scoped to the domain.
 func landlockRuleset(abi int, cfg sandboxConfig, writable []string) (int, error) {
 	handled := landlockHandledFS(abi)
@@ -464,12 +464,16 @@ func landlockRuleset(abi int, cfg sandboxConfig, writable []string) (int, error)
 	if read == nil {
 		read = []string{"/"}
 	}
+	hide := realPaths(cfg.Hide)
 	for _, p := range read {
-		if err := landlockAllow(ruleset, p, llReadRights&handled); err != nil {
+		if err := landlockAllowExcept(ruleset, p, llReadRights&handled, hide); err != nil {
 			return fail(err)
 		}
 	}
 	for _, p := range writable {
+		if h := hiddenIn(p, hide); h != "" {
+			return fail(fmt.Errorf("sandbox: the writable %q holds the hidden %q, which tools could then read or replace; keep secret files and --%s paths out of session directories", p, h, flagSandboxHide))
+		}
 		if err := landlockAllow(ruleset, p, handled&^(llDeviceNodes|llIoctlDev)); err != nil {
 			return fail(err)
 		}
@@ -498,6 +502,12 @@ func landlockAllow(ruleset int, path string, access uint64) error {
 		return fmt.Errorf("sandbox: open %q for a Landlock rule: %w", path, err)
 	}
 	defer syscall.Close(fd)
+	return landlockAddRule(ruleset, fd, path, access)
+}
+
+// landlockAddRule grants access beneath the open file fd (path, for errors),
+// limited to the rights a file rule may hold when it is not a directory.
+func landlockAddRule(ruleset, fd int, path string, access uint64) error {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("sandbox: stat %q: %w", path, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -110,5 +111,41 @@ func BenchmarkSandboxRestrictThread(b *testing.B) {
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSandboxRuleset measures making a session's ruleset, which each
+// session pays once, at its first process start: the whole filesystem
+// readable, and the same with a hidden file two levels below the temp
+// directory, which makes a rule of each entry of every directory on its
+// way (sandbox_hide.go). It reports how many entries that was.
+func BenchmarkSandboxRuleset(b *testing.B) {
+	abi := requireLandlock(b)
+	ws := b.TempDir()
+	hidden := filepath.Join(b.TempDir(), "dir", "host-token")
+	entries := 0
+	for d := filepath.Dir(hidden); d != "/"; d = filepath.Dir(d) {
+		if es, err := os.ReadDir(filepath.Dir(d)); err == nil {
+			entries += len(es)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		hide []string
+	}{{"whole", nil}, {"hide", []string{hidden}}} {
+		b.Run(tt.name, func(b *testing.B) {
+			cfg := workspaceConfig()
+			cfg.Hide = tt.hide
+			for b.Loop() {
+				r, err := landlockRuleset(abi, cfg, []string{ws})
+				if err != nil {
+					b.Fatal(err)
+				}
+				syscall.Close(r)
+			}
+			if tt.hide != nil {
+				b.ReportMetric(float64(entries), "entries")
+			}
+		})
 	}
 }

@@ -34,6 +34,10 @@ type sandboxConfig struct {
 	// Read is nil when the whole filesystem may be read and executed;
 	// otherwise the only absolute paths a confined process may read and execute.
 	Read []string
+	// Hide are absolute paths confined processes may not read or run even
+	// where Read lets them read their directory: acpguard's own secret
+	// files and the operator's --sandbox-hide paths (sandbox_hide.go).
+	Hide []string
 	// Write are absolute, existing directories confined processes may also
 	// write beneath, beyond the session cwd and its temp directory.
 	Write []string

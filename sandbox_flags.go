@@ -30,9 +30,14 @@ import (
 
 // Flags of acp and serve.
 const (
-	flagSandbox        = "sandbox"
-	flagSandboxRead    = "sandbox-read"
-	flagSandboxWrite   = "sandbox-write"
+	flagSandbox      = "sandbox"
+	flagSandboxRead  = "sandbox-read"
+	flagSandboxWrite = "sandbox-write"
+	flagSandboxHide  = "sandbox-hide"
+	// flagSandboxSecret names a secret file of the process that started
+	// this one: hidden whenever the sandbox is on, whatever turned it on,
+	// and no mistake while it is off. serve gives its own to each child.
+	flagSandboxSecret  = "sandbox-secret"
 	flagSandboxNetwork = "sandbox-network"
 	flagSandboxUnix    = "sandbox-unix"
 )
@@ -164,26 +169,36 @@ func sandboxPaths(raw []string, dirs bool, bad func(i int, v, rule string) error
 	return out, nil
 }
 
+// hidePaths validates the --sandbox-hide paths, cleaned and without
+// repeats: absolute, without "." or "..", not "/"; they need not exist,
+// since a hidden name stays hidden when it appears.
+func hidePaths(raw []string, bad func(i int, v, rule string) error) ([]string, error) {
+	if len(raw) > maxSandboxPaths {
+		return nil, bad(maxSandboxPaths, raw[maxSandboxPaths], fmt.Sprintf("is one path too many: at most %d are allowed", maxSandboxPaths))
+	}
+	var out []string
+	for i, p := range raw {
+		rule := sandboxNameRule(p)
+		if rule == "" && filepath.Clean(p) == "/" {
+			rule = "would hide the whole filesystem: list the paths tools need with --" + flagSandboxRead
+		}
+		if rule != "" {
+			return nil, bad(i, p, rule)
+		}
+		if c := filepath.Clean(p); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // sandboxPathRule returns the rule a read path (dir false) or a writable
 // directory (dir true) breaks, or "" when it is good: absolute, without "."
 // or ".." (which could name another place than it seems once a link moves),
 // existing, and for writing a directory other than "/".
 func sandboxPathRule(p string, dir bool) string {
-	switch {
-	case p == "":
-		return "must name a path"
-	case strings.IndexByte(p, 0) >= 0:
-		return "must not contain a NUL byte"
-	case !filepath.IsAbs(p):
-		if abs, err := filepath.Abs(p); err == nil {
-			return fmt.Sprintf("must be an absolute path, such as %q", abs)
-		}
-		return "must be an absolute path"
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == "." || part == ".." {
-			return fmt.Sprintf("must not contain . or .. (write %q)", filepath.Clean(p))
-		}
+	if rule := sandboxNameRule(p); rule != "" {
+		return rule
 	}
 	fi, err := os.Stat(p)
 	switch {
@@ -201,10 +216,37 @@ func sandboxPathRule(p string, dir bool) string {
 	return ""
 }
 
+// sandboxNameRule returns the rule the path p breaks as a name, or "":
+// absolute, without "." or "..".
+func sandboxNameRule(p string) string {
+	switch {
+	case p == "":
+		return "must name a path"
+	case strings.IndexByte(p, 0) >= 0:
+		return "must not contain a NUL byte"
+	case !filepath.IsAbs(p):
+		if abs, err := filepath.Abs(p); err == nil {
+			return fmt.Sprintf("must be an absolute path, such as %q", abs)
+		}
+		return "must be an absolute path"
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "." || part == ".." {
+			return fmt.Sprintf("must not contain . or .. (write %q)", filepath.Clean(p))
+		}
+	}
+	return ""
+}
+
 // sandboxFlags are the --sandbox* flags of a subcommand, not yet validated.
 type sandboxFlags struct {
 	profile, network, unix *onceValue
-	read, write            listValue
+	read, write, hide      listValue
+	// secrets are the absolute paths of the secret files this process, or
+	// the serve that started it, reads or writes a credential in
+	// (--sandbox-secret): hidden whenever the sandbox is on, never a
+	// reason to refuse it off.
+	secrets listValue
 }
 
 // addSandboxFlags registers the sandbox flags on fs.
@@ -216,6 +258,8 @@ func addSandboxFlags(fs *flag.FlagSet) *sandboxFlags {
 	}
 	fs.Var(&f.read, flagSandboxRead, "")
 	fs.Var(&f.write, flagSandboxWrite, "")
+	fs.Var(&f.hide, flagSandboxHide, "")
+	fs.Var(&f.secrets, flagSandboxSecret, "")
 	return f
 }
 
@@ -259,6 +303,14 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	if err != nil {
 		return sandboxConfig{}, err
 	}
+	hide, err := hidePaths(f.hide, flagPath(flagSandboxHide))
+	if err != nil {
+		return sandboxConfig{}, err
+	}
+	secrets, err := hidePaths(f.secrets, flagPath(flagSandboxSecret))
+	if err != nil {
+		return sandboxConfig{}, err
+	}
 	for _, v := range []*onceValue{f.network, f.unix} {
 		if v.count > 0 && v.value != sandboxAll && v.value != sandboxNone {
 			name := flagSandboxNetwork
@@ -278,6 +330,9 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 		}
 		for _, p := range f.write {
 			flags = append(flags, given{flagSandboxWrite, p})
+		}
+		for _, p := range f.hide {
+			flags = append(flags, given{flagSandboxHide, p})
 		}
 		if f.network.count > 0 {
 			flags = append(flags, given{flagSandboxNetwork, f.network.value})
@@ -338,8 +393,16 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	// An option that takes something away asks for confinement as plainly
 	// as --sandbox workspace does: on a kernel without Landlock it must
 	// not quietly start unconfined.
-	if c.Read != nil || c.Network == sandboxNone || c.Unix == sandboxNone {
+	if c.Read != nil || c.Network == sandboxNone || c.Unix == sandboxNone || hide != nil {
 		c.Explicit = true
+	}
+	for _, p := range append(hide, secrets...) {
+		if !slices.Contains(c.Hide, p) {
+			c.Hide = append(c.Hide, p)
+		}
+	}
+	if err := c.checkHidden(); err != nil {
+		return sandboxConfig{}, err
 	}
 	return c, nil
 }
@@ -360,12 +423,23 @@ func (f *sandboxFlags) forSessions(operatorFile string, requiredDefault bool) fu
 type sandboxGiven struct {
 	profile, network, unix string // "" not given
 	read, write            []string
+	hide                   []string
+	// secrets are serve's secret files, which every child hides from its
+	// tools when its sandbox is on.
+	secrets []string
 }
 
-// given returns the flags the operator gave.
+// given returns the flags the operator gave, and the secret files.
 func (f *sandboxFlags) given() *sandboxGiven {
 	return &sandboxGiven{profile: f.profile.value, network: f.network.value, unix: f.unix.value,
-		read: slices.Clone(f.read), write: slices.Clone(f.write)}
+		read: slices.Clone(f.read), write: slices.Clone(f.write), hide: slices.Clone(f.hide), secrets: slices.Clone(f.secrets)}
+}
+
+// addSecret records the secret file path, made absolute, to be hidden.
+func (f *sandboxFlags) addSecret(path string) {
+	if abs, err := filepath.Abs(path); err == nil && !slices.Contains(f.secrets, abs) {
+		f.secrets = append(f.secrets, abs)
+	}
 }
 
 // requiredModeSandbox is the sandbox of required mode when the operator
@@ -385,7 +459,7 @@ func requiredModeSandbox() sandboxConfig {
 // them without following links that appear later.
 func narrowSandbox(op sandboxConfig, ws toolsSettings) (c sandboxConfig, dropped []string) {
 	c = op
-	c.Read, c.Write = slices.Clone(op.Read), slices.Clone(op.Write)
+	c.Read, c.Write, c.Hide = slices.Clone(op.Read), slices.Clone(op.Write), slices.Clone(op.Hide)
 	if ws.Sandbox.set {
 		switch {
 		case ws.Sandbox.on && !op.on():
@@ -505,10 +579,20 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
   --sandbox-write DIR
         (repeatable) an existing absolute directory confined processes may
         also write beneath, such as a shared build cache.
+  --sandbox-hide PATH
+        (repeatable) an absolute path confined processes may not read or run,
+        nor anything beneath it, though its directory is readable: ~/.ssh,
+        a cloud credentials file. acpguard's own token and key files are
+        always hidden. It must not lie in a workspace or a --sandbox-write
+        directory, where Landlock cannot keep it out of reach.
   --sandbox-network all|none
         none denies TCP bind and connect; it needs Landlock ABI 4 (Linux 6.7)
         and exits 1 on an older kernel (default all).
   --sandbox-unix all|none
         none refuses Unix sockets, so a tool cannot ask a user service manager
         or a terminal multiplexer to start an unconfined process (default all).
+  --sandbox-secret FILE
+        (repeatable) a secret file hidden like a --sandbox-hide path whenever
+        the sandbox is on, and no error while it is off; serve gives its
+        children its own token and key files this way.
 `

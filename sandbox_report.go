@@ -119,6 +119,12 @@ func (s sandboxInForce) childArgs(g *sandboxGiven) []string {
 	for _, p := range g.write {
 		args = append(args, "--"+flagSandboxWrite, p)
 	}
+	for _, p := range g.hide {
+		args = append(args, "--"+flagSandboxHide, p)
+	}
+	for _, p := range g.secrets {
+		args = append(args, "--"+flagSandboxSecret, p)
+	}
 	r := s.report()
 	for _, a := range []struct{ flag, given, base string }{{flagSandboxNetwork, g.network, r.Network}, {flagSandboxUnix, g.unix, r.Unix}} {
 		switch {
@@ -143,6 +149,9 @@ func (s sandboxInForce) wholeArgs() []string {
 	}
 	for _, p := range c.Write {
 		args = append(args, "--"+flagSandboxWrite, p)
+	}
+	for _, p := range c.Hide {
+		args = append(args, "--"+flagSandboxHide, p)
 	}
 	r := s.report()
 	return append(args, "--"+flagSandboxNetwork, r.Network, "--"+flagSandboxUnix, r.Unix)

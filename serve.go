@@ -344,13 +344,15 @@ const flagRequireAuth = "require-auth"
 const hostTokenBytes = 32
 
 // A generated token without --token-file goes to a file of this name in a
-// fresh directory (mode 0700) under $XDG_RUNTIME_DIR, or under the system's
-// temporary directory when that is not set; both are removed at exit.
+// fresh directory (mode 0700) under hostTokenBase; both are removed at exit.
 const (
 	envRuntimeDir         = "XDG_RUNTIME_DIR"
 	hostTokenDirPattern   = "acpguard-serve-*"
 	hostTokenFileName     = "host-token"
 	hostTokenAnnouncement = "acpguard serve: host token in "
+	// userRuntimeDirs holds each user's runtime directory, named by uid,
+	// where systemd-logind makes them.
+	userRuntimeDirs = "/run/user"
 )
 
 // resolveHostToken decides serve's host token from the flags and env: the
@@ -371,6 +373,7 @@ func resolveHostToken(opts *serveOptions, token, tokenFile *onceValue, tokenless
 	// --token wins over QWEN_SERVER_TOKEN, as in Qwen Code.
 	case token.count > 0:
 		opts.Token, err = parseSecret("--token", token.value)
+		opts.TokenOnCommandLine = true
 	case env.serverTokenSet:
 		opts.Token, err = parseSecret(envServerToken, env.serverToken)
 	}
@@ -436,13 +439,9 @@ func prepareHostToken(opts *serveOptions, env *procEnv, log *slog.Logger) (*host
 		tok := randomHex(hostTokenBytes)
 		path := opts.TokenFile
 		if path == "" {
-			base := os.TempDir()
-			if d := env.lookup(envRuntimeDir); filepath.IsAbs(d) {
-				base = d
-			}
-			dir, err := os.MkdirTemp(base, hostTokenDirPattern)
+			dir, err := os.MkdirTemp(hostTokenBase(env), hostTokenDirPattern)
 			if err != nil {
-				return nil, fmt.Errorf("create a directory for the host token under %q: %w; give --%s FILE", base, err, flagHostTokenFile)
+				return nil, fmt.Errorf("create a directory for the host token: %w; give --%s FILE", err, flagHostTokenFile)
 			}
 			ht.removeDir = dir
 			path = filepath.Join(dir, hostTokenFileName)
@@ -452,11 +451,52 @@ func prepareHostToken(opts *serveOptions, env *procEnv, log *slog.Logger) (*host
 			return nil, err
 		}
 		opts.Token, opts.TokenFile, ht.file = tok, path, path
+		if err := opts.hideSecret(path); err != nil {
+			ht.cleanup()
+			return nil, err
+		}
+	}
+	if opts.TokenOnCommandLine {
+		log.Warn("host token given with --token: every local process can read serve's command line in /proc, the tools of this daemon included; give it in " + envServerToken + " or --" + flagHostTokenFile)
 	}
 	if opts.Guard.required() && opts.Token == "" && opts.AllowTokenlessLoopback {
 		log.Warn("required mode without a host token (--" + flagAllowTokenlessLoopback + "): every local process, the tools of this daemon included, can act as a host")
 	}
 	return ht, nil
+}
+
+// hostTokenBase is where a generated host token's directory goes:
+// $XDG_RUNTIME_DIR; else the user's runtime directory that the login
+// manager makes (/run/user/UID, owned by the user, mode 0700) when the
+// variable was not passed on; else the system's temporary directory.
+// Hiding the token from tools costs a Landlock rule for every entry of
+// every directory on its way (sandbox_hide.go), which in the temporary
+// directory of a long-running machine can be thousands.
+func hostTokenBase(env *procEnv) string {
+	if d := env.lookup(envRuntimeDir); filepath.IsAbs(d) {
+		return d
+	}
+	d := filepath.Join(userRuntimeDirs, strconv.Itoa(os.Geteuid()))
+	var st syscall.Stat_t
+	if syscall.Lstat(d, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+		st.Uid == uint32(os.Geteuid()) && st.Mode&secretFileGroupOtherBits == 0 {
+		return d
+	}
+	return os.TempDir()
+}
+
+// hideSecret hides the secret file path, made at start, from the tools of
+// every child, as a secret file named by a flag is (DESIGN.md §5).
+func (o *serveOptions) hideSecret(path string) error {
+	if o.SandboxFlags != nil && !slices.Contains(o.SandboxFlags.secrets, path) {
+		o.SandboxFlags.secrets = append(o.SandboxFlags.secrets, path)
+	}
+	for _, c := range []*sandboxConfig{&o.Sandbox, o.FirstWorkspaceSandbox} {
+		if c != nil && c.on() && !slices.Contains(c.Hide, path) {
+			c.Hide = append(slices.Clone(c.Hide), path)
+		}
+	}
+	return o.Sandbox.checkHidden(o.Workspaces...)
 }
 
 // announce prints the token file's path on its own line, after the

@@ -1,0 +1,207 @@
+// sandbox_hide_test.go proves that hidden paths stay out of a confined
+// process's reach with real processes: acpguard's secret files under a
+// real serve, the operator's --sandbox-hide paths, names made later, links,
+// and the configurations refused because Landlock could not hide them.
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSandboxHidesPaths: a confined shell cannot read a hidden file, a file
+// in a hidden directory, a hidden name made after the ruleset, or a hidden
+// file through a link, while it reads their neighbours and lists the
+// directories on the way.
+func TestSandboxHidesPaths(t *testing.T) {
+	root := t.TempDir()
+	ws, keys, hdir := filepath.Join(root, "ws"), filepath.Join(root, "keys"), filepath.Join(root, "hdir")
+	for _, d := range []string{ws, keys, hdir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(keys, "token"), "TOKEN")
+	write(filepath.Join(keys, "other"), "OTHER")
+	write(filepath.Join(hdir, "x"), "HX")
+	write(filepath.Join(root, "beside"), "BESIDE")
+	if err := os.Symlink(filepath.Join(keys, "token"), filepath.Join(root, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := workspaceConfig()
+	cfg.Hide = []string{filepath.Join(keys, "token"), hdir, filepath.Join(root, "later", "file")}
+	sb := newTestSandbox(t, cfg, ws)
+
+	// Made after the ruleset: a hidden name, and a new entry in a
+	// directory on the way to a hidden path (which nothing grants).
+	if err := os.Mkdir(filepath.Join(root, "later"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(root, "later", "file"), "LATER")
+	write(filepath.Join(keys, "new"), "NEW")
+
+	denied := []string{filepath.Join(keys, "token"), filepath.Join(hdir, "x"), filepath.Join(root, "alias"),
+		filepath.Join(root, "later", "file"), filepath.Join(keys, "new")}
+	for _, p := range denied {
+		if out, code := runShell(t, nil, ws, "cat "+shellQuote(p)); code != 0 {
+			t.Fatalf("unconfined cat %s: exit %d %q: the case proves nothing", p, code, out)
+		}
+		out, code := runShell(t, sb, ws, "cat "+shellQuote(p))
+		if code == 0 || !strings.Contains(out, "Permission denied") {
+			t.Errorf("confined cat %s: exit %d, output %q; want Permission denied", p, code, out)
+		}
+	}
+	allowed := map[string]string{
+		"cat " + shellQuote(filepath.Join(keys, "other")):  "OTHER",
+		"cat " + shellQuote(filepath.Join(root, "beside")): "BESIDE",
+		"ls " + shellQuote(keys):                           "new\nother\ntoken\n",
+		"ls " + shellQuote(hdir):                           "x\n",
+		"head -c 4 /etc/passwd":                            "",
+		"echo in > in.txt && cat in.txt":                   "in\n",
+	}
+	for script, want := range allowed {
+		out, code := runShell(t, sb, ws, script)
+		if code != 0 || want != "" && out != want {
+			t.Errorf("confined %q: exit %d, output %q; want %q", script, code, out, want)
+		}
+	}
+}
+
+// TestSandboxHideRefused: configurations in which Landlock could not keep a
+// hidden path out of reach, or a list contradicts it, are refused with the
+// path and the fix; the same paths apart are accepted.
+func TestSandboxHideRefused(t *testing.T) {
+	root := t.TempDir()
+	shared, keys := filepath.Join(root, "shared"), filepath.Join(root, "keys")
+	for _, d := range []string{shared, keys} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := filepath.Join(keys, "token")
+	tests := []struct {
+		name      string
+		cfg       func(c *sandboxConfig)
+		workspace string
+		err       string
+	}{
+		{"apart", func(c *sandboxConfig) { c.Hide, c.Write = []string{token}, []string{shared} }, shared, ""},
+		{"in a writable directory", func(c *sandboxConfig) { c.Hide, c.Write = []string{filepath.Join(shared, "k")}, []string{shared} },
+			"", `--sandbox-write "` + shared + `": holds the hidden "` + filepath.Join(shared, "k") + `", which tools could then read or replace; move the file out, or leave the directory out`},
+		{"in a workspace", func(c *sandboxConfig) { c.Hide = []string{token} }, keys,
+			`workspace "` + keys + `": holds the hidden "` + token + `", which tools could then read or replace; keep secret files and --sandbox-hide paths out of every workspace`},
+		{"read path hidden", func(c *sandboxConfig) { c.Hide, c.Read = []string{keys}, []string{"/usr", token} }, "",
+			`--sandbox-read "` + token + `": is hidden by "` + keys + `"; leave it out of one of the lists`},
+		{"off hides nothing", func(c *sandboxConfig) { *c = sandboxConfig{Profile: sandboxOff, Hide: []string{token}} }, keys, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := workspaceConfig()
+			tt.cfg(&c)
+			var ws []string
+			if tt.workspace != "" {
+				ws = []string{tt.workspace}
+			}
+			err := c.checkHidden(ws...)
+			switch {
+			case tt.err == "" && err != nil:
+				t.Fatalf("checkHidden: %v", err)
+			case tt.err != "" && (err == nil || err.Error() != tt.err || exitCode(err) != exitUsage):
+				t.Fatalf("checkHidden = %v, want exit 2 with\n%s", err, tt.err)
+			}
+		})
+	}
+
+	// A session whose cwd holds a hidden path starts nothing.
+	c := workspaceConfig()
+	c.Hide = []string{filepath.Join(shared, "k")}
+	sb, err := newSandboxSession(c, shared, sandboxTestEnv)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer sb.close()
+	want := `sandbox: the writable "` + shared + `" holds the hidden "` + filepath.Join(shared, "k") + `"`
+	if err := sb.make(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("make = %v, want %q", err, want)
+	}
+
+	// The flags: paths, and hide given to a sandbox that is off.
+	for _, tt := range []struct{ args, err string }{
+		{"--sandbox-hide relative", `--sandbox-hide "relative": must be an absolute path`},
+		{"--sandbox-hide /", `--sandbox-hide "/": would hide the whole filesystem`},
+		{"--sandbox off --sandbox-hide /x", `--sandbox-hide "/x": confines nothing with --sandbox off`},
+		{"--sandbox off --sandbox-secret /x", ""},
+	} {
+		sys, _, _ := testSystem()
+		_, err := parseACPArgs(strings.Fields(tt.args), sys)
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("acp %s: %v, want %q", tt.args, err, tt.err)
+		}
+	}
+}
+
+// TestServeHidesSecretFiles: under a real serve in required mode, a
+// confined tool cannot read the generated host token or the provider
+// token file, though it lists their directories; with --sandbox off the
+// same tool reads both, so the confined case is the sandbox's doing.
+func TestServeHidesSecretFiles(t *testing.T) {
+	requireLandlock(t)
+	prov := newTestProvider(t)
+	for _, confined := range []bool{true, false} {
+		runtimeDir, ws := t.TempDir(), t.TempDir()
+		guardFile := filepath.Join(t.TempDir(), "guard.token")
+		if err := createSecretFile(flagGuardTokenFile, guardFile, prov.token); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t),
+			"--external-tool-guard-mode=required", "--external-tool-guard-endpoint", prov.srv.URL,
+			"--" + flagGuardTokenFile, guardFile}
+		if !confined {
+			args = append(args, "--"+flagSandbox, sandboxOff)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
+		defer cancel()
+		// envTestSandbox empty: the real sandbox, not the suite's override.
+		cmd := acpguardCmd(t, ctx, args, envRuntimeDir+"="+runtimeDir, envTestSandbox+"=")
+		url, lines, stderr, stop := servedLines(t, cmd)
+		tokenFile, ok := strings.CutPrefix(nextLine(t, lines), hostTokenAnnouncement)
+		if !ok {
+			t.Fatal("serve announced no token file")
+		}
+		token, err := readSecretFile(flagHostTokenFile, tokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		td := &testDaemon{url: url, token: token}
+		id := td.newSession(t, "")
+		td.runTurn(t, id, shellCall("cat "+shellQuote(tokenFile)+" > host.out 2>&1; cat "+shellQuote(guardFile)+" > guard.out 2>&1; ls "+shellQuote(filepath.Dir(tokenFile))+" > list.out 2>&1", false))
+		host, guard, list := mustRead(t, filepath.Join(ws, "host.out")), mustRead(t, filepath.Join(ws, "guard.out")), mustRead(t, filepath.Join(ws, "list.out"))
+		if err := stop(); err != nil {
+			t.Errorf("serve: %v\n%s", err, stderr.String())
+		}
+		if !confined {
+			if strings.TrimSpace(host) != token || strings.TrimSpace(guard) != prov.token {
+				t.Errorf("unconfined tool read %q and %q: the confined case proves nothing", host, guard)
+			}
+			continue
+		}
+		for name, out := range map[string]string{"host token": host, "provider token": guard} {
+			if !strings.Contains(out, "Permission denied") || strings.Contains(out, token) || strings.Contains(out, prov.token) {
+				t.Errorf("confined tool reading the %s file: %q, want Permission denied", name, out)
+			}
+		}
+		if strings.TrimSpace(list) != hostTokenFileName {
+			t.Errorf("confined ls of the token's directory: %q, want its name listed", list)
+		}
+	}
+}
