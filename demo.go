@@ -99,6 +99,10 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 
+	// The tools of the demo's sessions cannot read it, as under serve.
+	sandbox := requiredModeSandbox()
+	sandbox.Hide = []string{hostTokenFile}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	quiet := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: io.Discard}
@@ -170,7 +174,7 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 			MaxPendingPrompts: defaultMaxPendingPrompts,
 			SettingsFile:      settingsFile,
 			Settings:          st,
-			Sandbox:           requiredModeSandbox(),
+			Sandbox:           sandbox,
 		}, func(u string) { serveAddr <- u })
 	}()
 	var serveURL string

@@ -757,6 +757,9 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
 		return acpOptions{}, err
 	}
+	if err := opts.Sandbox.checkHideWays(); err != nil {
+		return acpOptions{}, err
+	}
 	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
 		return acpOptions{}, err
@@ -937,6 +940,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		opts.Sandbox = sandboxConfig{Profile: sandboxOff}
 	}
 	if err := opts.Sandbox.checkHidden(opts.Workspaces...); err != nil {
+		return serveOptions{}, err
+	}
+	if err := opts.Sandbox.checkHideWays(); err != nil {
 		return serveOptions{}, err
 	}
 	opts.SandboxFlags = sandbox.given()

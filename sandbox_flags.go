@@ -49,6 +49,7 @@ const (
 	keySandbox        = "tools.sandbox"
 	keySandboxRead    = "tools.sandboxRead"
 	keySandboxWrite   = "tools.sandboxWrite"
+	keySandboxHide    = "tools.sandboxHide"
 	keySandboxNetwork = "tools.sandboxNetwork"
 	keySandboxUnix    = "tools.sandboxUnix"
 )
@@ -133,6 +134,11 @@ func (t *toolsSettings) validateSandbox() error {
 	}
 	if t.SandboxWrite, err = sandboxPaths(t.SandboxWrite, true, func(i int, v, rule string) error {
 		return fmt.Errorf("key %q: %q %s", fmt.Sprintf("%s[%d]", keySandboxWrite, i), v, rule)
+	}); err != nil {
+		return err
+	}
+	if t.SandboxHide, err = hidePaths(t.SandboxHide, func(i int, v, rule string) error {
+		return fmt.Errorf("key %q: %q %s", fmt.Sprintf("%s[%d]", keySandboxHide, i), v, rule)
 	}); err != nil {
 		return err
 	}
@@ -347,6 +353,9 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 		if t.SandboxWrite != nil {
 			keys = append(keys, keySandboxWrite)
 		}
+		if t.SandboxHide != nil {
+			keys = append(keys, keySandboxHide)
+		}
 		if t.SandboxNetwork.set {
 			keys = append(keys, keySandboxNetwork)
 		}
@@ -393,10 +402,12 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	// An option that takes something away asks for confinement as plainly
 	// as --sandbox workspace does: on a kernel without Landlock it must
 	// not quietly start unconfined.
-	if c.Read != nil || c.Network == sandboxNone || c.Unix == sandboxNone || hide != nil {
+	if c.Read != nil || c.Network == sandboxNone || c.Unix == sandboxNone || hide != nil || t.SandboxHide != nil {
 		c.Explicit = true
 	}
-	for _, p := range append(hide, secrets...) {
+	// Hidden paths add up, whoever names them: the settings' list, the
+	// flags', the secret files.
+	for _, p := range slices.Concat(t.SandboxHide, hide, secrets) {
 		if !slices.Contains(c.Hide, p) {
 			c.Hide = append(c.Hide, p)
 		}
@@ -450,9 +461,9 @@ func requiredModeSandbox() sandboxConfig {
 
 // narrowSandbox applies the tools.sandbox* keys of a workspace settings
 // file (a file the workspace's own users may write) to the operator's
-// configuration op. Such a file may only narrow: turn the sandbox on, take
-// paths away from the read and write lists, deny the network or Unix
-// sockets. What would widen (tools.sandbox false, a path outside the
+// configuration op. Such a file may only narrow: turn the sandbox on, hide
+// paths, take paths away from the read and write lists, deny the network
+// or Unix sockets. What would widen (tools.sandbox false, a path outside the
 // operator's lists, "all" where the operator said "none") is left out and
 // named in dropped, for a warning. Paths are compared after resolving
 // symbolic links, as Landlock opens them; the enforcement must still open
@@ -469,7 +480,7 @@ func narrowSandbox(op sandboxConfig, ws toolsSettings) (c sandboxConfig, dropped
 		}
 	}
 	if !c.on() {
-		for key, set := range map[string]bool{keySandboxRead: ws.SandboxRead != nil, keySandboxWrite: ws.SandboxWrite != nil,
+		for key, set := range map[string]bool{keySandboxRead: ws.SandboxRead != nil, keySandboxWrite: ws.SandboxWrite != nil, keySandboxHide: ws.SandboxHide != nil,
 			keySandboxNetwork: ws.SandboxNetwork.set, keySandboxUnix: ws.SandboxUnix.set} {
 			if set {
 				dropped = append(dropped, key)
@@ -494,6 +505,11 @@ func narrowSandbox(op sandboxConfig, ws toolsSettings) (c sandboxConfig, dropped
 		c.Write, gone = intersectPaths(c.Write, ws.SandboxWrite)
 		for _, p := range gone {
 			dropped = append(dropped, keySandboxWrite+" "+p)
+		}
+	}
+	for _, p := range ws.SandboxHide {
+		if !slices.Contains(c.Hide, p) {
+			c.Hide = append(c.Hide, p)
 		}
 	}
 	if a := ws.SandboxNetwork; a.set {

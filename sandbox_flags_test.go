@@ -158,6 +158,20 @@ func TestSandboxFlagsAndSettings(t *testing.T) {
 			settings: `{"tools":{"sandbox":true,"sandboxRead":["/usr"],"sandboxNetwork":"none"}}`, want: sandboxConfig{Profile: sandboxOff, Explicit: true}},
 		{name: "flag workspace wins over settings false", args: ws, settings: `{"tools":{"sandbox":false,"sandboxRead":["/usr"]}}`,
 			want: with(func(c *sandboxConfig) { c.Read = []string{"/usr"} })},
+		// Hidden paths add up: the settings', the flags'.
+		{name: "hide from settings and flags", args: append(ws, "--sandbox-hide", "/k/flag", "--sandbox-hide", "/k/both/"),
+			settings: `{"tools":{"sandboxHide":["/k/set","/k/both"]}}`,
+			want:     with(func(c *sandboxConfig) { c.Hide = []string{"/k/set", "/k/both", "/k/flag"} })},
+		{name: "hide gives the sandbox explicitly", args: append(req, "--sandbox-hide", "/k"), env: []string{guardEnv},
+			want: with(func(c *sandboxConfig) { c.Hide = []string{"/k"} })},
+		{name: "settings hide relative", settings: `{"tools":{"sandbox":true,"sandboxHide":["k"]}}`,
+			wantErr: fmt.Sprintf(`settings %%q: key "tools.sandboxHide[0]": "k" must be an absolute path, such as %q`, filepath.Join(wd, "k"))},
+		{name: "settings hide in off mode", settings: `{"tools":{"sandboxHide":["/k"]}}`,
+			wantErr: `settings %q: key "tools.sandboxHide": confines nothing: the sandbox is off by default with --external-tool-guard-mode off; set tools.sandbox to true or pass --sandbox workspace`},
+		{name: "hide a read path", args: append(ws, "--sandbox-read", "/usr", "--sandbox-hide", "/usr"),
+			wantErr: `--sandbox-read "/usr": is hidden by "/usr"; leave it out of one of the lists`},
+		{name: "hide in a write path", args: append(ws, "--sandbox-write", dir, "--sandbox-hide", filepath.Join(dir, "k")),
+			wantErr: fmt.Sprintf(`--sandbox-write %q: holds the hidden %q, which tools could then read or replace; move the file out, or leave the directory out`, dir, filepath.Join(dir, "k"))},
 		{name: "flag lists replace settings lists", args: append(ws, "--sandbox-read", "/etc", "--sandbox-network", "all", "--sandbox-unix", "all"),
 			settings: fmt.Sprintf(`{"tools":{"sandboxRead":["/usr"],"sandboxWrite":[%q],"sandboxNetwork":"none","sandboxUnix":"none"}}`, dir),
 			want:     with(func(c *sandboxConfig) { c.Read, c.Write, c.NetworkExplicit = []string{"/etc"}, []string{dir}, true })},
@@ -198,7 +212,8 @@ func TestSandboxFlagsAndSettings(t *testing.T) {
 
 func equalSandbox(a, b sandboxConfig) bool {
 	return a.Profile == b.Profile && a.Explicit == b.Explicit && slices.Equal(a.Read, b.Read) && (a.Read == nil) == (b.Read == nil) &&
-		slices.Equal(a.Write, b.Write) && a.Network == b.Network && a.NetworkExplicit == b.NetworkExplicit && a.Unix == b.Unix
+		slices.Equal(a.Write, b.Write) && a.Network == b.Network && a.NetworkExplicit == b.NetworkExplicit && a.Unix == b.Unix &&
+		slices.Equal(a.Hide, b.Hide)
 }
 
 // TestSandboxDefaultsMatrix: guard mode x kernel x what the operator asked
@@ -367,6 +382,9 @@ func TestNarrowSandbox(t *testing.T) {
 			wantDropped: []string{"tools.sandboxWrite " + other}},
 		{name: "deny network and unix", op: op, ws: toolsSettings{SandboxNetwork: none, SandboxUnix: none},
 			want: sandboxConfig{Profile: sandboxWorkspace, Explicit: true, Read: []string{usr}, Write: []string{cache}, Network: sandboxNone, NetworkExplicit: true, Unix: sandboxNone}},
+		{name: "hide more", op: sandboxConfig{Profile: sandboxWorkspace, Network: sandboxAll, Unix: sandboxAll, Hide: []string{"/k"}},
+			ws:   toolsSettings{SandboxHide: []string{"/k", "/j"}},
+			want: sandboxConfig{Profile: sandboxWorkspace, Network: sandboxAll, Unix: sandboxAll, Hide: []string{"/k", "/j"}}},
 		{name: "allow network and unix back", op: sandboxConfig{Profile: sandboxWorkspace, Explicit: true, Network: sandboxNone, NetworkExplicit: true, Unix: sandboxNone},
 			ws:          toolsSettings{SandboxNetwork: all, SandboxUnix: all},
 			want:        sandboxConfig{Profile: sandboxWorkspace, Explicit: true, Network: sandboxNone, NetworkExplicit: true, Unix: sandboxNone},

@@ -111,7 +111,7 @@ func allowAround(ruleset, dirfd int, dir string, access uint64, hide []string) e
 		return fmt.Errorf("sandbox: list %q to keep %q out of reach: %w", dir, hide[0], err)
 	}
 	if len(names) > maxHideEntries {
-		return fmt.Errorf("sandbox: %q holds more than %d entries on the way to the hidden %q, each a Landlock rule; keep secret files and --%s paths in a smaller directory", dir, maxHideEntries, hide[0], flagSandboxHide)
+		return hideWayError(dir, hide[0])
 	}
 	for _, name := range names {
 		p := filepath.Join(dir, name)
@@ -188,6 +188,36 @@ func (c sandboxConfig) checkHidden(writable ...string) error {
 		for _, h := range hide {
 			if pathUnder(real, h) {
 				return usagef("--%s %q: is hidden by %q; leave it out of one of the lists", flagSandboxRead, r, h)
+			}
+		}
+	}
+	return nil
+}
+
+// hideWayError says that the directory dir on the way to the hidden path h
+// holds more entries than maxHideEntries.
+func hideWayError(dir, h string) error {
+	return fmt.Errorf("sandbox: %q holds more than %d entries on the way to the hidden %q, each a Landlock rule; keep secret files (--%s FILE, or $%s for a generated host token) and --%s paths in a smaller directory", dir, maxHideEntries, h, flagHostTokenFile, envRuntimeDir, flagSandboxHide)
+}
+
+// checkHideWays counts, once at start, the entries of every existing
+// directory on the way to each hidden path, so that one with more than
+// maxHideEntries stops the start instead of every session's first tool.
+func (c sandboxConfig) checkHideWays() error {
+	if !c.on() {
+		return nil
+	}
+	for _, h := range realPaths(c.Hide) {
+		for d := filepath.Dir(h); ; d = filepath.Dir(d) {
+			if f, err := os.Open(d); err == nil {
+				names, _ := f.Readdirnames(maxHideEntries + 1)
+				f.Close()
+				if len(names) > maxHideEntries {
+					return hideWayError(d, h)
+				}
+			}
+			if d == "/" {
+				break
 			}
 		}
 	}

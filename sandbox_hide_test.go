@@ -8,6 +8,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +137,36 @@ func TestSandboxHideRefused(t *testing.T) {
 		t.Errorf("make = %v, want %q", err, want)
 	}
 
+	// A directory on the way with more entries than the bound: refused at
+	// start, and by a session that starts a tool anyway.
+	big := filepath.Join(root, "big")
+	if err := os.Mkdir(big, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= maxHideEntries; i++ {
+		if err := os.WriteFile(filepath.Join(big, strconv.Itoa(i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = workspaceConfig()
+	c.Hide = []string{filepath.Join(big, "token")}
+	want = `sandbox: "` + big + `" holds more than 4096 entries on the way to the hidden "` + filepath.Join(big, "token") + `"`
+	if err := c.checkHideWays(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("checkHideWays = %v, want %q", err, want)
+	}
+	sb, err = newSandboxSession(c, shared, sandboxTestEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.close()
+	if err := sb.make(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("make = %v, want %q", err, want)
+	}
+	c.Hide = []string{filepath.Join(shared, "token")}
+	if err := c.checkHideWays(); err != nil {
+		t.Errorf("checkHideWays beside the big directory: %v", err)
+	}
+
 	// The flags: paths, and hide given to a sandbox that is off.
 	for _, tt := range []struct{ args, err string }{
 		{"--sandbox-hide relative", `--sandbox-hide "relative": must be an absolute path`},
@@ -203,5 +235,32 @@ func TestServeHidesSecretFiles(t *testing.T) {
 		if strings.TrimSpace(list) != hostTokenFileName {
 			t.Errorf("confined ls of the token's directory: %q, want its name listed", list)
 		}
+	}
+}
+
+// TestACPHidesSecretFiles: a standalone acp hides the secret files it was
+// given from its tools, in the sandbox it starts with and in each
+// session's.
+func TestACPHidesSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	guardFile, keyFile := filepath.Join(dir, "guard"), filepath.Join(dir, "key")
+	for _, f := range []string{guardFile, keyFile} {
+		if err := createSecretFile(flagGuardTokenFile, f, "secret"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sys, _, _ := testSystem()
+	opts, err := parseACPArgs([]string{"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", "http://127.0.0.1:9",
+		"--" + flagGuardTokenFile, guardFile, "--" + flagModelKeyFile, keyFile, "--" + flagSandboxHide, "/x/ssh"}, sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/x/ssh", guardFile, keyFile}
+	if !slices.Equal(opts.Sandbox.Hide, want) {
+		t.Errorf("start sandbox hides %q, want %q", opts.Sandbox.Hide, want)
+	}
+	sess, err := opts.SessionSandbox(opts.SettingsLoad)
+	if err != nil || !slices.Equal(sess.Hide, want) {
+		t.Errorf("session sandbox hides %q (%v), want %q", sess.Hide, err, want)
 	}
 }

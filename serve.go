@@ -496,7 +496,10 @@ func (o *serveOptions) hideSecret(path string) error {
 			c.Hide = append(slices.Clone(c.Hide), path)
 		}
 	}
-	return o.Sandbox.checkHidden(o.Workspaces...)
+	if err := o.Sandbox.checkHidden(o.Workspaces...); err != nil {
+		return err
+	}
+	return o.Sandbox.checkHideWays()
 }
 
 // announce prints the token file's path on its own line, after the

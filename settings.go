@@ -91,10 +91,11 @@ type toolsSettings struct {
 	Core    []string `json:"core"`
 	Allowed []string `json:"allowed"`
 	// The sandbox keys (sandbox_flags.go): Qwen Code's tools.sandbox, and
-	// acpguard's read and write lists and network and Unix choices.
+	// acpguard's read, write and hide lists and network and Unix choices.
 	Sandbox        sandboxSetting `json:"sandbox"`
 	SandboxRead    []string       `json:"sandboxRead"`
 	SandboxWrite   []string       `json:"sandboxWrite"`
+	SandboxHide    []string       `json:"sandboxHide"`
 	SandboxNetwork sandboxAccess  `json:"sandboxNetwork"`
 	SandboxUnix    sandboxAccess  `json:"sandboxUnix"`
 	// SandboxImage is Qwen Code's container image: refused, not ignored.

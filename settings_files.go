@@ -495,8 +495,8 @@ var workspaceUntrustedKeys = []string{
 	"hooks", "disableAllHooks", "mcpServers", "mcp.allowed", "mcp.serverCommand",
 	"permissions.allow", "permissions.autoMode.hints.allow",
 	"tools.allowed", "tools.core", "tools.autoAccept", "tools.discoveryCommand", "tools.callCommand",
-	"tools.sandbox", "tools.sandboxImage", "tools.sandboxRead", "tools.sandboxWrite", "tools.sandboxNetwork", "tools.sandboxUnix",
-	"model.baseUrl", "modelProviders", "providerProtocol", "security.auth", "security.allowedHttpHookUrls", "proxy", "env",
+	"tools.sandbox", "tools.sandboxImage", "tools.sandboxRead", "tools.sandboxWrite", "tools.sandboxHide",
+	"tools.sandboxNetwork", "tools.sandboxUnix", "model.baseUrl", "modelProviders", "providerProtocol", "security.auth", "security.allowedHttpHookUrls", "proxy", "env",
 }
 
 // approvalModeRank orders the approval modes from strictest: a workspace
