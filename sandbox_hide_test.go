@@ -53,7 +53,8 @@ func TestSandboxHidesPaths(t *testing.T) {
 	write(filepath.Join(keys, "new"), "NEW")
 
 	denied := []string{filepath.Join(keys, "token"), filepath.Join(hdir, "x"), filepath.Join(root, "alias"),
-		filepath.Join(root, "later", "file"), filepath.Join(keys, "new")}
+		filepath.Join(root, "later", "file"), filepath.Join(keys, "new"),
+		"/proc/self/root" + filepath.Join(keys, "token"), "/proc/self/cwd/../keys/token"}
 	for _, p := range denied {
 		if out, code := runShell(t, nil, ws, "cat "+shellQuote(p)); code != 0 {
 			t.Fatalf("unconfined cat %s: exit %d %q: the case proves nothing", p, code, out)
@@ -62,6 +63,11 @@ func TestSandboxHidesPaths(t *testing.T) {
 		if code == 0 || !strings.Contains(out, "Permission denied") {
 			t.Errorf("confined cat %s: exit %d, output %q; want Permission denied", p, code, out)
 		}
+	}
+	// A hard link into the workspace would give the file the workspace's
+	// rights: Landlock refuses it (EXDEV from ABI 2, any reparenting on 1).
+	if out, code := runShell(t, sb, ws, "ln "+shellQuote(filepath.Join(keys, "token"))+" stolen && cat stolen"); code == 0 || strings.Contains(out, "TOKEN") {
+		t.Errorf("confined hard link of the hidden file: exit %d, output %q", code, out)
 	}
 	allowed := map[string]string{
 		"cat " + shellQuote(filepath.Join(keys, "other")):  "OTHER",
@@ -220,6 +226,9 @@ func TestServeHidesSecretFiles(t *testing.T) {
 		host, guard, list := mustRead(t, filepath.Join(ws, "host.out")), mustRead(t, filepath.Join(ws, "guard.out")), mustRead(t, filepath.Join(ws, "list.out"))
 		if err := stop(); err != nil {
 			t.Errorf("serve: %v\n%s", err, stderr.String())
+		}
+		if n := strings.Count(stderr.String(), "sandbox off: every tool can read the host token file"); n != map[bool]int{true: 0, false: 1}[confined] {
+			t.Errorf("confined=%v: %d warnings about the token file:\n%s", confined, n, stderr.String())
 		}
 		if !confined {
 			if strings.TrimSpace(host) != token || strings.TrimSpace(guard) != prov.token {

@@ -147,6 +147,11 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err != nil {
 		return err
 	}
+	// The sandbox is what keeps the host token from tools (DESIGN.md §2);
+	// a kernel without Landlock has already been warned about.
+	if opts.Guard.required() && opts.TokenFile != "" && !sandbox.Config.on() && sandbox.Config.Explicit {
+		d.obs.log.Warn("sandbox off: every tool can read the host token file and act as a host; keep --sandbox workspace, the default", "tokenFile", opts.TokenFile)
+	}
 	// Without Landlock the default falls back to off in serve and in each
 	// child, each saying so once. The children are not told off: a
 	// workspace whose file asks for the sandbox must have its sessions
