@@ -158,8 +158,8 @@ Flags:
         permissions.allow|ask|deny, hooks.PreToolUse, model.name,
         model.maxSessionTurns, slashCommands.disabled, mcpServers, mcp.callTimeoutMs,
         tools.sandbox (true|false), tools.sandboxRead, tools.sandboxWrite,
-        tools.sandboxHide, tools.sandboxNetwork, tools.sandboxUnix (a
-        --sandbox* flag wins; hidden paths add up).
+        tools.sandboxHide, tools.sandboxNetwork, tools.sandboxUnix (a flag
+        wins over its key; hidden paths add up).
         It is the last of the settings files read, and wins: system
         defaults, ~/.qwen/settings.json ($QWEN_HOME/settings.json), the
         .qwen/settings.json of each session's cwd (read at session/new),
