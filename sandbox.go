@@ -436,8 +436,9 @@ func restrictThread(ruleset int, filter []syscall.SockFilter) error {
 // landlockRuleset builds the workspace profile for the kernel's ABI: read
 // and execute everywhere (or only beneath cfg.Read) but on the hidden paths
 // (sandbox_hide.go), everything but making device nodes beneath writable,
-// read and write on the shell's character devices; with ABI 4, TCP bind and connect denied when cfg.Network is
-// none; with ABI 6, signals and abstract Unix sockets scoped to the domain.
+// read and write on the shell's character devices; with ABI 4, TCP bind and
+// connect denied when cfg.Network is none; with ABI 6, signals and abstract
+// Unix sockets scoped to the domain.
 func landlockRuleset(abi int, cfg sandboxConfig, writable []string) (int, error) {
 	handled := landlockHandledFS(abi)
 	// struct landlock_ruleset_attr: handled_access_fs, handled_access_net,
