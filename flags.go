@@ -665,7 +665,7 @@ func parseProviderCheckArgs(args []string, sys *system) (providerCheckOptions, e
 	return opts, nil
 }
 
-// hideSecretFiles hides from tools each secret file a flag names, whether
+// hideSecretFiles hides from tools each private file a flag names, whether
 // it is read now or written at start (DESIGN.md §5).
 func hideSecretFiles(f *sandboxFlags, files ...*onceValue) {
 	for _, v := range files {
@@ -845,7 +845,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
-	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile, tokenFile)
+	// The decision log too: it holds every session's calls, of every
+	// workspace, and is the audit record.
+	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile, tokenFile, decisionLog)
 	env := envOf(sys)
 	opts := serveOptions{DecisionLog: decisionLog.value}
 	var err error

@@ -34,10 +34,11 @@ const (
 	flagSandboxRead  = "sandbox-read"
 	flagSandboxWrite = "sandbox-write"
 	flagSandboxHide  = "sandbox-hide"
-	// flagSandboxSecret names a secret file of the process that started
-	// this one: hidden whenever the sandbox is on, whatever turned it on,
-	// and no mistake while it is off. serve gives its own to each child.
-	flagSandboxSecret  = "sandbox-secret"
+	// flagSandboxPrivate names a private file of acpguard's (a token or
+	// key file, the decision log): hidden whenever the sandbox is on,
+	// whatever turned it on, and no mistake while it is off. serve gives
+	// its own to each child.
+	flagSandboxPrivate = "sandbox-private"
 	flagSandboxNetwork = "sandbox-network"
 	flagSandboxUnix    = "sandbox-unix"
 )
@@ -248,10 +249,10 @@ func sandboxNameRule(p string) string {
 type sandboxFlags struct {
 	profile, network, unix *onceValue
 	read, write, hide      listValue
-	// secrets are the absolute paths of the secret files this process, or
-	// the serve that started it, reads or writes a credential in
-	// (--sandbox-secret): hidden whenever the sandbox is on, never a
-	// reason to refuse it off.
+	// secrets are the absolute paths of the private files of this process,
+	// or of the serve that started it (--sandbox-private): the files it
+	// reads or writes a credential in, and serve's decision log. Hidden
+	// whenever the sandbox is on, never a reason to refuse it off.
 	secrets listValue
 }
 
@@ -265,7 +266,7 @@ func addSandboxFlags(fs *flag.FlagSet) *sandboxFlags {
 	fs.Var(&f.read, flagSandboxRead, "")
 	fs.Var(&f.write, flagSandboxWrite, "")
 	fs.Var(&f.hide, flagSandboxHide, "")
-	fs.Var(&f.secrets, flagSandboxSecret, "")
+	fs.Var(&f.secrets, flagSandboxPrivate, "")
 	return f
 }
 
@@ -313,7 +314,7 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	if err != nil {
 		return sandboxConfig{}, err
 	}
-	secrets, err := hidePaths(f.secrets, flagPath(flagSandboxSecret))
+	secrets, err := hidePaths(f.secrets, flagPath(flagSandboxPrivate))
 	if err != nil {
 		return sandboxConfig{}, err
 	}
@@ -607,8 +608,9 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
   --sandbox-unix all|none
         none refuses Unix sockets, so a tool cannot ask a user service manager
         or a terminal multiplexer to start an unconfined process (default all).
-  --sandbox-secret FILE
-        (repeatable) a secret file hidden like a --sandbox-hide path whenever
-        the sandbox is on, and no error while it is off; serve gives its
-        children its own token and key files this way.
+  --sandbox-private FILE
+        (repeatable) a private file of acpguard's, hidden like a --sandbox-hide
+        path whenever the sandbox is on, and no error while it is off; serve
+        gives its children its token and key files and its decision log
+        this way.
 `

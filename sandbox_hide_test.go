@@ -107,7 +107,7 @@ func TestSandboxHideRefused(t *testing.T) {
 		{"in a writable directory", func(c *sandboxConfig) { c.Hide, c.Write = []string{filepath.Join(shared, "k")}, []string{shared} },
 			"", `--sandbox-write "` + shared + `": holds the hidden "` + filepath.Join(shared, "k") + `", which tools could then read or replace; move the file out, or leave the directory out`},
 		{"in a workspace", func(c *sandboxConfig) { c.Hide = []string{token} }, keys,
-			`workspace "` + keys + `": holds the hidden "` + token + `", which tools could then read or replace; keep secret files and --sandbox-hide paths out of every workspace`},
+			`workspace "` + keys + `": holds the hidden "` + token + `", which tools could then read or replace; keep acpguard's token, key and decision log files and --sandbox-hide paths out of every workspace`},
 		{"read path hidden", func(c *sandboxConfig) { c.Hide, c.Read = []string{keys}, []string{"/usr", token} }, "",
 			`--sandbox-read "` + token + `": is hidden by "` + keys + `"; leave it out of one of the lists`},
 		{"off hides nothing", func(c *sandboxConfig) { *c = sandboxConfig{Profile: sandboxOff, Hide: []string{token}} }, keys, ""},
@@ -178,7 +178,7 @@ func TestSandboxHideRefused(t *testing.T) {
 		{"--sandbox-hide relative", `--sandbox-hide "relative": must be an absolute path`},
 		{"--sandbox-hide /", `--sandbox-hide "/": would hide the whole filesystem`},
 		{"--sandbox off --sandbox-hide /x", `--sandbox-hide "/x": confines nothing with --sandbox off`},
-		{"--sandbox off --sandbox-secret /x", ""},
+		{"--sandbox off --sandbox-private /x", ""},
 	} {
 		sys, _, _ := testSystem()
 		_, err := parseACPArgs(strings.Fields(tt.args), sys)
@@ -189,8 +189,8 @@ func TestSandboxHideRefused(t *testing.T) {
 }
 
 // TestServeHidesSecretFiles: under a real serve in required mode, a
-// confined tool cannot read the generated host token or the provider
-// token file, though it lists their directories; with --sandbox off the
+// confined tool cannot read the generated host token, the provider token
+// file or the decision log, though it lists the token's directory; with --sandbox off the
 // same tool reads both, so the confined case is the sandbox's doing.
 func TestServeHidesSecretFiles(t *testing.T) {
 	requireLandlock(t)
@@ -203,7 +203,7 @@ func TestServeHidesSecretFiles(t *testing.T) {
 		}
 		args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t),
 			"--external-tool-guard-mode=required", "--external-tool-guard-endpoint", prov.srv.URL,
-			"--" + flagGuardTokenFile, guardFile}
+			"--" + flagGuardTokenFile, guardFile, "--decision-log", filepath.Join(t.TempDir(), "decisions.jsonl")}
 		if !confined {
 			args = append(args, "--"+flagSandbox, sandboxOff)
 		}
@@ -222,8 +222,9 @@ func TestServeHidesSecretFiles(t *testing.T) {
 		}
 		td := &testDaemon{url: url, token: token}
 		id := td.newSession(t, "")
-		td.runTurn(t, id, shellCall("cat "+shellQuote(tokenFile)+" > host.out 2>&1; cat "+shellQuote(guardFile)+" > guard.out 2>&1; ls "+shellQuote(filepath.Dir(tokenFile))+" > list.out 2>&1", false))
-		host, guard, list := mustRead(t, filepath.Join(ws, "host.out")), mustRead(t, filepath.Join(ws, "guard.out")), mustRead(t, filepath.Join(ws, "list.out"))
+		decisions := args[slices.Index(args, "--decision-log")+1]
+		td.runTurn(t, id, shellCall("cat "+shellQuote(tokenFile)+" > host.out 2>&1; cat "+shellQuote(guardFile)+" > guard.out 2>&1; ls "+shellQuote(filepath.Dir(tokenFile))+" > list.out 2>&1; cat "+shellQuote(decisions)+" > log.out 2>&1", false))
+		host, guard, list, log := mustRead(t, filepath.Join(ws, "host.out")), mustRead(t, filepath.Join(ws, "guard.out")), mustRead(t, filepath.Join(ws, "list.out")), mustRead(t, filepath.Join(ws, "log.out"))
 		if err := stop(); err != nil {
 			t.Errorf("serve: %v\n%s", err, stderr.String())
 		}
@@ -231,13 +232,13 @@ func TestServeHidesSecretFiles(t *testing.T) {
 			t.Errorf("confined=%v: %d warnings about the token file:\n%s", confined, n, stderr.String())
 		}
 		if !confined {
-			if strings.TrimSpace(host) != token || strings.TrimSpace(guard) != prov.token {
-				t.Errorf("unconfined tool read %q and %q: the confined case proves nothing", host, guard)
+			if strings.TrimSpace(host) != token || strings.TrimSpace(guard) != prov.token || !strings.Contains(log, `"outcome"`) {
+				t.Errorf("unconfined tool read %q, %q and %q: the confined case proves nothing", host, guard, log)
 			}
 			continue
 		}
-		for name, out := range map[string]string{"host token": host, "provider token": guard} {
-			if !strings.Contains(out, "Permission denied") || strings.Contains(out, token) || strings.Contains(out, prov.token) {
+		for name, out := range map[string]string{"host token": host, "provider token": guard, "decision log": log} {
+			if !strings.Contains(out, "Permission denied") || strings.Contains(out, token) || strings.Contains(out, prov.token) || strings.Contains(out, `"outcome"`) {
 				t.Errorf("confined tool reading the %s file: %q, want Permission denied", name, out)
 			}
 		}

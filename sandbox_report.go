@@ -123,7 +123,7 @@ func (s sandboxInForce) childArgs(g *sandboxGiven) []string {
 		args = append(args, "--"+flagSandboxHide, p)
 	}
 	for _, p := range g.secrets {
-		args = append(args, "--"+flagSandboxSecret, p)
+		args = append(args, "--"+flagSandboxPrivate, p)
 	}
 	r := s.report()
 	for _, a := range []struct{ flag, given, base string }{{flagSandboxNetwork, g.network, r.Network}, {flagSandboxUnix, g.unix, r.Unix}} {
