@@ -22,21 +22,11 @@ import (
 func TestSandboxHidesPaths(t *testing.T) {
 	root := t.TempDir()
 	ws, keys, hdir := filepath.Join(root, "ws"), filepath.Join(root, "keys"), filepath.Join(root, "hdir")
-	for _, d := range []string{ws, keys, hdir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write := func(p, s string) {
-		t.Helper()
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(filepath.Join(keys, "token"), "TOKEN")
-	write(filepath.Join(keys, "other"), "OTHER")
-	write(filepath.Join(hdir, "x"), "HX")
-	write(filepath.Join(root, "beside"), "BESIDE")
+	mustWrite(t, filepath.Join(ws, "README"), "work")
+	mustWrite(t, filepath.Join(keys, "token"), "TOKEN")
+	mustWrite(t, filepath.Join(keys, "other"), "OTHER")
+	mustWrite(t, filepath.Join(hdir, "x"), "HX")
+	mustWrite(t, filepath.Join(root, "beside"), "BESIDE")
 	if err := os.Symlink(filepath.Join(keys, "token"), filepath.Join(root, "alias")); err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +36,8 @@ func TestSandboxHidesPaths(t *testing.T) {
 
 	// Made after the ruleset: a hidden name, and a new entry in a
 	// directory on the way to a hidden path (which nothing grants).
-	if err := os.Mkdir(filepath.Join(root, "later"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	write(filepath.Join(root, "later", "file"), "LATER")
-	write(filepath.Join(keys, "new"), "NEW")
+	mustWrite(t, filepath.Join(root, "later", "file"), "LATER")
+	mustWrite(t, filepath.Join(keys, "new"), "NEW")
 
 	denied := []string{filepath.Join(keys, "token"), filepath.Join(hdir, "x"), filepath.Join(root, "alias"),
 		filepath.Join(root, "later", "file"), filepath.Join(keys, "new"),
@@ -91,12 +78,9 @@ func TestSandboxHidesPaths(t *testing.T) {
 func TestSandboxHideRefused(t *testing.T) {
 	root := t.TempDir()
 	shared, keys := filepath.Join(root, "shared"), filepath.Join(root, "keys")
-	for _, d := range []string{shared, keys} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
 	token := filepath.Join(keys, "token")
+	mustWrite(t, token, "TOKEN")
+	mustWrite(t, filepath.Join(shared, "README"), "shared")
 	tests := []struct {
 		name      string
 		cfg       func(c *sandboxConfig)
@@ -146,13 +130,8 @@ func TestSandboxHideRefused(t *testing.T) {
 	// A directory on the way with more entries than the bound: refused at
 	// start, and by a session that starts a tool anyway.
 	big := filepath.Join(root, "big")
-	if err := os.Mkdir(big, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	for i := 0; i <= maxHideEntries; i++ {
-		if err := os.WriteFile(filepath.Join(big, strconv.Itoa(i)), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		mustWrite(t, filepath.Join(big, strconv.Itoa(i)), "")
 	}
 	c = workspaceConfig()
 	c.Hide = []string{filepath.Join(big, "token")}
