@@ -260,7 +260,10 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		systemPrompt: opts.SystemPrompt,
 	}
 	if sandboxTestOverride != nil {
-		a.sandbox = *sandboxTestOverride
+		// What the test confines with, in the places serve chose.
+		o := *sandboxTestOverride
+		o.Hide, o.TempParent = a.sandbox.Hide, a.sandbox.TempParent
+		a.sandbox = o
 	}
 	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
 		return usagef("settings: %v", err)

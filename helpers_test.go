@@ -205,6 +205,21 @@ func pidGoneWithin(pid int, within time.Duration) bool {
 	return false
 }
 
+// pathGoneWithin reports whether nothing is at path, waiting a while for it
+// to go.
+func pathGoneWithin(path string, within time.Duration) bool {
+	deadline := time.Now().Add(testTimeout(within))
+	for {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // processAlive reports whether pid exists and is not a zombie.
 func processAlive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -204,7 +204,7 @@ func (s *sandboxSession) make() error {
 		return s.madeErr
 	}
 	s.made = true
-	tmp, err := os.MkdirTemp("", sandboxTempPattern)
+	tmp, err := os.MkdirTemp(s.cfg.TempParent, sandboxTempPattern)
 	if err != nil {
 		s.madeErr = fmt.Errorf("sandbox: make the session's temp directory: %w", err)
 		return s.madeErr

@@ -48,6 +48,11 @@ type sandboxConfig struct {
 	// Unix is sandboxAll or sandboxNone (AF_UNIX sockets refused by a
 	// seccomp filter).
 	Unix string
+	// TempParent is the directory each session's temp directory is made
+	// in, "" the system's temporary directory: serve gives each child one
+	// of its own (--sandbox-temp), which it removes once the child is
+	// reaped, so that a child killed with its sessions leaves none behind.
+	TempParent string
 }
 
 // on reports whether processes are confined at all.

@@ -39,6 +39,9 @@ const (
 	// whatever turned it on, and no mistake while it is off. serve gives
 	// its own to each child.
 	flagSandboxPrivate = "sandbox-private"
+	// flagSandboxTemp names the directory each session's temp directory is
+	// made in; serve gives each child one of its own.
+	flagSandboxTemp    = "sandbox-temp"
 	flagSandboxNetwork = "sandbox-network"
 	flagSandboxUnix    = "sandbox-unix"
 )
@@ -248,6 +251,7 @@ func sandboxNameRule(p string) string {
 // sandboxFlags are the --sandbox* flags of a subcommand, not yet validated.
 type sandboxFlags struct {
 	profile, network, unix *onceValue
+	temp                   *onceValue // --sandbox-temp
 	read, write, hide      listValue
 	// secrets are the absolute paths of the private files of this process,
 	// or of the serve that started it (--sandbox-private): the files it
@@ -262,6 +266,7 @@ func addSandboxFlags(fs *flag.FlagSet) *sandboxFlags {
 		profile: onceFlag(fs, flagSandbox, ""),
 		network: onceFlag(fs, flagSandboxNetwork, ""),
 		unix:    onceFlag(fs, flagSandboxUnix, ""),
+		temp:    onceFlag(fs, flagSandboxTemp, ""),
 	}
 	fs.Var(&f.read, flagSandboxRead, "")
 	fs.Var(&f.write, flagSandboxWrite, "")
@@ -317,6 +322,12 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	secrets, err := hidePaths(f.secrets, flagPath(flagSandboxPrivate))
 	if err != nil {
 		return sandboxConfig{}, err
+	}
+	if f.temp.count > 0 {
+		if rule := sandboxPathRule(f.temp.value, true); rule != "" {
+			return sandboxConfig{}, usagef("--%s %q: %s", flagSandboxTemp, f.temp.value, rule)
+		}
+		c.TempParent = filepath.Clean(f.temp.value)
 	}
 	for _, v := range []*onceValue{f.network, f.unix} {
 		if v.count > 0 && v.value != sandboxAll && v.value != sandboxNone {
@@ -377,7 +388,7 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 		case len(keys) > 0:
 			return sandboxConfig{}, settingsErr(keys[0], fmt.Sprintf("confines nothing: the sandbox is off by default with --%s %s; set %s to true or pass --%s %s", flagGuardMode, guardModeOff, keySandbox, flagSandbox, sandboxWorkspace))
 		}
-		return sandboxConfig{Profile: sandboxOff, Explicit: c.Explicit}, nil
+		return sandboxConfig{Profile: sandboxOff, Explicit: c.Explicit, TempParent: c.TempParent}, nil
 	}
 
 	c.Read, c.Write = t.SandboxRead, t.SandboxWrite
@@ -613,4 +624,8 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
         path whenever the sandbox is on, and no error while it is off; serve
         gives its children its token and key files and its decision log
         this way.
+  --sandbox-temp DIR
+        the existing directory each session's temp directory is made in
+        (default: the system's); serve gives each child one of its own and
+        removes it once the child has exited.
 `

@@ -27,6 +27,9 @@ type acpChannel struct {
 	sock   *channelConn       // serve's end of the private channel (channel.go)
 	cancel context.CancelFunc // ends conn.serve
 	done   chan struct{}      // closed once the child is reaped
+	// tempDir holds the temp directories of the child's sessions; removed
+	// once the child is reaped.
+	tempDir string
 	// stopping is set once the daemon ends the child: an exit before
 	// that is a death.
 	stopping atomic.Bool
@@ -235,6 +238,11 @@ type initializeResult struct {
 	Meta              json.RawMessage            `json:"_meta"`
 }
 
+// childTempPattern names the directory a child's sessions make their temp
+// directories in (mode 0700, under serve's temporary directory or
+// --sandbox-temp).
+const childTempPattern = "acpguard-child-"
+
 // childDir is where every child starts: no workspace, so that nothing in a
 // child can take one workspace's files for another's; "/" exists on every
 // host and names no user's files.
@@ -249,6 +257,14 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 		return nil, childUnavailable("start ACP child: locate the acpguard executable: %v", err)
 	}
 	cmd := d.childCommand(exe)
+	// The child's sessions make their temp directories in one of its own,
+	// which run removes once the child is reaped: a child killed with its
+	// sessions cannot remove theirs.
+	tempDir, err := os.MkdirTemp(d.sandbox.Config.TempParent, childTempPattern)
+	if err != nil {
+		return nil, childUnavailable("start ACP child: make its temp directory: %v", err)
+	}
+	cmd.Args = append(cmd.Args, "--"+flagSandboxTemp, tempDir)
 	// No workspace: a child serves sessions of every workspace, each in
 	// its own cwd (DESIGN.md §2).
 	cmd.Dir = childDir
@@ -257,6 +273,7 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	cmd.WaitDelay = childStopGrace
 	ends, err := newChannel()
 	if err != nil {
+		removeTree(tempDir)
 		return nil, childUnavailable("start ACP child: %v", err)
 	}
 	// The child's ends are its stdin and stdout; serve keeps only its own.
@@ -266,12 +283,14 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	if d.closing {
 		d.mu.Unlock()
 		ends.closeAll()
+		removeTree(tempDir)
 		return nil, errShuttingDown
 	}
 	// In a session of its own, with a parent-death signal (lifeline.go).
 	if err := startChild(cmd); err != nil {
 		d.mu.Unlock()
 		ends.closeAll()
+		removeTree(tempDir)
 		return nil, childUnavailable("start ACP child: %v", err)
 	}
 	ends.closeChild()
@@ -279,7 +298,7 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{})}
+	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{}), tempDir: tempDir}
 	ch.conn = newRPCConn(sock, sock, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
@@ -355,6 +374,7 @@ func (ch *acpChannel) run(ctx context.Context) {
 	err := ch.cmd.Wait()
 	<-drained
 	forgetChild(ch.cmd.Process.Pid)
+	removeTree(ch.tempDir)
 	if !ch.stopping.Load() {
 		ch.d.obs.childDied()
 		ch.d.obs.logger().Warn("ACP child exited", "pid", ch.cmd.Process.Pid, "status", fmt.Sprint(err))

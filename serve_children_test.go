@@ -21,16 +21,26 @@ import (
 )
 
 // TestFaultChildKilledMidTurn kills the ACP child with SIGKILL while its
-// shell tool runs. The session dies visibly, later calls get 410, and the
-// tool process does not outlive the child that owned it.
+// shell tool runs. The session dies visibly, later calls get 410, the tool
+// process does not outlive the child that owned it, and under the sandbox
+// the session's temp directory, which the child could not remove, is gone.
 func TestFaultChildKilledMidTurn(t *testing.T) {
 	prov := newTestProvider(t)
 	ws := t.TempDir()
-	td := startTestDaemon(t, guardedYolo(t, ws, prov.guard(t)), quickRaceExit)
+	opts := guardedYolo(t, ws, prov.guard(t))
+	_, noLandlock := probeLandlock()
+	if noLandlock == nil {
+		opts.Sandbox = workspaceConfig()
+	}
+	td := startTestDaemon(t, opts, quickRaceExit)
 	id := td.newSession(t, "")
 	stream := td.openEvents(t, id, "")
-	td.prompt(t, id, `call run_shell_command {"command":"echo $$ > sleep.pid; exec sleep 30"}`)
+	td.prompt(t, id, `call run_shell_command {"command":"echo $TMPDIR > tmpdir.txt; echo $$ > sleep.pid; exec sleep 30"}`)
 	sleepPID := readPIDFile(t, filepath.Join(ws, "sleep.pid"))
+	tmp := strings.TrimSpace(mustRead(t, filepath.Join(ws, "tmpdir.txt")))
+	if noLandlock == nil && (!strings.HasPrefix(filepath.Base(tmp), sandboxTempPattern) || !strings.HasPrefix(filepath.Base(filepath.Dir(tmp)), childTempPattern) || absent(t, tmp)) {
+		t.Fatalf("TMPDIR %q: want an existing session temp directory in the child's own", tmp)
+	}
 	t.Cleanup(func() { syscall.Kill(sleepPID, syscall.SIGKILL) })
 	child := parentPID(sleepPID)
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/cmdline")
@@ -50,6 +60,9 @@ func TestFaultChildKilledMidTurn(t *testing.T) {
 	}
 	if !pidGoneWithin(sleepPID, 5*time.Second) {
 		t.Errorf("tool process %d (now a child of %d) outlives its SIGKILLed ACP child %d", sleepPID, parentPID(sleepPID), child)
+	}
+	if noLandlock == nil && !pathGoneWithin(filepath.Dir(tmp), 30*time.Second) {
+		t.Errorf("the killed child's temp directory %s, with the session's, is left", filepath.Dir(tmp))
 	}
 }
 
