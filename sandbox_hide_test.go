@@ -6,11 +6,13 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -28,6 +30,16 @@ func TestSandboxHidesPaths(t *testing.T) {
 	mustWrite(t, filepath.Join(hdir, "x"), "HX")
 	mustWrite(t, filepath.Join(root, "beside"), "BESIDE")
 	if err := os.Symlink(filepath.Join(keys, "token"), filepath.Join(root, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	// A socket and a FIFO among the entries on the way, as in a runtime
+	// directory: each gets its rule like any file.
+	l, err := net.Listen("unix", filepath.Join(root, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := workspaceConfig()
