@@ -340,6 +340,10 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		return err
 	}
 	a.sandbox, a.sandboxABI = inForce.Config, inForce.ABI
+	if !a.managed {
+		// serve warned for its children.
+		warnUserServices(inForce, sys.env, a.log)
+	}
 	if a.history, err = openStateDir(opts, a.log); err != nil {
 		return err
 	}

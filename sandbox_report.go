@@ -7,7 +7,11 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 )
 
 // sandboxNetworkABI is the first Landlock ABI that governs TCP bind and
@@ -165,4 +169,32 @@ func writeSandboxMetrics(b *promWriter, s sandboxInForce) {
 	}
 	b.single("acpguard_serve_sandbox_enabled", "gauge", "1 when the children confine tools, hooks and MCP servers with the workspace sandbox, else 0.", enabled)
 	b.single("acpguard_serve_sandbox_landlock_abi", "gauge", "The kernel's Landlock ABI version, 0 without Landlock.", int64(s.ABI))
+}
+
+// userServiceSockets are where, in a user's runtime directory, the user's
+// service manager and session bus listen: a confined tool that may use Unix
+// sockets can ask either to start a process outside the sandbox.
+var userServiceSockets = []string{"bus", "systemd/private"}
+
+// warnUserServices warns once when the sandbox lets tools use Unix sockets
+// while the user's service manager listens on one: a process it starts for
+// a tool runs unconfined and reads what the sandbox hides (DESIGN.md §5).
+func warnUserServices(s sandboxInForce, env *procEnv, log *slog.Logger) {
+	if !s.Config.on() || s.Config.Unix == sandboxNone {
+		return
+	}
+	var dirs []string
+	if d := env.lookup(envRuntimeDir); filepath.IsAbs(d) {
+		dirs = append(dirs, d)
+	}
+	dirs = append(dirs, filepath.Join(userRuntimeDirs, strconv.Itoa(os.Geteuid())))
+	for _, d := range dirs {
+		for _, name := range userServiceSockets {
+			p := filepath.Join(d, name)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().Type() == fs.ModeSocket {
+				log.Warn("sandbox: tools may use Unix sockets and the user's service manager listens on one, so a tool can have it start a process outside the sandbox that reads the hidden files; pass --"+flagSandboxUnix+" "+sandboxNone, "socket", p)
+				return
+			}
+		}
+	}
 }

@@ -6,11 +6,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -368,5 +371,62 @@ func TestServeCapabilitiesSandboxInProcess(t *testing.T) {
 		func(string) { t.Error("serve listened with a sandbox the kernel cannot give") })
 	if err == nil || exitCode(err) != exitRuntime || !strings.Contains(err.Error(), "the kernel has no Landlock") {
 		t.Errorf("serveDaemon = %v, want exit 1 naming the kernel", err)
+	}
+}
+
+// TestWarnUserServices: one warning, naming the socket, when the sandbox
+// lets tools use Unix sockets and the user's service manager or session bus
+// listens in the runtime directory; none otherwise.
+func TestWarnUserServices(t *testing.T) {
+	for _, name := range userServiceSockets {
+		if fi, err := os.Stat(filepath.Join(userRuntimeDirs, strconv.Itoa(os.Geteuid()), name)); err == nil && fi.Mode().Type() == fs.ModeSocket {
+			t.Skip("this user's own service manager listens: every case would warn")
+		}
+	}
+	withSocket := func(name string) string {
+		dir := t.TempDir()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return dir
+	}
+	withFile := func(name string) string {
+		dir := t.TempDir()
+		mustWrite(t, filepath.Join(dir, name), "")
+		return dir
+	}
+	on := sandboxInForce{Config: workspaceConfig(), ABI: 1}
+	unixNone := on
+	unixNone.Config.Unix = sandboxNone
+	tests := []struct {
+		name    string
+		sandbox sandboxInForce
+		runtime string
+		warn    string // the socket named, "" no warning
+	}{
+		{"session bus", on, withSocket("bus"), "bus"},
+		{"service manager", on, withSocket("systemd/private"), "systemd/private"},
+		{"a file named bus", on, withFile("bus"), ""},
+		{"unix none", unixNone, withSocket("bus"), ""},
+		{"sandbox off", sandboxInForce{Config: sandboxConfig{Profile: sandboxOff}}, withSocket("bus"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			warnUserServices(tt.sandbox, newProcEnv([]string{envRuntimeDir + "=" + tt.runtime}), slog.New(slog.NewTextHandler(&buf, nil)))
+			n := strings.Count(buf.String(), "tools may use Unix sockets and the user's service manager listens on one")
+			switch {
+			case tt.warn == "" && n != 0:
+				t.Errorf("warned:\n%s", buf.String())
+			case tt.warn != "" && (n != 1 || !strings.Contains(buf.String(), "socket="+filepath.Join(tt.runtime, tt.warn)) || !strings.Contains(buf.String(), "pass --sandbox-unix none")):
+				t.Errorf("want one warning naming %s:\n%s", tt.warn, buf.String())
+			}
+		})
 	}
 }

@@ -147,6 +147,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err != nil {
 		return err
 	}
+	warnUserServices(sandbox, d.sys.env, d.obs.log)
 	// The sandbox is what keeps the host token from tools (DESIGN.md §2);
 	// a kernel without Landlock has already been warned about.
 	if opts.Guard.required() && opts.TokenFile != "" && !sandbox.Config.on() && sandbox.Config.Explicit {
