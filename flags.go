@@ -845,9 +845,10 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
-	// The decision log too: it holds every session's calls, of every
-	// workspace, and is the audit record.
-	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile, tokenFile, decisionLog)
+	// Not the decision log: it holds ids, names, digests and outcomes, no
+	// argument, and often lies in a large directory such as /tmp, where
+	// hiding costs a Landlock rule per entry (DESIGN.md §5).
+	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile, tokenFile)
 	env := envOf(sys)
 	opts := serveOptions{DecisionLog: decisionLog.value}
 	var err error

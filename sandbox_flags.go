@@ -35,7 +35,7 @@ const (
 	flagSandboxWrite = "sandbox-write"
 	flagSandboxHide  = "sandbox-hide"
 	// flagSandboxPrivate names a private file of acpguard's (a token or
-	// key file, the decision log): hidden whenever the sandbox is on,
+	// key file): hidden whenever the sandbox is on,
 	// whatever turned it on, and no mistake while it is off. serve gives
 	// its own to each child.
 	flagSandboxPrivate = "sandbox-private"
@@ -255,8 +255,8 @@ type sandboxFlags struct {
 	read, write, hide      listValue
 	// secrets are the absolute paths of the private files of this process,
 	// or of the serve that started it (--sandbox-private): the files it
-	// reads or writes a credential in, and serve's decision log. Hidden
-	// whenever the sandbox is on, never a reason to refuse it off.
+	// reads or writes a credential in. Hidden whenever the sandbox is on,
+	// never a reason to refuse it off.
 	secrets listValue
 }
 
@@ -622,8 +622,7 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
   --sandbox-private FILE
         (repeatable) a private file of acpguard's, hidden like a --sandbox-hide
         path whenever the sandbox is on, and no error while it is off; serve
-        gives its children its token and key files and its decision log
-        this way.
+        gives its children its token and key files this way.
   --sandbox-temp DIR
         the existing directory each session's temp directory is made in
         (default: the system's); serve gives each child one of its own and

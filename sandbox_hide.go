@@ -180,7 +180,7 @@ func (c sandboxConfig) checkHidden(writable ...string) error {
 	}
 	for _, w := range writable {
 		if h := hiddenIn(w, hide); h != "" {
-			return usagef("workspace %q: holds the hidden %q, which tools could then read or replace; keep acpguard's token, key and decision log files and --%s paths out of every workspace", w, h, flagSandboxHide)
+			return usagef("workspace %q: holds the hidden %q, which tools could then read or replace; keep acpguard's token and key files and --%s paths out of every workspace", w, h, flagSandboxHide)
 		}
 	}
 	for _, r := range c.Read {
