@@ -359,6 +359,10 @@ const (
 	// userRuntimeDirs holds each user's runtime directory, named by uid,
 	// where systemd-logind makes them.
 	userRuntimeDirs = "/run/user"
+	// sharedMemoryDir is the tmpfs every Linux system mounts for POSIX
+	// shared memory, writable by all and sticky, as the temporary
+	// directory is.
+	sharedMemoryDir = "/dev/shm"
 )
 
 // resolveHostToken decides serve's host token from the flags and env: the
@@ -474,19 +478,24 @@ func prepareHostToken(opts *serveOptions, env *procEnv, log *slog.Logger) (*host
 // hostTokenBase is where a generated host token's directory goes:
 // $XDG_RUNTIME_DIR; else the user's runtime directory that the login
 // manager makes (/run/user/UID, owned by the user, mode 0700) when the
-// variable was not passed on; else the system's temporary directory.
-// Hiding the token from tools costs a Landlock rule for every entry of
-// every directory on its way (sandbox_hide.go), which in the temporary
-// directory of a long-running machine can be thousands.
+// variable was not passed on; else the shared memory directory (a sticky
+// tmpfs, so the token never reaches a disk); else the system's temporary
+// directory. Hiding the token from tools costs a Landlock rule for every
+// entry of every directory on its way (sandbox_hide.go), which in the
+// temporary directory of a long-running machine can be thousands.
 func hostTokenBase(env *procEnv) string {
 	if d := env.lookup(envRuntimeDir); filepath.IsAbs(d) {
 		return d
 	}
-	d := filepath.Join(userRuntimeDirs, strconv.Itoa(os.Geteuid()))
 	var st syscall.Stat_t
+	d := filepath.Join(userRuntimeDirs, strconv.Itoa(os.Geteuid()))
 	if syscall.Lstat(d, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
 		st.Uid == uint32(os.Geteuid()) && st.Mode&secretFileGroupOtherBits == 0 {
 		return d
+	}
+	if syscall.Lstat(sharedMemoryDir, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+		st.Mode&syscall.S_ISVTX != 0 && syscall.Access(sharedMemoryDir, 2) == nil {
+		return sharedMemoryDir
 	}
 	return os.TempDir()
 }

@@ -566,6 +566,25 @@ func TestServeGeneratesHostToken(t *testing.T) {
 	}
 }
 
+// TestHostTokenBase: a generated host token goes to $XDG_RUNTIME_DIR, else
+// to a runtime or shared memory directory before the temporary directory,
+// whose way is long on a long-running machine (sandbox_hide.go).
+func TestHostTokenBase(t *testing.T) {
+	rt := t.TempDir()
+	if got := hostTokenBase(newProcEnv([]string{envRuntimeDir + "=" + rt})); got != rt {
+		t.Errorf("with %s=%s: %q", envRuntimeDir, rt, got)
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(sharedMemoryDir, &st) != nil || st.Mode&syscall.S_ISVTX == 0 {
+		t.Skipf("%s is no sticky directory here", sharedMemoryDir)
+	}
+	for _, env := range [][]string{nil, {envRuntimeDir + "=relative"}} {
+		if got := hostTokenBase(newProcEnv(env)); got == os.TempDir() {
+			t.Errorf("env %q: %q, want a runtime or shared memory directory first", env, got)
+		}
+	}
+}
+
 // TestServeTokenFileKept names --token-file: the first start creates it, a
 // second start reads the same token from it.
 func TestServeTokenFileKept(t *testing.T) {
