@@ -363,6 +363,7 @@ const (
 	// shared memory, writable by all and sticky, as the temporary
 	// directory is.
 	sharedMemoryDir = "/dev/shm"
+	accessWrite     = 2 // W_OK for access(2)
 )
 
 // resolveHostToken decides serve's host token from the flags and env: the
@@ -494,7 +495,7 @@ func hostTokenBase(env *procEnv) string {
 		return d
 	}
 	if syscall.Lstat(sharedMemoryDir, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
-		st.Mode&syscall.S_ISVTX != 0 && syscall.Access(sharedMemoryDir, 2) == nil {
+		st.Mode&syscall.S_ISVTX != 0 && syscall.Access(sharedMemoryDir, accessWrite) == nil {
 		return sharedMemoryDir
 	}
 	return os.TempDir()
