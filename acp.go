@@ -168,8 +168,12 @@ type agent struct {
 	settingsRequired bool
 	sandbox          sandboxConfig // confines what tools, hooks and MCP servers start
 	sandboxABI       int           // the kernel's Landlock ABI, reported in initialize
-	allowSlash       []string      // slash commands serve opened for a managed child
-	home             string        // for ~/ in path rules
+	// tempParent holds the sessions' temp directories; in a managed child
+	// it is the directory serve made for this child alone, which shutdown
+	// removes once empty, in case serve is gone before it reaps the child.
+	tempParent string
+	allowSlash []string // slash commands serve opened for a managed child
+	home       string   // for ~/ in path rules
 	// mcpSettings are the settings file's MCP servers, started for every
 	// session; mcpCallTimeout bounds one tools/call (0: the default).
 	// With settingsCache nil, settings and these govern every session.
@@ -253,6 +257,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		sessions:   make(map[string]*session),
 		settings:   opts.Settings,
 		sandbox:    opts.Sandbox,
+		tempParent: opts.Sandbox.TempParent,
 		allowSlash: opts.AllowSlashCommands,
 		home:       sys.env.lookup("HOME"),
 
@@ -426,6 +431,9 @@ func (a *agent) shutdown() {
 	for _, s := range a.sessions {
 		s.sandbox.close()
 		s.workspace.close()
+	}
+	if a.managed && a.tempParent != "" {
+		os.Remove(a.tempParent) // only when empty: a session still closing keeps it
 	}
 }
 

@@ -196,3 +196,28 @@ func TestServeSessionUpdateParams(t *testing.T) {
 		}
 	}
 }
+
+// TestChildTempDirGoneWithServe: a serve in required mode killed with
+// SIGKILL reaps nothing; its managed child, ended by its parent's death,
+// removes the temp directory serve made for it, the session's inside it
+// first.
+func TestChildTempDirGoneWithServe(t *testing.T) {
+	requireLandlock(t)
+	ws := t.TempDir()
+	args, guardEnv := guardArgs(t, newTestProvider(t), ws, filepath.Join(t.TempDir(), "decisions.jsonl"))
+	// envTestSandbox empty: the real sandbox, not the suite's override.
+	sp := startServe(t, args, guardEnv, envTestSandbox+"=")
+	id := sp.newSession(t, "")
+	sp.runTurn(t, id, shellCall(`echo "$TMPDIR" > tmpdir.txt`, false))
+	tmp := strings.TrimSpace(mustRead(t, filepath.Join(ws, "tmpdir.txt")))
+	parent := filepath.Dir(tmp)
+	if !strings.HasPrefix(filepath.Base(parent), childTempPattern) || absent(t, tmp) {
+		t.Fatalf("TMPDIR %q: want an existing session temp directory in the child's own", tmp)
+	}
+	if err := sp.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if !pathGoneWithin(parent, 30*time.Second) {
+		t.Errorf("the child's temp directory %s outlives serve and the child", parent)
+	}
+}
