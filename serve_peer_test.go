@@ -362,7 +362,8 @@ func TestServeRefusesDescendantHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(2*time.Minute))
 	defer cancel()
 	cmd := u.command(ctx, []string{"serve", "--port", "0", "--workspace", ws, "--settings", settings}, envServerToken+"="+token)
-	url, _, stderr, _ := servedLines(t, cmd)
+	url, _, stderr, stop := servedLines(t, cmd)
+	defer stop() // SIGTERM: serve reaps its child and removes what it made for it
 	td := &testDaemon{url: url, stderr: stderr}
 	auth := []string{"Authorization", "Bearer " + token}
 

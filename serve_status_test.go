@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,7 +42,8 @@ func TestServeStartupLineAndStatus(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// SIGTERM: serve reaps its child and removes what it made for it.
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	m := serveListenRe.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
 	if m == nil || !strings.HasPrefix(m[1], "http://127.0.0.1:") || m[2] != "http-bridge" || m[3] != ws {
