@@ -205,6 +205,25 @@ func pidGoneWithin(pid int, within time.Duration) bool {
 	return false
 }
 
+// shortWayDir is a fresh directory for a test that hides a path in it: under
+// the shared memory directory where that is a sticky directory, else
+// t.TempDir(). Hiding a path costs a Landlock rule for every entry on its
+// way (sandbox_hide.go), and the temporary directory of a machine that has
+// run many tests can hold more entries than maxHideEntries.
+func shortWayDir(t testing.TB) string {
+	t.Helper()
+	var st syscall.Stat_t
+	if syscall.Stat(sharedMemoryDir, &st) != nil || st.Mode&syscall.S_ISVTX == 0 {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp(sharedMemoryDir, "acpguard-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { removeTree(d) })
+	return d
+}
+
 // pathGoneWithin reports whether nothing is at path, waiting a while for it
 // to go.
 func pathGoneWithin(path string, within time.Duration) bool {

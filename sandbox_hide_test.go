@@ -22,7 +22,7 @@ import (
 // file through a link, while it reads their neighbours and lists the
 // directories on the way.
 func TestSandboxHidesPaths(t *testing.T) {
-	root := t.TempDir()
+	root := shortWayDir(t)
 	ws, keys, hdir := filepath.Join(root, "ws"), filepath.Join(root, "keys"), filepath.Join(root, "hdir")
 	mustWrite(t, filepath.Join(ws, "README"), "work")
 	mustWrite(t, filepath.Join(keys, "token"), "TOKEN")
@@ -88,7 +88,7 @@ func TestSandboxHidesPaths(t *testing.T) {
 // hidden path out of reach, or a list contradicts it, are refused with the
 // path and the fix; the same paths apart are accepted.
 func TestSandboxHideRefused(t *testing.T) {
-	root := t.TempDir()
+	root := shortWayDir(t)
 	shared, keys := filepath.Join(root, "shared"), filepath.Join(root, "keys")
 	token := filepath.Join(keys, "token")
 	mustWrite(t, token, "TOKEN")
@@ -187,8 +187,8 @@ func TestServeHidesSecretFiles(t *testing.T) {
 	requireLandlock(t)
 	prov := newTestProvider(t)
 	for _, confined := range []bool{true, false} {
-		runtimeDir, ws := t.TempDir(), t.TempDir()
-		guardFile := filepath.Join(t.TempDir(), "guard.token")
+		runtimeDir, ws := shortWayDir(t), t.TempDir()
+		guardFile := filepath.Join(shortWayDir(t), "guard.token")
 		if err := createSecretFile(flagGuardTokenFile, guardFile, prov.token); err != nil {
 			t.Fatal(err)
 		}
