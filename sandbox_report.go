@@ -45,14 +45,14 @@ func startSandbox(cfg sandboxConfig, log *slog.Logger) (sandboxInForce, error) {
 		abi = 0
 	}
 	if !cfg.on() {
-		return sandboxInForce{Config: sandboxConfig{Profile: sandboxOff, Explicit: cfg.Explicit}, ABI: abi}, nil
+		return sandboxInForce{Config: sandboxConfig{Profile: sandboxOff, Explicit: cfg.Explicit, TempParent: cfg.TempParent}, ABI: abi}, nil
 	}
 	if probeErr != nil {
 		if cfg.Explicit {
 			return sandboxInForce{}, fmt.Errorf("confine tools with --%s %s: the kernel has no Landlock (%v); enable it (CONFIG_SECURITY_LANDLOCK and landlock in the lsm= boot parameter) or pass --%s %s", flagSandbox, sandboxWorkspace, probeErr, flagSandbox, sandboxOff)
 		}
 		log.Warn("sandbox off: the kernel has no Landlock, so tools, hooks and MCP servers run unconfined; enable Landlock, or pass --sandbox off to accept this without a warning", "probe", probeErr.Error())
-		return sandboxInForce{Config: sandboxConfig{Profile: sandboxOff}}, nil
+		return sandboxInForce{Config: sandboxConfig{Profile: sandboxOff, TempParent: cfg.TempParent}}, nil
 	}
 	if cfg.Network == sandboxNone && abi < sandboxNetworkABI {
 		return sandboxInForce{}, fmt.Errorf("confine tools with --%s %s: the kernel's Landlock ABI is %d and denying TCP bind and connect needs ABI %d (Linux 6.7); pass --%s %s or run on a newer kernel", flagSandboxNetwork, sandboxNone, abi, sandboxNetworkABI, flagSandboxNetwork, sandboxAll)

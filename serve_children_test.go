@@ -197,22 +197,23 @@ func TestServeSessionUpdateParams(t *testing.T) {
 	}
 }
 
-// TestChildTempDirGoneWithServe: a serve in required mode killed with
-// SIGKILL reaps nothing; its managed child, ended by its parent's death,
-// removes the temp directory serve made for it, the session's inside it
-// first.
+// TestChildTempDirGoneWithServe: a serve in required mode makes its
+// child's temp directory under --sandbox-temp; killed with SIGKILL it reaps
+// nothing, and its managed child, ended by its parent's death, removes that
+// directory, the session's inside it first.
 func TestChildTempDirGoneWithServe(t *testing.T) {
 	requireLandlock(t)
 	ws := t.TempDir()
 	args, guardEnv := guardArgs(t, newTestProvider(t), ws, filepath.Join(t.TempDir(), "decisions.jsonl"))
+	base := t.TempDir()
 	// envTestSandbox empty: the real sandbox, not the suite's override.
-	sp := startServe(t, args, guardEnv, envTestSandbox+"=")
+	sp := startServe(t, append(args, "--"+flagSandboxTemp, base), guardEnv, envTestSandbox+"=")
 	id := sp.newSession(t, "")
 	sp.runTurn(t, id, shellCall(`echo "$TMPDIR" > tmpdir.txt`, false))
 	tmp := strings.TrimSpace(mustRead(t, filepath.Join(ws, "tmpdir.txt")))
 	parent := filepath.Dir(tmp)
-	if !strings.HasPrefix(filepath.Base(parent), childTempPattern) || absent(t, tmp) {
-		t.Fatalf("TMPDIR %q: want an existing session temp directory in the child's own", tmp)
+	if !strings.HasPrefix(filepath.Base(parent), childTempPattern) || filepath.Dir(parent) != base || absent(t, tmp) {
+		t.Fatalf("TMPDIR %q: want an existing session temp directory in the child's own, under --%s %s", tmp, flagSandboxTemp, base)
 	}
 	if err := sp.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
