@@ -514,9 +514,16 @@ func TestSandboxNetworkNone(t *testing.T) {
 	if all[ops[0]] != "ok" || all[ops[1]] != "ok" {
 		t.Errorf("network all: %v, want connect and bind ok", all)
 	}
-	if accepted.Load() == 0 {
-		t.Error("network all: the listener saw no connection")
+	// Every connect that succeeded reaches the listener's accept loop in
+	// its own time: wait for all of them, so none is counted against the
+	// confined run below.
+	var made int64
+	for _, op := range []string{ops[0], ops[3]} {
+		if all[op] == "ok" {
+			made++
+		}
 	}
+	waitFor(t, "the listener to accept the unconfined connections", func() bool { return accepted.Load() >= made })
 	before := accepted.Load()
 	cfg := workspaceConfig()
 	cfg.Network = sandboxNone
