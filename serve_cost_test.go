@@ -42,6 +42,24 @@ const envBenchMaxChildren = "ACPGUARD_BENCH_MAX_CHILDREN"
 // envCostCalls, when set to a number, replaces costCalls.
 const envCostCalls = "ACPGUARD_COST_CALLS"
 
+// envCostWorkspaces, when set to a number, replaces costWorkspaces: a
+// session per workspace is the shape of many workspaces on one daemon.
+const envCostWorkspaces = "ACPGUARD_COST_WORKSPACES"
+
+// costWorkspacesToRun is costWorkspaces, or envCostWorkspaces when it
+// names a positive number.
+func costWorkspacesToRun(t *testing.T) int {
+	v, set := os.LookupEnv(envCostWorkspaces)
+	if !set {
+		return costWorkspaces
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a number of workspaces, at least 1", envCostWorkspaces, v)
+	}
+	return n
+}
+
 // costCallsToRun is costCalls, or envCostCalls when it names a number
 // that gives every session at least one prompt.
 func costCallsToRun(t *testing.T, sessions, perPrompt int) int {
@@ -409,7 +427,7 @@ func runCostCPU(t *testing.T, bin, kind, workload string, nSessions, perPrompt i
 	nCalls := costCallsToRun(t, nSessions, perPrompt)
 	prov := startCostProvider(t, kind, bin)
 	var wss []string
-	for range min(nSessions, costWorkspaces) {
+	for range min(nSessions, costWorkspacesToRun(t)) {
 		ws := t.TempDir()
 		if workload == costRead {
 			mustWrite(t, filepath.Join(ws, costReadFile), "cost\n")
