@@ -37,6 +37,8 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 	if err := hideEnviron(log); err != nil {
 		return err
 	}
+	// An operator's GOMAXPROCS wins over serve's own choice.
+	opts.SchedSlots = sys.env.lookup("GOMAXPROCS") == ""
 	tok, err := prepareHostToken(&opts, envOf(sys), log)
 	if err != nil {
 		return err
@@ -61,6 +63,7 @@ type daemon struct {
 	maxPending   int
 	limits       serveLimits
 	events       *eventBudget // every session's event memory: --max-event-memory
+	slots        *schedSlots  // nil: the runtime's slots are left as they are
 	obs          *serveObserver
 	allowSlash   []string
 	disabled     []string // --disabled-slash-commands
@@ -158,6 +161,9 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	// workspace whose file asks for the sandbox must have its sessions
 	// refused, not run unconfined (DESIGN.md §5).
 	d.sandboxFlags = opts.SandboxFlags
+	if opts.SchedSlots {
+		d.slots = newSchedSlots(d.obs.log)
+	}
 	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	d.events = newEventBudget(d.limits.MaxEventMemory)
 	d.obs.events = d.events

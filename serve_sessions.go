@@ -498,7 +498,9 @@ func (s *hostSession) run() {
 		} else {
 			s.echoPrompt(job)
 			stopDeadline := s.startDeadline(job)
+			s.d.slots.promptStarted()
 			stop, err = s.sendPrompt(job)
+			s.d.slots.promptEnded()
 			stopDeadline()
 		}
 
