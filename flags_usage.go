@@ -397,5 +397,9 @@ Environment:
   OPENAI_API_KEY
         its API key unless --model-key-file is given; read and removed at
         start, kept in the daemon only and sent only to that service.
+  GOMAXPROCS
+        unset, serve runs on one scheduler slot while at most two prompts run
+        at once and on the runtime's own number above that; set, it is kept
+        as given. Children run on one slot unless it is set.
 
 ` + scrubUsage
