@@ -131,6 +131,10 @@ func warnUnguarded(w io.Writer, cmd string, g guardConfig, given, logJSON bool) 
 // providerOptions are the validated flags of "acpguard provider". Every zero
 // value is the default.
 type providerOptions struct {
+	// SchedSlots: the provider sets its runtime's scheduler slots from the
+	// requests in progress (slots.go); the command sets it when GOMAXPROCS
+	// is unset.
+	SchedSlots     bool
 	Listen         loopbackAddr
 	PolicyFile     string
 	AuditPath      string // "" none, "-" stdout

@@ -98,6 +98,10 @@ Environment:
         from the environment at start.
   QWEN_SERVER_TOKEN
         read and removed at start; not used.
+  GOMAXPROCS
+        unset, the provider runs on one scheduler slot while at most eight
+        requests are in progress and on the runtime's own number above that;
+        set, it is kept as given.
 
 ` + scrubUsage
 

@@ -1492,12 +1492,19 @@ func (pp *providerProcess) stderrText() string {
 // (listening on 127.0.0.1:0 unless args name --listen) until the test ends.
 func startProviderProcess(t testing.TB, args ...string) *providerProcess {
 	t.Helper()
+	return startProviderProcessEnv(t, nil, args...)
+}
+
+// startProviderProcessEnv is startProviderProcess with env ("KEY=VALUE")
+// added to the provider's environment.
+func startProviderProcessEnv(t testing.TB, env []string, args ...string) *providerProcess {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	full := []string{"provider", "--policy", "examples/policy.json"}
 	if !slices.Contains(args, "--listen") {
 		full = append(full, "--listen", "127.0.0.1:0")
 	}
-	cmd := acpguardCmd(t, ctx, append(full, args...), envGuardToken+"="+providerTestToken)
+	cmd := acpguardCmd(t, ctx, append(full, args...), append([]string{envGuardToken + "=" + providerTestToken}, env...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,8 @@ func runProvider(ctx context.Context, sys *system, args []string) error {
 	if err := hideEnviron(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)); err != nil {
 		return err
 	}
+	// An operator's GOMAXPROCS wins over the provider's own choice.
+	opts.SchedSlots = sys.env.lookup("GOMAXPROCS") == ""
 	return serveProvider(ctx, sys, opts, nil)
 }
 
@@ -86,6 +88,9 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		shadow:   opts.Shadow,
 		log:      logger,
 		metrics:  newProviderMetrics(opts.Shadow),
+	}
+	if opts.SchedSlots {
+		p.slots = newSchedSlots(logger, slotsProviderMaxRequests)
 	}
 	if opts.OPA != nil {
 		p.opa = newOPAClient(opts.OPA)
@@ -247,9 +252,13 @@ type providerServer struct {
 
 	auditMu sync.Mutex // one decision, one whole line
 	audit   io.Writer  // nil: no audit log
+
+	slots *schedSlots // nil: the runtime's slots are left as they are
 }
 
 func (p *providerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.slots.begin()
+	defer p.slots.end()
 	start := time.Now()
 	method := http.MethodPost
 	switch r.URL.Path {

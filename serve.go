@@ -162,7 +162,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	// refused, not run unconfined (DESIGN.md §5).
 	d.sandboxFlags = opts.SandboxFlags
 	if opts.SchedSlots {
-		d.slots = newSchedSlots(d.obs.log)
+		d.slots = newSchedSlots(d.obs.log, slotsServeMaxPrompts)
 	}
 	d.sandbox, d.obs.sandbox = sandbox, sandbox
 	d.events = newEventBudget(d.limits.MaxEventMemory)

@@ -498,9 +498,9 @@ func (s *hostSession) run() {
 		} else {
 			s.echoPrompt(job)
 			stopDeadline := s.startDeadline(job)
-			s.d.slots.promptStarted()
+			s.d.slots.begin()
 			stop, err = s.sendPrompt(job)
-			s.d.slots.promptEnded()
+			s.d.slots.end()
 			stopDeadline()
 		}
 
