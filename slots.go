@@ -48,12 +48,12 @@ type schedSlots struct {
 	wide    bool
 	timer   slotsTimer // the pending narrowing, nil when none
 	// set applies a width; after arms a narrowing. Both are the runtime's
-	// and the clock's in serve, recorded in tests.
+	// and the clock's outside tests, which record them.
 	set   func(wide bool)
 	after func(d time.Duration, f func()) slotsTimer
 }
 
-// slotsTimer is the pending narrowing: *time.Timer in serve.
+// slotsTimer is the pending narrowing: a *time.Timer outside tests.
 type slotsTimer interface{ Stop() bool }
 
 // newSchedSlots puts the runtime on one slot, and on the runtime's own
