@@ -208,7 +208,7 @@ const (
 
 type serveOptions struct {
 	// SchedSlots: serve sets its runtime's scheduler slots from the prompts
-	// it runs (serve_slots.go); the command sets it when GOMAXPROCS is unset.
+	// it runs (slots.go); the command sets it when GOMAXPROCS is unset.
 	SchedSlots   bool
 	Hostname     bindAddr
 	Port         int // 0: pick a free port
