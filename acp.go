@@ -660,7 +660,7 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	if s.workspace, err = openWorkspace(s.cwd); err != nil {
 		return invalidParams("%s: %v", op, err)
 	}
-	if s.sandbox, err = newSandboxSession(a.sessionSandbox(ss), s.cwd, a.env); err != nil {
+	if s.sandbox, err = newSandboxSession(a.sessionSandbox(ss, s.cwd), s.cwd, a.env); err != nil {
 		s.workspace.close()
 		// No session whose tools would run unconfined.
 		return &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("%s: %v", op, err)}
@@ -714,15 +714,35 @@ func (a *agent) sessionModel(ss *sessionSettings, cwd string) (model, error) {
 // at the start (startSandbox). A default workspace profile on a kernel
 // without Landlock is off, as the start warned once; one asked for
 // explicitly stays on, and newSandboxSession refuses the session.
-func (a *agent) sessionSandbox(ss *sessionSettings) sandboxConfig {
-	if ss.Sandbox == nil || sandboxTestOverride != nil {
-		return a.sandbox
+func (a *agent) sessionSandbox(ss *sessionSettings, cwd string) sandboxConfig {
+	cfg := a.sandbox
+	if ss.Sandbox != nil && sandboxTestOverride == nil {
+		cfg = *ss.Sandbox
+		if cfg.on() && !cfg.Explicit && a.sandboxABI == 0 {
+			return sandboxConfig{Profile: sandboxOff}
+		}
 	}
-	cfg := *ss.Sandbox
-	if cfg.on() && !cfg.Explicit && a.sandboxABI == 0 {
-		return sandboxConfig{Profile: sandboxOff}
+	if cfg.on() {
+		cfg.Trusted = trustedProtect(a.trustedSources(cwd, cfg))
 	}
 	return cfg
+}
+
+// trustedSources are the paths this agent trusts for a session in cwd:
+// the settings files it reads there, its system prompt file, its state
+// directory, its secret files and the home directory.
+func (a *agent) trustedSources(cwd string, cfg sandboxConfig) trustedSources {
+	ts := trustedSources{Workspace: cwd, SystemPrompt: a.systemPrompt.File, Secrets: cfg.Private, Home: a.home}
+	if c := a.settingsCache; c != nil {
+		o := c.opts
+		o.Workspace = cwd
+		ts.Settings = settingsLayers(c.src, o)
+		ts.TrustedWS = !o.NoUser && (!o.Required || o.TrustWorkspace)
+	}
+	if a.history != nil {
+		ts.StateDir = a.history.dir
+	}
+	return ts
 }
 
 // sessionModes is the modes member of a session/new or session/load result.

@@ -43,6 +43,8 @@ type system struct {
 }
 
 func main() {
+	// A confined start's mount stage is this binary too (sandbox_stage.go).
+	runSandboxStageIfAsked()
 	// The token must be gone from the environment before any goroutine,
 	// library or child can read it.
 	env := captureEnv()

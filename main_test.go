@@ -55,6 +55,7 @@ func asACPChild(run func(arg string) int) func(string) int {
 // TestMain runs the tests, or with envTestRole set plays that role and exits
 // with its code; an unknown role exits 2.
 func TestMain(m *testing.M) {
+	runSandboxStageIfAsked()
 	if v, ok := os.LookupEnv(envTestRole); ok {
 		name, arg, _ := strings.Cut(v, ":")
 		run := testRoles[name]

@@ -149,6 +149,10 @@ type sandboxSession struct {
 	ruleset int   // landlock ruleset fd, close-on-exec; restricts every start
 	tmp     string
 	envAdd  []string // TMPDIR and the caches, for childEnv
+
+	// protect is the session's protection (sandbox_protect.go): with
+	// mounts, every start goes through the mount stage.
+	protect *protectPlan
 }
 
 // spawnEnv is what starting a process for a session takes: the one
@@ -189,7 +193,32 @@ func newSandboxSession(cfg sandboxConfig, cwd string, e *procEnv) (*sandboxSessi
 		p.Release()
 	}
 	s.cfg, s.cwd, s.pe = cfg, cwd, e
+	if s.protect, err = sessionProtection(cfg, cwd); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// sessionProtection plans what the session's tools may not change and
+// checks that it can be enforced: the git walk must have finished, and
+// mounts need the mount stage; where the system refuses it, a session with
+// a protected path in reach is refused (DESIGN.md §5).
+func sessionProtection(cfg sandboxConfig, cwd string) (*protectPlan, error) {
+	given := slices.Concat(cfg.Trusted, operatorProtect(cfg.Protect))
+	pl, err := planProtection(given, append([]string{cwd}, cfg.Write...))
+	if err != nil {
+		return nil, err
+	}
+	if pl.Cut != "" {
+		return nil, fmt.Errorf("sandbox: %s beneath %q, so not every repository's hooks and config would be protected; start the session in a smaller directory", pl.Cut, cwd)
+	}
+	if len(pl.Mounts) == 0 {
+		return pl, nil
+	}
+	if err := mountStageWorks(); err != nil {
+		return nil, fmt.Errorf("sandbox: %q is protected (%s) and lies in the writable %q, and this system cannot mount over it (%v); start the session in a directory that does not contain it, or enable unprivileged user namespaces (sysctl user.max_user_namespaces, and kernel.apparmor_restrict_unprivileged_userns=0 where AppArmor restricts them)", pl.First, pl.FirstRule, pl.FirstRoot, err)
+	}
+	return pl, pl.make()
 }
 
 // make makes the session's temp directory and ruleset, once; it returns
@@ -309,6 +338,19 @@ func (s *sandboxSession) start(cmd *exec.Cmd) error {
 	defer s.mu.RUnlock()
 	if s.closed {
 		return &sandboxStartError{cmd.Path, errors.New("the session's sandbox is closed: its session ended")}
+	}
+	if s.protect != nil && len(s.protect.Mounts) > 0 {
+		path := cmd.Path
+		plan, restore, err := stageCmd(cmd, s.protect.Mounts, s.cfg.Unix == sandboxNone, s.cfg.Network == sandboxNone)
+		if err != nil {
+			return &sandboxStartError{path, err}
+		}
+		err = startStaged(cmd, plan, s.ruleset)
+		restore()
+		if err != nil {
+			return &sandboxStartError{path, err}
+		}
+		return nil
 	}
 	done := make(chan error, 1)
 	go s.startOnOwnThread(cmd, done)

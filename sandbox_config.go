@@ -38,6 +38,14 @@ type sandboxConfig struct {
 	// where Read lets them read their directory: acpguard's own secret
 	// files and the operator's --sandbox-hide paths (sandbox_hide.go).
 	Hide []string
+	// Protect are the operator's --sandbox-protect and tools.sandboxProtect
+	// paths; Private are acpguard's secret files (--sandbox-private), also
+	// in Hide, whose directories are protected. Trusted are the paths
+	// acpguard itself trusts for a session (trustedProtect), set by the
+	// agent per session. sandbox_protect.go.
+	Protect []string
+	Private []string
+	Trusted []protectedPath
 	// Write are absolute, existing directories confined processes may also
 	// write beneath, beyond the session cwd and its temp directory.
 	Write []string

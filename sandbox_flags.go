@@ -34,6 +34,9 @@ const (
 	flagSandboxRead  = "sandbox-read"
 	flagSandboxWrite = "sandbox-write"
 	flagSandboxHide  = "sandbox-hide"
+	// flagSandboxProtect names a path no confined process and no built-in
+	// file tool may change, even beneath a writable root (sandbox_protect.go).
+	flagSandboxProtect = "sandbox-protect"
 	// flagSandboxPrivate names a private file of acpguard's (a token or
 	// key file): hidden whenever the sandbox is on,
 	// whatever turned it on, and no mistake while it is off. serve gives
@@ -54,6 +57,7 @@ const (
 	keySandboxRead    = "tools.sandboxRead"
 	keySandboxWrite   = "tools.sandboxWrite"
 	keySandboxHide    = "tools.sandboxHide"
+	keySandboxProtect = "tools.sandboxProtect"
 	keySandboxNetwork = "tools.sandboxNetwork"
 	keySandboxUnix    = "tools.sandboxUnix"
 )
@@ -146,6 +150,11 @@ func (t *toolsSettings) validateSandbox() error {
 	}); err != nil {
 		return err
 	}
+	if t.SandboxProtect, err = protectPaths(t.SandboxProtect, func(i int, v, rule string) error {
+		return fmt.Errorf("key %q: %q %s", fmt.Sprintf("%s[%d]", keySandboxProtect, i), v, rule)
+	}); err != nil {
+		return err
+	}
 	for _, k := range []struct {
 		key string
 		a   sandboxAccess
@@ -191,6 +200,29 @@ func hidePaths(raw []string, bad func(i int, v, rule string) error) ([]string, e
 		rule := sandboxNameRule(p)
 		if rule == "" && filepath.Clean(p) == "/" {
 			rule = "would hide the whole filesystem: list the paths tools need with --" + flagSandboxRead
+		}
+		if rule != "" {
+			return nil, bad(i, p, rule)
+		}
+		if c := filepath.Clean(p); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// protectPaths validates the --sandbox-protect paths, cleaned and without
+// repeats: absolute, without "." or "..", not "/"; they need not exist,
+// since a protected name stays protected when it would appear.
+func protectPaths(raw []string, bad func(i int, v, rule string) error) ([]string, error) {
+	if len(raw) > maxSandboxPaths {
+		return nil, bad(maxSandboxPaths, raw[maxSandboxPaths], fmt.Sprintf("is one path too many: at most %d are allowed", maxSandboxPaths))
+	}
+	var out []string
+	for i, p := range raw {
+		rule := sandboxNameRule(p)
+		if rule == "" && filepath.Clean(p) == "/" {
+			rule = "would protect the whole filesystem: pass --" + flagSandbox + " " + sandboxWorkspace + " with no --" + flagSandboxWrite + " to keep tools to their session directory"
 		}
 		if rule != "" {
 			return nil, bad(i, p, rule)
@@ -253,6 +285,7 @@ type sandboxFlags struct {
 	profile, network, unix *onceValue
 	temp                   *onceValue // --sandbox-temp
 	read, write, hide      listValue
+	protect                listValue
 	// secrets are the absolute paths of the private files of this process,
 	// or of the serve that started it (--sandbox-private): the files it
 	// reads or writes a credential in. Hidden whenever the sandbox is on,
@@ -271,6 +304,7 @@ func addSandboxFlags(fs *flag.FlagSet) *sandboxFlags {
 	fs.Var(&f.read, flagSandboxRead, "")
 	fs.Var(&f.write, flagSandboxWrite, "")
 	fs.Var(&f.hide, flagSandboxHide, "")
+	fs.Var(&f.protect, flagSandboxProtect, "")
 	fs.Var(&f.secrets, flagSandboxPrivate, "")
 	return f
 }
@@ -319,6 +353,10 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	if err != nil {
 		return sandboxConfig{}, err
 	}
+	protect, err := protectPaths(f.protect, flagPath(flagSandboxProtect))
+	if err != nil {
+		return sandboxConfig{}, err
+	}
 	secrets, err := hidePaths(f.secrets, flagPath(flagSandboxPrivate))
 	if err != nil {
 		return sandboxConfig{}, err
@@ -352,6 +390,9 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 		for _, p := range f.hide {
 			flags = append(flags, given{flagSandboxHide, p})
 		}
+		for _, p := range f.protect {
+			flags = append(flags, given{flagSandboxProtect, p})
+		}
 		if f.network.count > 0 {
 			flags = append(flags, given{flagSandboxNetwork, f.network.value})
 		}
@@ -367,6 +408,9 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 		}
 		if t.SandboxHide != nil {
 			keys = append(keys, keySandboxHide)
+		}
+		if t.SandboxProtect != nil {
+			keys = append(keys, keySandboxProtect)
 		}
 		if t.SandboxNetwork.set {
 			keys = append(keys, keySandboxNetwork)
@@ -424,6 +468,13 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 			c.Hide = append(c.Hide, p)
 		}
 	}
+	// Protected paths add up too; only the secret files are private.
+	for _, p := range slices.Concat(t.SandboxProtect, protect) {
+		if !slices.Contains(c.Protect, p) {
+			c.Protect = append(c.Protect, p)
+		}
+	}
+	c.Private = secrets
 	if err := c.checkHidden(); err != nil {
 		return sandboxConfig{}, err
 	}
@@ -446,7 +497,7 @@ func (f *sandboxFlags) forSessions(operatorFile string, requiredDefault bool) fu
 type sandboxGiven struct {
 	profile, network, unix string // "" not given
 	read, write            []string
-	hide                   []string
+	hide, protect          []string
 	// secrets are serve's secret files, which every child hides from its
 	// tools when its sandbox is on.
 	secrets []string
@@ -455,7 +506,7 @@ type sandboxGiven struct {
 // given returns the flags the operator gave, and the secret files.
 func (f *sandboxFlags) given() *sandboxGiven {
 	return &sandboxGiven{profile: f.profile.value, network: f.network.value, unix: f.unix.value,
-		read: slices.Clone(f.read), write: slices.Clone(f.write), hide: slices.Clone(f.hide), secrets: slices.Clone(f.secrets)}
+		read: slices.Clone(f.read), write: slices.Clone(f.write), hide: slices.Clone(f.hide), protect: slices.Clone(f.protect), secrets: slices.Clone(f.secrets)}
 }
 
 // addSecret records the secret file path, made absolute, to be hidden.
@@ -482,7 +533,7 @@ func requiredModeSandbox() sandboxConfig {
 // them without following links that appear later.
 func narrowSandbox(op sandboxConfig, ws toolsSettings) (c sandboxConfig, dropped []string) {
 	c = op
-	c.Read, c.Write, c.Hide = slices.Clone(op.Read), slices.Clone(op.Write), slices.Clone(op.Hide)
+	c.Read, c.Write, c.Hide, c.Protect = slices.Clone(op.Read), slices.Clone(op.Write), slices.Clone(op.Hide), slices.Clone(op.Protect)
 	if ws.Sandbox.set {
 		switch {
 		case ws.Sandbox.on && !op.on():
@@ -492,7 +543,7 @@ func narrowSandbox(op sandboxConfig, ws toolsSettings) (c sandboxConfig, dropped
 		}
 	}
 	if !c.on() {
-		for key, set := range map[string]bool{keySandboxRead: ws.SandboxRead != nil, keySandboxWrite: ws.SandboxWrite != nil, keySandboxHide: ws.SandboxHide != nil,
+		for key, set := range map[string]bool{keySandboxRead: ws.SandboxRead != nil, keySandboxWrite: ws.SandboxWrite != nil, keySandboxHide: ws.SandboxHide != nil, keySandboxProtect: ws.SandboxProtect != nil,
 			keySandboxNetwork: ws.SandboxNetwork.set, keySandboxUnix: ws.SandboxUnix.set} {
 			if set {
 				dropped = append(dropped, key)
@@ -522,6 +573,11 @@ func narrowSandbox(op sandboxConfig, ws toolsSettings) (c sandboxConfig, dropped
 	for _, p := range ws.SandboxHide {
 		if !slices.Contains(c.Hide, p) {
 			c.Hide = append(c.Hide, p)
+		}
+	}
+	for _, p := range ws.SandboxProtect {
+		if !slices.Contains(c.Protect, p) {
+			c.Protect = append(c.Protect, p)
 		}
 	}
 	if a := ws.SandboxNetwork; a.set {
@@ -613,6 +669,12 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
         a cloud credentials file. acpguard's own token and key files are
         always hidden. It must not lie in a workspace or a --sandbox-write
         directory, where Landlock cannot keep it out of reach.
+  --sandbox-protect PATH
+        (repeatable) an absolute path no confined process and no built-in
+        file tool may create, change, rename or remove, even beneath a
+        writable directory, existing or not; added to what acpguard always
+        protects (its trusted settings, its state directory, the home
+        directory's dot entries, every git repository's hooks and config).
   --sandbox-network all|none
         none denies TCP bind and connect; it needs Landlock ABI 4 (Linux 6.7)
         and exits 1 on an older kernel (default all).

@@ -126,6 +126,9 @@ func (s sandboxInForce) childArgs(g *sandboxGiven) []string {
 	for _, p := range g.hide {
 		args = append(args, "--"+flagSandboxHide, p)
 	}
+	for _, p := range g.protect {
+		args = append(args, "--"+flagSandboxProtect, p)
+	}
 	for _, p := range g.secrets {
 		args = append(args, "--"+flagSandboxPrivate, p)
 	}
@@ -156,6 +159,9 @@ func (s sandboxInForce) wholeArgs() []string {
 	}
 	for _, p := range c.Hide {
 		args = append(args, "--"+flagSandboxHide, p)
+	}
+	for _, p := range c.Protect {
+		args = append(args, "--"+flagSandboxProtect, p)
 	}
 	r := s.report()
 	return append(args, "--"+flagSandboxNetwork, r.Network, "--"+flagSandboxUnix, r.Unix)

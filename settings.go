@@ -91,11 +91,12 @@ type toolsSettings struct {
 	Core    []string `json:"core"`
 	Allowed []string `json:"allowed"`
 	// The sandbox keys (sandbox_flags.go): Qwen Code's tools.sandbox, and
-	// acpguard's read, write and hide lists and network and Unix choices.
+	// acpguard's read, write, hide and protect lists and network and Unix choices.
 	Sandbox        sandboxSetting `json:"sandbox"`
 	SandboxRead    []string       `json:"sandboxRead"`
 	SandboxWrite   []string       `json:"sandboxWrite"`
 	SandboxHide    []string       `json:"sandboxHide"`
+	SandboxProtect []string       `json:"sandboxProtect"`
 	SandboxNetwork sandboxAccess  `json:"sandboxNetwork"`
 	SandboxUnix    sandboxAccess  `json:"sandboxUnix"`
 	// SandboxImage is Qwen Code's container image: refused, not ignored.

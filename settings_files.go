@@ -495,7 +495,7 @@ var workspaceUntrustedKeys = []string{
 	"hooks", "disableAllHooks", "mcpServers", "mcp.allowed", "mcp.serverCommand",
 	"permissions.allow", "permissions.autoMode.hints.allow",
 	"tools.allowed", "tools.core", "tools.autoAccept", "tools.discoveryCommand", "tools.callCommand",
-	"tools.sandbox", "tools.sandboxImage", "tools.sandboxRead", "tools.sandboxWrite", "tools.sandboxHide",
+	"tools.sandbox", "tools.sandboxImage", "tools.sandboxRead", "tools.sandboxWrite", "tools.sandboxHide", "tools.sandboxProtect",
 	"tools.sandboxNetwork", "tools.sandboxUnix", "model.baseUrl", "modelProviders", "providerProtocol", "security.auth", "security.allowedHttpHookUrls", "proxy", "env",
 }
 
