@@ -165,8 +165,8 @@ type protectPlan struct {
 func planProtection(given []protectedPath, roots []string) (*protectPlan, error) {
 	pl := &protectPlan{}
 	realRoots := realPaths(roots)
-	ro := map[string]bool{}     // read-only mounts
-	rw := map[string]bool{}     // writable mounts (pins and holes)
+	ro := map[string]bool{}       // read-only mounts
+	rw := map[string]bool{}       // writable mounts (pins and holes)
 	seal := map[string][]string{} // sealed directories and the names they keep read-only
 	dotSeal := map[string]bool{}  // sealed directories whose dot entries stay read-only
 	rootOf := func(p string) string {
