@@ -40,6 +40,10 @@ const (
 	// protectPath is an operator's path: what it is, or sealed in its
 	// directory when missing.
 	protectPath
+	// protectExisting is a file protected where it exists: the trusted
+	// workspace's .mcp.json and .env, which acpguard does not read yet, so
+	// that a missing one does not seal the workspace itself.
+	protectExisting
 	// protectGitConfig is a repository's config: a missing one is made
 	// empty, which git reads as it reads none, so that the repository's
 	// directory need not be sealed (git writes its index and locks there).
@@ -118,8 +122,8 @@ func trustedProtect(s trustedSources) []protectedPath {
 		}
 	}
 	if s.TrustedWS && s.Workspace != "" {
-		add(filepath.Join(s.Workspace, ".mcp.json"), protectFile, ruleWorkspace)
-		add(filepath.Join(s.Workspace, ".env"), protectFile, ruleWorkspace)
+		add(filepath.Join(s.Workspace, ".mcp.json"), protectExisting, ruleWorkspace)
+		add(filepath.Join(s.Workspace, ".env"), protectExisting, ruleWorkspace)
 	}
 	add(s.SystemPrompt, protectFile, ruleSystemPrompt)
 	add(s.StateDir, protectTree, ruleStateDir)
@@ -197,7 +201,10 @@ func planProtection(given []protectedPath, roots []string) (*protectPlan, error)
 				return fmt.Errorf("sandbox: protected %q (%s) is a symbolic link in the writable %q, which a tool could replace; make it the file or directory itself, or start the session where it is out of reach", pp.Path, pp.Rule, rootOf(parent))
 			}
 		}
-		note(real, pp.Rule, root)
+		mark := func(p string) {
+			ro[p] = true
+			note(real, pp.Rule, root)
+		}
 		fi, err := os.Lstat(real)
 		exists := err == nil
 		switch pp.Kind {
@@ -205,19 +212,23 @@ func planProtection(given []protectedPath, roots []string) (*protectPlan, error)
 			if !exists {
 				pl.makeDirs = append(pl.makeDirs, real)
 			}
-			ro[real] = true
+			mark(real)
 		case protectGitConfig:
 			if !exists {
 				pl.makeFiles = append(pl.makeFiles, real)
 			}
-			ro[real] = true
+			mark(real)
+		case protectExisting:
+			if exists {
+				mark(real)
+			}
 		case protectFile, protectPath:
 			if exists {
-				ro[real] = true
+				mark(real)
 			} else {
 				d := filepath.Dir(real)
 				seal[d] = append(seal[d], filepath.Base(real))
-				ro[d] = true
+				mark(d)
 			}
 		case protectDotEntries:
 			if !exists || !fi.IsDir() {
@@ -225,7 +236,7 @@ func planProtection(given []protectedPath, roots []string) (*protectPlan, error)
 			}
 			dotSeal[real] = true
 			seal[real] = append(seal[real], "")
-			ro[real] = true
+			mark(real)
 			// A dot entry that links elsewhere in reach: what it leads to.
 			entries, err := os.ReadDir(real)
 			if err != nil {
@@ -539,7 +550,7 @@ func (pl *protectPlan) protectedRule(p string) string {
 			if pathUnder(p, pp.Path) {
 				return pp.Rule
 			}
-		case protectFile, protectGitConfig:
+		case protectFile, protectGitConfig, protectExisting:
 			if p == pp.Path {
 				return pp.Rule
 			}
@@ -563,11 +574,32 @@ func (pl *protectPlan) protectedRule(p string) string {
 	return ""
 }
 
-// protectedError is a built-in file tool's refusal of the protected path p.
-func protectedError(tool, p, rule string) error {
+// protectedPathError is a built-in file tool's refusal of a protected path.
+type protectedPathError struct {
+	tool, path, rule string
+}
+
+func (e *protectedPathError) Error() string {
 	fix := "change it outside the agent"
-	if rule == ruleOperator {
+	if e.rule == ruleOperator {
 		fix = "drop it from --" + flagSandboxProtect + " or " + keySandboxProtect + ", or change it outside the agent"
 	}
-	return fmt.Errorf("%s %q: protected path (%s); tools may not change what acpguard or the user's own programs trust: %s", tool, p, rule, fix)
+	return fmt.Sprintf("%s %q: protected path (%s); no tool may change what acpguard or the user's own programs trust: %s", e.tool, e.path, e.rule, fix)
+}
+
+// protectGuard returns the check a built-in file tool makes of the real
+// path it is about to write for p (shown in the error): a refusal when the
+// session's sandbox protects it, nil otherwise. Off, it allows everything,
+// as the sandbox does.
+func protectGuard(env *toolEnv, tool, p string) func(real string) error {
+	sb := env.Sandbox
+	if sb == nil || sb.protect == nil {
+		return func(string) error { return nil }
+	}
+	return func(real string) error {
+		if rule := sb.protect.protectedRule(real); rule != "" {
+			return &protectedPathError{tool, p, rule}
+		}
+		return nil
+	}
 }

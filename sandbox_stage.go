@@ -11,7 +11,9 @@
 // caller's own uid and gid, and a new mount namespace, keeping CAP_SYS_ADMIN
 // of that namespace across the exec as an ambient capability. The stage
 // reads its plan from an inherited socket (never from its environment or
-// argv), clones every tree it will mount before it mounts any, makes the
+// argv), writes its own uid and gid maps (acp is not dumpable, so its
+// /proc entries, and those of a child not yet exec'd, are root's: it could
+// not write them for the child), clones every tree it will mount before it mounts any, makes the
 // protected ones read-only, attaches them shallowest first, enters the
 // command's directory again so that its cwd is the covered one, drops every
 // capability, installs the seccomp filter and the Landlock domain on its
@@ -75,6 +77,9 @@ type stagePlan struct {
 	Env    []string     `json:"env"`
 	Dir    string       `json:"dir"`
 	Mounts []stageMount `json:"mounts"`
+	// UID and GID are the launcher's, mapped to themselves.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 	// DenyUnix and DenyNetwork choose the seccomp filter (socketFilter).
 	DenyUnix    bool `json:"denyUnix"`
 	DenyNetwork bool `json:"denyNetwork"`
@@ -93,7 +98,9 @@ const (
 	atEmptyPath         = 0x1000  // AT_EMPTY_PATH
 	moveMountFEmptyPath = 0x4     // MOVE_MOUNT_F_EMPTY_PATH
 	mountAttrRdonly     = 0x1     // MOUNT_ATTR_RDONLY
-	capSysAdmin         = 21      // CAP_SYS_ADMIN
+	capSetgid           = 6       // CAP_SETGID: to write the gid map
+	capSetuid           = 7       // CAP_SETUID: to write the uid map
+	capSysAdmin         = 21      // CAP_SYS_ADMIN: to mount
 )
 
 // runSandboxStageIfAsked runs the stage when this process is one; it does
@@ -128,6 +135,9 @@ func runSandboxStage() int {
 	if err := decodeStrict(data, &p); err != nil {
 		return fail(fmt.Errorf("read the plan: %w", err))
 	}
+	if err := writeIDMaps(p.UID, p.GID); err != nil {
+		return fail(err)
+	}
 	if err := mountPlan(p.Mounts); err != nil {
 		return fail(err)
 	}
@@ -151,6 +161,21 @@ func runSandboxStage() int {
 	}
 	err = syscall.Exec(p.Path, p.Args, p.Env)
 	return fail(&os.PathError{Op: "exec", Path: p.Path, Err: err})
+}
+
+// writeIDMaps maps uid and gid of the parent namespace to themselves in
+// the stage's own, after refusing setgroups, as an unprivileged process may.
+func writeIDMaps(uid, gid int) error {
+	for _, w := range []struct{ file, data string }{
+		{"/proc/self/setgroups", "deny"},
+		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1", uid, uid)},
+		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1", gid, gid)},
+	} {
+		if err := os.WriteFile(w.file, []byte(w.data), 0); err != nil {
+			return fmt.Errorf("map the user namespace: %w", err)
+		}
+	}
+	return nil
 }
 
 // mountPlan clones every tree first, as the namespace began, so that a
@@ -250,13 +275,10 @@ func stageCmd(cmd *exec.Cmd, mounts []stageMount, denyUnix, denyNetwork bool) (s
 		}
 		dir = wd
 	}
-	plan := stagePlan{Path: cmd.Path, Args: cmd.Args, Env: cmd.Environ(), Dir: dir, Mounts: mounts, DenyUnix: denyUnix, DenyNetwork: denyNetwork}
-	uid, gid := os.Getuid(), os.Getgid()
+	plan := stagePlan{Path: cmd.Path, Args: cmd.Args, Env: cmd.Environ(), Dir: dir, Mounts: mounts,
+		UID: os.Getuid(), GID: os.Getgid(), DenyUnix: denyUnix, DenyNetwork: denyNetwork}
 	attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	attr.GidMappingsEnableSetgroups = false
-	attr.AmbientCaps = []uintptr{capSysAdmin}
+	attr.AmbientCaps = []uintptr{capSetgid, capSetuid, capSysAdmin}
 	path, args, env, sys := cmd.Path, cmd.Args, cmd.Env, cmd.SysProcAttr
 	cmd.Path, cmd.Args, cmd.Env, cmd.SysProcAttr = stageExecutable, []string{stageExecutable, sandboxStageArg}, []string{}, &attr
 	restore := func() { cmd.Path, cmd.Args, cmd.Env, cmd.SysProcAttr = path, args, env, sys }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -209,10 +210,17 @@ func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolR
 		return failed(errTypeExecutionFailed, "write file: %v", err)
 	}
 	defer release()
+	guard := protectGuard(env, "write_file", p)
+	if err := guard(realPathOf(p)); err != nil {
+		return failed(errTypeExecutionFailed, "%v", err)
+	}
 	// What the file held, for the diff the client is shown; read before the
 	// write as the preview reads it.
 	d := previewWrite(root, rel, p, content)
-	if err := writeFile(root, rel, p, content); err != nil {
+	if err := writeFile(root, rel, p, content, guard); err != nil {
+		if errors.As(err, new(*protectedPathError)) {
+			return failed(errTypeExecutionFailed, "%v", err)
+		}
 		return failed(errTypeExecutionFailed, "write file: %v", err)
 	}
 	res := completed(fmt.Sprintf("Wrote %d bytes to %s", len(content), p), map[string]any{"path": p, "bytes": len(content)})
@@ -223,8 +231,10 @@ func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolR
 // writeFile writes content to the file rel of root, shown as p, creating
 // the parent directories; an existing file keeps its mode. Only a regular
 // file is written: the open does not wait on a FIFO (openNoWait), and
-// anything else found open is left as it was.
-func writeFile(root *os.Root, rel, p, content string) error {
+// anything else found open is left as it was. guard judges the real path
+// of the file opened, before it is truncated: a directory swapped for a
+// symbolic link after the first check cannot lead to a protected file.
+func writeFile(root *os.Root, rel, p, content string, guard func(real string) error) error {
 	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
 		return fmt.Errorf("%q is a directory", p)
 	} else if err == nil && !fi.Mode().IsRegular() {
@@ -236,7 +246,7 @@ func writeFile(root *os.Root, rel, p, content string) error {
 			return err
 		}
 	}
-	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|openNoWait, 0o644)
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|openNoWait, 0o644)
 	if err != nil {
 		return err
 	}
@@ -245,6 +255,17 @@ func writeFile(root *os.Root, rel, p, content string) error {
 		if err == nil {
 			err = fmt.Errorf("%q is not a regular file", p)
 		}
+		return err
+	}
+	if real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd()))); err != nil || guard(real) != nil {
+		f.Close()
+		if err == nil {
+			err = guard(real)
+		}
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return err
 	}
 	_, err = f.WriteString(content)
@@ -261,12 +282,19 @@ func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 		return failed(errTypeExecutionFailed, "edit: %v", err)
 	}
 	defer release()
+	guard := protectGuard(env, "edit", p)
+	if err := guard(realPathOf(p)); err != nil {
+		return failed(errTypeExecutionFailed, "%v", err)
+	}
 	data, err := readTextFile(root, rel, p)
 	plan, res := planEdit(p, args, data, err)
 	if plan == nil {
 		return res
 	}
-	if err := writeFile(root, rel, p, plan.New); err != nil {
+	if err := writeFile(root, rel, p, plan.New, guard); err != nil {
+		if errors.As(err, new(*protectedPathError)) {
+			return failed(errTypeExecutionFailed, "%v", err)
+		}
 		return failed(errTypeExecutionFailed, "edit: %v", err)
 	}
 	if plan.Old == nil {
