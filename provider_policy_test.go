@@ -184,6 +184,10 @@ func TestPolicyReaches(t *testing.T) {
 		{"glob with an absolute pattern", "glob", `{"pattern":"/srv/work/secrets/**","path":"/srv/work/other"}`, 1},
 		{"glob with no pattern", "glob", `{"path":"/srv/work/other"}`, -1},
 	}
+	// provider check names the rule as the policy file has it, paths cleaned.
+	if got, want := pol.describe(1), `rule 1 {tool "Glob", reaches ["/srv/work/secrets" "/srv/keys"], deny}`; got != want {
+		t.Errorf("describe = %s, want %s", got, want)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var args any
