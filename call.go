@@ -83,6 +83,10 @@ type toolEnv struct {
 	// Policy is the layers before the guard: settings, approval mode, hooks.
 	// nil runs none of them (tests of the boundary alone).
 	Policy *callPolicy
+	// ReadDenied reports whether those layers refuse reading the absolute
+	// path it is given, as they would refuse read_file of it: the search
+	// tools skip such paths. runTool sets it from Policy; nil: none is.
+	ReadDenied func(string) bool
 }
 
 // Texts of calls that end before their executor for reasons of our own.

@@ -27,6 +27,11 @@ func runTool(ctx context.Context, env *toolEnv, call toolCall) toolResult {
 		if res, ok := checkPolicy(ctx, env, call, &sp, args); !ok {
 			return res
 		}
+		// What the rules refuse to read, the search tools do not reach
+		// (a copy: the caller's env is not written).
+		e := *env
+		e.ReadDenied = env.Policy.readDenied(env.Cwd)
+		env = &e
 	}
 	if env.Guard != nil {
 		// Only here: with no guard the path copies nothing, allocates

@@ -267,10 +267,8 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 			call.hasCommand = true
 		}
 	}
-	for _, rl := range r.deny {
-		if rl.matches(call, true) {
-			return verdictDeny, rl.raw
-		}
+	if rule, ok := r.denies(call); ok {
+		return verdictDeny, rule
 	}
 	// In plan mode a call that is not read-only is refused, not asked,
 	// whatever an ask or allow rule says (DESIGN.md §10).
@@ -300,6 +298,32 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 		return verdictAllow, "" // read-only MCP tool
 	}
 	return verdictAsk, ""
+}
+
+// denies is decide's first step: the first deny rule that covers the call.
+func (r *permissionRules) denies(call permCall) (rule string, ok bool) {
+	for _, rl := range r.deny {
+		if rl.matches(call, true) {
+			return rl.raw, true
+		}
+	}
+	return "", false
+}
+
+// readDenied is the check the search tools make on each path they reach
+// (toolEnv.ReadDenied): whether a deny rule refuses read_file of the
+// absolute path, as decide would refuse the call, in the session cwd cwd.
+// nil when the rules deny nothing. The check serves one call: it resolves
+// cwd once, and is not for concurrent use.
+func (p *callPolicy) readDenied(cwd string) func(string) bool {
+	if p == nil || p.Settings == nil || p.Settings.Rules == nil || len(p.Settings.Rules.deny) == 0 {
+		return nil
+	}
+	r, home, realCwd := p.Settings.Rules, p.Home, &resolvedCwdOnce{}
+	return func(file string) bool {
+		_, ok := r.denies(permCall{tool: toolReadFile, args: map[string]any{"file_path": file}, cwd: cwd, home: home, realCwd: realCwd})
+		return ok
+	}
 }
 
 // permissionDenialText is the user-visible text of a permission denial.

@@ -201,3 +201,97 @@ func decodeJSONNumber(s string, v any) error {
 	d.UseNumber()
 	return d.Decode(v)
 }
+
+// policyReferenceRule is the page's ```json block that follows the line
+// starting with lead, as a policy of that one rule.
+func policyReferenceRule(t testing.TB, lead string) string {
+	t.Helper()
+	b, err := os.ReadFile(policyReferencePage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "\n"+lead)
+	if !ok {
+		t.Fatalf("%s: no line starting with %q", policyReferencePage, lead)
+	}
+	_, after, ok = strings.Cut(after, "```json\n")
+	block, _, closed := strings.Cut(after, "```")
+	if !ok || !closed {
+		t.Fatalf("%s: no json block after %q", policyReferencePage, lead)
+	}
+	return `{"rules": [` + block + `], "default": "allow"}`
+}
+
+// TestPolicyReferenceSearchRule: the page's grep_search rule does what it
+// says, no searching of the secrets folder with or without a path: a
+// search from the folder, beneath it or above it is denied; one from a
+// sibling, or from a folder whose name only begins like it, is not.
+func TestPolicyReferenceSearchRule(t *testing.T) {
+	pol, err := parseProviderPolicy([]byte(policyReferenceRule(t, "`grep_search`: no searching of the secrets folder")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path   string
+		denied bool
+	}{
+		{"/srv/work", true}, // a search without path from the session cwd
+		{"/srv/work/secrets", true},
+		{"/srv/work/secrets/old", true},
+		{"/", true},
+		{"/srv/work/other", false},
+		{"/srv/work/secrets2", false},
+	} {
+		d := pol.decide(toolGrepSearch, map[string]any{"pattern": "x", "path": tt.path, "limit": int64(grepDefaultLimit)})
+		if d.Allowed == tt.denied {
+			t.Errorf("grep_search from %s: allowed %v, want denied %v", tt.path, d.Allowed, tt.denied)
+		}
+		if tt.denied && d.Reason != "The secrets folder is not searchable by policy" {
+			t.Errorf("grep_search from %s: reason %q", tt.path, d.Reason)
+		}
+	}
+}
+
+// TestPolicyReferenceSearchRuleThroughACP: the page's grep_search rule, the
+// work tree moved to a temporary folder, in a reference provider that
+// guards a real acp: a search without path from the work tree is denied
+// and reads nothing of the secrets folder; a search of a sibling folder
+// runs.
+func TestPolicyReferenceSearchRuleThroughACP(t *testing.T) {
+	work, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(work, "secrets", "creds.txt"), "TOKEN=hunter2\n")
+	mustWrite(t, filepath.Join(work, "other", "notes.txt"), "hunter2 is a weak password\n")
+	policyFile := filepath.Join(t.TempDir(), "policy.json")
+	mustWrite(t, policyFile, strings.ReplaceAll(policyReferenceRule(t, "`grep_search`: no searching of the secrets folder"), "/srv/work", work))
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startRefProvider(t, providerOptions{PolicyFile: policyFile, AuditPath: audit, AuditArguments: true})
+	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	sid := c.newSession(work)
+	c.prompt(sid, `call grep_search {"pattern":"hunter2"}`+"\n"+`call grep_search {"pattern":"hunter2","path":"other"}`, "")
+
+	ups := c.sessionUpdates(sid)
+	if got := agentText(ups); got != "grep_search: denied\ngrep_search: completed\n" {
+		t.Errorf("model answer = %q", got)
+	}
+	for _, u := range ups {
+		if strings.Contains(u.Text, "TOKEN=") || strings.Contains(u.Text, "creds.txt") {
+			t.Errorf("the secrets folder was read: %q", u.Text)
+		}
+		if u.SessionUpdate == "tool_call_update" && u.Status == statusFailed && u.Text != "The secrets folder is not searchable by policy" {
+			t.Errorf("denied call shows %q", u.Text)
+		}
+	}
+	records := readProviderAudit(t, audit)
+	if len(records) != 2 || records[0].Decision != "deny" || records[1].Decision != "allow" {
+		t.Fatalf("provider decisions = %+v, want deny then allow", records)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(records[0].Arguments, &args); err != nil || args["path"] != work {
+		t.Errorf("the pathless search reached the provider as %s, want the path %s", records[0].Arguments, work)
+	}
+}

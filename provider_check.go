@@ -180,6 +180,9 @@ func (pol *providerPolicy) describe(rule int) string {
 	if r.shell != nil {
 		b.WriteString(", " + r.shell.describe())
 	}
+	if r.reaches != nil {
+		fmt.Fprintf(&b, ", reaches %q", r.reaches)
+	}
 	if r.limit != nil {
 		fmt.Fprintf(&b, ", limit %q per %s", r.limit.raw, r.limit.key)
 	}

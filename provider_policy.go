@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +42,12 @@ import (
 // code units, no control characters). A denial without a reason shows the
 // client's generic text.
 //
+// "reaches" (deny rules of grep_search and glob, or Grep, Glob) lists
+// absolute paths; the rule matches a search that could read one of them: its
+// root ("/path") is the path, lies beneath it or holds it. A root that is
+// missing, not a string or not absolute matches, and so does a pattern that
+// could leave the root (below).
+//
 // "tool" is checked at load (provider_limits.go): an alias of the settings
 // file (Bash, Shell, Read, Edit, Write, Grep, Glob) means the tools it means
 // there. "limit" ("N/second|minute|hour|day", allow rules only) budgets the
@@ -64,6 +72,7 @@ type providerPolicyFileRule struct {
 	Hours    string            `json:"hours"`
 	Days     []string          `json:"days"`
 	Timezone string            `json:"timezone"`
+	Reaches  []string          `json:"reaches"`
 	// Shell fields, run_shell_command only (provider_shell.go).
 	Argv      []string `json:"argv"`
 	Argv0     string   `json:"argv0"`
@@ -95,6 +104,8 @@ type providerPolicyRule struct {
 	limit  *providerLimit     // nil: no budget
 	window *providerWindow    // nil: always
 	shell  *providerShellRule // nil: no shell fields
+	// reaches are the cleaned absolute paths of "reaches"; nil: none.
+	reaches []string
 }
 
 type providerArgMatch struct {
@@ -185,6 +196,9 @@ func compileProviderRule(fr providerPolicyFileRule) (r providerPolicyRule, warni
 	if r.shell, err = compileProviderShellRule(fr, r.allow, r.names); err != nil {
 		return r, "", err
 	}
+	if r.reaches, err = compileProviderReaches(fr, r.allow, r.names); err != nil {
+		return r, "", err
+	}
 	if _, ok := fr.Match["/command"]; ok && r.names.matches(fr.Tool, shellToolName) {
 		w := `match "/command" is a regular expression over the raw text, which quoting dodges; prefer argv, argv0 and options`
 		if warning != "" {
@@ -230,6 +244,74 @@ func compileProviderRuleRest(r providerPolicyRule, fr providerPolicyFileRule) (p
 		return r, err
 	}
 	return r, nil
+}
+
+// The tools "reaches" applies to: the recursive searches, by their
+// canonical names, and the pointers of the patterns that could lead them
+// out of their root (glob's pattern; grep_search's file filter).
+const (
+	providerGrepToolName = "grep_search"
+	providerGlobToolName = "glob"
+)
+
+var providerSearchPatterns = map[string]string{providerGlobToolName: "pattern", providerGrepToolName: "glob"}
+
+// compileProviderReaches checks "reaches": on a deny rule whose tool means
+// only grep_search or glob, one or more absolute paths, kept cleaned. An
+// allow rule cannot say it: a search that may reach a path may as well
+// reach everything else.
+func compileProviderReaches(fr providerPolicyFileRule, allow bool, tool providerRuleTool) ([]string, error) {
+	if fr.Reaches == nil {
+		return nil, nil
+	}
+	names, ok := ruleToolNames(fr.Tool)
+	if !ok || tool.glob || slices.ContainsFunc(names, func(n string) bool { return providerSearchPatterns[n] == "" }) {
+		return nil, fmt.Errorf("tool %q: reaches applies only to %q and %q (or Grep, Glob)", fr.Tool, providerGrepToolName, providerGlobToolName)
+	}
+	if allow {
+		return nil, errors.New(`reaches on an allow rule: reaches only denies; allow a search by its root with "match" on "/path"`)
+	}
+	if len(fr.Reaches) == 0 {
+		return nil, errors.New(`reaches []: want at least one path, e.g. ["/srv/work/secrets"]`)
+	}
+	out := make([]string, 0, len(fr.Reaches))
+	for _, p := range fr.Reaches {
+		if !path.IsAbs(p) || strings.IndexByte(p, 0) >= 0 {
+			return nil, fmt.Errorf(`reaches %q: want an absolute path, e.g. "/srv/work/secrets"`, p)
+		}
+		out = append(out, path.Clean(p))
+	}
+	return out, nil
+}
+
+// reachesAny reports whether a call of toolName with args could read one
+// of the paths: its root ("/path") is one of them, lies beneath one or
+// holds one, compared cleaned and component by component, so that
+// /srv/work/secrets2 is not beneath /srv/work/secrets. Every doubt
+// reaches: a root that is missing, not a string or not absolute (the
+// runtime fills in the absolute session cwd; another client may not), and
+// a pattern that could leave the root, one that is absolute or holds "..".
+func reachesAny(paths []string, toolName string, args any) bool {
+	root, ok := selectJSONPointer(args, []string{"path"})
+	s, isString := root.(string)
+	if !ok || !isString || !path.IsAbs(s) {
+		return true
+	}
+	if name := providerSearchPatterns[toolName]; name != "" {
+		if v, ok := selectJSONPointer(args, []string{name}); ok {
+			pat, isString := v.(string)
+			if !isString || strings.HasPrefix(pat, "/") || strings.Contains(pat, "..") {
+				return true
+			}
+		}
+	}
+	s = path.Clean(s)
+	for _, p := range paths {
+		if pathUnder(s, p) || pathUnder(p, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkProviderReason validates a reason at load time, so the provider never
@@ -300,6 +382,9 @@ func selectJSONPointer(v any, tokens []string) (any, bool) {
 // written for strings, nor 1e3 past one written for "1000".
 func (r *providerPolicyRule) matches(toolName string, args any) bool {
 	if !r.names.matches(r.tool, toolName) {
+		return false
+	}
+	if r.reaches != nil && !reachesAny(r.reaches, toolName, args) {
 		return false
 	}
 	for _, m := range r.args {

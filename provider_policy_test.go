@@ -143,3 +143,102 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 	})
 }
+
+// TestPolicyReaches: a "reaches" deny rule matches a search rooted at the
+// path, beneath it or above it, and one whose root or pattern leaves
+// doubt; not a sibling, nor a path that only begins with the same letters.
+func TestPolicyReaches(t *testing.T) {
+	pol, err := parseProviderPolicy([]byte(`{"rules":[
+		{"tool":"grep_search","reaches":["/srv/work/secrets"],"decision":"deny","reason":"No"},
+		{"tool":"Glob","reaches":["/srv/work/secrets/","/srv/other/../keys"],"decision":"deny","reason":"No"}
+	],"default":"allow"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, tool, args string
+		rule             int
+	}{
+		{"the parent", "grep_search", `{"pattern":"x","path":"/srv/work"}`, 0},
+		{"the root", "grep_search", `{"pattern":"x","path":"/"}`, 0},
+		{"the folder", "grep_search", `{"pattern":"x","path":"/srv/work/secrets"}`, 0},
+		{"beneath it", "grep_search", `{"pattern":"x","path":"/srv/work/secrets/old/x"}`, 0},
+		{"spelled unclean", "grep_search", `{"pattern":"x","path":"/srv/work/other/../secrets/"}`, 0},
+		{"a sibling", "grep_search", `{"pattern":"x","path":"/srv/work/other"}`, -1},
+		{"a prefix lookalike", "grep_search", `{"pattern":"x","path":"/srv/work/secrets2"}`, -1},
+		{"a sibling with a filter", "grep_search", `{"pattern":"x","path":"/srv/work/other","glob":"*.go"}`, -1},
+		{"a filter that leaves the root", "grep_search", `{"pattern":"x","path":"/srv/work/other","glob":"../secrets/*"}`, 0},
+		{"an absolute filter", "grep_search", `{"pattern":"x","path":"/srv/work/other","glob":"/srv/work/secrets/*"}`, 0},
+		{"a filter not a string", "grep_search", `{"pattern":"x","path":"/srv/work/other","glob":["*"]}`, 0},
+		{"no path", "grep_search", `{"pattern":"x"}`, 0},
+		{"a relative path", "grep_search", `{"pattern":"x","path":"other"}`, 0},
+		{"an empty path", "grep_search", `{"pattern":"x","path":""}`, 0},
+		{"a path not a string", "grep_search", `{"pattern":"x","path":["/srv/work/other"]}`, 0},
+		{"another tool", "list_directory", `{"path":"/srv/work"}`, -1},
+		{"glob, its trailing slash cleaned", "glob", `{"pattern":"*","path":"/srv/work/secrets"}`, 1},
+		{"glob from the parent", "glob", `{"pattern":"secrets/**","path":"/srv/work"}`, 1},
+		{"glob from the parent, any pattern", "glob", `{"pattern":"src/**","path":"/srv/work"}`, 1},
+		{"glob, the second path cleaned", "glob", `{"pattern":"*","path":"/srv/keys/a"}`, 1},
+		{"glob from a sibling", "glob", `{"pattern":"**","path":"/srv/work/other"}`, -1},
+		{"glob leaving its root", "glob", `{"pattern":"../secrets/**","path":"/srv/work/other"}`, 1},
+		{"glob with an absolute pattern", "glob", `{"pattern":"/srv/work/secrets/**","path":"/srv/work/other"}`, 1},
+		{"glob with no pattern", "glob", `{"path":"/srv/work/other"}`, -1},
+	}
+	// provider check names the rule as the policy file has it, paths cleaned.
+	if got, want := pol.describe(1), `rule 1 {tool "Glob", reaches ["/srv/work/secrets" "/srv/keys"], deny}`; got != want {
+		t.Errorf("describe = %s, want %s", got, want)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var args any
+			if err := json.Unmarshal([]byte(tt.args), &args); err != nil {
+				t.Fatal(err)
+			}
+			if got := pol.decide(tt.tool, args).Rule; got != tt.rule {
+				t.Errorf("%s %s: decided by rule %d, want %d", tt.tool, tt.args, got, tt.rule)
+			}
+		})
+	}
+}
+
+// TestPolicyReachesRefused: "reaches" loads only on a deny rule of the
+// searches, with absolute paths; the error names the rule and the tool.
+func TestPolicyReachesRefused(t *testing.T) {
+	tests := []struct {
+		name, rule, err string
+	}{
+		{"read_file", `{"tool":"read_file","reaches":["/s"],"decision":"deny"}`,
+			`rule 1: tool "read_file": reaches applies only to "grep_search" and "glob" (or Grep, Glob)`},
+		{"Read, which means read_file too", `{"tool":"Read","reaches":["/s"],"decision":"deny"}`,
+			`rule 1: tool "Read": reaches applies only to "grep_search" and "glob" (or Grep, Glob)`},
+		{"a tool glob", `{"tool":"g*","reaches":["/s"],"decision":"deny"}`,
+			`rule 1: tool "g*": reaches applies only to "grep_search" and "glob" (or Grep, Glob)`},
+		{"the shell", `{"tool":"run_shell_command","reaches":["/s"],"decision":"deny"}`,
+			`rule 1: tool "run_shell_command": reaches applies only to "grep_search" and "glob" (or Grep, Glob)`},
+		{"an MCP tool", `{"tool":"mcp__s__grep","reaches":["/s"],"decision":"deny"}`,
+			`rule 1: tool "mcp__s__grep": reaches applies only to "grep_search" and "glob" (or Grep, Glob)`},
+		{"an allow rule", `{"tool":"grep_search","reaches":["/s"],"decision":"allow"}`,
+			`rule 1: reaches on an allow rule: reaches only denies; allow a search by its root with "match" on "/path"`},
+		{"no path", `{"tool":"glob","reaches":[],"decision":"deny"}`,
+			`rule 1: reaches []: want at least one path, e.g. ["/srv/work/secrets"]`},
+		{"a relative path", `{"tool":"grep_search","reaches":["/s","secrets"],"decision":"deny"}`,
+			`rule 1: reaches "secrets": want an absolute path, e.g. "/srv/work/secrets"`},
+		{"an empty path", `{"tool":"grep_search","reaches":[""],"decision":"deny"}`,
+			`rule 1: reaches "": want an absolute path, e.g. "/srv/work/secrets"`},
+		{"not a list", `{"tool":"grep_search","reaches":"/s","decision":"deny"}`,
+			`rule 1: json: cannot unmarshal string`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseProviderPolicy([]byte(`{"rules":[{"tool":"read_file","decision":"allow"},` + tt.rule + `]}`))
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("error %v, want %q", err, tt.err)
+			}
+		})
+	}
+	for _, tool := range []string{"grep_search", "glob", "Grep", "Glob", "search_file_content", "GrepTool", "FindFiles"} {
+		if _, err := parseProviderPolicy([]byte(`{"rules":[{"tool":"` + tool + `","reaches":["/s"],"decision":"deny"}]}`)); err != nil {
+			t.Errorf("reaches under %q: %v", tool, err)
+		}
+	}
+}

@@ -64,6 +64,16 @@ func hiddenIn(dir string, hide []string) string {
 	return ""
 }
 
+// hiddenPaths are the real paths s hides, for the tools that read files in
+// acpguard's own process, which Landlock does not confine (the search
+// tools skip them); nil without a sandbox.
+func (s *sandboxSession) hiddenPaths() []string {
+	if s == nil {
+		return nil
+	}
+	return realPaths(s.cfg.Hide)
+}
+
 // landlockAllowExcept grants access beneath path as landlockAllow does,
 // except on the real paths hide and what lies beneath them. A path that is
 // hidden, or lies in a hidden directory, gets nothing. A path that holds a

@@ -13,19 +13,44 @@ import (
 	"strings"
 )
 
+// searchSkippedNote ends the text of a search that left paths out
+// (walkFiles), so that the model knows the search saw less than the tree.
+const searchSkippedNote = "[skipped %d path(s) denied by settings or hidden by the sandbox]"
+
 // walkFiles calls fn for each regular file under the search root p (""
 // for the session cwd) with the file's path as shown (under shown), its path
 // relative to the search root with slashes, and the root its contents are
-// read through; .git is skipped and symlinks are not followed. fn returns
-// false to stop.
-func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, rel string, read func() ([]byte, error)) bool) error {
+// read through; .git is skipped and symlinks are not followed. A path the
+// rules refuse to read (env.ReadDenied) or the session's sandbox hides is
+// left out, a directory with all it holds, and counted in skipped; so is
+// the root itself. fn returns false to stop.
+func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, rel string, read func() ([]byte, error)) bool) (skipped int, err error) {
+	hidden := env.Sandbox.hiddenPaths()
+	checking := len(hidden) > 0 || env.ReadDenied != nil
+	// The walk does not follow links, so a path under the resolved root is
+	// the real path of what is read: the one the rules and the hidden
+	// paths are compared with.
+	base := p
+	if base == "" && checking {
+		if base, err = resolvedCwd(env); err != nil {
+			return 0, err
+		}
+	}
+	left := func(real string) bool {
+		for _, h := range hidden {
+			if pathUnder(real, h) {
+				return true
+			}
+		}
+		return env.ReadDenied != nil && env.ReadDenied(real)
+	}
 	root, start, release, err := workspaceRoot(env, p)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer release()
 	start = filepath.ToSlash(start)
-	return fs.WalkDir(noWaitFS{root}, start, func(name string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(noWaitFS{root}, start, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if name == start {
 				return err
@@ -35,25 +60,33 @@ func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if d.IsDir() {
-			if d.Name() == ".git" && name != start {
+		if d.IsDir() && d.Name() == ".git" && name != start {
+			return fs.SkipDir
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return nil // a link, a FIFO, a device: neither followed nor read
+		}
+		under := "" // name below the root
+		switch {
+		case name == start:
+		case start == ".":
+			under = name
+		default:
+			under = strings.TrimPrefix(name, start+"/")
+		}
+		if checking && left(filepath.Join(base, filepath.FromSlash(under))) {
+			skipped++
+			if d.IsDir() {
 				return fs.SkipDir
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() {
+		if d.IsDir() {
 			return nil
 		}
-		rel := name
-		switch {
-		case name == start:
+		rel, abs := under, filepath.Join(shown, filepath.FromSlash(under))
+		if name == start {
 			rel = d.Name() // the search root is a file: match it by its name
-		case start != ".":
-			rel = strings.TrimPrefix(name, start+"/")
-		}
-		abs := shown
-		if name != start {
-			abs = filepath.Join(shown, filepath.FromSlash(rel))
 		}
 		read := func() ([]byte, error) { return readTextFile(root, filepath.FromSlash(name), abs) }
 		if !fn(abs, rel, read) {
@@ -61,6 +94,7 @@ func walkFiles(ctx context.Context, env *toolEnv, p, shown string, fn func(abs, 
 		}
 		return nil
 	})
+	return skipped, err
 }
 
 func execGlob(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
@@ -71,7 +105,7 @@ func execGlob(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	root := argDir(env, args, "path")
 	var found []string
 	truncated := false
-	err = walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, _ func() ([]byte, error)) bool {
+	skipped, err := walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, _ func() ([]byte, error)) bool {
 		if !m.match(rel) {
 			return true
 		}
@@ -95,6 +129,9 @@ func execGlob(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	if truncated {
 		fmt.Fprintf(out, "\n[results limited to %d files]", maxGlobResults)
 	}
+	if skipped > 0 {
+		fmt.Fprintf(out, "\n"+searchSkippedNote, skipped)
+	}
 	return completed(out.String(), map[string]any{"files": found, "truncated": truncated})
 }
 
@@ -113,7 +150,7 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	root := argDir(env, args, "path")
 	out := &limitedBuffer{max: maxToolOutput}
 	matches, truncated := 0, false
-	err = walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, read func() ([]byte, error)) bool {
+	skipped, err := walkFiles(ctx, env, argStr(args, "path"), root, func(abs, rel string, read func() ([]byte, error)) bool {
 		if filter != nil {
 			subject := rel
 			if !strings.Contains(argStr(args, "glob"), "/") {
@@ -146,12 +183,23 @@ func execGrep(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 	if err != nil {
 		return failed(errTypeExecutionFailed, "grep: %v", err)
 	}
+	note := ""
+	if skipped > 0 {
+		note = fmt.Sprintf(searchSkippedNote, skipped)
+	}
 	if matches == 0 {
-		return completed(fmt.Sprintf("No matches for %q in %s", argStr(args, "pattern"), root), map[string]any{"matches": 0})
+		text := fmt.Sprintf("No matches for %q in %s", argStr(args, "pattern"), root)
+		if note != "" {
+			text += "\n" + note
+		}
+		return completed(text, map[string]any{"matches": 0})
 	}
 	text := out.String()
 	if truncated {
 		text += fmt.Sprintf("[results limited to %d matches]", limit)
+		if note != "" {
+			text += "\n"
+		}
 	}
-	return completed(text, map[string]any{"matches": matches, "truncated": truncated})
+	return completed(text+note, map[string]any{"matches": matches, "truncated": truncated})
 }
