@@ -614,8 +614,9 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
         always hidden. It must not lie in a workspace or a --sandbox-write
         directory, where Landlock cannot keep it out of reach.
   --sandbox-network all|none
-        none denies TCP bind and connect; it needs Landlock ABI 4 (Linux 6.7)
-        and exits 1 on an older kernel (default all).
+        none refuses every socket but a Unix one (TCP, UDP, raw, packet,
+        netlink) and io_uring; it needs Landlock ABI 4 (Linux 6.7) and exits
+        1 on an older kernel (default all).
   --sandbox-unix all|none
         none refuses Unix sockets, so a tool cannot ask a user service manager
         or a terminal multiplexer to start an unconfined process (default all).
