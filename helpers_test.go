@@ -2976,6 +2976,115 @@ func countingListener(t *testing.T) (net.Listener, *atomic.Int64) {
 	return l, accepted
 }
 
+// payloadReceiver listens on a loopback TCP port and a loopback UDP port
+// and keeps what arrives: the bytes of each TCP connection once it closes
+// (a connection that sent none arrives as ""), and each datagram; both
+// close with the test.
+type payloadReceiver struct {
+	tcp     net.Listener
+	udp     net.PacketConn
+	mu      sync.Mutex
+	got     []string
+	reading int // connections accepted and not yet read to their end
+}
+
+// payloadMax bounds what the receiver keeps of one connection or datagram.
+const payloadMax = 64 << 10
+
+func newPayloadReceiver(t *testing.T) *payloadReceiver {
+	t.Helper()
+	r := &payloadReceiver{}
+	var err error
+	if r.tcp, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.tcp.Close() })
+	if r.udp, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.udp.Close() })
+	go func() {
+		for {
+			c, err := r.tcp.Accept()
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			r.reading++
+			r.mu.Unlock()
+			go func() {
+				defer c.Close()
+				b, _ := io.ReadAll(io.LimitReader(c, payloadMax))
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.reading--
+				r.got = append(r.got, strings.TrimSpace(string(b)))
+			}()
+		}
+	}()
+	go func() {
+		buf := make([]byte, payloadMax)
+		for {
+			n, _, err := r.udp.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			r.got = append(r.got, strings.TrimSpace(string(buf[:n])))
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+// ports returns the TCP and the UDP port.
+func (r *payloadReceiver) ports() (tcp, udp int) {
+	return r.tcp.Addr().(*net.TCPAddr).Port, r.udp.LocalAddr().(*net.UDPAddr).Port
+}
+
+// has reports whether payload arrived, over either transport.
+func (r *payloadReceiver) has(payload string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.got, payload)
+}
+
+// received returns everything that arrived so far.
+func (r *payloadReceiver) received() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// sync sends marker over both transports from the test itself and waits
+// until both arrived and every accepted connection was read to its end. A
+// connection a process made before it exited was accepted before the
+// marker's, so its bytes are in; a datagram it sent was queued before the
+// marker's unless the kernel still held it back.
+func (r *payloadReceiver) sync(t *testing.T, marker string) {
+	t.Helper()
+	for _, network := range []string{"tcp", "udp"} {
+		addr := r.tcp.Addr().String()
+		if network == "udp" {
+			addr = r.udp.LocalAddr().String()
+		}
+		c, err := net.Dial(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Write([]byte(network + "-" + marker))
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the receiver to get the "+network+" marker", func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.reading == 0 && slices.Contains(r.got, network+"-"+marker)
+		})
+	}
+}
+
 // procOwnCPU returns the CPU time of a live process alone, user and system
 // (/proc/PID/stat fields 14-15): procCPU without the children it has
 // reaped.

@@ -1,5 +1,5 @@
 // sandbox.go owns the enforcement of the sandbox: the per-session Landlock
-// ruleset and temp directory, the seccomp filter that refuses Unix sockets,
+// ruleset and temp directory, the seccomp filter that refuses sockets,
 // the capability drop, and the one launcher that every process a tool, a
 // PreToolUse hook or an MCP server runs is started through.
 //
@@ -480,7 +480,10 @@ func restrictThread(ruleset int, filter []syscall.SockFilter) error {
 // (sandbox_hide.go), everything but making device nodes beneath writable,
 // read and write on the shell's character devices; with ABI 4, TCP bind and
 // connect denied when cfg.Network is none; with ABI 6, signals and abstract
-// Unix sockets scoped to the domain.
+// Unix sockets scoped to the domain. The seccomp filter already refuses the
+// TCP sockets a process makes under network none; the TCP rules stay for
+// one it did not make (inherited, or received over a Unix socket), which
+// the filter never sees, and answer EACCES as the filter does.
 func landlockRuleset(abi int, cfg sandboxConfig, writable []string) (int, error) {
 	handled := landlockHandledFS(abi)
 	// struct landlock_ruleset_attr: handled_access_fs, handled_access_net,
@@ -576,12 +579,10 @@ const (
 	seccompRetKillProcess = 0x80000000
 	seccompRetErrno       = 0x00050000
 	seccompRetAllow       = 0x7fff0000
-	seccompDataNR         = 0   // int nr
-	seccompDataArch       = 4   // u32 arch
-	seccompDataArg0       = 16  // u64 args[0]; its low half on little-endian
-	seccompDataArg2       = 32  // u64 args[2]
-	afUnix                = 1   // AF_UNIX (AF_LOCAL)
-	ipprotoMPTCP          = 262 // IPPROTO_MPTCP
+	seccompDataNR         = 0  // int nr
+	seccompDataArch       = 4  // u32 arch
+	seccompDataArg0       = 16 // u64 args[0]; its low half on little-endian
+	afUnix                = 1  // AF_UNIX (AF_LOCAL)
 	x32SyscallBit         = 0x40000000
 )
 
@@ -598,17 +599,30 @@ var seccompArches = map[string]seccompArch{
 }
 
 // socketFilter is the classic BPF program that completes what Landlock
-// cannot say: with denyUnix (--sandbox-unix none), socket and socketpair
-// with AF_UNIX fail with EACCES; with denyMPTCP (--sandbox-network none),
-// socket with IPPROTO_MPTCP fails with EACCES, because Landlock's TCP rules
-// do not cover Multipath TCP, which reaches the same peers (a Go program
-// then falls back to plain TCP, which Landlock refuses). Either way
-// io_uring_setup fails with EPERM (an io_uring makes sockets without the
-// socket system call), and a system call of another architecture or ABI
-// (x32, 32-bit compat), whose numbers the filter does not know, kills the
-// process. Neither: no filter.
-func socketFilter(goarch string, denyUnix, denyMPTCP bool) ([]syscall.SockFilter, error) {
-	if !denyUnix && !denyMPTCP {
+// cannot say. socket and socketpair are judged by their family, the int
+// in the low half of args[0] (the kernel ignores the high half):
+//
+//   - with denyNet (--sandbox-network none), every family but AF_UNIX fails
+//     with EACCES: AF_INET and AF_INET6 whatever the type and protocol (TCP,
+//     Multipath TCP, UDP, ICMP, SCTP, raw), AF_PACKET, AF_NETLINK, AF_VSOCK
+//     and every other: Landlock's TCP rules cover only TCP. AF_NETLINK is
+//     refused too. It reaches no other host, but nothing a tool runs
+//     without a network needs it (glibc's getaddrinfo still answers from
+//     /etc/hosts when it cannot ask netlink which families are configured;
+//     git, go build, gcc and python3 run, sandbox_test.go shows), while it
+//     would hand a tool the namespace's interfaces, routes and every TCP
+//     socket with its owner (sock_diag), and each netlink protocol is more
+//     kernel code within its reach;
+//   - with denyUnix (--sandbox-unix none), AF_UNIX fails with EACCES; with
+//     both, every socket does.
+//
+// Either way io_uring_setup fails with EPERM (an io_uring makes sockets
+// without the socket system call), and a system call of another
+// architecture or ABI (x32, 32-bit compat, where socketcall makes sockets
+// too), whose numbers the filter does not know, kills the process. Neither:
+// no filter.
+func socketFilter(goarch string, denyUnix, denyNet bool) ([]syscall.SockFilter, error) {
+	if !denyUnix && !denyNet {
 		return nil, nil
 	}
 	a, ok := seccompArches[goarch]
@@ -624,30 +638,25 @@ func socketFilter(goarch string, denyUnix, denyMPTCP bool) ([]syscall.SockFilter
 	ret := func(label string, k uint32) bpfIns {
 		return bpfIns{label: label, op: syscall.SockFilter{Code: syscall.BPF_RET | syscall.BPF_K, K: k}}
 	}
+	verdict := func(deny bool) string {
+		if deny {
+			return "eacces"
+		}
+		return "allow"
+	}
 	prog := []bpfIns{ld(seccompDataArch), jeq(a.audit, "", "kill"), ld(seccompDataNR)}
 	if a.x32 {
 		prog = append(prog, bpfIns{op: syscall.SockFilter{Code: syscall.BPF_JMP | syscall.BPF_JGE | syscall.BPF_K, K: x32SyscallBit}, jt: "kill"})
 	}
-	prog = append(prog, jeq(a.ioUringSetup, "eperm", ""), jeq(a.socket, "socket", ""))
-	if denyUnix {
-		prog = append(prog, jeq(a.socketpair, "family", ""))
-	}
-	prog = append(prog, ret("", seccompRetAllow))
-	// socket: the protocol, then the family; socketpair: the family.
-	socket := ld(seccompDataArg2)
-	socket.label = "socket"
-	prog = append(prog, socket)
-	if denyMPTCP {
-		prog = append(prog, jeq(ipprotoMPTCP, "eacces", ""))
-	}
 	family := ld(seccompDataArg0)
 	family.label = "family"
-	prog = append(prog, family)
-	if denyUnix {
-		prog = append(prog, jeq(afUnix, "eacces", ""))
-	}
 	prog = append(prog,
-		ret("", seccompRetAllow),
+		jeq(a.ioUringSetup, "eperm", ""),
+		jeq(a.socket, "family", ""),
+		jeq(a.socketpair, "family", "allow"),
+		family,
+		jeq(afUnix, verdict(denyUnix), verdict(denyNet)),
+		ret("allow", seccompRetAllow),
 		ret("eacces", seccompRetErrno|uint32(syscall.EACCES)),
 		ret("eperm", seccompRetErrno|uint32(syscall.EPERM)),
 		ret("kill", seccompRetKillProcess),

@@ -49,8 +49,9 @@ type sandboxConfig struct {
 	// Write are absolute, existing directories confined processes may also
 	// write beneath, beyond the session cwd and its temp directory.
 	Write []string
-	// Network is sandboxAll or sandboxNone (TCP bind and connect denied);
-	// NetworkExplicit says --sandbox-network or settings named it.
+	// Network is sandboxAll or sandboxNone (no socket of any family but
+	// AF_UNIX, by the seccomp filter, and TCP bind and connect denied by
+	// Landlock); NetworkExplicit says --sandbox-network or settings named it.
 	Network         string
 	NetworkExplicit bool
 	// Unix is sandboxAll or sandboxNone (AF_UNIX sockets refused by a

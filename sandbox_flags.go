@@ -676,8 +676,9 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
         protects (its trusted settings, its state directory, the home
         directory's dot entries, every git repository's hooks and config).
   --sandbox-network all|none
-        none denies TCP bind and connect; it needs Landlock ABI 4 (Linux 6.7)
-        and exits 1 on an older kernel (default all).
+        none refuses every socket but a Unix one (TCP, UDP, raw, packet,
+        netlink) and io_uring; it needs Landlock ABI 4 (Linux 6.7) and exits
+        1 on an older kernel (default all).
   --sandbox-unix all|none
         none refuses Unix sockets, so a tool cannot ask a user service manager
         or a terminal multiplexer to start an unconfined process (default all).
