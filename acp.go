@@ -352,6 +352,11 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if a.history, err = openStateDir(opts, a.log); err != nil {
 		return err
 	}
+	if a.sandbox.on() {
+		// What every session protects, as initialize reports it; each
+		// session adds its own workspace's (sessionSandbox).
+		a.sandbox.Trusted = trustedProtect(a.trustedSources("", a.sandbox))
+	}
 	// The runtime's Go work is short steps between waits on its client, its
 	// parent and its tools. On one scheduler slot the answer to a guard
 	// request wakes the waiting prompt on the thread that read it; with two,

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -309,8 +310,11 @@ func TestSandboxDefaultsMatrix(t *testing.T) {
 				if err != nil {
 					t.Fatalf("start: %v", err)
 				}
-				want := sandboxReport{Profile: tt.profile, LandlockABI: tt.abi, Network: cmpOr(tt.network, sandboxAll), Unix: sandboxAll}
-				if r := got.report(); r != want {
+				want := sandboxReport{Profile: tt.profile, LandlockABI: tt.abi, Network: cmpOr(tt.network, sandboxAll), Unix: sandboxAll, Protect: protectOff, Protected: []string{}}
+				if tt.profile == sandboxWorkspace {
+					want.Protect = protectMountNamespace
+				}
+				if r := got.report(); !reflect.DeepEqual(r, want) {
 					t.Errorf("in force %+v, want %+v", r, want)
 				}
 				if got.Config.on() != (tt.profile == sandboxWorkspace) {

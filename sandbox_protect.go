@@ -144,6 +144,22 @@ func operatorProtect(paths []string) []protectedPath {
 	return out
 }
 
+// protectedList is what c protects beyond each session's repositories, as
+// reports show it: the trusted paths and the operator's.
+func (c sandboxConfig) protectedList() []string {
+	out := []string{}
+	for _, pp := range slices.Concat(c.Trusted, operatorProtect(c.Protect)) {
+		p := pp.Path
+		if pp.Kind == protectDotEntries {
+			p = filepath.Join(p, ".*")
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // protectPlan is one session's protection: what the built-in file tools
 // refuse, and the mounts of every confined start.
 type protectPlan struct {

@@ -69,12 +69,24 @@ type sandboxReport struct {
 	LandlockABI int    `json:"landlockAbi"` // the kernel's; 0 without Landlock
 	Network     string `json:"network"`     // "all" or "none"
 	Unix        string `json:"unix"`        // "all" or "none"
+	// Protect is how protected paths are kept from tools
+	// (sandbox_protect.go): "mount-namespace", "refuse" (a session with
+	// one in reach is refused) or "off" (the sandbox is off); Protected
+	// lists what this process protects beyond each session's git
+	// repositories ("DIR/.*" for the dot entries of DIR).
+	Protect   string   `json:"protect"`
+	Protected []string `json:"protected"`
 }
 
 func (s sandboxInForce) report() sandboxReport {
-	r := sandboxReport{Profile: sandboxOff, LandlockABI: s.ABI, Network: sandboxAll, Unix: sandboxAll}
+	r := sandboxReport{Profile: sandboxOff, LandlockABI: s.ABI, Network: sandboxAll, Unix: sandboxAll, Protect: protectOff, Protected: []string{}}
 	if s.Config.on() {
 		r.Profile = sandboxWorkspace
+		r.Protect = protectMountNamespace
+		if mountStageWorks() != nil {
+			r.Protect = protectRefuse
+		}
+		r.Protected = s.Config.protectedList()
 		if s.Config.Network == sandboxNone {
 			r.Network = sandboxNone
 		}
@@ -93,7 +105,7 @@ func (s sandboxInForce) reported(guarded bool) bool { return guarded || s.Config
 // logAttr is the report as one group of the startup log line.
 func (s sandboxInForce) logAttr() slog.Attr {
 	r := s.report()
-	return slog.Group("sandbox", "profile", r.Profile, "landlockAbi", r.LandlockABI, "network", r.Network, "unix", r.Unix)
+	return slog.Group("sandbox", "profile", r.Profile, "landlockAbi", r.LandlockABI, "network", r.Network, "unix", r.Unix, "protect", r.Protect)
 }
 
 // childArgs are the sandbox flags serve gives each ACP child. Each child

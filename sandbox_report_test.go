@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +110,29 @@ func initializeSandbox(t *testing.T, args []string, env ...string) (map[string]j
 // confines tools under agentCapabilities._meta["acpguard/sandbox"], and the
 // ready log line carries the same; off mode with the sandbox off answers as
 // it always did.
+// sansProtected is a sandbox report's JSON with its protected list, which
+// names this machine's home and settings directories, left out; "" for
+// none. A list there must be one.
+func sansProtected(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	if raw == nil {
+		return ""
+	}
+	var r sandboxReport
+	if err := decodeStrict(raw, &r); err != nil {
+		t.Fatalf("sandbox report %s: %v", raw, err)
+	}
+	if r.Protected == nil {
+		t.Errorf("sandbox report %s: protected is not a list", raw)
+	}
+	r.Protected = nil
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func TestACPInitializeReportsSandbox(t *testing.T) {
 	tests := []struct {
 		name string
@@ -121,22 +145,22 @@ func TestACPInitializeReportsSandbox(t *testing.T) {
 			env: []string{envTestLandlock + "=5"}},
 		{name: "workspace asked in off mode", args: []string{"--sandbox", "workspace", "--sandbox-network", "none", "--sandbox-unix", "none", "--sandbox-read", "/"},
 			env:  []string{envTestLandlock + "=5"},
-			want: `{"profile":"workspace","landlockAbi":5,"network":"none","unix":"none"}`,
+			want: `{"profile":"workspace","landlockAbi":5,"network":"none","unix":"none","protect":"mount-namespace","protected":null}`,
 			log:  "sandbox.profile=workspace sandbox.landlockAbi=5 sandbox.network=none sandbox.unix=none"},
 		{name: "managed child default", env: append([]string{envTestLandlock + "=6"}, managedEnv...),
-			want: `{"profile":"workspace","landlockAbi":6,"network":"all","unix":"all"}`,
-			log:  "sandbox.profile=workspace sandbox.landlockAbi=6"},
+			want: `{"profile":"workspace","landlockAbi":6,"network":"all","unix":"all","protect":"mount-namespace","protected":null}`,
+			log:  "sandbox.profile=workspace sandbox.landlockAbi=6 sandbox.network=all sandbox.unix=all sandbox.protect=mount-namespace"},
 		{name: "managed child without landlock", env: append([]string{envTestLandlock + "=ENOSYS"}, managedEnv...),
-			want: `{"profile":"off","landlockAbi":0,"network":"all","unix":"all"}`,
+			want: `{"profile":"off","landlockAbi":0,"network":"all","unix":"all","protect":"off","protected":null}`,
 			log:  "sandbox.profile=off sandbox.landlockAbi=0"},
 		{name: "managed child off", args: []string{"--sandbox", "off"}, env: append([]string{envTestLandlock + "=7"}, managedEnv...),
-			want: `{"profile":"off","landlockAbi":7,"network":"all","unix":"all"}`,
+			want: `{"profile":"off","landlockAbi":7,"network":"all","unix":"all","protect":"off","protected":null}`,
 			log:  "sandbox.profile=off sandbox.landlockAbi=7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			meta, c := initializeSandbox(t, append([]string{"--log-level", "debug"}, tt.args...), tt.env...)
-			got := string(meta[metaSandbox])
+			got := sansProtected(t, meta[metaSandbox])
 			if got != tt.want {
 				t.Errorf("_meta[%q] = %s, want %s", metaSandbox, got, cmpOr(tt.want, "none"))
 			}
@@ -263,9 +287,13 @@ func TestServeReportsSandbox(t *testing.T) {
 	if err := decodeStrict(sp.do(t, "GET", "/capabilities", "").body, &caps); err != nil {
 		t.Fatal(err)
 	}
-	want := sandboxReport{Profile: sandboxWorkspace, LandlockABI: abi, Network: sandboxNone, Unix: sandboxNone}
-	if caps.Sandbox == nil || *caps.Sandbox != want {
-		t.Errorf("capabilities sandbox = %+v, want %+v", caps.Sandbox, want)
+	home, _ := os.UserHomeDir()
+	want := sandboxReport{Profile: sandboxWorkspace, LandlockABI: abi, Network: sandboxNone, Unix: sandboxNone, Protect: protectMountNamespace}
+	if caps.Sandbox != nil {
+		want.Protected = caps.Sandbox.Protected
+	}
+	if caps.Sandbox == nil || !reflect.DeepEqual(*caps.Sandbox, want) || !slices.Contains(want.Protected, filepath.Join(home, ".*")) {
+		t.Errorf("capabilities sandbox = %+v, want %+v with the home's dot entries protected", caps.Sandbox, want)
 	}
 	if caps.WorkspaceCwd != ws || len(caps.Features) != len(baseFeatures) {
 		t.Errorf("capabilities lost a member: %+v", caps)
@@ -308,8 +336,8 @@ func TestServeWithoutLandlock(t *testing.T) {
 	if err := decodeStrict(sp.do(t, "GET", "/capabilities", "").body, &caps); err != nil {
 		t.Fatal(err)
 	}
-	want := sandboxReport{Profile: sandboxOff, LandlockABI: 0, Network: sandboxAll, Unix: sandboxAll}
-	if caps.Sandbox == nil || *caps.Sandbox != want || !slices.Contains(caps.Features, featureExternalToolGuard) {
+	want := sandboxReport{Profile: sandboxOff, LandlockABI: 0, Network: sandboxAll, Unix: sandboxAll, Protect: protectOff, Protected: []string{}}
+	if caps.Sandbox == nil || !reflect.DeepEqual(*caps.Sandbox, want) || !slices.Contains(caps.Features, featureExternalToolGuard) {
 		t.Errorf("capabilities = %+v, sandbox %+v; want the guard and sandbox %+v", caps, caps.Sandbox, want)
 	}
 	m := sp.scrape(t)
@@ -356,7 +384,7 @@ func TestServeCapabilitiesSandboxInProcess(t *testing.T) {
 	if err := json.Unmarshal(r.body, &caps); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(caps["sandbox"]), `{"profile":"workspace","landlockAbi":6,"network":"all","unix":"none"}`; got != want {
+	if got, want := sansProtected(t, caps["sandbox"]), `{"profile":"workspace","landlockAbi":6,"network":"all","unix":"none","protect":"mount-namespace","protected":null}`; got != want {
 		t.Errorf("capabilities sandbox = %s, want %s", got, want)
 	}
 	if m := on.scrape(t); m["acpguard_serve_sandbox_enabled"] != 1 {

@@ -150,6 +150,14 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err != nil {
 		return err
 	}
+	if sandbox.Config.on() {
+		// What every child protects, as /capabilities reports it; each
+		// child adds its sessions' workspaces' (sandbox_protect.go).
+		o := opts.SessionSettings.Options
+		o.Workspace = ""
+		sandbox.Config.Trusted = trustedProtect(trustedSources{Settings: settingsLayers(opts.SessionSettings.Sources, o),
+			SystemPrompt: opts.SystemPrompt.File, Secrets: sandbox.Config.Private, Home: d.sys.env.lookup("HOME")})
+	}
 	warnUserServices(sandbox, d.sys.env, d.obs.log)
 	// The sandbox is what keeps the host token from tools (DESIGN.md §2);
 	// a kernel without Landlock has already been warned about.
