@@ -354,6 +354,9 @@ func runAsMain() int {
 	if probe := fakeLandlock(os.Getenv(envTestLandlock)); probe != nil {
 		probeLandlock = probe
 	}
+	if os.Getenv(envTestUserNS) == "off" {
+		probeMountNamespace = noUserNamespaces
+	}
 	setTestSandbox()
 	main()
 	return 0
@@ -1864,6 +1867,30 @@ func fakeLandlock(kernel string) func() (int, error) {
 		panic(envTestLandlock + " " + strconv.Quote(kernel) + ": want ENOSYS, EOPNOTSUPP or an ABI version")
 	}
 	return func() (int, error) { return abi, nil }
+}
+
+// envTestUserNS "off" makes the "main" test role (and the children it
+// starts) play a system whose unprivileged user namespaces are off: the
+// mount stage's probe fails as clone(CLONE_NEWUSER) does there. Only the
+// test binary reads it.
+const envTestUserNS = "ACPGUARD_TEST_USERNS"
+
+// noUserNamespaces is the probe of a system with user namespaces off
+// (user.max_user_namespaces=0 answers ENOSPC).
+func noUserNamespaces() error {
+	return fmt.Errorf("fork/exec %s: %w", stageExecutable, syscall.ENOSPC)
+}
+
+// withoutUserNamespaces makes this process play a system whose user
+// namespaces are off for the rest of the test.
+func withoutUserNamespaces(t *testing.T) {
+	saved := probeMountNamespace
+	probeMountNamespace = noUserNamespaces
+	protectProbeOnce = sync.Once{}
+	t.Cleanup(func() {
+		probeMountNamespace = saved
+		protectProbeOnce = sync.Once{}
+	})
 }
 
 // withKernel makes probeLandlock play kernel for the rest of the test.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,4 +107,177 @@ func TestSandboxProtectHome(t *testing.T) {
 		t.Errorf("writing in the home's other entries failed: %s", out)
 	}
 	_ = exec.Command
+}
+
+// protectedHome is a home directory with a shell profile, the user's
+// settings and a project, for the sessions whose cwd is $HOME.
+func protectedHome(t *testing.T) (home, outside string) {
+	root := t.TempDir()
+	home, outside = filepath.Join(root, "home"), filepath.Join(root, "outside")
+	mustWrite(t, filepath.Join(home, ".bashrc"), "# mine\n")
+	mustWrite(t, filepath.Join(home, ".qwen", "settings.json"), "{}\n")
+	mustWrite(t, filepath.Join(home, "proj", "README"), "r\n")
+	if err := os.Mkdir(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return home, outside
+}
+
+// homeAttacks are what a tool tries on the home directory's trusted files.
+var homeAttacks = []string{
+	shellCall(`echo '{"tools":{"sandbox":false}}' > .qwen/settings.json; echo evil >> .bashrc; echo x > .gitconfig; mkdir -p .qwen/x; echo $? > proj/shell.done`, false),
+	`call write_file {"file_path":".qwen/settings.json","content":"{\"tools\":{\"sandbox\":false}}"}`,
+	`call write_file {"file_path":".bashrc","content":"evil"}`,
+	`call edit {"file_path":".bashrc","old_string":"# mine","new_string":"evil"}`,
+	`call write_file {"file_path":".gitconfig","content":"[core]\n\thooksPath = /tmp"}`,
+	`call write_file {"file_path":"proj/ok.txt","content":"ok"}`,
+}
+
+// checkHomeKept fails unless the home's trusted files are as they were and
+// the project took its writes.
+func checkHomeKept(t *testing.T, home, answers string) {
+	t.Helper()
+	if b := mustRead(t, filepath.Join(home, ".qwen", "settings.json")); b != "{}\n" {
+		t.Errorf("~/.qwen/settings.json = %q", b)
+	}
+	if b := mustRead(t, filepath.Join(home, ".bashrc")); b != "# mine\n" {
+		t.Errorf("~/.bashrc = %q", b)
+	}
+	for _, p := range []string{".gitconfig", ".qwen/x"} {
+		if !absent(t, filepath.Join(home, p)) {
+			t.Errorf("~/%s was created", p)
+		}
+	}
+	if b := strings.TrimSpace(mustRead(t, filepath.Join(home, "proj", "shell.done"))); b == "0" {
+		t.Error("the confined shell's writes to the home's dot entries succeeded")
+	}
+	if absent(t, filepath.Join(home, "proj", "ok.txt")) {
+		t.Errorf("write_file in the project failed:\n%s", answers)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("write_file %q: protected path (trusted settings)", filepath.Join(home, ".qwen", "settings.json")),
+		fmt.Sprintf("write_file %q: protected path (a dot entry of the home directory)", filepath.Join(home, ".bashrc")),
+		fmt.Sprintf("edit %q: protected path (a dot entry of the home directory)", filepath.Join(home, ".bashrc")),
+	} {
+		if !strings.Contains(answers, want) {
+			t.Errorf("answers lack %q:\n%s", want, answers)
+		}
+	}
+}
+
+// TestSandboxProtectACPHome: a standalone acp whose session cwd is $HOME:
+// neither a confined shell nor write_file or edit can change the user's
+// settings, shell profile or git config, and the next session is still
+// confined.
+func TestSandboxProtectACPHome(t *testing.T) {
+	requireLandlock(t)
+	home, outside := protectedHome(t)
+	c := startACP(t, nil, nil, "HOME="+home, envTestSandbox+"="+sandboxWorkspace)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	sid := c.newYoloSession(home)
+	for _, p := range homeAttacks {
+		c.prompt(sid, p, "")
+	}
+	var said []string
+	for _, u := range c.sessionUpdates(sid) {
+		said = append(said, u.Text)
+	}
+	checkHomeKept(t, home, strings.Join(said, "\n"))
+	next := c.newYoloSession(home)
+	c.prompt(next, shellCall(`echo x > `+filepath.Join(outside, "next.txt")+`; echo $? > proj/next.done`, false), "")
+	if !absent(t, filepath.Join(outside, "next.txt")) || strings.TrimSpace(mustRead(t, filepath.Join(home, "proj", "next.done"))) == "0" {
+		t.Error("the next session's shell wrote outside its workspace")
+	}
+}
+
+// TestSandboxProtectServeHome: the same under serve --workspace $HOME.
+func TestSandboxProtectServeHome(t *testing.T) {
+	requireLandlock(t)
+	home, outside := protectedHome(t)
+	sp := startServe(t, []string{"--workspace", home, "--settings", yoloSettings(t)}, "HOME="+home, envTestSandbox+"="+sandboxWorkspace)
+	id := sp.newSession(t, "")
+	var answers []string
+	for _, p := range homeAttacks {
+		_, evs := sp.runTurn(t, id, p)
+		for _, ev := range evs {
+			answers = append(answers, jsonStrings(t, parseEnvelope(t, ev).Data)...)
+		}
+	}
+	checkHomeKept(t, home, strings.Join(answers, "\n"))
+	next := sp.newSession(t, "")
+	sp.runTurn(t, next, shellCall(`echo x > `+filepath.Join(outside, "next.txt")+`; echo $? > proj/next.done`, false))
+	if !absent(t, filepath.Join(outside, "next.txt")) || strings.TrimSpace(mustRead(t, filepath.Join(home, "proj", "next.done"))) == "0" {
+		t.Error("the next session's shell wrote outside its workspace")
+	}
+}
+
+// TestSandboxProtectRefused: where user namespaces are off, a session whose
+// cwd holds a protected path is refused with the path and both fixes, and
+// the reports say "refuse"; one elsewhere starts.
+func TestSandboxProtectRefused(t *testing.T) {
+	requireLandlock(t)
+	home, _ := protectedHome(t)
+	const wantErr = `lies in the writable`
+	fixes := []string{"start the session in a directory that does not contain it", "enable unprivileged user namespaces"}
+
+	// No settings files: a session elsewhere has nothing protected in reach.
+	c := startACP(t, nil, []string{"--" + flagNoUserSettings}, "HOME="+home, envTestSandbox+"="+sandboxWorkspace, envTestUserNS+"=off")
+	var init struct {
+		AgentCapabilities struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"agentCapabilities"`
+	}
+	c.mustCall(methodInitialize, initializeParams(""), &init)
+	if got := string(init.AgentCapabilities.Meta[metaSandbox]); !strings.Contains(got, `"protect":"refuse"`) {
+		t.Errorf("initialize sandbox = %s, want protect refuse", got)
+	}
+	r := c.call(methodSessionNew, map[string]any{"cwd": home, "mcpServers": []any{}})
+	if r.Error == nil || !strings.Contains(r.Error.Message, filepath.Join(home, ".")) || !strings.Contains(r.Error.Message, wantErr) {
+		t.Fatalf("session/new in $HOME = %+v, want refused naming a path of the home", r)
+	}
+	for _, f := range fixes {
+		if !strings.Contains(r.Error.Message, f) {
+			t.Errorf("refusal %q lacks the fix %q", r.Error.Message, f)
+		}
+	}
+	c.newSession(t.TempDir()) // nothing protected in reach: it starts
+
+	sp := startServe(t, []string{"--workspace", home, "--settings", yoloSettings(t), "--sandbox", sandboxWorkspace}, "HOME="+home, envTestUserNS+"=off")
+	var caps struct {
+		Sandbox sandboxReport `json:"sandbox"`
+	}
+	if err := json.Unmarshal(sp.do(t, "GET", "/capabilities", "").body, &caps); err != nil || caps.Sandbox.Protect != protectRefuse {
+		t.Errorf("capabilities sandbox = %+v (%v), want protect refuse", caps.Sandbox, err)
+	}
+	res := sp.do(t, "POST", "/session", threadScope(t, ""))
+	if res.status == 200 || !strings.Contains(string(res.body), wantErr) {
+		t.Errorf("POST /session in $HOME = %d %s, want refused", res.status, res.body)
+	}
+}
+
+// jsonStrings is every string value in the JSON data, at any depth.
+func jsonStrings(t *testing.T, data json.RawMessage) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
 }
