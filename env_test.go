@@ -258,6 +258,8 @@ func childEnvironment(t *testing.T, env []string) (procEnviron, envOutput string
 var processStarters = map[string]string{
 	"sandbox.go:sandboxSession.start":            "the launcher, sandbox off: a plain start",
 	"sandbox.go:sandboxSession.startOnOwnThread": "the launcher, sandbox on: from the restricted thread",
+	"sandbox_stage.go:startStaged":               "the launcher, protected paths in reach: acpguard's own mount stage, which confines itself and execs the command",
+	"sandbox_stage.go:runSandboxStage":           "the mount stage: execs the command from its confined thread",
 	"lifeline.go:startOnLifeline":                "serve's acp children, from the thread that never exits: acpguard itself, whose tools the launcher confines",
 }
 

@@ -202,11 +202,11 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 	}{
 		{name: "workspace with everything", cfg: sandboxConfig{Profile: sandboxWorkspace, Explicit: true, Read: []string{"/", dir}, Write: []string{dir},
 			Network: sandboxNone, NetworkExplicit: true, Unix: sandboxNone},
-			want: `{"profile":"workspace","landlockAbi":%d,"network":"none","unix":"none"}`},
+			want: `{"profile":"workspace","landlockAbi":%d,"network":"none","unix":"none","protect":"mount-namespace","protected":null}`},
 		{name: "workspace default in required mode", cfg: sandboxConfig{Profile: sandboxWorkspace, Network: sandboxAll, Unix: sandboxAll}, guarded: true,
-			want: `{"profile":"workspace","landlockAbi":%d,"network":"all","unix":"all"}`},
+			want: `{"profile":"workspace","landlockAbi":%d,"network":"all","unix":"all","protect":"mount-namespace","protected":null}`},
 		{name: "off in required mode", cfg: sandboxConfig{Profile: sandboxOff, Explicit: true}, guarded: true,
-			want: `{"profile":"off","landlockAbi":%d,"network":"all","unix":"all"}`},
+			want: `{"profile":"off","landlockAbi":%d,"network":"all","unix":"all","protect":"off","protected":null}`},
 	}
 	abi := realLandlock(t)
 	exe, err := os.Executable()
@@ -268,7 +268,7 @@ func TestServeChildGetsTheSandbox(t *testing.T) {
 			if err := json.Unmarshal([]byte(line), &resp); err != nil {
 				t.Fatalf("initialize answer %q: %v; stderr:\n%s", line, err, stderr.String())
 			}
-			if got, want := string(resp.Result.AgentCapabilities.Meta[metaSandbox]), fmt.Sprintf(tt.want, abi); got != want {
+			if got, want := sansProtected(t, resp.Result.AgentCapabilities.Meta[metaSandbox]), fmt.Sprintf(tt.want, abi); got != want {
 				t.Errorf("child reports %s, want %s (args %q)", got, want, cmd.Args[1:])
 			}
 		})

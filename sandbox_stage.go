@@ -255,7 +255,7 @@ func moveMount(fd int, to string) error {
 // stageCmd turns cmd into a start of the stage: the stage's own path and
 // argv, an empty environment (the command's travels in the plan), the
 // namespaces and the ambient capability. It returns the plan and a restore
-// that gives cmd back its own path, argv and environment once started.
+// that gives cmd back its own path and argv once started.
 func stageCmd(cmd *exec.Cmd, mounts []stageMount, denyUnix, denyNetwork bool) (stagePlan, func(), error) {
 	if len(cmd.ExtraFiles) > 0 {
 		return stagePlan{}, nil, errors.New("a command with inherited files cannot go through the mount stage")
@@ -279,9 +279,12 @@ func stageCmd(cmd *exec.Cmd, mounts []stageMount, denyUnix, denyNetwork bool) (s
 		UID: os.Getuid(), GID: os.Getgid(), DenyUnix: denyUnix, DenyNetwork: denyNetwork}
 	attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
 	attr.AmbientCaps = []uintptr{capSetgid, capSetuid, capSysAdmin}
-	path, args, env, sys := cmd.Path, cmd.Args, cmd.Env, cmd.SysProcAttr
-	cmd.Path, cmd.Args, cmd.Env, cmd.SysProcAttr = stageExecutable, []string{stageExecutable, sandboxStageArg}, []string{}, &attr
-	restore := func() { cmd.Path, cmd.Args, cmd.Env, cmd.SysProcAttr = path, args, env, sys }
+	path, args, sys := cmd.Path, cmd.Args, cmd.SysProcAttr
+	cmd.Path, cmd.Args, cmd.SysProcAttr = stageExecutable, []string{stageExecutable, sandboxStageArg}, &attr
+	// The stage's own environment is empty: the command's travels in the
+	// plan, and stays there (cmd.Environ is the stage's once started).
+	cmd.Env = (&procEnv{}).childEnv()
+	restore := func() { cmd.Path, cmd.Args, cmd.SysProcAttr = path, args, sys }
 	return plan, restore, nil
 }
 
@@ -369,6 +372,7 @@ var probeMountNamespace = func() error {
 	}
 	defer os.Remove(dir)
 	cmd := exec.Command(stageExecutable)
+	cmd.Env = (&procEnv{}).childEnv()
 	plan, restore, err := stageCmd(cmd, []stageMount{{Path: dir, ReadOnly: true}}, false, false)
 	if err != nil {
 		return err
