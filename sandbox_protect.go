@@ -547,6 +547,12 @@ func readGitPointer(p, prefix string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	return parseGitPointer(data, prefix)
+}
+
+// parseGitPointer reads the path in the first line of a git pointer file
+// after prefix: what git itself reads, trailing blanks and CR dropped.
+func parseGitPointer(data []byte, prefix string) (string, bool) {
 	line, _, _ := bytes.Cut(data, []byte("\n"))
 	s, ok := strings.CutPrefix(strings.TrimRight(string(line), "\r "), prefix)
 	if !ok || s == "" {

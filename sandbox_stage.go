@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -131,9 +132,9 @@ func runSandboxStage() int {
 	if len(data) > maxStagePlanBytes {
 		return fail(fmt.Errorf("read the plan: more than %d bytes", maxStagePlanBytes))
 	}
-	var p stagePlan
-	if err := decodeStrict(data, &p); err != nil {
-		return fail(fmt.Errorf("read the plan: %w", err))
+	p, err := decodeStagePlan(data)
+	if err != nil {
+		return fail(err)
 	}
 	if err := writeIDMaps(p.UID, p.GID); err != nil {
 		return fail(err)
@@ -161,6 +162,21 @@ func runSandboxStage() int {
 	}
 	err = syscall.Exec(p.Path, p.Args, p.Env)
 	return fail(&os.PathError{Op: "exec", Path: p.Path, Err: err})
+}
+
+// decodeStagePlan reads the plan the launcher sent, strictly: every
+// member known, the mounts absolute and clean.
+func decodeStagePlan(data []byte) (stagePlan, error) {
+	var p stagePlan
+	if err := decodeStrict(data, &p); err != nil {
+		return stagePlan{}, fmt.Errorf("read the plan: %w", err)
+	}
+	for _, m := range p.Mounts {
+		if !filepath.IsAbs(m.Path) || filepath.Clean(m.Path) != m.Path {
+			return stagePlan{}, fmt.Errorf("read the plan: mount %q: want a clean absolute path", m.Path)
+		}
+	}
+	return p, nil
 }
 
 // writeIDMaps maps uid and gid of the parent namespace to themselves in
@@ -288,8 +304,9 @@ func stageCmd(cmd *exec.Cmd, mounts []stageMount, denyUnix, denyNetwork bool) (s
 	return plan, restore, nil
 }
 
-// stageExecutable is this very binary, whatever its name on disk now.
-const stageExecutable = "/proc/self/exe"
+// stageExecutable is this very binary, whatever its name on disk now. A
+// variable, so that a benchmark can time the release binary as the stage.
+var stageExecutable = "/proc/self/exe"
 
 // startStaged starts cmd through the mount stage with the session's
 // ruleset (-1: none, the probe) and waits until the stage has either
