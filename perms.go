@@ -138,7 +138,11 @@ type permRule struct {
 	// "mcp__server__tool", or a prefix ending in "*".
 	mcp     string
 	command *regexp.Regexp // shell specifier
-	paths   []string       // path specifier: glob patterns after brace expansion
+	// longOpts are the long options the shell specifier names (--eval,
+	// -vettool), which a deny or ask rule meets in every spelling
+	// (commandPatternOptions).
+	longOpts []string
+	paths    []string // path specifier: glob patterns after brace expansion
 }
 
 // permissionRules is a parsed permissions section. The zero value has no rules.
@@ -212,6 +216,7 @@ func parsePermRule(raw string) (permRule, error) {
 	var err error
 	if tools[0] == toolShell {
 		rule.command, err = compileCommandPattern(spec)
+		rule.longOpts = commandPatternOptions(spec)
 	} else {
 		rule.paths, err = expandBraces(spec)
 		for _, p := range rule.paths {
@@ -369,7 +374,7 @@ func (rl permRule) matches(c permCall, strict bool) bool {
 	case !covered:
 		return false
 	case rl.command != nil:
-		return !c.hasCommand || c.unread || matchShellParts(rl.command, c.deny)
+		return !c.hasCommand || c.unread || matchShellParts(rl.command, c.deny) || rl.matchOptionSpellings(c)
 	case rl.paths != nil:
 		return rl.matchPath(c, strict)
 	}

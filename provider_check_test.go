@@ -16,7 +16,7 @@ func TestProviderCheckExampleCasesPass(t *testing.T) {
 	if code != exitOK || stderr != "" {
 		t.Fatalf("exit %d, stderr %q, stdout %q", code, stderr, stdout)
 	}
-	want := "policy \"examples/policy.json\": valid, 22 rules; cases \"examples/policy.cases.json\"\n72 passed, 0 failed\n"
+	want := "policy \"examples/policy.json\": valid, 22 rules; cases \"examples/policy.cases.json\"\n75 passed, 0 failed\n"
 	if stdout != want {
 		t.Errorf("stdout %q, want %q", stdout, want)
 	}

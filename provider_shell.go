@@ -32,6 +32,7 @@ type providerShellRule struct {
 	argv0M   *shellGlob
 	optionsM *shellGlob
 	letters  string // the single-letter options, matched inside clusters
+	longs    []shellLongOption
 	assignsM *shellGlob
 	readsM   []*globMatcher
 	writesM  []*globMatcher
@@ -44,6 +45,31 @@ const (
 	redirectsDeny    = "deny"    // deny rules: a redirection to a file or a socket
 	redirectsNetwork = "network" // deny rules: a redirection to a socket; allow rules: to any file or socket
 )
+
+// shellLongOption is a long option of a deny rule's "options", met in
+// every spelling programs read as it (spellsLongOption).
+type shellLongOption struct {
+	name *shellGlob // the name after the dashes, a glob
+	lit  string     // the name's literal part, before a glob character or "=": --P spells it for every non-empty prefix P
+}
+
+// longOptionOf reads an options alternative as a long option: "--" and a
+// name, or "-" and a name of two letters or more (a single letter is a
+// short option, matched in clusters), the name a glob that may hold
+// "=value". ok is false for any other.
+func longOptionOf(alt string) (name, lit string, ok bool) {
+	_, name, double, isOption := splitLongOption(alt)
+	lit = name
+	if i := strings.IndexAny(lit, `*?[\=`); i >= 0 {
+		lit = lit[:i]
+	}
+	return name, lit, isOption && lit != "" && (double || len(lit) >= 2)
+}
+
+// spells reports whether an option word spells the long option.
+func (o shellLongOption) spells(w string) bool {
+	return spellsLongOption(w, o.name.match, o.lit)
+}
 
 // shellGlob is a set of word globs with braces expanded: exact words in a
 // map, the others as path.Match patterns with "/" made an ordinary byte.
@@ -217,6 +243,19 @@ func compileProviderShellRule(fr providerPolicyFileRule, allow bool, tool provid
 	for _, o := range fr.Options {
 		if len(o) == 2 && o[0] == '-' && o[1] != '-' && !strings.ContainsAny(o, `*?[\{`) {
 			s.letters += o[1:]
+		}
+		if allow {
+			continue // an allow rule takes the spelling it names, no other
+		}
+		alts, _ := expandBraces(o) // checked above
+		for _, a := range alts {
+			if name, lit, ok := longOptionOf(a); ok {
+				g, err := compileShellGlob(name)
+				if err != nil {
+					return nil, err
+				}
+				s.longs = append(s.longs, shellLongOption{name: g, lit: lit})
+			}
 		}
 	}
 	if s.assignsM, err = compileShellGlob(fr.Assigns...); err != nil {
@@ -525,8 +564,11 @@ func (u *providerShellUnit) anyAssign(g *shellGlob) bool {
 // hasOption reports whether a word after argv[0] carries one of the rule's
 // options: the word itself (--opt, or a glob such as --output*), its part
 // before "=" (--opt=value), or for a single-letter option (-r) a cluster
-// holding the letter (-rf). Every word is looked at, even after "--": a
-// deny must not be dodged by where a word stands.
+// holding the letter (-rf); on a deny rule also a long option in any
+// spelling getopt_long or Go's flag package reads as it (shellLongOption:
+// --o, --op, ... for --opt; -opt for --opt and the reverse). Every word is
+// looked at, even after "--": a deny must not be dodged by where a word
+// stands.
 func (s *providerShellRule) hasOption(argv []string) bool {
 	for _, w := range argv[min(1, len(argv)):] {
 		if len(w) < 2 || w[0] != '-' && w[0] != '+' {
@@ -538,6 +580,11 @@ func (s *providerShellRule) hasOption(argv []string) bool {
 		}
 		if s.letters != "" && isOptionCluster(w) && strings.ContainsAny(w[1:], s.letters) {
 			return true
+		}
+		for _, o := range s.longs {
+			if o.spells(w) {
+				return true
+			}
 		}
 	}
 	return false

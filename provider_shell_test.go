@@ -335,9 +335,10 @@ func TestProviderShellRedirections(t *testing.T) {
 	}
 }
 
-// TestProviderDeniesNetworkRedirection: the shipped policy, served, denies
-// a file sent to a socket by a redirection, with its reason.
-func TestProviderDeniesNetworkRedirection(t *testing.T) {
+// TestProviderServesShellDenials: the shipped policy, served, denies a
+// file sent to a socket by a redirection, with its reason, and each option
+// spelling testdata/policy/options.json pins as denied.
+func TestProviderServesShellDenials(t *testing.T) {
 	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json"})
 	c := testProviderClient(t, p.url, testTimeout(5*time.Second))
 	for _, command := range []string{"cat secret.txt </dev/tcp/127.0.0.1/9 >&0", "exec 3<>/dev/udp/127.0.0.1/53"} {
@@ -345,6 +346,83 @@ func TestProviderDeniesNetworkRedirection(t *testing.T) {
 		if res.Allowed || res.Reason != examplePolicyNetworkReason {
 			t.Errorf("%q: %+v, want a deny with %q", command, res, examplePolicyNetworkReason)
 		}
+	}
+	for _, v := range loadShellOptionVectors(t).Commands {
+		if res := c.prepare(context.Background(), shellPrepare(v.Command)); res.Allowed != (v.Provider == "allow") {
+			t.Errorf("%q: %+v, want %s", v.Command, res, v.Provider)
+		}
+	}
+}
+
+// shellOptionVectors is testdata/policy/options.json: option spellings and
+// what each layer decides, the provider on examples/policy.json and the
+// settings layer in yolo with the file's deny rules.
+type shellOptionVectors struct {
+	Settings struct {
+		Deny []string `json:"deny"`
+	} `json:"settings"`
+	Commands []struct {
+		Command      string `json:"command"`
+		Provider     string `json:"provider"`
+		ProviderRule int    `json:"providerRule"`
+		Settings     string `json:"settings"`
+	} `json:"commands"`
+}
+
+func loadShellOptionVectors(t *testing.T) shellOptionVectors {
+	t.Helper()
+	data, err := os.ReadFile("testdata/policy/options.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v shellOptionVectors
+	if err := decodeStrict(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestShellOptionSpellings: a deny on a long option meets every spelling
+// getopt_long, Go's flag package and npm read as it (a prefix, one dash or
+// two, =value or a separate word), in the provider and in the settings
+// layer; the controls stay allowed.
+func TestShellOptionSpellings(t *testing.T) {
+	vectors := loadShellOptionVectors(t)
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := mustRules(t, nil, nil, vectors.Settings.Deny)
+	for _, v := range vectors.Commands {
+		args := map[string]any{"command": v.Command}
+		if d := pol.decide(shellToolName, args); providerDecisionName(d.Allowed) != v.Provider || d.Rule != v.ProviderRule {
+			t.Errorf("provider %q: %s by rule %d, want %s by %d", v.Command, providerDecisionName(d.Allowed), d.Rule, v.Provider, v.ProviderRule)
+		}
+		if got, rule := rules.decide(modeYolo, toolShell, false, args, testCwd, testHome); string(got) != v.Settings {
+			t.Errorf("settings %q: %s %q, want %s", v.Command, got, rule, v.Settings)
+		}
+	}
+	// An allow rule takes the spelling it names, no other.
+	allow, err := parseProviderPolicy([]byte(`{"rules":[{"tool":"run_shell_command","argv0":"ls","options":["--color*"],"decision":"allow"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for command, want := range map[string]bool{"ls --color=auto": true, "ls --col=auto": false, "ls -color=auto": false} {
+		if d := allow.decide(shellToolName, map[string]any{"command": command}); d.Allowed != want {
+			t.Errorf("allow rule, %q: allowed=%v, want %v", command, d.Allowed, want)
+		}
+	}
+	// Past maxOptionSpellings rewritten forms, a settings rule meets the
+	// command: 2^7 forms here.
+	bound := mustRules(t, nil, nil, []string{"Bash(tool --aa --bb)"})
+	if v, _ := bound.decide(modeYolo, toolShell, false, map[string]any{"command": "tool" + strings.Repeat(" --a", 7)}, testCwd, testHome); v != verdictDeny {
+		t.Errorf("past the bound: %s, want deny", v)
+	}
+	if v, _ := bound.decide(modeYolo, toolShell, false, map[string]any{"command": "tool --a --b"}, testCwd, testHome); v != verdictDeny {
+		t.Errorf("tool --a --b: %s, want deny", v)
+	}
+	if v, _ := bound.decide(modeYolo, toolShell, false, map[string]any{"command": "tool --a --c"}, testCwd, testHome); v != verdictAllow {
+		t.Errorf("tool --a --c: %s, want allow", v)
 	}
 }
 

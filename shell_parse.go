@@ -1486,6 +1486,36 @@ func isAssignWord(s string) bool {
 	return true
 }
 
+// splitLongOption splits an option word into its name after the dashes,
+// the name with its value, and whether it has two dashes: --name[=value],
+// or -name[=value] with a name of two letters or more (one letter is a
+// short option). ok is false for any other word.
+func splitLongOption(w string) (name, full string, double, ok bool) {
+	switch {
+	case strings.HasPrefix(w, "--"):
+		full, double = w[2:], true
+	case strings.HasPrefix(w, "-"):
+		full = w[1:]
+	default:
+		return "", "", false, false
+	}
+	name, _, _ = strings.Cut(full, "=")
+	return name, full, double, name != "" && (double || len(name) >= 2)
+}
+
+// spellsLongOption reports whether an option word spells a long option as
+// programs read it: the option's name (matches), or name=value, with two
+// dashes or one (Go's flag package reads -name as --name, getopt_long_only
+// programs too), or with two dashes a non-empty prefix of lit, the
+// literal part of the option's name (GNU getopt_long and npm take any
+// unambiguous prefix: --eva is --eval). The rules that deny an option meet
+// every such spelling: they do not know the program's other options, so
+// every prefix counts.
+func spellsLongOption(w string, matches func(string) bool, lit string) bool {
+	name, full, double, ok := splitLongOption(w)
+	return ok && (matches(name) || matches(full) || double && strings.HasPrefix(lit, name))
+}
+
 // commandName returns the effective command of c after seeing through
 // wrappers (command, env, exec, nice, nohup, timeout, xargs, sudo, doas,
 // stdbuf, time, ...), as a basename: `sudo /bin/rm x` is "rm". It is ""

@@ -50,7 +50,7 @@ programs := {"git", "npm", "go", "make", "ls", "pwd", "echo", "cat", "date"}
 dangerous := {
 	"git": {"-c", "--output", "--ext-diff", "--textconv", "--exec-path", "--upload-pack", "--config-env"},
 	"npm": {"exec", "--script-shell", "--call"},
-	"go": {"-exec", "-toolexec", "generate"},
+	"go": {"-exec", "-toolexec", "-vettool", "generate"},
 	"make": {"--eval", "-E", "SHELL"},
 }
 
@@ -84,6 +84,27 @@ dangerous_option(c) if {
 option_matches(w, opt) if w == opt
 
 option_matches(w, opt) if startswith(w, concat("", [opt, "="]))
+
+# A long option in the other spellings programs read as it: one dash or
+# two (Go's flag package reads -vettool as --vettool), and any two-dash
+# prefix (GNU getopt_long reads --eva as --eval).
+long_name(opt) := name if {
+	startswith(opt, "-")
+	name := trim_left(opt, "-")
+	count(name) > 1
+}
+
+option_matches(w, opt) if {
+	startswith(w, "-")
+	trim_left(split(w, "=")[0], "-") == long_name(opt)
+}
+
+option_matches(w, opt) if {
+	startswith(w, "--")
+	prefix := trim_left(split(w, "=")[0], "-")
+	count(prefix) > 0
+	startswith(long_name(opt), prefix)
+}
 
 redirect_ok(r) if r.target == "/dev/null"
 
