@@ -50,6 +50,42 @@ func compileGlob(pattern string) (*globMatcher, error) {
 	return m, nil
 }
 
+// compileAbsGlob checks a pattern over absolute, cleaned paths (the reads
+// and writes of a policy's shell rules): absolute, no "." or ".." segment,
+// otherwise compileGlob's patterns.
+func compileAbsGlob(pattern string) (*globMatcher, error) {
+	if !strings.HasPrefix(pattern, "/") {
+		return nil, fmt.Errorf("pattern %q is relative; give an absolute path pattern, e.g. %q", pattern, "/srv/work/**")
+	}
+	if len(pattern) > maxPatternBytes {
+		return nil, fmt.Errorf("pattern is longer than %d bytes", maxPatternBytes)
+	}
+	pats, err := expandBraces(pattern)
+	if err != nil {
+		return nil, err
+	}
+	m := &globMatcher{}
+	for _, p := range pats {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("pattern %q has a relative alternative %q; give absolute ones", pattern, p)
+		}
+		if err := checkPathPattern(p); err != nil {
+			return nil, err
+		}
+		segs := pathSegments(p)
+		if slices.Contains(segs, "..") || slices.Contains(segs, ".") {
+			return nil, fmt.Errorf("pattern %q has a %q or %q segment; the paths it meets are cleaned", pattern, ".", "..")
+		}
+		m.alternatives = append(m.alternatives, segs)
+	}
+	return m, nil
+}
+
+// matchAbs matches an absolute path against a compileAbsGlob pattern.
+func (m *globMatcher) matchAbs(p string) bool {
+	return path.IsAbs(p) && m.match(strings.TrimPrefix(p, "/"))
+}
+
 func (m *globMatcher) match(rel string) bool {
 	name := strings.Split(rel, "/")
 	for _, alt := range m.alternatives {

@@ -138,7 +138,11 @@ type permRule struct {
 	// "mcp__server__tool", or a prefix ending in "*".
 	mcp     string
 	command *regexp.Regexp // shell specifier
-	paths   []string       // path specifier: glob patterns after brace expansion
+	// longOpts are the long options the shell specifier names (--eval,
+	// -vettool), which a deny or ask rule meets in every spelling
+	// (commandPatternOptions).
+	longOpts []string
+	paths    []string // path specifier: glob patterns after brace expansion
 }
 
 // permissionRules is a parsed permissions section. The zero value has no rules.
@@ -212,6 +216,7 @@ func parsePermRule(raw string) (permRule, error) {
 	var err error
 	if tools[0] == toolShell {
 		rule.command, err = compileCommandPattern(spec)
+		rule.longOpts = commandPatternOptions(spec)
 	} else {
 		rule.paths, err = expandBraces(spec)
 		for _, p := range rule.paths {
@@ -280,6 +285,13 @@ func (r *permissionRules) decide(mode, tool string, readOnly bool, args map[stri
 		if rl.matches(call, true) {
 			return verdictAsk, rl.raw
 		}
+	}
+	// A shell command that opens a socket by a redirection, or may (a
+	// target known only when bash runs, a command not read whole), is
+	// allowed by no rule and no mode, yolo included: the user is asked,
+	// and where nobody answers it does not run (DESIGN.md §10).
+	if call.hasCommand && (call.network || call.unread) {
+		return verdictAsk, ""
 	}
 	for _, rl := range r.allow {
 		if rl.command == nil && rl.matches(call, false) {
@@ -386,7 +398,7 @@ func (rl permRule) matches(c permCall, strict bool) bool {
 	case !covered:
 		return false
 	case rl.command != nil:
-		return !c.hasCommand || c.unread || matchShellParts(rl.command, c.deny)
+		return !c.hasCommand || c.unread || matchShellParts(rl.command, c.deny) || rl.matchOptionSpellings(c)
 	case rl.paths != nil:
 		return rl.matchPath(c, strict)
 	}

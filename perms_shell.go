@@ -117,12 +117,18 @@ type shellView struct {
 	// and without its assignments), and each command run through a wrapper
 	// or a find -exec, su -c or sh -c (expandWrappers).
 	deny []string
+	// denyForms are the words of each form of deny, for the rules that
+	// meet long options in every spelling (matchOptionSpellings).
+	denyForms []shellForm
 	// allow holds, per simple command, the forms that must each match an
 	// allow rule; nil for a command no rule may allow (complex, or writing
 	// a file by a redirection).
 	allow [][]string
 	// complex: the command cannot be reduced to plain words.
 	complex bool
+	// network: a redirection of some simple command opens a socket, or
+	// may (shellRedirect.network): no rule or mode allows the command.
+	network bool
 	// unread: the parser stopped before the end (a syntax error, or past
 	// its bounds); what it did not read may hold any command, so every
 	// deny and ask rule with a command pattern meets the call.
@@ -134,8 +140,21 @@ func viewShellCommand(command string) shellView {
 	cmds, complex, err := parseShell(command)
 	v := shellView{complex: complex, unread: err != nil}
 	seen := map[string]bool{}
-	addDeny := func(s string) {
-		if !seen[s] {
+	addDeny := func(assigns, argv []string, base bool) {
+		f := shellForm{assigns: assigns, argv: slices.Clone(argv)}
+		if base && len(argv) > 0 {
+			f.argv[0] = path.Base(argv[0])
+		}
+		if s := argvText(assigns, argv, base); !seen[s] {
+			seen[s] = true
+			v.deny = append(v.deny, s)
+			v.denyForms = append(v.denyForms, f)
+		}
+		// A word holding a blank is quoted in the text above, which a
+		// pattern such as "make --eval*" would not meet for
+		// make --eval='a b': deny and ask rules see the words joined
+		// as they are too.
+		if s := f.plainText(); !seen[s] {
 			seen[s] = true
 			v.deny = append(v.deny, s)
 		}
@@ -144,10 +163,13 @@ func viewShellCommand(command string) shellView {
 		var forms []string
 		allowable := !c.Complex && !redirectsToFile(c.Redirects)
 		for k, x := range append([]shellCommand{c}, expandWrappers(c)...) {
-			addDeny(argvText(nil, x.Argv, false))
-			addDeny(argvText(nil, x.Argv, true))
+			for _, r := range x.Redirects {
+				v.network = v.network || r.network()
+			}
+			addDeny(nil, x.Argv, false)
+			addDeny(nil, x.Argv, true)
 			if len(x.Assigns) > 0 {
-				addDeny(argvText(x.Assigns, x.Argv, true))
+				addDeny(x.Assigns, x.Argv, true)
 			}
 			forms = append(forms, argvText(x.Assigns, x.Argv, true))
 			if k > 0 && x.Complex {
@@ -160,6 +182,86 @@ func viewShellCommand(command string) shellView {
 		v.allow = append(v.allow, forms)
 	}
 	return v
+}
+
+// shellForm is one form of a simple command for the deny and ask rules:
+// its assignments and its words, argv0 as the form spells it.
+type shellForm struct {
+	assigns, argv []string
+}
+
+// plainText is the form's words joined by one space, none quoted.
+func (f shellForm) plainText() string {
+	return strings.Join(append(slices.Clone(f.assigns), f.argv...), " ")
+}
+
+// maxOptionSpellings bounds the forms one command is rewritten into for
+// one rule (matchOptionSpellings); a command with more meets the rule, so
+// that matching stays cheap and fails closed.
+const maxOptionSpellings = 64
+
+// commandPatternOptions returns the long options a shell specifier names,
+// as written: each word that is "--" and a name, or "-" and a name of two
+// letters or more, cut before "=" or "*" ("make --eval*" gives --eval).
+func commandPatternOptions(spec string) []string {
+	var out []string
+	for _, w := range strings.Fields(strings.TrimSuffix(spec, ":*")) {
+		if i := strings.IndexAny(w, "=*"); i >= 0 {
+			w = w[:i]
+		}
+		if _, _, _, ok := splitLongOption(w); ok && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// matchOptionSpellings is how a deny or ask rule naming long options meets
+// the spellings getopt_long and Go's flag package read as them: each word
+// of a command that spells one of the rule's long options (--eva, --e or
+// -eval for --eval, --vettool for -vettool, with "=value" or not) is
+// rewritten to the rule's spelling, in every combination, and the rule's
+// pattern is matched against the result: "make --eval*" meets
+// "make --eva=x". The policy does not know the program's other options,
+// so every prefix counts.
+func (rl permRule) matchOptionSpellings(c permCall) bool {
+	if len(rl.longOpts) == 0 {
+		return false
+	}
+	for _, f := range c.denyForms {
+		forms := [][]string{nil}
+		for _, w := range f.argv {
+			alts := []string{w}
+			_, val, eq := strings.Cut(w, "=")
+			for _, o := range rl.longOpts {
+				oname, _, _, _ := splitLongOption(o)
+				if spellsLongOption(w, func(n string) bool { return n == oname }, oname) {
+					if eq {
+						alts = append(alts, o+"="+val)
+					} else {
+						alts = append(alts, o)
+					}
+				}
+			}
+			if len(forms)*len(alts) > maxOptionSpellings {
+				return true
+			}
+			var next [][]string
+			for _, form := range forms {
+				for _, a := range alts {
+					next = append(next, append(slices.Clip(form), a))
+				}
+			}
+			forms = next
+		}
+		for _, argv := range forms {
+			g := shellForm{assigns: f.assigns, argv: argv}
+			if rl.command.MatchString(argvText(g.assigns, g.argv, false)) || rl.command.MatchString(g.plainText()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // splitShellCommand returns the simple commands of command as the allow

@@ -239,6 +239,9 @@ func explainProviderCall(sys *system, pol *providerPolicy, text string) error {
 			if u.toFile {
 				notes = append(notes, "redirects to a file")
 			}
+			if u.network {
+				notes = append(notes, "redirects to a socket, or may")
+			}
 			if u.complex {
 				notes = append(notes, fmt.Sprintf("complex: %s", u.why))
 			}

@@ -79,6 +79,8 @@ type providerPolicyFileRule struct {
 	Options   []string `json:"options"`
 	Assigns   []string `json:"assigns"`
 	Redirects string   `json:"redirects"`
+	Reads     []string `json:"reads"`
+	Writes    []string `json:"writes"`
 	Complex   bool     `json:"complex"`
 }
 

@@ -1,6 +1,6 @@
 // provider_shell.go owns the policy's rules over parsed shell commands:
-// the fields argv, argv0, options, assigns, redirects and complex of a
-// run_shell_command rule, the simple commands a call is cut into
+// the fields argv, argv0, options, assigns, redirects, reads, writes and
+// complex of a run_shell_command rule, the simple commands a call is cut into
 // (shell_parse.go), and how a rule meets each of them (DESIGN.md §8).
 package main
 
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -21,7 +22,9 @@ type providerShellRule struct {
 	argv0     string   // glob on the basename of the command, its wrappers' included
 	options   []string // the command carries one of them
 	assigns   []string // globs on NAME of NAME=value prefixes
-	redirects string   // "", "allow" or "deny"
+	redirects string   // "", redirectsAllow, redirectsDeny or redirectsNetwork
+	reads     []string // absolute path globs on what redirections read
+	writes    []string // absolute path globs on what redirections write
 	complex   bool
 
 	// Compiled once at load: decisions match them per simple command.
@@ -29,7 +32,43 @@ type providerShellRule struct {
 	argv0M   *shellGlob
 	optionsM *shellGlob
 	letters  string // the single-letter options, matched inside clusters
+	longs    []shellLongOption
 	assignsM *shellGlob
+	readsM   []*globMatcher
+	writesM  []*globMatcher
+}
+
+// The values of a shell rule's "redirects": what a deny rule meets, or
+// what an allow rule admits besides plain words.
+const (
+	redirectsAllow   = "allow"   // allow rules: redirections to any file
+	redirectsDeny    = "deny"    // deny rules: a redirection to a file or a socket
+	redirectsNetwork = "network" // deny rules: a redirection to a socket; allow rules: to any file or socket
+)
+
+// shellLongOption is a long option of a deny rule's "options", met in
+// every spelling programs read as it (spellsLongOption).
+type shellLongOption struct {
+	name *shellGlob // the name after the dashes, a glob
+	lit  string     // the name's literal part, before a glob character or "=": --P spells it for every non-empty prefix P
+}
+
+// longOptionOf reads an options alternative as a long option: "--" and a
+// name, or "-" and a name of two letters or more (a single letter is a
+// short option, matched in clusters), the name a glob that may hold
+// "=value". ok is false for any other.
+func longOptionOf(alt string) (name, lit string, ok bool) {
+	_, name, double, isOption := splitLongOption(alt)
+	lit = name
+	if i := strings.IndexAny(lit, `*?[\=`); i >= 0 {
+		lit = lit[:i]
+	}
+	return name, lit, isOption && lit != "" && (double || len(lit) >= 2)
+}
+
+// spells reports whether an option word spells the long option.
+func (o shellLongOption) spells(w string) bool {
+	return spellsLongOption(w, o.name.match, o.lit)
 }
 
 // shellGlob is a set of word globs with braces expanded: exact words in a
@@ -87,11 +126,17 @@ type providerShellUnit struct {
 	opaque   bool     // a wrapper in front is not transparent to allow rules
 	assigns  []string // NAME=value words: the command's and its wrappers'
 	toFile   bool     // output redirected to a file other than /dev/null
-	complex  bool
-	why      string
-	dynamic  bool // a word of argv is only known when bash runs
-	control  bool // a word holds a control character (\r hides text on a terminal)
-	notParse bool // the command argument is not a string, or was not read whole
+	network  bool     // a redirection opens a socket, or may (shellRedirect.network)
+	// reads and writes are the paths the redirections read and write,
+	// absolute and cleaned; "" for one not known before bash runs.
+	reads, writes []string
+	redirs        []shellRedirect
+	ownRedirs     bool // redirs are the top-level command's own, not a script's inside it
+	complex       bool
+	why           string
+	dynamic       bool // a word of argv is only known when bash runs
+	control       bool // a word holds a control character (\r hides text on a terminal)
+	notParse      bool // the command argument is not a string, or was not read whole
 }
 
 // providerShellCall is a run_shell_command call parsed once for all rules.
@@ -109,13 +154,13 @@ type providerShellCall struct {
 var transparentWrappers = map[string]bool{"command": true, "builtin": true, "exec": true, "nice": true, "nohup": true, "setsid": true, "timeout": true, "stdbuf": true, "xargs": true, "env": true}
 
 func compileProviderShellRule(fr providerPolicyFileRule, allow bool, tool providerRuleTool) (*providerShellRule, error) {
-	if fr.Argv == nil && fr.Argv0 == "" && fr.Options == nil && fr.Assigns == nil && fr.Redirects == "" && !fr.Complex {
+	if fr.Argv == nil && fr.Argv0 == "" && fr.Options == nil && fr.Assigns == nil && fr.Redirects == "" && fr.Reads == nil && fr.Writes == nil && !fr.Complex {
 		return nil, nil
 	}
 	if !tool.matches(fr.Tool, shellToolName) || tool.glob {
-		return nil, fmt.Errorf("tool %q: argv, argv0, options, assigns, redirects and complex apply only to %q (or Bash, Shell)", fr.Tool, shellToolName)
+		return nil, fmt.Errorf("tool %q: argv, argv0, options, assigns, redirects, reads, writes and complex apply only to %q (or Bash, Shell)", fr.Tool, shellToolName)
 	}
-	s := &providerShellRule{argv: fr.Argv, argv0: fr.Argv0, options: fr.Options, assigns: fr.Assigns, complex: fr.Complex}
+	s := &providerShellRule{argv: fr.Argv, argv0: fr.Argv0, options: fr.Options, assigns: fr.Assigns, reads: fr.Reads, writes: fr.Writes, complex: fr.Complex}
 	if fr.Argv != nil && len(fr.Argv) == 0 {
 		return nil, errors.New(`argv []: want at least one word, e.g. ["git", "log"]`)
 	}
@@ -147,19 +192,38 @@ func compileProviderShellRule(fr providerPolicyFileRule, allow bool, tool provid
 		}
 	}
 	switch fr.Redirects {
-	case "":
-	case "allow":
+	case "", redirectsNetwork:
+	case redirectsAllow:
 		if !allow {
-			return nil, errors.New(`redirects "allow" on a deny rule: want "deny" there`)
+			return nil, errors.New(`redirects "allow" on a deny rule: want "deny" or "network" there`)
 		}
-	case "deny":
+	case redirectsDeny:
 		if allow {
-			return nil, errors.New(`redirects "deny" on an allow rule: allow rules never match a redirection to a file unless they say "allow"`)
+			return nil, errors.New(`redirects "deny" on an allow rule: allow rules never match a redirection to a file unless they say "allow", nor to a socket unless they say "network"`)
 		}
 	default:
-		return nil, fmt.Errorf(`redirects %q: want "deny" (deny rules) or "allow" (allow rules)`, fr.Redirects)
+		return nil, fmt.Errorf(`redirects %q: want "deny" or "network" (deny rules), "allow" or "network" (allow rules)`, fr.Redirects)
 	}
 	s.redirects = fr.Redirects
+	if allow && fr.Writes != nil && fr.Redirects != "" {
+		return nil, fmt.Errorf(`writes with redirects %q: an allow rule's writes already admit the redirections to the files they name; drop one`, fr.Redirects)
+	}
+	for _, group := range []struct {
+		field string
+		pats  []string
+		out   *[]*globMatcher
+	}{{"reads", fr.Reads, &s.readsM}, {"writes", fr.Writes, &s.writesM}} {
+		if group.pats != nil && len(group.pats) == 0 {
+			return nil, fmt.Errorf(`%s []: want at least one path pattern, e.g. ["/srv/work/**"]`, group.field)
+		}
+		for _, p := range group.pats {
+			m, err := compileAbsGlob(p)
+			if err != nil {
+				return nil, fmt.Errorf("invalid %s pattern %q: %w", group.field, p, err)
+			}
+			*group.out = append(*group.out, m)
+		}
+	}
 	var err error
 	for _, p := range fr.Argv {
 		g, err := compileShellGlob(p)
@@ -179,6 +243,19 @@ func compileProviderShellRule(fr providerPolicyFileRule, allow bool, tool provid
 	for _, o := range fr.Options {
 		if len(o) == 2 && o[0] == '-' && o[1] != '-' && !strings.ContainsAny(o, `*?[\{`) {
 			s.letters += o[1:]
+		}
+		if allow {
+			continue // an allow rule takes the spelling it names, no other
+		}
+		alts, _ := expandBraces(o) // checked above
+		for _, a := range alts {
+			if name, lit, ok := longOptionOf(a); ok {
+				g, err := compileShellGlob(name)
+				if err != nil {
+					return nil, err
+				}
+				s.longs = append(s.longs, shellLongOption{name: g, lit: lit})
+			}
 		}
 	}
 	if s.assignsM, err = compileShellGlob(fr.Assigns...); err != nil {
@@ -224,11 +301,12 @@ func parseProviderShellCall(args any) *providerShellCall {
 		if c.Complex && sc.why == "" {
 			sc.why = c.Why
 		}
-		sc.addUnit(c)
+		sc.addUnit(c, true)
 		for _, inner := range expandWrappers(c) {
-			sc.addUnit(inner)
+			sc.addUnit(inner, sameRedirects(inner.Redirects, c.Redirects))
 		}
 	}
+	sc.resolvePaths(m["directory"])
 	if complex && sc.why == "" {
 		sc.why = "not plain words"
 		if err != nil {
@@ -257,7 +335,14 @@ func parseProviderShellCall(args any) *providerShellCall {
 	return sc
 }
 
-func (sc *providerShellCall) addUnit(c shellCommand) {
+// sameRedirects reports whether a command expandWrappers returned carries
+// its top-level command's redirections, as the command a wrapper runs does
+// (the same slice), rather than those of a script run inside it.
+func sameRedirects(inner, outer []shellRedirect) bool {
+	return len(inner) == 0 || len(inner) == len(outer) && &inner[0] == &outer[0]
+}
+
+func (sc *providerShellCall) addUnit(c shellCommand, own bool) {
 	if len(c.Argv) == 0 && len(c.Redirects) == 0 && len(c.Assigns) == 0 {
 		return
 	}
@@ -295,6 +380,10 @@ func (sc *providerShellCall) addUnit(c shellCommand) {
 		u.names = append(u.names, path.Base(argv[0]))
 	}
 	u.toFile = redirectsToFile(c.Redirects)
+	u.redirs, u.ownRedirs = c.Redirects, own
+	for _, r := range c.Redirects {
+		u.network = u.network || r.network()
+	}
 	for _, w := range c.Argv {
 		u.control = u.control || strings.IndexFunc(w, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0
 	}
@@ -305,19 +394,69 @@ func (sc *providerShellCall) addUnit(c shellCommand) {
 	}
 }
 
+// directoryChangers are the commands after which bash opens a relative
+// redirection target somewhere other than the call's directory.
+var directoryChangers = map[string]bool{"cd": true, "pushd": true, "popd": true}
+
+// resolvePaths fills in each command's reads and writes: a target as
+// written when absolute, else joined to the call's directory, cleaned. A
+// target is not known ("") when it is dynamic, has a ".." segment (the
+// kernel resolves it through symlinks, a lexical clean does not), or is
+// relative and the call has no absolute directory, changes directory
+// (cd, pushd, popd), or the target is a script's inside a wrapper (su -,
+// env -C and find -execdir run it elsewhere).
+func (sc *providerShellCall) resolvePaths(directory any) {
+	dir, _ := directory.(string)
+	if !path.IsAbs(dir) {
+		dir = ""
+	}
+	for _, u := range sc.units {
+		if len(u.argv) > 0 && directoryChangers[path.Base(u.argv[0])] {
+			dir = ""
+		}
+	}
+	for i := range sc.units {
+		u := &sc.units[i]
+		for _, r := range u.redirs {
+			p := r.Target
+			switch {
+			case r.Dynamic || slices.Contains(strings.Split(p, "/"), ".."):
+				p = ""
+			case path.IsAbs(p):
+				p = path.Clean(p)
+			case dir != "" && u.ownRedirs:
+				p = path.Join(dir, p)
+			default:
+				p = ""
+			}
+			if r.reads() {
+				u.reads = append(u.reads, p)
+			}
+			if r.writes() {
+				u.writes = append(u.writes, p)
+			}
+		}
+	}
+}
+
 // matchUnit reports whether the rule's shell fields meet one simple
 // command. A deny rule matches a command of any shape; an allow rule never
 // matches a complex command without "complex": true, a command redirected
-// to a file without "redirects": "allow", one with NAME=value prefixes its
-// "assigns" do not all name, one behind a wrapper that is not transparent,
-// one with a control character in a word, nor (without "complex": true)
-// one whose words are only known when bash runs.
+// to a socket without "redirects": "network", to a file without "allow",
+// "network" or "writes" naming the file, one reading by a redirection a
+// file its "reads" (when it has them) do not name, one with NAME=value
+// prefixes its "assigns" do not all name, one behind a wrapper that is not
+// transparent, one with a control character in a word, nor (without
+// "complex": true) one whose words are only known when bash runs.
 func (s *providerShellRule) matchUnit(allow bool, u *providerShellUnit) bool {
 	if u.notParse {
 		return !allow
 	}
 	if allow {
-		if u.complex && !s.complex || u.toFile && s.redirects != "allow" || u.opaque || u.control || u.dynamic && !s.complex {
+		if u.complex && !s.complex || u.opaque || u.control || u.dynamic && !s.complex {
+			return false
+		}
+		if u.network && s.redirects != redirectsNetwork || !s.admitsWrites(u) || s.reads != nil && !allPaths(u.reads, s.readsM) {
 			return false
 		}
 		for _, a := range u.assigns {
@@ -327,7 +466,10 @@ func (s *providerShellRule) matchUnit(allow bool, u *providerShellUnit) bool {
 			}
 		}
 	} else {
-		if s.complex && !u.complex || s.redirects == "deny" && !u.toFile {
+		if s.complex && !u.complex || s.redirects == redirectsDeny && !u.toFile && !u.network || s.redirects == redirectsNetwork && !u.network {
+			return false
+		}
+		if s.reads != nil && !anyPath(u.reads, s.readsM) || s.writes != nil && !anyPath(u.writes, s.writesM) {
 			return false
 		}
 		if s.assigns != nil && !u.anyAssign(s.assignsM) {
@@ -372,6 +514,43 @@ func (s *providerShellRule) matchArgv0(allow bool, u *providerShellUnit) bool {
 	return false
 }
 
+// admitsWrites reports whether an allow rule admits the files a command
+// writes by redirections: any with "redirects" "allow" or "network", those
+// its "writes" name, none otherwise. /dev/null is no file.
+func (s *providerShellRule) admitsWrites(u *providerShellUnit) bool {
+	if !u.toFile || s.redirects == redirectsAllow || s.redirects == redirectsNetwork {
+		return true
+	}
+	return s.writes != nil && allPaths(u.writes, s.writesM)
+}
+
+// anyPath reports whether a deny rule's patterns meet one of the paths; a
+// path not known ("") meets them all.
+func anyPath(paths []string, ms []*globMatcher) bool {
+	for _, p := range paths {
+		if p == "" {
+			return true
+		}
+		for _, m := range ms {
+			if m.matchAbs(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// allPaths reports whether an allow rule's patterns meet every one of the
+// paths but /dev/null, which is no file; a path not known ("") meets none.
+func allPaths(paths []string, ms []*globMatcher) bool {
+	for _, p := range paths {
+		if p == "" || p != "/dev/null" && !anyPath([]string{p}, ms) {
+			return false
+		}
+	}
+	return true
+}
+
 func (u *providerShellUnit) anyAssign(g *shellGlob) bool {
 	for _, a := range u.assigns {
 		name, _, _ := strings.Cut(a, "=")
@@ -385,8 +564,11 @@ func (u *providerShellUnit) anyAssign(g *shellGlob) bool {
 // hasOption reports whether a word after argv[0] carries one of the rule's
 // options: the word itself (--opt, or a glob such as --output*), its part
 // before "=" (--opt=value), or for a single-letter option (-r) a cluster
-// holding the letter (-rf). Every word is looked at, even after "--": a
-// deny must not be dodged by where a word stands.
+// holding the letter (-rf); on a deny rule also a long option in any
+// spelling getopt_long or Go's flag package reads as it (shellLongOption:
+// --o, --op, ... for --opt; -opt for --opt and the reverse). Every word is
+// looked at, even after "--": a deny must not be dodged by where a word
+// stands.
 func (s *providerShellRule) hasOption(argv []string) bool {
 	for _, w := range argv[min(1, len(argv)):] {
 		if len(w) < 2 || w[0] != '-' && w[0] != '+' {
@@ -398,6 +580,11 @@ func (s *providerShellRule) hasOption(argv []string) bool {
 		}
 		if s.letters != "" && isOptionCluster(w) && strings.ContainsAny(w[1:], s.letters) {
 			return true
+		}
+		for _, o := range s.longs {
+			if o.spells(w) {
+				return true
+			}
 		}
 	}
 	return false
@@ -434,6 +621,12 @@ func (s *providerShellRule) describe() string {
 	}
 	if s.redirects != "" {
 		parts = append(parts, fmt.Sprintf("redirects %q", s.redirects))
+	}
+	if len(s.reads) > 0 {
+		parts = append(parts, fmt.Sprintf("reads %q", s.reads))
+	}
+	if len(s.writes) > 0 {
+		parts = append(parts, fmt.Sprintf("writes %q", s.writes))
 	}
 	if s.complex {
 		parts = append(parts, "complex")

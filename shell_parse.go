@@ -28,11 +28,54 @@ const (
 // shellRedirect is one redirection of a simple command: Op is the operator
 // (">", ">>", "<", "<>", ">&", "<&", "<<", "<<-", "<<<", ">|", "&>", "&>>"),
 // Fd the descriptor it applies to (-1 when the operator's default), Target
-// the word after it (for a here-document, its delimiter).
+// the word after it (for a here-document, its delimiter). Dynamic marks a
+// target that names a path only known when bash runs: it holds a
+// parameter, tilde or brace expansion or a glob (a substitution makes the
+// command complex as well).
 type shellRedirect struct {
-	Op     string
-	Fd     int
-	Target string
+	Op      string
+	Fd      int
+	Target  string
+	Dynamic bool
+}
+
+// The targets bash opens as sockets, not files: after expansion, a target
+// that matches /dev/tcp/*/* or /dev/udp/*/* (bash's redir.c, a textual
+// match of the expanded word: //dev/tcp/h/p and /dev/./tcp/h/p are files)
+// connects to host and port, whatever the operator.
+const (
+	shellTCPPrefix = "/dev/tcp/"
+	shellUDPPrefix = "/dev/udp/"
+)
+
+// opensPath reports whether bash opens the target as a path: every
+// operator but the here-documents and here-strings, and a descriptor copy,
+// move or close (>&2, <&3-, >&-).
+func (r shellRedirect) opensPath() bool {
+	switch r.Op {
+	case "<<", "<<-", "<<<":
+		return false
+	case ">&", "<&":
+		return r.Dynamic || r.Target == "" || strings.Trim(r.Target, "0123456789-") != ""
+	}
+	return true
+}
+
+// network reports whether the redirection opens a socket, or may: its
+// target lies under /dev/tcp/ or /dev/udp/, or is only known when bash
+// runs.
+func (r shellRedirect) network() bool {
+	return r.opensPath() && (r.Dynamic || strings.HasPrefix(r.Target, shellTCPPrefix) || strings.HasPrefix(r.Target, shellUDPPrefix))
+}
+
+// reads reports whether the redirection reads its target (<, <>, <&path);
+// writes whether it writes it (every other operator that opens a path).
+func (r shellRedirect) reads() bool {
+	return r.opensPath() && (r.Op == "<" || r.Op == "<>" || r.Op == "<&")
+}
+
+func (r shellRedirect) writes() bool {
+	return r.opensPath() && r.Op != "<" && r.Op != "<&"
 }
 
 // shellCommand is one simple command.
@@ -353,16 +396,22 @@ func (p *shParser) casePattern() {
 }
 
 // compoundRedirects reads the redirections after ), }, fi, done, esac: a
-// compound command whose output goes to a file is complex.
+// compound command with redirections is complex, and they are returned as
+// a command of their own, without words, so that the rules see what they
+// open.
 func (p *shParser) compoundRedirects() {
+	var c shellCommand
 	for {
 		p.skipBlanks()
 		if !p.atRedirect() {
-			return
+			break
 		}
-		var c shellCommand
 		p.redirect(&c)
 		p.complex = true
+	}
+	if len(c.Redirects) > 0 {
+		c.setComplex("redirection of a compound command")
+		p.addCommand(c)
 	}
 }
 
@@ -646,10 +695,28 @@ func (p *shParser) redirect(c *shellCommand) {
 		p.fail("redirection %q without a target", op)
 	}
 	w := p.readWord(false)
+	r := shellRedirect{Op: op, Fd: fd, Target: w.text}
+	if r.opensPath() {
+		// bash expands the target before it opens it: a target only known
+		// then may name any file, or a socket.
+		switch {
+		case w.sub:
+		case w.why != "":
+			r.Dynamic = true
+			c.setComplex(w.why + " in a redirection target")
+		case w.glob:
+			r.Dynamic = true
+			c.setComplex("glob in a redirection target")
+		case w.braces && len(braceExpand(w)) > 1:
+			r.Dynamic = true
+			c.setComplex("brace expansion in a redirection target")
+		}
+		r.Dynamic = r.Dynamic || w.sub
+	}
 	if w.sub {
 		c.setComplex(w.why)
 	}
-	c.Redirects = append(c.Redirects, shellRedirect{Op: op, Fd: fd, Target: w.text})
+	c.Redirects = append(c.Redirects, r)
 	if op == "<<" || op == "<<-" {
 		c.setComplex("here-document")
 		p.heredocs = append(p.heredocs, shHeredoc{delim: w.text, strip: op == "<<-", quoted: w.quoted})
@@ -1417,6 +1484,36 @@ func isAssignWord(s string) bool {
 		}
 	}
 	return true
+}
+
+// splitLongOption splits an option word into its name after the dashes,
+// the name with its value, and whether it has two dashes: --name[=value],
+// or -name[=value] with a name of two letters or more (one letter is a
+// short option). ok is false for any other word.
+func splitLongOption(w string) (name, full string, double, ok bool) {
+	switch {
+	case strings.HasPrefix(w, "--"):
+		full, double = w[2:], true
+	case strings.HasPrefix(w, "-"):
+		full = w[1:]
+	default:
+		return "", "", false, false
+	}
+	name, _, _ = strings.Cut(full, "=")
+	return name, full, double, name != "" && (double || len(name) >= 2)
+}
+
+// spellsLongOption reports whether an option word spells a long option as
+// programs read it: the option's name (matches), or name=value, with two
+// dashes or one (Go's flag package reads -name as --name, getopt_long_only
+// programs too), or with two dashes a non-empty prefix of lit, the
+// literal part of the option's name (GNU getopt_long and npm take any
+// unambiguous prefix: --eva is --eval). The rules that deny an option meet
+// every such spelling: they do not know the program's other options, so
+// every prefix counts.
+func spellsLongOption(w string, matches func(string) bool, lit string) bool {
+	name, full, double, ok := splitLongOption(w)
+	return ok && (matches(name) || matches(full) || double && strings.HasPrefix(lit, name))
 }
 
 // commandName returns the effective command of c after seeing through

@@ -39,6 +39,8 @@ var shellVectorSources = []string{
 	"X=1 Y='a b' env", "X=1", "FOO=bar git status", "a=(1 2) ls", "X=$(id) ls",
 	// redirections
 	"ls > out 2>&1", "ls >> out", "cat < in", "ls 2>/dev/null", "ls &>all", "ls >|clobber", "cat <> rw", "exec 3>&-", ">out echo hi", "cat <<< 'text'",
+	"cat f </dev/tcp/127.0.0.1/80 >&0", "exec 3<>/dev/udp/h/53", "cat <$T", "cat <~/x", "ls >/tmp/*.log", "cat </dev/{tcp,udp}/h/p",
+	"{ cat f; } </dev/tcp/h/p >&0", "cat 2>&$FD", "cat <<<$T",
 	// here-documents
 	"cat <<EOF\nrm x\nEOF", "cat <<'EOF'\n$(rm x)\nEOF", "cat <<EOF\n$(rm x)\nEOF\nls", "cat <<-EOF\n\tbody\n\tEOF", "bash <<EOF\nrm x\nEOF",
 	// substitutions and expansions

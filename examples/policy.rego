@@ -50,7 +50,7 @@ programs := {"git", "npm", "go", "make", "ls", "pwd", "echo", "cat", "date"}
 dangerous := {
 	"git": {"-c", "--output", "--ext-diff", "--textconv", "--exec-path", "--upload-pack", "--config-env"},
 	"npm": {"exec", "--script-shell", "--call"},
-	"go": {"-exec", "-toolexec", "generate"},
+	"go": {"-exec", "-toolexec", "-vettool", "generate"},
 	"make": {"--eval", "-E", "SHELL"},
 }
 
@@ -85,6 +85,27 @@ option_matches(w, opt) if w == opt
 
 option_matches(w, opt) if startswith(w, concat("", [opt, "="]))
 
+# A long option in the other spellings programs read as it: one dash or
+# two (Go's flag package reads -vettool as --vettool), and any two-dash
+# prefix (GNU getopt_long reads --eva as --eval).
+long_name(opt) := name if {
+	startswith(opt, "-")
+	name := trim_left(opt, "-")
+	count(name) > 1
+}
+
+option_matches(w, opt) if {
+	startswith(w, "-")
+	trim_left(split(w, "=")[0], "-") == long_name(opt)
+}
+
+option_matches(w, opt) if {
+	startswith(w, "--")
+	prefix := trim_left(split(w, "=")[0], "-")
+	count(prefix) > 0
+	startswith(long_name(opt), prefix)
+}
+
 redirect_ok(r) if r.target == "/dev/null"
 
 redirect_ok(r) if r.op == "<"
@@ -113,6 +134,22 @@ deny contains "Network tools and privilege escalation are not allowed by policy"
 	some c in input.commands
 	some w in c.argv
 	base(w) in {"curl", "wget", "nc", "ncat", "ssh", "scp", "sftp", "rsync", "ftp", "telnet", "sudo", "su", "doas"}
+}
+
+# bash opens a redirection to /dev/tcp/HOST/PORT or /dev/udp/HOST/PORT as a
+# socket, whatever the operator: cat f </dev/tcp/h/p >&0 sends the file.
+heredoc_ops := {"<<", "<<-", "<<<"}
+
+network_redirect(r) if {
+	not r.op in heredoc_ops
+	regex.match(`^/dev/(tcp|udp)/`, r.target)
+}
+
+deny contains "Shell redirections to the network are not allowed by policy" if {
+	input.toolName == "run_shell_command"
+	some c in input.commands
+	some r in c.redirects
+	network_redirect(r)
 }
 
 deny contains "Shell redirections may write only under /tmp/" if {
