@@ -108,6 +108,9 @@ func trustedProtect(s trustedSources) []protectedPath {
 		}
 		out = append(out, protectedPath{filepath.Clean(p), k, rule})
 	}
+	// The home first: a settings directory that is a link among its dot
+	// entries is then held by the home's read-only mount.
+	add(s.Home, protectDotEntries, ruleHomeDot)
 	for _, l := range s.Settings {
 		switch l.scope {
 		case scopeUser, scopeSystem, scopeSystemDefaults:
@@ -130,7 +133,6 @@ func trustedProtect(s trustedSources) []protectedPath {
 	for _, f := range s.Secrets {
 		add(filepath.Dir(f), protectTree, ruleSecretDir)
 	}
-	add(s.Home, protectDotEntries, ruleHomeDot)
 	return out
 }
 
@@ -204,6 +206,26 @@ func planProtection(given []protectedPath, roots []string) (*protectPlan, error)
 			pl.First, pl.FirstRule, pl.FirstRoot = p, rule, root
 		}
 	}
+	// roAt reports whether p is read-only once the mounts are in place,
+	// so that no writable mount reopens what a read-only one covers;
+	// coveredBy asks the same of the read-only mounts other than self.
+	coveredBy := func(p, self string) bool {
+		for q := range ro {
+			if q == self || !pathUnder(p, q) {
+				continue
+			}
+			names, sealed := seal[q]
+			if !sealed || p == q {
+				return true
+			}
+			first, _, _ := strings.Cut(strings.TrimPrefix(p, q+"/"), "/")
+			if !isHole(first, names, dotSeal[q]) {
+				return true
+			}
+		}
+		return false
+	}
+	roAt := func(p string) bool { return coveredBy(p, "") }
 	var place func(pp protectedPath) error
 	place = func(pp protectedPath) error {
 		real := realPathOf(pp.Path)
@@ -213,7 +235,10 @@ func planProtection(given []protectedPath, roots []string) (*protectPlan, error)
 			return nil
 		}
 		if fi, err := os.Lstat(pp.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			if parent := realPathOf(filepath.Dir(pp.Path)); rootOf(parent) != "" && pp.Kind != protectDotEntries {
+			// A link a tool could replace, unless a read-only mount (the
+			// home's dot entries) already holds it.
+			parent := realPathOf(filepath.Dir(pp.Path))
+			if link := filepath.Join(parent, filepath.Base(pp.Path)); rootOf(parent) != "" && pp.Kind != protectDotEntries && !roAt(link) {
 				return fmt.Errorf("sandbox: protected %q (%s) is a symbolic link in the writable %q, which a tool could replace; make it the file or directory itself, or start the session where it is out of reach", pp.Path, pp.Rule, rootOf(parent))
 			}
 		}
@@ -277,26 +302,6 @@ func planProtection(given []protectedPath, roots []string) (*protectPlan, error)
 			return nil, err
 		}
 	}
-	// roAt reports whether p is read-only once the mounts are in place,
-	// so that no writable mount reopens what a read-only one covers;
-	// coveredBy asks the same of the read-only mounts other than self.
-	coveredBy := func(p, self string) bool {
-		for q := range ro {
-			if q == self || !pathUnder(p, q) {
-				continue
-			}
-			names, sealed := seal[q]
-			if !sealed || p == q {
-				return true
-			}
-			first, _, _ := strings.Cut(strings.TrimPrefix(p, q+"/"), "/")
-			if !isHole(first, names, dotSeal[q]) {
-				return true
-			}
-		}
-		return false
-	}
-	roAt := func(p string) bool { return coveredBy(p, "") }
 	// The git repositories beneath each root, skipping what is read-only
 	// already.
 	deadline := time.Now().Add(maxGitWalkTime)
@@ -566,6 +571,8 @@ func parseGitPointer(data []byte, prefix string) (string, bool) {
 // plan, a dot entry of a protected directory, and, whatever the walk
 // found, anything at a git hooks directory or config beneath a ".git".
 func (pl *protectPlan) protectedRule(p string) string {
+	// The most specific rule first: a settings file in the home directory
+	// is named as settings, not as a dot entry.
 	for _, pp := range pl.Paths {
 		switch pp.Kind {
 		case protectTree, protectPath:
@@ -576,10 +583,11 @@ func (pl *protectPlan) protectedRule(p string) string {
 			if p == pp.Path {
 				return pp.Rule
 			}
-		case protectDotEntries:
-			if rest, ok := strings.CutPrefix(p, pp.Path+"/"); ok && strings.HasPrefix(rest, ".") {
-				return pp.Rule
-			}
+		}
+	}
+	for _, pp := range pl.Paths {
+		if rest, ok := strings.CutPrefix(p, pp.Path+"/"); ok && pp.Kind == protectDotEntries && strings.HasPrefix(rest, ".") {
+			return pp.Rule
 		}
 	}
 	parts := strings.Split(p, "/")
