@@ -83,12 +83,18 @@ func TestSandboxProtectHome(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(home, "proj"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	state := filepath.Join(home, "proj", "state")
+	mustWrite(t, filepath.Join(state, "s.json"), "{}")
 	cfg := workspaceConfig()
-	cfg.Trusted = trustedProtect(trustedSources{Home: home, Settings: []settingsLayer{{scopeUser, filepath.Join(home, ".qwen", "settings.json")}}})
+	cfg.Trusted = trustedProtect(trustedSources{Home: home, StateDir: state, Settings: []settingsLayer{{scopeUser, filepath.Join(home, ".qwen", "settings.json")}}})
 	sb := newTestSandbox(t, cfg, home)
+	if rule := sb.protect.protectedRule(filepath.Join(state, "s.json")); rule != ruleStateDir {
+		t.Errorf("the state directory's file is protected by %q, want %q", rule, ruleStateDir)
+	}
 	for _, script := range []string{
 		`echo evil >> .bashrc`, `echo evil > .profile`, `echo '{"tools":{"sandbox":false}}' > .qwen/settings.json`,
 		`mv .qwen .q2`, `rm -rf .qwen`, `echo x > .gitconfig`, `mkdir .ssh`,
+		`echo x > proj/state/s.json`, `echo x > proj/state/new.json`, `mv proj/state proj/s2`, `mv proj p2`,
 	} {
 		out, code := runShell(t, sb, home, script)
 		if code == 0 {
@@ -98,7 +104,10 @@ func TestSandboxProtectHome(t *testing.T) {
 	if b := mustRead(t, filepath.Join(home, ".bashrc")); b != "# mine\n" {
 		t.Errorf(".bashrc = %q", b)
 	}
-	for _, p := range []string{".profile", ".gitconfig", ".ssh", ".q2"} {
+	if b := mustRead(t, filepath.Join(state, "s.json")); b != "{}" {
+		t.Errorf("the state directory's file = %q", b)
+	}
+	for _, p := range []string{".profile", ".gitconfig", ".ssh", ".q2", "proj/state/new.json", "proj/s2", "p2"} {
 		if !absent(t, filepath.Join(home, p)) {
 			t.Errorf("%s was created", p)
 		}

@@ -1534,7 +1534,8 @@ var sandboxUserTests = []string{
 	"TestSandboxWorkspaceFiles", "TestSandboxToolchains", "TestSandboxOtherProcesses", "TestSandboxNetworkNone",
 	"TestSandboxNetworkNoneSenders", "TestSandboxNetworkNoneFamilies",
 	"TestSandboxUnixNone", "TestSandboxTerminalInjection", "TestSandboxDropsCapabilities", "TestSandboxLauncherThreads", "TestSandboxACPEndToEnd",
-	"TestSandboxRaceNewACP",
+	"TestSandboxRaceNewACP", "TestSandboxProtectGit", "TestSandboxProtectHome", "TestSandboxProtectACPHome",
+	"TestSandboxProtectServeHome", "TestSandboxProtectRefused",
 }
 
 // TestSandboxAsOrdinaryUser runs the key sandbox tests again as nobody
