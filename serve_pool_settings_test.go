@@ -159,8 +159,10 @@ func TestServeSandboxNetworkNoneOfItsWorkspace(t *testing.T) {
 	td := startParsedPool(t, wss, []string{"--" + flagSandbox, sandboxWorkspace})
 	for i, ws := range wss {
 		id := td.sessionIn(t, ws)
-		td.runTurn(t, id, `call run_shell_command {"command":"bash -c 'echo hi > /dev/tcp/127.0.0.1/`+port+`' && echo ok > net.txt"}`)
-		if got, want := fileExists(filepath.Join(ws, "net.txt")), i == 0; got != want {
+		// A program's own connect: a /dev/tcp redirection would ask first.
+		td.runTurn(t, id, shellCall(probeCommand(t, "net.txt", "connect=127.0.0.1:"+port), false))
+		op := "connect=127.0.0.1:" + port
+		if got, want := parseProbe(t, mustRead(t, filepath.Join(ws, "net.txt")), []string{op})[op] == "ok", i == 0; got != want {
 			t.Errorf("session in workspace %d: connecting to the loopback listener succeeded = %v, want %v", i, got, want)
 		}
 	}
