@@ -26,28 +26,16 @@ func compileGlob(pattern string) (*globMatcher, error) {
 	if pattern == "" {
 		return nil, errors.New("pattern is empty")
 	}
-	if len(pattern) > maxPatternBytes {
-		return nil, fmt.Errorf("pattern is longer than %d bytes", maxPatternBytes)
-	}
-	pats, err := expandBraces(pattern)
-	if err != nil {
-		return nil, err
-	}
-	m := &globMatcher{}
-	for _, p := range pats {
+	return compileAlternatives(pattern, func(p string) ([]string, error) {
 		if strings.HasPrefix(p, "/") {
 			return nil, fmt.Errorf("pattern %q is absolute; give a pattern relative to path", pattern)
-		}
-		if err := checkPathPattern(p); err != nil {
-			return nil, err
 		}
 		segs := strings.Split(p, "/")
 		if slices.Contains(segs, "..") {
 			return nil, fmt.Errorf("pattern %q leaves the search directory", pattern)
 		}
-		m.alternatives = append(m.alternatives, segs)
-	}
-	return m, nil
+		return segs, nil
+	})
 }
 
 // compileAbsGlob checks a pattern over absolute, cleaned paths (the reads
@@ -57,6 +45,22 @@ func compileAbsGlob(pattern string) (*globMatcher, error) {
 	if !strings.HasPrefix(pattern, "/") {
 		return nil, fmt.Errorf("pattern %q is relative; give an absolute path pattern, e.g. %q", pattern, "/srv/work/**")
 	}
+	return compileAlternatives(pattern, func(p string) ([]string, error) {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("pattern %q has a relative alternative %q; give absolute ones", pattern, p)
+		}
+		segs := pathSegments(p)
+		if slices.Contains(segs, "..") || slices.Contains(segs, ".") {
+			return nil, fmt.Errorf("pattern %q has a %q or %q segment; the paths it meets are cleaned", pattern, ".", "..")
+		}
+		return segs, nil
+	})
+}
+
+// compileAlternatives bounds pattern, expands its braces and checks each
+// alternative's segments with path.Match, splitting each with segments,
+// which refuses what its kind of pattern may not hold.
+func compileAlternatives(pattern string, segments func(alt string) ([]string, error)) (*globMatcher, error) {
 	if len(pattern) > maxPatternBytes {
 		return nil, fmt.Errorf("pattern is longer than %d bytes", maxPatternBytes)
 	}
@@ -66,15 +70,12 @@ func compileAbsGlob(pattern string) (*globMatcher, error) {
 	}
 	m := &globMatcher{}
 	for _, p := range pats {
-		if !strings.HasPrefix(p, "/") {
-			return nil, fmt.Errorf("pattern %q has a relative alternative %q; give absolute ones", pattern, p)
+		segs, err := segments(p)
+		if err != nil {
+			return nil, err
 		}
 		if err := checkPathPattern(p); err != nil {
 			return nil, err
-		}
-		segs := pathSegments(p)
-		if slices.Contains(segs, "..") || slices.Contains(segs, ".") {
-			return nil, fmt.Errorf("pattern %q has a %q or %q segment; the paths it meets are cleaned", pattern, ".", "..")
 		}
 		m.alternatives = append(m.alternatives, segs)
 	}

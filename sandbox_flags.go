@@ -192,29 +192,19 @@ func sandboxPaths(raw []string, dirs bool, bad func(i int, v, rule string) error
 // repeats: absolute, without "." or "..", not "/"; they need not exist,
 // since a hidden name stays hidden when it appears.
 func hidePaths(raw []string, bad func(i int, v, rule string) error) ([]string, error) {
-	if len(raw) > maxSandboxPaths {
-		return nil, bad(maxSandboxPaths, raw[maxSandboxPaths], fmt.Sprintf("is one path too many: at most %d are allowed", maxSandboxPaths))
-	}
-	var out []string
-	for i, p := range raw {
-		rule := sandboxNameRule(p)
-		if rule == "" && filepath.Clean(p) == "/" {
-			rule = "would hide the whole filesystem: list the paths tools need with --" + flagSandboxRead
-		}
-		if rule != "" {
-			return nil, bad(i, p, rule)
-		}
-		if c := filepath.Clean(p); !slices.Contains(out, c) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	return namedPaths(raw, "would hide the whole filesystem: list the paths tools need with --"+flagSandboxRead, bad)
 }
 
-// protectPaths validates the --sandbox-protect paths, cleaned and without
-// repeats: absolute, without "." or "..", not "/"; they need not exist,
-// since a protected name stays protected when it would appear.
+// protectPaths validates the --sandbox-protect paths as hidePaths does the
+// hidden ones: a protected name stays protected when it would appear.
 func protectPaths(raw []string, bad func(i int, v, rule string) error) ([]string, error) {
+	return namedPaths(raw, "would protect the whole filesystem: pass --"+flagSandbox+" "+sandboxWorkspace+" with no --"+flagSandboxWrite+" to keep tools to their session directory", bad)
+}
+
+// namedPaths validates a list of paths that need not exist: at most
+// maxSandboxPaths, absolute, without "." or "..", not "/" (rootRule says
+// why), cleaned and without repeats.
+func namedPaths(raw []string, rootRule string, bad func(i int, v, rule string) error) ([]string, error) {
 	if len(raw) > maxSandboxPaths {
 		return nil, bad(maxSandboxPaths, raw[maxSandboxPaths], fmt.Sprintf("is one path too many: at most %d are allowed", maxSandboxPaths))
 	}
@@ -222,7 +212,7 @@ func protectPaths(raw []string, bad func(i int, v, rule string) error) ([]string
 	for i, p := range raw {
 		rule := sandboxNameRule(p)
 		if rule == "" && filepath.Clean(p) == "/" {
-			rule = "would protect the whole filesystem: pass --" + flagSandbox + " " + sandboxWorkspace + " with no --" + flagSandboxWrite + " to keep tools to their session directory"
+			rule = rootRule
 		}
 		if rule != "" {
 			return nil, bad(i, p, rule)

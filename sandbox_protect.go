@@ -70,11 +70,13 @@ type protectedPath struct {
 }
 
 // Bounds of the walk that finds a session's git repositories: a workspace
-// may be a home directory. At a bound the walk stops and protects what it
-// found; a session whose walk was cut short is refused, naming the bound.
+// may be a home directory or a large monorepo (a kernel tree is about
+// 90,000 entries outside its .git, which the walk does not enter). At a
+// bound the walk stops; a session whose walk was cut short is refused,
+// naming the bound.
 const (
 	maxGitWalkDepth   = 16
-	maxGitWalkEntries = 100_000
+	maxGitWalkEntries = 400_000
 	maxGitWalkTime    = 3 * time.Second
 )
 

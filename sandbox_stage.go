@@ -116,15 +116,12 @@ func runSandboxStageIfAsked() {
 // the failing step on the channel.
 func runSandboxStage() int {
 	runtime.LockOSThread()
+	syscall.CloseOnExec(stageChannelFd)
 	ch := os.NewFile(stageChannelFd, "sandbox-stage")
 	fail := func(err error) int {
 		ch.WriteString(err.Error())
 		return stageExitFailed
 	}
-	if ch == nil {
-		return stageExitFailed
-	}
-	syscall.CloseOnExec(stageChannelFd)
 	data, err := io.ReadAll(io.LimitReader(ch, maxStagePlanBytes+1))
 	if err != nil {
 		return fail(fmt.Errorf("read the plan: %w", err))
