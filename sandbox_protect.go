@@ -497,22 +497,38 @@ func (w *gitWalk) repo(top string, e fs.DirEntry) {
 			c = filepath.Join(g, c)
 		}
 		for _, name := range []string{"commondir", "gitdir", "config.worktree"} {
-			if _, err := os.Lstat(filepath.Join(g, name)); err == nil {
-				w.found = append(w.found, protectedPath{filepath.Join(g, name), protectFile, ruleGit})
-			}
+			w.found = append(w.found, protectedPath{filepath.Join(g, name), protectExisting, ruleGit})
 		}
 		w.gitdir(filepath.Clean(c), 0)
 	}
 }
 
-// gitdir records a gitdir's hooks, config and config.worktree, and those
-// of the submodules' gitdirs beneath its modules/.
+// gitdir records a gitdir's hooks, config and config.worktree, those of
+// its linked worktrees' gitdirs (worktrees/*: config.worktree and the
+// pointers back), and those of the submodules' gitdirs beneath modules/.
+// git reads a config.worktree only when the config sets
+// extensions.worktreeConfig, so a missing one is made empty only then.
 func (w *gitWalk) gitdir(g string, depth int) {
 	w.found = append(w.found,
 		protectedPath{filepath.Join(g, "hooks"), protectTree, ruleGit},
 		protectedPath{filepath.Join(g, "config"), protectGitConfig, ruleGit})
-	if _, err := os.Lstat(filepath.Join(g, "config.worktree")); err == nil {
-		w.found = append(w.found, protectedPath{filepath.Join(g, "config.worktree"), protectFile, ruleGit})
+	wtConfig := protectExisting
+	if data, err := os.ReadFile(filepath.Join(g, "config")); err == nil && bytes.Contains(bytes.ToLower(data), []byte("worktreeconfig")) {
+		wtConfig = protectGitConfig
+	}
+	w.found = append(w.found, protectedPath{filepath.Join(g, "config.worktree"), wtConfig, ruleGit})
+	if entries, err := os.ReadDir(filepath.Join(g, "worktrees")); err == nil {
+		w.entries += len(entries)
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			wt := filepath.Join(g, "worktrees", e.Name())
+			w.found = append(w.found,
+				protectedPath{filepath.Join(wt, "config.worktree"), wtConfig, ruleGit},
+				protectedPath{filepath.Join(wt, "commondir"), protectExisting, ruleGit},
+				protectedPath{filepath.Join(wt, "gitdir"), protectExisting, ruleGit})
+		}
 	}
 	w.modules(filepath.Join(g, "modules"), depth)
 }

@@ -47,6 +47,8 @@ func TestSandboxProtectGit(t *testing.T) {
 		{"nested hook", `echo evil > sub/nested/.git/hooks/pre-commit`, "sub/nested/.git/hooks/pre-commit"},
 		{"nested config", `echo x >> sub/nested/.git/config`, "sub/nested/.git/config"},
 		{"worktree pointer", `echo 'gitdir: /tmp' > wt/.git`, "wt/.git"},
+		{"worktree's gitdir pointer", `echo /tmp > .git/worktrees/wt/commondir`, ".git/worktrees/wt/commondir"},
+		{"hook through the worktree", `echo evil > "$(git -C wt rev-parse --git-common-dir)/hooks/pre-commit"`, ".git/hooks/pre-commit"},
 		{"move the gitdir", `mv .git .git-old && mkdir .git`, ".git-old"},
 		{"move the hooks", `mv .git/hooks .git/h2`, ".git/h2"},
 		{"move the nested repository", `mv sub sub2`, "sub2"},
