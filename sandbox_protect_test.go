@@ -65,11 +65,16 @@ func TestSandboxProtectGit(t *testing.T) {
 			}
 		})
 	}
-	// The repositories still work, in the worktree too.
+	// The repositories still work, in the worktree too: add, commit,
+	// stash, checkout of a branch, merge.
 	for _, dir := range []string{ws, nested, wt} {
-		out, code := runShell(t, sb, dir, `set -e; echo b >> a.txt; git add a.txt; git commit -q -m second; git log --oneline | wc -l`)
-		if code != 0 || strings.TrimSpace(out) != "2" {
-			t.Errorf("confined git add and commit in %s: exit %d\n%s", dir, code, out)
+		out, code := runShell(t, sb, dir, `set -e; b=$(git branch --show-current)
+echo b >> a.txt; git add a.txt; git commit -q -m second
+echo c >> a.txt; git stash -q; git stash pop -q; git commit -q -am third
+git checkout -q -b topic-$b; echo d >> a.txt; git commit -q -am fourth
+git checkout -q $b; git merge -q --ff-only topic-$b; git log --oneline | wc -l`)
+		if code != 0 || strings.TrimSpace(out) != "4" {
+			t.Errorf("confined git in %s: exit %d\n%s", dir, code, out)
 		}
 	}
 }
