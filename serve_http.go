@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -265,10 +266,15 @@ type newSessionResponse struct {
 const headerClientID = "X-Qwen-Client-Id"
 
 // clientIDPattern is what X-Qwen-Client-Id may hold, Qwen Code's rule.
-var clientIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+// The patterns compile at first use: their counted repeats make programs
+// that cost about 2 ms to build, which every start of acpguard (the mount
+// stage's among them) would otherwise pay.
+var clientIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`) })
 
 // uuidPattern is a UUID of versions 1 to 5, the session ids a host may pick.
-var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$`)
+var uuidPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$`)
+})
 
 // requestClientID is the request's X-Qwen-Client-Id, "" when it names none;
 // an invalid one is answered 400 invalid_client_id here (ok false).
@@ -277,7 +283,7 @@ func requestClientID(w http.ResponseWriter, r *http.Request) (id string, ok bool
 	if !named {
 		return "", true
 	}
-	if len(vs) != 1 || !clientIDPattern.MatchString(vs[0]) {
+	if len(vs) != 1 || !clientIDPattern().MatchString(vs[0]) {
 		writeHostError(w, http.StatusBadRequest, codeInvalidClientID, fmt.Sprintf("read %s: client id %q is invalid; use 1 to 128 of A-Z a-z 0-9 . _ : -", headerClientID, strings.Join(vs, ", ")))
 		return "", false
 	}
@@ -327,7 +333,7 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		open.scope = *req.SessionScope
 	}
 	if req.SessionID != nil {
-		if !uuidPattern.MatchString(*req.SessionID) {
+		if !uuidPattern().MatchString(*req.SessionID) {
 			writeHostError(w, http.StatusBadRequest, codeInvalidSessionID, fmt.Sprintf("create session: session id %q is not a UUID; send a UUID (versions 1 to 5) or omit sessionId", *req.SessionID))
 			return
 		}
