@@ -78,7 +78,7 @@ func parseProcStat(b []byte) (procInfo, error) {
 	}
 	var p procInfo
 	var ok bool
-	if p.pid, ok = statNumber(bytes.TrimSuffix(b[:open], []byte(" "))); !ok || p.pid == 0 {
+	if p.pid, ok = parseDigits[int](bytes.TrimSuffix(b[:open], []byte(" "))); !ok || p.pid == 0 {
 		return procInfo{}, errProcStat
 	}
 	f := bytes.Fields(b[end+1:])
@@ -88,32 +88,14 @@ func parseProcStat(b []byte) (procInfo, error) {
 	}
 	p.state = f[0][0]
 	for i, dst := range []*int{&p.ppid, &p.pgid, &p.sid} {
-		if *dst, ok = statNumber(f[1+i]); !ok {
+		if *dst, ok = parseDigits[int](f[1+i]); !ok {
 			return procInfo{}, errProcStat
 		}
 	}
-	start, ok := statNumber(f[19])
-	if !ok {
+	if p.start, ok = parseDigits[uint64](f[19]); !ok {
 		return procInfo{}, errProcStat
 	}
-	p.start = uint64(start)
 	return p, nil
-}
-
-// statNumber reads a decimal number as the kernel writes one: digits only.
-func statNumber(b []byte) (int, bool) {
-	// 18 digits cannot overflow an int64.
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
 }
 
 func readProcStat(pid int) (procInfo, error) {

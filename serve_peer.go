@@ -116,10 +116,6 @@ func tableFindSocket(sockLocal, sockRemote netip.AddrPort) (sockEntry, bool, err
 	return sockEntry{}, false, nil
 }
 
-func unmapAddrPort(a netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
-}
-
 // parseStatPPID returns the parent pid from the text of /proc/<pid>/stat:
 // "pid (comm) state ppid ...", where comm may hold spaces and parentheses,
 // so the fields are counted after the last ')'.
@@ -467,21 +463,13 @@ func (d *daemon) peerAllowed(w http.ResponseWriter, r *http.Request) bool {
 
 // checkConnPeer resolves the connection's two addresses and checks its peer.
 func (d *daemon) checkConnPeer(c net.Conn) peerVerdict {
-	local, lok := tcpAddrPort(c.LocalAddr())
-	remote, rok := tcpAddrPort(c.RemoteAddr())
+	local, lok := addrPortOf(c.LocalAddr())
+	remote, rok := addrPortOf(c.RemoteAddr())
 	if !lok || !rok {
 		return peerVerdict{refused: true, why: fmt.Sprintf("not a TCP connection (%s)", c.RemoteAddr().Network())}
 	}
 	managed := d.managedChildPIDs()
 	return checkPeer(os.Getpid(), uint32(os.Geteuid()), local, remote, func(pid int) bool { return managed[pid] })
-}
-
-func tcpAddrPort(a net.Addr) (netip.AddrPort, bool) {
-	t, ok := a.(*net.TCPAddr)
-	if !ok {
-		return netip.AddrPort{}, false
-	}
-	return t.AddrPort(), true
 }
 
 // managedChildPIDs returns the pids of the ACP children serve started.
