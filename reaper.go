@@ -21,7 +21,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,75 +54,6 @@ const (
 
 // pidfdLink is what /proc/self/fd/N reads for a pidfd.
 const pidfdLink = "anon_inode:[pidfd]"
-
-// procInfo is what /proc/<pid>/stat says about one process.
-type procInfo struct {
-	pid, ppid, pgid, sid int
-	state                byte   // R, S, D, T, t, Z, X...
-	start                uint64 // clock ticks after boot: with pid, names one process
-}
-
-func (p procInfo) dead() bool { return p.state == 'Z' || p.state == 'X' }
-
-// errProcStat is returned for a stat line that does not parse.
-var errProcStat = errors.New("malformed /proc stat line")
-
-// parseProcStat reads "pid (comm) state ppid pgrp session ... starttime ...".
-// comm is chosen by the process and may hold spaces and parentheses; it ends
-// at the last ')'.
-func parseProcStat(b []byte) (procInfo, error) {
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 1 || end < open {
-		return procInfo{}, errProcStat
-	}
-	var p procInfo
-	var ok bool
-	if p.pid, ok = parseDigits[int](bytes.TrimSuffix(b[:open], []byte(" "))); !ok || p.pid == 0 {
-		return procInfo{}, errProcStat
-	}
-	f := bytes.Fields(b[end+1:])
-	// starttime is field 22 of the line, the 20th after comm.
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procInfo{}, errProcStat
-	}
-	p.state = f[0][0]
-	for i, dst := range []*int{&p.ppid, &p.pgid, &p.sid} {
-		if *dst, ok = parseDigits[int](f[1+i]); !ok {
-			return procInfo{}, errProcStat
-		}
-	}
-	if p.start, ok = parseDigits[uint64](f[19]); !ok {
-		return procInfo{}, errProcStat
-	}
-	return p, nil
-}
-
-func readProcStat(pid int) (procInfo, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, err
-	}
-	return parseProcStat(b)
-}
-
-// scanProcs returns every process /proc shows now.
-func scanProcs() []procInfo {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	out := make([]procInfo, 0, len(entries))
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, err := readProcStat(pid); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
 
 // heldPidfds returns the processes this process holds a pidfd for: os/exec
 // keeps one for every child it started until Wait has reaped it, so these are
@@ -419,24 +349,11 @@ func reapOrphans() {
 
 // childrenOfSelf lists this process's children, from every thread's
 // children file: the kernel may hand an orphan to any thread of a subreaper.
+// A file that cannot be read is skipped: the next SIGCHLD looks again.
 func childrenOfSelf() []int {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range bytes.Fields(b) {
-			if pid, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
+	var r childReader
+	kids, _ := r.childrenOf("self")
+	return kids
 }
 
 // ownSession returns this process's session id.
