@@ -1,6 +1,7 @@
 // addr.go owns the one definition of loopback: the guard endpoint, the
 // provider's listen address, serve's --hostname and the Host and Origin
-// headers a loopback daemon accepts. Names are folded in ASCII only.
+// headers a loopback daemon accepts. Names are folded in ASCII only. It
+// also owns the one conversion of a connection end to a netip.AddrPort.
 package main
 
 import (
@@ -165,7 +166,7 @@ func parseListen(raw string) (loopbackAddr, error) {
 
 // parsePort accepts a decimal port 0-65535; 0 asks the system for a free one.
 func parsePort(raw string) (int, error) {
-	n, ok := parseDigits(raw)
+	n, ok := parseDigits[int](raw)
 	if !ok || n > 65535 {
 		return 0, errors.New("port must be an integer from 0 through 65535")
 	}
@@ -219,4 +220,19 @@ func validHostName(h string) bool {
 		}
 	}
 	return true
+}
+
+// addrPortOf is a TCP connection end as an unmapped netip.AddrPort: an
+// IPv4 peer of an IPv6 socket compares equal to its IPv4 form.
+func addrPortOf(a net.Addr) (netip.AddrPort, bool) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	ap := ta.AddrPort()
+	return unmapAddrPort(ap), ap.IsValid()
+}
+
+func unmapAddrPort(a netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -318,7 +319,7 @@ func (l serveLimits) withDefaults() serveLimits {
 // parseTimeoutMs validates --external-tool-guard-timeout-ms. Only plain
 // decimal digits are an integer here: "+200", " 200", "2e2" and "0x64" are not.
 func parseTimeoutMs(raw string) (time.Duration, error) {
-	n, ok := parseDigits(raw)
+	n, ok := parseDigits[int](raw)
 	if !ok || n < minGuardTimeoutMs || n > maxGuardTimeoutMs {
 		return 0, usagef("--%s %q: must be an integer from %d through %d", flagGuardTimeout, raw, minGuardTimeoutMs, maxGuardTimeoutMs)
 	}
@@ -367,13 +368,25 @@ func utf16Len(r rune) int {
 	return 1
 }
 
-// parseDigits parses a non-empty run of ASCII digits that fits an int.
-func parseDigits(raw string) (int, bool) {
-	if raw == "" || strings.TrimLeft(raw, "0123456789") != "" {
+// parseDigits reads a non-empty run of ASCII digits whose value fits N: the
+// one decimal reader of flags, /proc/<pid>/stat lines and socket tables.
+func parseDigits[N int | uint32 | uint64, T string | []byte](raw T) (N, bool) {
+	if len(raw) == 0 {
 		return 0, false
 	}
-	n, err := strconv.Atoi(raw)
-	return n, err == nil
+	var n uint64
+	for i := 0; i < len(raw); i++ {
+		d := uint64(raw[i]) - '0'
+		if d > 9 || n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	v := N(n)
+	if uint64(v) != n || v < 0 {
+		return 0, false
+	}
+	return v, true
 }
 
 // onceValue is a string flag that may be given at most once, so that a
@@ -723,7 +736,7 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if err != nil {
 		return acpOptions{}, err
 	}
-	ms, ok := parseDigits(permTimeout.value)
+	ms, ok := parseDigits[int](permTimeout.value)
 	if !ok || ms > maxPermissionTimeoutMs {
 		return acpOptions{}, usagef("--permission-response-timeout-ms %q: must be an integer from 0 through %d", permTimeout.value, maxPermissionTimeoutMs)
 	}
@@ -866,7 +879,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		initTimeout.value, promptDeadline.value, permTimeout.value, idleTimeout.value); err != nil {
 		return serveOptions{}, err
 	}
-	n, ok := parseDigits(maxChildren.value)
+	n, ok := parseDigits[int](maxChildren.value)
 	if !ok || n < 1 || n > maxMaxChildren {
 		return serveOptions{}, usagef("--max-children %q: must be an integer from 1 through %d", maxChildren.value, maxMaxChildren)
 	}
@@ -956,7 +969,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 	opts.SandboxFlags = sandbox.given()
-	n, ok = parseDigits(maxPending.value)
+	n, ok = parseDigits[int](maxPending.value)
 	if !ok || n < 1 || n > maxMaxPendingPrompts {
 		return serveOptions{}, usagef("--max-pending-prompts-per-session %q: must be an integer from 1 through %d", maxPending.value, maxMaxPendingPrompts)
 	}
@@ -975,7 +988,7 @@ func parseServeLimits(maxSessions, maxSubscribers, ringSize, initTimeout, prompt
 	var l serveLimits
 	var err error
 	count := func(flag, raw string, lo, hi int) int {
-		n, ok := parseDigits(raw)
+		n, ok := parseDigits[int](raw)
 		if err == nil && (!ok || n < lo || n > hi) {
 			err = usagef("--%s %q: must be an integer from %d through %d", flag, raw, lo, hi)
 		}
@@ -1010,7 +1023,7 @@ func parseByteCount(flag, raw string, lo, hi int64) (int64, error) {
 			break
 		}
 	}
-	n, ok := parseDigits(digits)
+	n, ok := parseDigits[int](digits)
 	if !ok || int64(n) > hi>>shift || int64(n)<<shift < lo {
 		return 0, usagef("--%s %q: must be a byte count from %d (%dM) through %d (%dG), optionally with a K, M or G suffix", flag, raw, lo, lo>>20, hi, hi>>30)
 	}

@@ -93,15 +93,6 @@ func parseHexField(b []byte) (uint32, bool) {
 	return uint32(v), err == nil
 }
 
-// parseDecimalField decodes a decimal number of at most bits bits.
-func parseDecimalField(b []byte, bits int) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(b), 10, bits)
-	return v, err == nil
-}
-
 // parseSocketAddr decodes an address:port field. The kernel prints each
 // 32-bit word of the address as it lies in memory, read in the host's byte
 // order, so the host's byte order turns it back; the port is a plain number.
@@ -154,7 +145,7 @@ func parseSocketLine(line []byte) (sockEntry, error) {
 	if len(slot) < 2 || slot[len(slot)-1] != ':' {
 		return e, fmt.Errorf("slot %q is not a number and a colon", slot)
 	}
-	if _, ok := parseDecimalField(slot[:len(slot)-1], 64); !ok {
+	if _, ok := parseDigits[uint64](slot[:len(slot)-1]); !ok {
 		return e, fmt.Errorf("slot %q is not a number and a colon", slot)
 	}
 	var f []byte
@@ -179,16 +170,14 @@ func parseSocketLine(line []byte) (sockEntry, error) {
 		}
 	}
 	f, rest = nextField(rest)
-	uid, ok := parseDecimalField(f, 32)
-	if !ok {
+	if e.UID, ok = parseDigits[uint32](f); !ok {
 		return e, fmt.Errorf("uid %q is not a number", f)
 	}
-	e.UID = uint32(uid)
 	if f, rest = nextField(rest); len(f) == 0 {
 		return e, errors.New("no timeout field")
 	}
 	f, _ = nextField(rest)
-	if e.Inode, ok = parseDecimalField(f, 64); !ok {
+	if e.Inode, ok = parseDigits[uint64](f); !ok {
 		return e, fmt.Errorf("inode %q is not a number", f)
 	}
 	return e, nil
@@ -394,16 +383,6 @@ func (id *providerIdentity) admit(v socketView, self uint32) error {
 		}
 	}
 	return v.peersOwnedBy(id.UID)
-}
-
-// addrPortOf is a connection end as an unmapped netip.AddrPort.
-func addrPortOf(a net.Addr) (netip.AddrPort, bool) {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return netip.AddrPort{}, false
-	}
-	ap := ta.AddrPort()
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ap.IsValid()
 }
 
 // dial connects to the provider and, before the connection carries a byte,

@@ -21,7 +21,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,93 +54,6 @@ const (
 
 // pidfdLink is what /proc/self/fd/N reads for a pidfd.
 const pidfdLink = "anon_inode:[pidfd]"
-
-// procInfo is what /proc/<pid>/stat says about one process.
-type procInfo struct {
-	pid, ppid, pgid, sid int
-	state                byte   // R, S, D, T, t, Z, X...
-	start                uint64 // clock ticks after boot: with pid, names one process
-}
-
-func (p procInfo) dead() bool { return p.state == 'Z' || p.state == 'X' }
-
-// errProcStat is returned for a stat line that does not parse.
-var errProcStat = errors.New("malformed /proc stat line")
-
-// parseProcStat reads "pid (comm) state ppid pgrp session ... starttime ...".
-// comm is chosen by the process and may hold spaces and parentheses; it ends
-// at the last ')'.
-func parseProcStat(b []byte) (procInfo, error) {
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 1 || end < open {
-		return procInfo{}, errProcStat
-	}
-	var p procInfo
-	var ok bool
-	if p.pid, ok = statNumber(bytes.TrimSuffix(b[:open], []byte(" "))); !ok || p.pid == 0 {
-		return procInfo{}, errProcStat
-	}
-	f := bytes.Fields(b[end+1:])
-	// starttime is field 22 of the line, the 20th after comm.
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procInfo{}, errProcStat
-	}
-	p.state = f[0][0]
-	for i, dst := range []*int{&p.ppid, &p.pgid, &p.sid} {
-		if *dst, ok = statNumber(f[1+i]); !ok {
-			return procInfo{}, errProcStat
-		}
-	}
-	start, ok := statNumber(f[19])
-	if !ok {
-		return procInfo{}, errProcStat
-	}
-	p.start = uint64(start)
-	return p, nil
-}
-
-// statNumber reads a decimal number as the kernel writes one: digits only.
-func statNumber(b []byte) (int, bool) {
-	// 18 digits cannot overflow an int64.
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
-
-func readProcStat(pid int) (procInfo, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, err
-	}
-	return parseProcStat(b)
-}
-
-// scanProcs returns every process /proc shows now.
-func scanProcs() []procInfo {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	out := make([]procInfo, 0, len(entries))
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, err := readProcStat(pid); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
 
 // heldPidfds returns the processes this process holds a pidfd for: os/exec
 // keeps one for every child it started until Wait has reaped it, so these are
@@ -296,86 +208,111 @@ func endLeftBehind(child int) int {
 	if !ok {
 		return 0
 	}
-	self := os.Getpid()
-	selfSid := ownSession()
-	doomed := map[int]*doomedProc{}
-	defer func() {
-		for _, d := range doomed {
-			if d.fd >= 0 {
-				syscall.Close(d.fd)
-			}
-		}
-	}()
-	sessions := map[int]bool{child: true}
-
-	// belongs decides one process of a scan; byPid is the scan.
-	belongs := func(p procInfo, byPid map[int]procInfo, held map[int]bool) bool {
-		_, registered := reaper.started[p.pid]
-		switch {
-		case p.pid == self || p.pid == child || registered || held[p.pid]:
-			return false
-		case p.sid == selfSid || p.sid == 0 || p.start < since:
-			// Every descendant of the child started after it, outside
-			// serve's session.
-			return false
-		case sessions[p.sid]:
-			return true
-		}
-		if parent, ok := doomed[p.ppid]; ok {
-			if now, ok := byPid[p.ppid]; ok && now.start == parent.start {
-				return true
-			}
-		}
-		return orphanLocked(p, self, selfSid, held)
+	c := &cleanup{
+		child: child, self: os.Getpid(), selfSid: ownSession(), since: since,
+		doomed:   map[int]*doomedProc{},
+		sessions: map[int]bool{child: true},
 	}
-
+	defer c.close()
 	for range reaperMaxRounds {
-		reaper.mu.Lock()
-		procs := scanProcs()
-		held := heldPidfds()
-		byPid := make(map[int]procInfo, len(procs))
-		for _, p := range procs {
-			byPid[p.pid] = p
-		}
-		var fresh []*doomedProc
-		for grew := true; grew; {
-			grew = false
-			for _, p := range procs {
-				old := doomed[p.pid]
-				if old != nil && old.start == p.start {
-					continue
-				}
-				if !belongs(p, byPid, held) {
-					continue
-				}
-				d := pin(p)
-				if d == nil {
-					continue
-				}
-				if old != nil && old.fd >= 0 {
-					syscall.Close(old.fd) // that one is gone: its pid names p now
-				}
-				doomed[p.pid] = d
-				sessions[p.sid] = true
-				fresh = append(fresh, d)
-				grew = true
-			}
-		}
-		for _, d := range fresh {
-			if d.wasAlive {
-				d.signal(syscall.SIGSTOP)
-			}
-		}
-		reaper.mu.Unlock()
+		fresh := c.stopRound()
 		if len(fresh) == 0 {
 			break
 		}
 		settle(fresh, func(p procInfo) bool { return p.dead() || p.state == 'T' || p.state == 't' })
 	}
+	return c.kill()
+}
 
-	all := make([]*doomedProc, 0, len(doomed))
+// cleanup is one child's cleanup: the processes found so far and the
+// sessions they make part of it.
+type cleanup struct {
+	child, self, selfSid int
+	since                uint64 // the child's start time
+	doomed               map[int]*doomedProc
+	sessions             map[int]bool
+}
+
+// close releases the pidfds the cleanup holds.
+func (c *cleanup) close() {
+	for _, d := range c.doomed {
+		if d.fd >= 0 {
+			syscall.Close(d.fd)
+		}
+	}
+}
+
+// belongs decides one process of a scan; byPid is the scan. reaper.mu is
+// held.
+func (c *cleanup) belongs(p procInfo, byPid map[int]procInfo, held map[int]bool) bool {
+	_, registered := reaper.started[p.pid]
+	switch {
+	case p.pid == c.self || p.pid == c.child || registered || held[p.pid]:
+		return false
+	case p.sid == c.selfSid || p.sid == 0 || p.start < c.since:
+		// Every descendant of the child started after it, outside
+		// serve's session.
+		return false
+	case c.sessions[p.sid]:
+		return true
+	}
+	if parent, ok := c.doomed[p.ppid]; ok {
+		if now, ok := byPid[p.ppid]; ok && now.start == parent.start {
+			return true
+		}
+	}
+	return orphanLocked(p, c.self, c.selfSid, held)
+}
+
+// stopRound scans the processes once, adds every one that belongs until
+// none is added, stops the new ones that run, and returns them.
+func (c *cleanup) stopRound() []*doomedProc {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	procs := scanProcs()
+	held := heldPidfds()
+	byPid := make(map[int]procInfo, len(procs))
+	for _, p := range procs {
+		byPid[p.pid] = p
+	}
+	var fresh []*doomedProc
+	for grew := true; grew; {
+		grew = false
+		for _, p := range procs {
+			old := c.doomed[p.pid]
+			if old != nil && old.start == p.start {
+				continue
+			}
+			if !c.belongs(p, byPid, held) {
+				continue
+			}
+			d := pin(p)
+			if d == nil {
+				continue
+			}
+			if old != nil && old.fd >= 0 {
+				syscall.Close(old.fd) // that one is gone: its pid names p now
+			}
+			c.doomed[p.pid] = d
+			c.sessions[p.sid] = true
+			fresh = append(fresh, d)
+			grew = true
+		}
+	}
+	for _, d := range fresh {
+		if d.wasAlive {
+			d.signal(syscall.SIGSTOP)
+		}
+	}
+	return fresh
+}
+
+// kill kills every process found, waits for them to die, reaps those that
+// died as this process's children, and returns how many were running.
+func (c *cleanup) kill() int {
+	all := make([]*doomedProc, 0, len(c.doomed))
 	n := 0
-	for _, d := range doomed {
+	for _, d := range c.doomed {
 		all = append(all, d)
 		if d.wasAlive {
 			d.signal(syscall.SIGKILL)
@@ -388,7 +325,7 @@ func endLeftBehind(child int) int {
 	// parent died first) is a zombie now: reap it by its own pid.
 	reaper.mu.Lock()
 	for _, d := range all {
-		if p, ok := d.current(); ok && p.dead() && p.ppid == self {
+		if p, ok := d.current(); ok && p.dead() && p.ppid == c.self {
 			var ws syscall.WaitStatus
 			syscall.Wait4(d.pid, &ws, syscall.WNOHANG, nil)
 		}
@@ -437,24 +374,11 @@ func reapOrphans() {
 
 // childrenOfSelf lists this process's children, from every thread's
 // children file: the kernel may hand an orphan to any thread of a subreaper.
+// A file that cannot be read is skipped: the next SIGCHLD looks again.
 func childrenOfSelf() []int {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range bytes.Fields(b) {
-			if pid, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
+	var r childReader
+	kids, _ := r.childrenOf("self")
+	return kids
 }
 
 // ownSession returns this process's session id.

@@ -34,3 +34,30 @@ func FuzzParseProcStat(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStatPPID: only what follows the last ')' counts, so a longer comm
+// before it changes nothing.
+func FuzzStatPPID(f *testing.F) {
+	for _, seed := range []string{
+		"1234 (bash) S 1 1234 1234 34816 1234 4194304 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0",
+		"77 (a) b) c) R 76 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0",
+		"9 () Z 0 ",
+		"9 (x) S -1 ",
+		"9 (x) S 99999999999999999999 ",
+		"no parenthesis",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, stat []byte) {
+		p, err := parseProcStat(stat)
+		if err != nil {
+			return
+		}
+		if p.ppid < 0 {
+			t.Fatalf("%q: negative ppid %d", stat, p.ppid)
+		}
+		if again, err := parseProcStat(append([]byte("1 (s) p) q"), stat...)); err != nil || again.ppid != p.ppid {
+			t.Fatalf("%q: ppid %d, after a longer comm %+v %v", stat, p.ppid, again, err)
+		}
+	})
+}

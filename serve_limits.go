@@ -37,9 +37,6 @@ const (
 	// bound matters only when another process still holds a copy of the
 	// child's end, so that the end of the child is not missed.
 	channelExitDrain = time.Second
-	// A /proc/<pid>/stat line is a few hundred bytes even with a long comm;
-	// a longer one is not the kernel's (the peer check, serve_peer.go).
-	maxProcStatSize = 4 << 10
 )
 
 // Limits of the event streams.

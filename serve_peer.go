@@ -10,9 +10,11 @@
 // tables /proc/net/tcp and tcp6) gives its inode and owner uid, whoever
 // holds it, without reading any process's /proc entries. A socket of
 // another user than serve's and root's is a host's (see
-// ownerMayBeDescendant). Otherwise serve walks its descendants (the ppid
-// links of /proc/<pid>/stat) and looks for that inode among the descriptors
-// of each of their threads (/proc/<pid>/task/<tid>/fd: a thread may have a
+// ownerMayBeDescendant). Otherwise serve walks its descendants down from
+// itself (the children files of their threads, proc_stat.go: no other
+// process is visited, and a tree that cannot be read whole is refused) and
+// looks for that inode among the descriptors of each of their threads
+// (/proc/<pid>/task/<tid>/fd: a thread may have a
 // descriptor table of its own; one that kcmp(2) says shares the table
 // already read is skipped). serve's own descriptors are read last, and only
 // when a descendant would be refused: serve's own process may be its host.
@@ -114,90 +116,6 @@ func tableFindSocket(sockLocal, sockRemote netip.AddrPort) (sockEntry, bool, err
 		}
 	}
 	return sockEntry{}, false, nil
-}
-
-func unmapAddrPort(a netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
-}
-
-// parseStatPPID returns the parent pid from the text of /proc/<pid>/stat:
-// "pid (comm) state ppid ...", where comm may hold spaces and parentheses,
-// so the fields are counted after the last ')'.
-func parseStatPPID(stat []byte) (int, bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, false
-	}
-	rest := stat[i+1:]
-	var fields [2][]byte
-	for k := range fields {
-		rest = bytes.TrimLeft(rest, " ")
-		end := bytes.IndexByte(rest, ' ')
-		if end <= 0 {
-			return 0, false
-		}
-		fields[k], rest = rest[:end], rest[end:]
-	}
-	if len(fields[0]) != 1 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(string(fields[1]))
-	if err != nil || ppid < 0 {
-		return 0, false
-	}
-	return ppid, true
-}
-
-// descendantsOf returns the processes below root (root not included), found
-// through the parent links of every process in /proc.
-func descendantsOf(root int) ([]int, error) {
-	dir, err := os.Open("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	names, err := dir.Readdirnames(-1)
-	dir.Close()
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	children := make(map[int][]int)
-	buf := make([]byte, maxProcStatSize)
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid <= 0 {
-			continue
-		}
-		n, err := readSmallFile("/proc/"+name+"/stat", buf)
-		if err != nil {
-			continue // it ended meanwhile
-		}
-		if ppid, ok := parseStatPPID(buf[:n]); ok {
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
-	var out []int
-	queue := []int{root}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			if c != root {
-				out = append(out, c)
-				queue = append(queue, c)
-			}
-		}
-	}
-	return out, nil
-}
-
-// readSmallFile reads a /proc file of at most len(buf) bytes with one read.
-func readSmallFile(path string, buf []byte) (int, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer syscall.Close(fd)
-	return syscall.Read(fd, buf)
 }
 
 // holding is what serve can tell about one process and one socket.
@@ -467,21 +385,13 @@ func (d *daemon) peerAllowed(w http.ResponseWriter, r *http.Request) bool {
 
 // checkConnPeer resolves the connection's two addresses and checks its peer.
 func (d *daemon) checkConnPeer(c net.Conn) peerVerdict {
-	local, lok := tcpAddrPort(c.LocalAddr())
-	remote, rok := tcpAddrPort(c.RemoteAddr())
+	local, lok := addrPortOf(c.LocalAddr())
+	remote, rok := addrPortOf(c.RemoteAddr())
 	if !lok || !rok {
 		return peerVerdict{refused: true, why: fmt.Sprintf("not a TCP connection (%s)", c.RemoteAddr().Network())}
 	}
 	managed := d.managedChildPIDs()
 	return checkPeer(os.Getpid(), uint32(os.Geteuid()), local, remote, func(pid int) bool { return managed[pid] })
-}
-
-func tcpAddrPort(a net.Addr) (netip.AddrPort, bool) {
-	t, ok := a.(*net.TCPAddr)
-	if !ok {
-		return netip.AddrPort{}, false
-	}
-	return t.AddrPort(), true
 }
 
 // managedChildPIDs returns the pids of the ACP children serve started.

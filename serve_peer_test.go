@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -425,7 +426,7 @@ func waitForContent(t *testing.T, path string) string {
 
 // BenchmarkPeerCheck measures the check of one accepted connection whose
 // peer is not a descendant: the socket table lookup, the daemon's own
-// descriptors, the walk of every process's parent link and the descriptors
+// descriptors, the walk of its descendants and the descriptors
 // of each descendant's threads. The daemon here is a shell with two
 // children; the peer is this process.
 func BenchmarkPeerCheck(b *testing.B) {
@@ -451,6 +452,13 @@ func BenchmarkPeerCheck(b *testing.B) {
 		for b.Loop() {
 			if v := checkPeer(sh.Process.Pid, uint32(os.Geteuid()), local, remote, never); v.refused {
 				b.Fatal(v.why)
+			}
+		}
+	})
+	b.Run("walk-only", func(b *testing.B) {
+		for b.Loop() {
+			if kids, err := descendantsOf(sh.Process.Pid); len(kids) != 2 || err != nil {
+				b.Fatal(kids, err)
 			}
 		}
 	})
@@ -522,6 +530,52 @@ wait`, 9+ownFDs)
 		if v := checkPeer(sh.Process.Pid, uint32(os.Geteuid()), local, remote, never); v.refused {
 			b.Fatal(v.why)
 		}
+	}
+}
+
+// TestDescendantsOf: the walk down the children files finds what the
+// parent links of every process in /proc say is below the root, and no
+// other process.
+func TestDescendantsOf(t *testing.T) {
+	sh := exec.Command("bash", "-c", `bash -c "sleep 600 & wait" & sleep 600 & wait`)
+	startShellGroup(t, sh)
+	below := func(root int) []int {
+		children := map[int][]int{}
+		for _, p := range scanProcs() {
+			children[p.ppid] = append(children[p.ppid], p.pid)
+		}
+		var out []int
+		for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
+			out = append(out, children[queue[0]]...)
+			queue = append(queue, children[queue[0]]...)
+		}
+		slices.Sort(out)
+		return out
+	}
+	deadline := time.Now().Add(testTimeout(10 * time.Second))
+	for len(below(sh.Process.Pid)) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell did not start its three descendants: %v", below(sh.Process.Pid))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := below(sh.Process.Pid)
+	got, err := descendantsOf(sh.Process.Pid)
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("descendantsOf(%d) = %v, %v; the parent links say %v", sh.Process.Pid, got, err, want)
+	}
+	mine, err := descendantsOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range append(want, sh.Process.Pid) {
+		if !slices.Contains(mine, pid) {
+			t.Errorf("descendantsOf(self) = %v, without %d", mine, pid)
+		}
+	}
+	if slices.Contains(mine, os.Getppid()) || slices.Contains(mine, os.Getpid()) {
+		t.Errorf("descendantsOf(self) = %v holds this process or its parent", mine)
 	}
 }
 
@@ -690,7 +744,7 @@ func kcmpWorks() bool {
 
 // startShellGroup starts sh in a process group of its own, skips b when
 // bash cannot start, and kills the group when b ends.
-func startShellGroup(b *testing.B, sh *exec.Cmd) {
+func startShellGroup(b testing.TB, sh *exec.Cmd) {
 	b.Helper()
 	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := sh.Start(); err != nil {
