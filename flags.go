@@ -739,18 +739,49 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	// A managed child runs only under serve in required mode. Its
 	// workspace, as a standalone agent's, is the directory it starts in.
 	required := cfg.required() || envOf(sys).privateGuard != ""
+	settingsPath, err := loadACPSettings(&opts, settingsFile.value, envOf(sys), *noUser, *trustWorkspace, required)
+	if err != nil {
+		return acpOptions{}, err
+	}
+	st, load := opts.Settings, opts.SettingsLoad
+	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
+		return acpOptions{}, err
+	}
+	if err := opts.Sandbox.checkHideWays(); err != nil {
+		return acpOptions{}, err
+	}
+	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
+	if err := resolveACPSlashCommands(&opts, slash, disabledSlash); err != nil {
+		return acpOptions{}, err
+	}
+	env := envOf(sys)
+	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
+		return acpOptions{}, err
+	}
+	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
+	if err := resolveACPModel(&opts, modelKeyFile, env); err != nil {
+		return acpOptions{}, err
+	}
+	return opts, nil
+}
+
+// loadACPSettings reads into opts the settings files of the start
+// directory, with --settings raw and the user and workspace switches, and
+// the way each session finds its own. It returns the operator's settings
+// file.
+func loadACPSettings(opts *acpOptions, raw string, env *procEnv, noUser, trustWorkspace, required bool) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return acpOptions{}, fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
+		return "", fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
 	}
 	// The layers but the workspace's are checked now, so a bad one stops
 	// the start; each session reads its own workspace's file at
 	// session/new, where a bad one fails that session only.
-	src := settingsSourcesOf(envOf(sys))
-	so := settingsLoadOptions{NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: required}
-	settingsPath, load, err := parseSettingsFile(settingsFile.value, src, so)
+	src := settingsSourcesOf(env)
+	so := settingsLoadOptions{NoUser: noUser, TrustWorkspace: trustWorkspace, Required: required}
+	settingsPath, load, err := parseSettingsFile(raw, src, so)
 	if err != nil {
-		return acpOptions{}, err
+		return "", err
 	}
 	so.Operator, so.Workspace = settingsPath, wd
 	opts.SettingsSources, opts.SettingsOptions = src, so
@@ -759,33 +790,34 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if wsLoad, err := loadSettingsFiles(src, so); err == nil {
 		load = wsLoad
 	}
-	st := load.Settings
-	opts.Settings, opts.SettingsLoad = st, load
-	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
-		return acpOptions{}, err
-	}
-	if err := opts.Sandbox.checkHideWays(); err != nil {
-		return acpOptions{}, err
-	}
-	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
+	opts.Settings, opts.SettingsLoad = load.Settings, load
+	return settingsPath, nil
+}
+
+// resolveACPSlashCommands sets the slash commands of opts: those allowed,
+// and those disabled, added to the settings' list.
+func resolveACPSlashCommands(opts *acpOptions, slash, disabledSlash listValue) error {
+	var err error
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
-		return acpOptions{}, err
+		return err
 	}
 	disabled, err := parseDisabledSlashCommands(disabledSlash)
 	if err != nil {
-		return acpOptions{}, err
+		return err
 	}
 	// The flag adds to the settings' list, as Qwen Code's does.
 	opts.DisabledSlashCommands = disabled
 	opts.Settings.SlashCommands.Disabled = append(opts.Settings.SlashCommands.Disabled, disabled...)
-	env := envOf(sys)
-	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
-		return acpOptions{}, err
-	}
-	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
+	return nil
+}
+
+// resolveACPModel sets the model of opts, --model or else the environment's
+// choice, with the key of --model-key-file or the environment's, and
+// checks that an OpenAI-compatible model can be made.
+func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) error {
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
-		return acpOptions{}, err
+		return err
 	}
 	if !modelKeyGiven {
 		modelKey = env.modelKey
@@ -805,15 +837,15 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 			opts.OpenAI.Model = opts.Settings.Model.Name
 		}
 		if opts.OpenAI.BaseURL == "" {
-			return acpOptions{}, usagef("--model openai needs %s", envModelBaseURL)
+			return usagef("--model openai needs %s", envModelBaseURL)
 		}
 		if _, err := newOpenAIModel(opts.OpenAI); err != nil {
-			return acpOptions{}, &usageError{err}
+			return &usageError{err}
 		}
 	default:
-		return acpOptions{}, usagef("--model %q: want %s, %s or %s", opts.Model, modelScripted, modelOpenAI, modelParent)
+		return usagef("--model %q: want %s, %s or %s", opts.Model, modelScripted, modelOpenAI, modelParent)
 	}
-	return opts, nil
+	return nil
 }
 
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
