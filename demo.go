@@ -82,7 +82,6 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 		return err
 	}
 	token := randomHex(24)
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
