@@ -1005,34 +1005,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if s == nil {
 		return nil, &rpcError{Code: rpcNotFound, Message: fmt.Sprintf("session/prompt: unknown session %q", p.SessionID)}
 	}
-	var text strings.Builder
-	var images []promptImage
-	lines := 0
-	for i, b := range p.Prompt {
-		if b.Type == "image" {
-			img, err := b.image()
-			if err != nil {
-				return nil, invalidParams("session/prompt: block %d: %v", i, err)
-			}
-			images = append(images, img)
-			continue
-		}
-		if err := b.check(); err != nil {
-			return nil, invalidParams("session/prompt: block %d: %v", i, err)
-		}
-		if lines > 0 {
-			text.WriteString("\n")
-		}
-		lines++
-		if b.Type == "text" {
-			text.WriteString(b.Text)
-		} else {
-			fmt.Fprintf(&text, "@%s", b.URI)
-		}
+	text, images, err := promptContent(p.Prompt)
+	if err != nil {
+		return nil, err
 	}
 	seq, _ := ctx.Value(promptSeqKey{}).(int64)
 	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
-	_, slash := slashCommand(text.String())
+	_, slash := slashCommand(text)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
@@ -1047,11 +1026,67 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	if !slash {
 		s.cancel = cancel
-		s.history = append(s.history, message{Role: roleUser, Text: text.String(), Images: images})
+		s.history = append(s.history, message{Role: roleUser, Text: text, Images: images})
 	}
 	commandsDue := !s.commandsSent
 	s.commandsSent = true
 	s.mu.Unlock()
+	a.sendFirstPromptNotices(s, commandsDue)
+	if slash {
+		a.slashCommand(s, text)
+		return map[string]string{"stopReason": stopEndTurn}, nil
+	}
+	defer func() {
+		s.mu.Lock()
+		s.cancel = nil
+		s.mu.Unlock()
+	}()
+
+	env := a.turnEnv(s, promptID, guard)
+	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
+	a.saveSession(s)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"stopReason": stop}, nil
+}
+
+// promptContent is the text and the images of a session/prompt's blocks:
+// each image block checked and decoded, every other block a line of the
+// text, a resource link as "@" and its URI.
+func promptContent(blocks []contentBlock) (string, []promptImage, error) {
+	var text strings.Builder
+	var images []promptImage
+	lines := 0
+	for i, b := range blocks {
+		if b.Type == "image" {
+			img, err := b.image()
+			if err != nil {
+				return "", nil, invalidParams("session/prompt: block %d: %v", i, err)
+			}
+			images = append(images, img)
+			continue
+		}
+		if err := b.check(); err != nil {
+			return "", nil, invalidParams("session/prompt: block %d: %v", i, err)
+		}
+		if lines > 0 {
+			text.WriteString("\n")
+		}
+		lines++
+		if b.Type == "text" {
+			text.WriteString(b.Text)
+		} else {
+			fmt.Fprintf(&text, "@%s", b.URI)
+		}
+	}
+	return text.String(), images, nil
+}
+
+// sendFirstPromptNotices sends what waits for a prompt of session s: the
+// slash commands open in it when commandsDue, on its first prompt, and
+// the MCP failures not yet shown.
+func (a *agent) sendFirstPromptNotices(s *session, commandsDue bool) {
 	// The slash commands open here are announced on the session's first
 	// prompt, as Qwen Code's first turn carries them: an update sent
 	// right after session/new may reach the client before it knows the
@@ -1067,17 +1102,12 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 			"content":       map[string]string{"type": "text", "text": n + "\n"},
 		})
 	}
-	if slash {
-		a.slashCommand(s, text.String())
-		return map[string]string{"stopReason": stopEndTurn}, nil
-	}
-	defer func() {
-		s.mu.Lock()
-		s.cancel = nil
-		s.mu.Unlock()
-	}()
+}
 
-	env := &toolEnv{
+// turnEnv is what the tools of the turn of prompt promptID in session s
+// run with, guarded by guard; the observer and the policy are set per call.
+func (a *agent) turnEnv(s *session, promptID string, guard Guard) *toolEnv {
+	return &toolEnv{
 		SessionID:  s.id,
 		PromptID:   promptID,
 		Cwd:        s.cwd,
@@ -1091,12 +1121,6 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Policy:     nil, // set per call: the mode may change between calls
 		Extra:      s.mcp.extra(),
 	}
-	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
-	a.saveSession(s)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]string{"stopReason": stop}, nil
 }
 
 // promptGuard returns the prompt id and the guard for one prompt. A managed
