@@ -250,6 +250,72 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if sys.env.privateGuard == "" {
 		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
 	}
+	a, err := newACPAgent(sys, opts)
+	if err != nil {
+		return err
+	}
+	// Each agent names the settings files it read: a child may read
+	// another workspace's than serve (DESIGN.md §10). The start
+	// directory's are read now, so its sessions find them cached.
+	if _, err := a.settingsFor(opts.SettingsOptions.Workspace, ""); err != nil {
+		logSettingsFiles(a.log, opts.SettingsLoad, a.settingsRequired)
+		if sys.env.privateGuard == "" {
+			warnSettings(a.log, opts.Settings)
+		}
+	}
+	switch opts.Model {
+	case modelOpenAI:
+		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
+			return &usageError{err}
+		}
+		a.modelNameFixed = opts.ModelNameFixed
+	case modelParent:
+		a.model = newParentModel(a)
+	}
+	// Every acp runs tools as its own user, and its start environment may hold
+	// the provider token or the model key.
+	if err := hideEnviron(a.log); err != nil {
+		return err
+	}
+	if err := a.takeGuard(ctx, sys.env, opts); err != nil {
+		return err
+	}
+	inForce, err := a.enforceSandbox(sys.env, opts)
+	if err != nil {
+		return err
+	}
+	// The runtime's Go work is short steps between waits on its client, its
+	// parent and its tools. On one scheduler slot the answer to a guard
+	// request wakes the waiting prompt on the thread that read it; with two,
+	// it wakes a second thread first, which costs about 40 µs per guarded
+	// call on a 2-core VM, and the load run (8 sessions per child) lost no
+	// throughput. An operator's GOMAXPROCS still wins.
+	if sys.env.lookup("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+	// A child that takes decisions or model output from its parent takes
+	// them only over the socket pair serve made (channel.go).
+	if a.managed || opts.Model == modelParent {
+		if err := checkParentChannel(); err != nil {
+			return &usageError{err}
+		}
+	}
+	a.conn = a.newConn(sys)
+	a.log.Debug("acp runtime ready", "managed", a.managed, "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
+	err = a.conn.serve(ctx)
+	a.shutdown()
+	// A child of serve leads its session: what its tools left in it goes too.
+	endOwnSession()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("acp connection: %w", err)
+	}
+	return nil
+}
+
+// newACPAgent builds the agent of opts, with the scripted model, the
+// settings it was started with, the MCP servers they name and the cache
+// that derives each session's settings from its workspace's files.
+func newACPAgent(sys *system, opts acpOptions) (*agent, error) {
 	a := &agent{
 		env:        sys.env,
 		log:        newLogger(sys.stderr, opts.LogJSON, opts.LogLevel),
@@ -270,8 +336,9 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		o.Hide, o.TempParent = a.sandbox.Hide, a.sandbox.TempParent
 		a.sandbox = o
 	}
+	var err error
 	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
-		return usagef("settings: %v", err)
+		return nil, usagef("settings: %v", err)
 	}
 	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
 	a.settingsRequired = opts.Guard.required() || sys.env.privateGuard != ""
@@ -298,30 +365,14 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		}
 		return ss, nil
 	})
-	// Each agent names the settings files it read: a child may read
-	// another workspace's than serve (DESIGN.md §10). The start
-	// directory's are read now, so its sessions find them cached.
-	if _, err := a.settingsFor(opts.SettingsOptions.Workspace, ""); err != nil {
-		logSettingsFiles(a.log, opts.SettingsLoad, a.settingsRequired)
-		if sys.env.privateGuard == "" {
-			warnSettings(a.log, opts.Settings)
-		}
-	}
-	switch opts.Model {
-	case modelOpenAI:
-		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
-			return &usageError{err}
-		}
-		a.modelNameFixed = opts.ModelNameFixed
-	case modelParent:
-		a.model = newParentModel(a)
-	}
-	// Every acp runs tools as its own user, and its start environment may hold
-	// the provider token or the model key.
-	if err := hideEnviron(a.log); err != nil {
-		return err
-	}
-	switch marker := sys.env.privateGuard; {
+	return a, nil
+}
+
+// takeGuard sets where a's decisions come from: a managed child (env's
+// private guard marker) takes them from its parent, required mode from the
+// provider of opts once its handshake passed, and otherwise none.
+func (a *agent) takeGuard(ctx context.Context, env *procEnv, opts acpOptions) error {
+	switch marker := env.privateGuard; {
 	case marker != "":
 		// A managed child trusts its parent for decisions; any other
 		// marker refuses to start.
@@ -338,41 +389,38 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 			return err // names the endpoint and the failure category
 		}
 	}
+	return nil
+}
+
+// enforceSandbox starts a's sandbox as the kernel allows it, before
+// anything can start a tool, opens the state directory of opts and sets
+// what every session protects. It returns the sandbox in force.
+func (a *agent) enforceSandbox(env *procEnv, opts acpOptions) (sandboxInForce, error) {
 	// Before anything can start a tool: the kernel decides what the
 	// sandbox can be.
 	inForce, err := startSandbox(a.sandbox, a.log)
 	if err != nil {
-		return err
+		return sandboxInForce{}, err
 	}
 	a.sandbox, a.sandboxABI = inForce.Config, inForce.ABI
 	if !a.managed {
 		// serve warned for its children.
-		warnUserServices(inForce, sys.env, a.log)
+		warnUserServices(inForce, env, a.log)
 	}
 	if a.history, err = openStateDir(opts, a.log); err != nil {
-		return err
+		return sandboxInForce{}, err
 	}
 	if a.sandbox.on() {
 		// What every session protects, as initialize reports it; each
 		// session adds its own workspace's (sessionSandbox).
 		a.sandbox.Trusted = trustedProtect(a.trustedSources("", a.sandbox))
 	}
-	// The runtime's Go work is short steps between waits on its client, its
-	// parent and its tools. On one scheduler slot the answer to a guard
-	// request wakes the waiting prompt on the thread that read it; with two,
-	// it wakes a second thread first, which costs about 40 µs per guarded
-	// call on a 2-core VM, and the load run (8 sessions per child) lost no
-	// throughput. An operator's GOMAXPROCS still wins.
-	if sys.env.lookup("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
-	// A child that takes decisions or model output from its parent takes
-	// them only over the socket pair serve made (channel.go).
-	if a.managed || opts.Model == modelParent {
-		if err := checkParentChannel(); err != nil {
-			return &usageError{err}
-		}
-	}
+	return inForce, nil
+}
+
+// newConn is a's JSON-RPC connection on sys's stdin and stdout, read
+// through the runtime's poller where they are pipes or sockets (pollable).
+func (a *agent) newConn(sys *system) *rpcConn {
 	in, out := sys.stdin, sys.stdout
 	if f, ok := in.(*os.File); ok {
 		in = pollable(f)
@@ -380,7 +428,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	if f, ok := out.(*os.File); ok {
 		out = pollableOut(f)
 	}
-	a.conn = newRPCConn(in, out, rpcConfig{
+	return newRPCConn(in, out, rpcConfig{
 		MaxLine:   acpMaxLine,
 		OnRequest: a.handleRequest,
 		OnNotify:  a.handleNotify,
@@ -389,15 +437,6 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		// cancelled at the peer too: serve stops its provider call.
 		CancelNotice: acpCancelNotice,
 	})
-	a.log.Debug("acp runtime ready", "managed", a.managed, "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
-	err = a.conn.serve(ctx)
-	a.shutdown()
-	// A child of serve leads its session: what its tools left in it goes too.
-	endOwnSession()
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("acp connection: %w", err)
-	}
-	return nil
 }
 
 // pollable returns f read through the runtime's poller when it is a pipe or
@@ -966,34 +1005,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if s == nil {
 		return nil, &rpcError{Code: rpcNotFound, Message: fmt.Sprintf("session/prompt: unknown session %q", p.SessionID)}
 	}
-	var text strings.Builder
-	var images []promptImage
-	lines := 0
-	for i, b := range p.Prompt {
-		if b.Type == "image" {
-			img, err := b.image()
-			if err != nil {
-				return nil, invalidParams("session/prompt: block %d: %v", i, err)
-			}
-			images = append(images, img)
-			continue
-		}
-		if err := b.check(); err != nil {
-			return nil, invalidParams("session/prompt: block %d: %v", i, err)
-		}
-		if lines > 0 {
-			text.WriteString("\n")
-		}
-		lines++
-		if b.Type == "text" {
-			text.WriteString(b.Text)
-		} else {
-			fmt.Fprintf(&text, "@%s", b.URI)
-		}
+	text, images, err := promptContent(p.Prompt)
+	if err != nil {
+		return nil, err
 	}
 	seq, _ := ctx.Value(promptSeqKey{}).(int64)
 	promptID, guard := a.promptGuard(s, p.Meta[metaInvocation])
-	_, slash := slashCommand(text.String())
+	_, slash := slashCommand(text)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
@@ -1008,11 +1026,67 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	if !slash {
 		s.cancel = cancel
-		s.history = append(s.history, message{Role: roleUser, Text: text.String(), Images: images})
+		s.history = append(s.history, message{Role: roleUser, Text: text, Images: images})
 	}
 	commandsDue := !s.commandsSent
 	s.commandsSent = true
 	s.mu.Unlock()
+	a.sendFirstPromptNotices(s, commandsDue)
+	if slash {
+		a.slashCommand(s, text)
+		return map[string]string{"stopReason": stopEndTurn}, nil
+	}
+	defer func() {
+		s.mu.Lock()
+		s.cancel = nil
+		s.mu.Unlock()
+	}()
+
+	env := a.turnEnv(s, promptID, guard)
+	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
+	a.saveSession(s)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"stopReason": stop}, nil
+}
+
+// promptContent is the text and the images of a session/prompt's blocks:
+// each image block checked and decoded, every other block a line of the
+// text, a resource link as "@" and its URI.
+func promptContent(blocks []contentBlock) (string, []promptImage, error) {
+	var text strings.Builder
+	var images []promptImage
+	lines := 0
+	for i, b := range blocks {
+		if b.Type == "image" {
+			img, err := b.image()
+			if err != nil {
+				return "", nil, invalidParams("session/prompt: block %d: %v", i, err)
+			}
+			images = append(images, img)
+			continue
+		}
+		if err := b.check(); err != nil {
+			return "", nil, invalidParams("session/prompt: block %d: %v", i, err)
+		}
+		if lines > 0 {
+			text.WriteString("\n")
+		}
+		lines++
+		if b.Type == "text" {
+			text.WriteString(b.Text)
+		} else {
+			fmt.Fprintf(&text, "@%s", b.URI)
+		}
+	}
+	return text.String(), images, nil
+}
+
+// sendFirstPromptNotices sends what waits for a prompt of session s: the
+// slash commands open in it when commandsDue, on its first prompt, and
+// the MCP failures not yet shown.
+func (a *agent) sendFirstPromptNotices(s *session, commandsDue bool) {
 	// The slash commands open here are announced on the session's first
 	// prompt, as Qwen Code's first turn carries them: an update sent
 	// right after session/new may reach the client before it knows the
@@ -1028,17 +1102,12 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 			"content":       map[string]string{"type": "text", "text": n + "\n"},
 		})
 	}
-	if slash {
-		a.slashCommand(s, text.String())
-		return map[string]string{"stopReason": stopEndTurn}, nil
-	}
-	defer func() {
-		s.mu.Lock()
-		s.cancel = nil
-		s.mu.Unlock()
-	}()
+}
 
-	env := &toolEnv{
+// turnEnv is what the tools of the turn of prompt promptID in session s
+// run with, guarded by guard; the observer and the policy are set per call.
+func (a *agent) turnEnv(s *session, promptID string, guard Guard) *toolEnv {
+	return &toolEnv{
 		SessionID:  s.id,
 		PromptID:   promptID,
 		Cwd:        s.cwd,
@@ -1052,12 +1121,6 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		Policy:     nil, // set per call: the mode may change between calls
 		Extra:      s.mcp.extra(),
 	}
-	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
-	a.saveSession(s)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]string{"stopReason": stop}, nil
 }
 
 // promptGuard returns the prompt id and the guard for one prompt. A managed

@@ -77,64 +77,15 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	if tmp, err = filepath.EvalSymlinks(tmp); err != nil {
 		return fmt.Errorf("demo: resolve workspace: %w", err)
 	}
-	work := filepath.Join(tmp, "workspace")
-	files := map[string]string{
-		"policy.json":   fmt.Sprintf(demoPolicy, strings.ReplaceAll(regexp.QuoteMeta(work), `\`, `\\`)),
-		"settings.json": demoSettings,
-	}
-	if err := os.Mkdir(work, 0o700); err != nil {
-		return fmt.Errorf("demo: create workspace: %w", err)
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(tmp, name), []byte(body), 0o600); err != nil {
-			return fmt.Errorf("demo: write %q: %w", name, err)
-		}
+	work, hostToken, hostTokenFile, err := writeDemoFiles(tmp)
+	if err != nil {
+		return err
 	}
 	token := randomHex(24)
-	// serve's host token, in a file only this user can read, as serve
-	// itself writes one in required mode.
-	hostToken := randomHex(hostTokenBytes)
-	hostTokenFile := filepath.Join(tmp, hostTokenFileName)
-	if err := createSecretFile(flagHostTokenFile, hostTokenFile, hostToken); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-
-	// The tools of the demo's sessions cannot read it, as under serve.
-	sandbox := requiredModeSandbox()
-	sandbox.Hide = []string{hostTokenFile}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	quiet := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: io.Discard}
 
-	// The provider, in this process, stoppable on its own for step 3 and
-	// started again on the same address for --keep.
-	startProvider := func(listen string) (addr string, stop func() error, err error) {
-		la, err := parseListen(listen)
-		if err != nil {
-			return "", nil, err
-		}
-		provCtx, cancel := context.WithCancel(ctx)
-		provAddr := make(chan string, 1)
-		provDone := make(chan error, 1)
-		go func() {
-			provDone <- serveProvider(provCtx, quiet, providerOptions{
-				Listen: la, PolicyFile: filepath.Join(tmp, "policy.json"), Token: token,
-			}, func(addr string) { provAddr <- addr })
-		}()
-		stop = func() error {
-			cancel()
-			return <-provDone
-		}
-		select {
-		case addr := <-provAddr:
-			return addr, stop, nil
-		case err := <-provDone:
-			cancel()
-			return "", nil, fmt.Errorf("demo: start provider: %w", err)
-		}
-	}
-	provAddr, stopProvider, err := startProvider("127.0.0.1:0")
+	provAddr, stopProvider, err := startDemoProvider(ctx, sys, "127.0.0.1:0", tmp, token)
 	if err != nil {
 		return err
 	}
@@ -145,43 +96,15 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 		}
 	}()
 	providerURL := "http://" + provAddr
-	endpoint, err := url.Parse(providerURL)
-	if err != nil {
-		return fmt.Errorf("demo: provider url %q: %w", providerURL, err)
-	}
 
 	// serve, in this process, in required mode.
-	decisionLog := filepath.Join(tmp, "decisions.jsonl")
-	settingsFile := filepath.Join(tmp, "settings.json")
-	st, err := loadSettings(settingsFile)
+	serveOpts, err := demoServeOptions(tmp, work, providerURL, token, hostToken, hostTokenFile)
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return err
 	}
-	serveAddr := make(chan string, 1)
-	serveDone := make(chan error, 1)
-	// serve's log is quiet but for what --keep waits for.
-	hup := hupWatch{results: make(chan string, 1)}
-	serveSys := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: hup}
-	go func() {
-		serveDone <- serveDaemon(ctx, serveSys, serveOptions{
-			Hostname:          bindAddr{host: loopbackV4, loopback: true},
-			Port:              0,
-			Workspaces:        []string{work},
-			Guard:             guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: 3 * time.Second, Token: token},
-			Token:             hostToken,
-			TokenFile:         hostTokenFile,
-			DecisionLog:       decisionLog,
-			MaxPendingPrompts: defaultMaxPendingPrompts,
-			SettingsFile:      settingsFile,
-			Settings:          st,
-			Sandbox:           sandbox,
-		}, func(u string) { serveAddr <- u })
-	}()
-	var serveURL string
-	select {
-	case serveURL = <-serveAddr:
-	case err := <-serveDone:
-		return fmt.Errorf("demo: start serve: %w", err)
+	serveURL, serveDone, hup, err := startDemoServe(ctx, sys, serveOpts)
+	if err != nil {
+		return err
 	}
 	defer func() {
 		cancel()
@@ -189,25 +112,186 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	}()
 
 	out := sys.stdout
+	printDemoHeader(out, providerURL, serveURL, hostTokenFile, work)
+
+	h, sid, events, err := openDemoSession(ctx, serveURL, hostToken, work)
+	if err != nil {
+		return err
+	}
+	err = runDemoSteps(ctx, out, h, sid, events, serveOpts.DecisionLog, work, func() error {
+		stopped = true
+		return stopProvider()
+	})
+	if err != nil {
+		return err
+	}
+	if !opts.Keep {
+		return nil
+	}
+	// --keep: the provider comes back where serve expects it, and the
+	// stack stays up until Ctrl-C.
+	if _, stopProvider, err = startDemoProvider(ctx, sys, provAddr, tmp, token); err != nil {
+		return err
+	}
+	stopped = false
+	// The restarted provider listens on a new socket of this user: serve
+	// accepts it only after a new handshake, which SIGHUP asks for.
+	if err := hup.rehandshakeSelf(ctx, demoStepTimeout); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	printDemoKeep(out, providerURL, serveURL, sid, hostTokenFile, serveOpts.DecisionLog)
+	<-ctx.Done()
+	return nil
+}
+
+// writeDemoFiles creates the demo's workspace under tmp and writes beside
+// it the sample policy, which allows writes inside that workspace only,
+// the demo's settings and serve's host token. It returns the workspace's
+// path, the host token and its file's path.
+func writeDemoFiles(tmp string) (work, hostToken, hostTokenFile string, err error) {
+	work = filepath.Join(tmp, "workspace")
+	files := map[string]string{
+		"policy.json":   fmt.Sprintf(demoPolicy, strings.ReplaceAll(regexp.QuoteMeta(work), `\`, `\\`)),
+		"settings.json": demoSettings,
+	}
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return "", "", "", fmt.Errorf("demo: create workspace: %w", err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(body), 0o600); err != nil {
+			return "", "", "", fmt.Errorf("demo: write %q: %w", name, err)
+		}
+	}
+	// serve's host token, in a file only this user can read, as serve
+	// itself writes one in required mode.
+	hostToken = randomHex(hostTokenBytes)
+	hostTokenFile = filepath.Join(tmp, hostTokenFileName)
+	if err := createSecretFile(flagHostTokenFile, hostTokenFile, hostToken); err != nil {
+		return "", "", "", fmt.Errorf("demo: %w", err)
+	}
+	return work, hostToken, hostTokenFile, nil
+}
+
+// startDemoProvider starts the provider in this process, quiet, on listen,
+// with the policy under tmp and token, stoppable on its own for step 3 and
+// started again on the same address for --keep. It returns the address it
+// listens on and the function that stops it and reports how it ended.
+func startDemoProvider(ctx context.Context, sys *system, listen, tmp, token string) (addr string, stop func() error, err error) {
+	quiet := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: io.Discard}
+	la, err := parseListen(listen)
+	if err != nil {
+		return "", nil, err
+	}
+	provCtx, cancel := context.WithCancel(ctx)
+	provAddr := make(chan string, 1)
+	provDone := make(chan error, 1)
+	go func() {
+		provDone <- serveProvider(provCtx, quiet, providerOptions{
+			Listen: la, PolicyFile: filepath.Join(tmp, "policy.json"), Token: token,
+		}, func(addr string) { provAddr <- addr })
+	}()
+	stop = func() error {
+		cancel()
+		return <-provDone
+	}
+	select {
+	case addr := <-provAddr:
+		return addr, stop, nil
+	case err := <-provDone:
+		cancel()
+		return "", nil, fmt.Errorf("demo: start provider: %w", err)
+	}
+}
+
+// demoServeOptions are the options of the demo's serve, in required mode,
+// on a free loopback port, with workspace work and the files under tmp: the
+// provider at providerURL with token, the host token in hostTokenFile, and
+// the decision log the steps read.
+func demoServeOptions(tmp, work, providerURL, token, hostToken, hostTokenFile string) (serveOptions, error) {
+	endpoint, err := url.Parse(providerURL)
+	if err != nil {
+		return serveOptions{}, fmt.Errorf("demo: provider url %q: %w", providerURL, err)
+	}
+
+	// The tools of the demo's sessions cannot read it, as under serve.
+	sandbox := requiredModeSandbox()
+	sandbox.Hide = []string{hostTokenFile}
+
+	decisionLog := filepath.Join(tmp, "decisions.jsonl")
+	settingsFile := filepath.Join(tmp, "settings.json")
+	st, err := loadSettings(settingsFile)
+	if err != nil {
+		return serveOptions{}, fmt.Errorf("demo: %w", err)
+	}
+	return serveOptions{
+		Hostname:          bindAddr{host: loopbackV4, loopback: true},
+		Port:              0,
+		Workspaces:        []string{work},
+		Guard:             guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: 3 * time.Second, Token: token},
+		Token:             hostToken,
+		TokenFile:         hostTokenFile,
+		DecisionLog:       decisionLog,
+		MaxPendingPrompts: defaultMaxPendingPrompts,
+		SettingsFile:      settingsFile,
+		Settings:          st,
+		Sandbox:           sandbox,
+	}, nil
+}
+
+// startDemoServe starts serve in this process with opts until ctx ends.
+// serve's log is quiet but for what --keep waits for. It returns serve's
+// URL, the channel serve's end is reported on, and the watch of its log
+// that --keep's new handshake waits on.
+func startDemoServe(ctx context.Context, sys *system, opts serveOptions) (string, <-chan error, hupWatch, error) {
+	serveAddr := make(chan string, 1)
+	serveDone := make(chan error, 1)
+	hup := hupWatch{results: make(chan string, 1)}
+	serveSys := &system{env: sys.env, stdin: eofReader{}, stdout: io.Discard, stderr: hup}
+	go func() {
+		serveDone <- serveDaemon(ctx, serveSys, opts, func(u string) { serveAddr <- u })
+	}()
+	select {
+	case serveURL := <-serveAddr:
+		return serveURL, serveDone, hup, nil
+	case err := <-serveDone:
+		return "", nil, hupWatch{}, fmt.Errorf("demo: start serve: %w", err)
+	}
+}
+
+// printDemoHeader prints where the demo's provider, serve, host token and
+// workspace are.
+func printDemoHeader(out io.Writer, providerURL, serveURL, hostTokenFile, work string) {
 	fmt.Fprintf(out, "acpguard demo: the guarded path, end to end, on loopback only\n\n")
 	fmt.Fprintf(out, "  provider   %s  (built-in sample policy)\n", providerURL)
 	fmt.Fprintf(out, "  serve      %s  (--external-tool-guard-mode=required)\n", serveURL)
 	fmt.Fprintf(out, "  host token %s\n", hostTokenFile)
 	fmt.Fprintf(out, "  workspace  %s\n\n", work)
+}
 
+// openDemoSession opens a session on workspace work through serve's host
+// API at serveURL, as any host would with hostToken, and subscribes to its
+// events.
+func openDemoSession(ctx context.Context, serveURL, hostToken, work string) (*demoHost, string, <-chan demoEvent, error) {
 	h := &demoHost{base: serveURL, token: hostToken, client: &http.Client{Transport: &http.Transport{Proxy: nil}}}
 	sid, err := h.newSession(ctx, work)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	events, err := h.subscribe(ctx, sid)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
+	return h, sid, events, nil
+}
+
+// runDemoSteps runs demoSteps in order on session sid, printing for each
+// the provider's decision, read from decisionLog, the turn's result and
+// whether its file is in work. stopProvider is called before the third
+// step, whose call the provider cannot decide.
+func runDemoSteps(ctx context.Context, out io.Writer, h *demoHost, sid string, events <-chan demoEvent, decisionLog, work string, stopProvider func() error) error {
 	logOffset := int64(0)
 	for i, step := range demoSteps {
 		if i == 2 {
-			stopped = true
 			if err := stopProvider(); err != nil {
 				return fmt.Errorf("demo: stop provider: %w", err)
 			}
@@ -237,20 +321,12 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 		}
 	}
 	fmt.Fprintf(out, "Every call was decided once by the provider, or denied when no decision could be had.\n")
-	if !opts.Keep {
-		return nil
-	}
-	// --keep: the provider comes back where serve expects it, and the
-	// stack stays up until Ctrl-C.
-	if _, stopProvider, err = startProvider(provAddr); err != nil {
-		return err
-	}
-	stopped = false
-	// The restarted provider listens on a new socket of this user: serve
-	// accepts it only after a new handshake, which SIGHUP asks for.
-	if err := hup.rehandshakeSelf(ctx, demoStepTimeout); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
+	return nil
+}
+
+// printDemoKeep tells, for --keep, that serve accepted the restarted
+// provider, and how to drive the running stack by hand.
+func printDemoKeep(out io.Writer, providerURL, serveURL, sid, hostTokenFile, decisionLog string) {
 	fmt.Fprintf(out, "\nserve accepted the restarted provider after SIGHUP (a new handshake): it checks that\n")
 	fmt.Fprintf(out, "every connection reaches the listening socket its last handshake met.\n")
 	fmt.Fprintf(out, "\nThe provider is back on %s and the stack is running. Drive it by hand\n", providerURL)
@@ -260,8 +336,6 @@ func runDemo(ctx context.Context, sys *system, args []string) error {
 	fmt.Fprintf(out, "  curl -s -H \"$H\" -X POST %s/session/%s/prompt -H 'Content-Type: application/json' \\\n", serveURL, sid)
 	fmt.Fprintf(out, "    -d '{\"prompt\":[{\"type\":\"text\",\"text\":\"call write_file {\\\"file_path\\\":\\\"a.txt\\\",\\\"content\\\":\\\"x\\\"}\"}]}'\n")
 	fmt.Fprintf(out, "  tail -f %s\n\nPress Ctrl-C to stop and clean up.\n", decisionLog)
-	<-ctx.Done()
-	return nil
 }
 
 // eofReader is the stdin of the in-process servers: they read none.

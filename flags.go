@@ -752,18 +752,49 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	// A managed child runs only under serve in required mode. Its
 	// workspace, as a standalone agent's, is the directory it starts in.
 	required := cfg.required() || envOf(sys).privateGuard != ""
+	settingsPath, err := loadACPSettings(&opts, settingsFile.value, envOf(sys), *noUser, *trustWorkspace, required)
+	if err != nil {
+		return acpOptions{}, err
+	}
+	st, load := opts.Settings, opts.SettingsLoad
+	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
+		return acpOptions{}, err
+	}
+	if err := opts.Sandbox.checkHideWays(); err != nil {
+		return acpOptions{}, err
+	}
+	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
+	if err := resolveACPSlashCommands(&opts, slash, disabledSlash); err != nil {
+		return acpOptions{}, err
+	}
+	env := envOf(sys)
+	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
+		return acpOptions{}, err
+	}
+	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
+	if err := resolveACPModel(&opts, modelKeyFile, env); err != nil {
+		return acpOptions{}, err
+	}
+	return opts, nil
+}
+
+// loadACPSettings reads into opts the settings files of the start
+// directory, with --settings raw and the user and workspace switches, and
+// the way each session finds its own. It returns the operator's settings
+// file.
+func loadACPSettings(opts *acpOptions, raw string, env *procEnv, noUser, trustWorkspace, required bool) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return acpOptions{}, fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
+		return "", fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
 	}
 	// The layers but the workspace's are checked now, so a bad one stops
 	// the start; each session reads its own workspace's file at
 	// session/new, where a bad one fails that session only.
-	src := settingsSourcesOf(envOf(sys))
-	so := settingsLoadOptions{NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: required}
-	settingsPath, load, err := parseSettingsFile(settingsFile.value, src, so)
+	src := settingsSourcesOf(env)
+	so := settingsLoadOptions{NoUser: noUser, TrustWorkspace: trustWorkspace, Required: required}
+	settingsPath, load, err := parseSettingsFile(raw, src, so)
 	if err != nil {
-		return acpOptions{}, err
+		return "", err
 	}
 	so.Operator, so.Workspace = settingsPath, wd
 	opts.SettingsSources, opts.SettingsOptions = src, so
@@ -772,33 +803,34 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if wsLoad, err := loadSettingsFiles(src, so); err == nil {
 		load = wsLoad
 	}
-	st := load.Settings
-	opts.Settings, opts.SettingsLoad = st, load
-	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
-		return acpOptions{}, err
-	}
-	if err := opts.Sandbox.checkHideWays(); err != nil {
-		return acpOptions{}, err
-	}
-	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
+	opts.Settings, opts.SettingsLoad = load.Settings, load
+	return settingsPath, nil
+}
+
+// resolveACPSlashCommands sets the slash commands of opts: those allowed,
+// and those disabled, added to the settings' list.
+func resolveACPSlashCommands(opts *acpOptions, slash, disabledSlash listValue) error {
+	var err error
 	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
-		return acpOptions{}, err
+		return err
 	}
 	disabled, err := parseDisabledSlashCommands(disabledSlash)
 	if err != nil {
-		return acpOptions{}, err
+		return err
 	}
 	// The flag adds to the settings' list, as Qwen Code's does.
 	opts.DisabledSlashCommands = disabled
 	opts.Settings.SlashCommands.Disabled = append(opts.Settings.SlashCommands.Disabled, disabled...)
-	env := envOf(sys)
-	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
-		return acpOptions{}, err
-	}
-	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
+	return nil
+}
+
+// resolveACPModel sets the model of opts, --model or else the environment's
+// choice, with the key of --model-key-file or the environment's, and
+// checks that an OpenAI-compatible model can be made.
+func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) error {
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
-		return acpOptions{}, err
+		return err
 	}
 	if !modelKeyGiven {
 		modelKey = env.modelKey
@@ -818,15 +850,15 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 			opts.OpenAI.Model = opts.Settings.Model.Name
 		}
 		if opts.OpenAI.BaseURL == "" {
-			return acpOptions{}, usagef("--model openai needs %s", envModelBaseURL)
+			return usagef("--model openai needs %s", envModelBaseURL)
 		}
 		if _, err := newOpenAIModel(opts.OpenAI); err != nil {
-			return acpOptions{}, &usageError{err}
+			return &usageError{err}
 		}
 	default:
-		return acpOptions{}, usagef("--model %q: want %s, %s or %s", opts.Model, modelScripted, modelOpenAI, modelParent)
+		return usagef("--model %q: want %s, %s or %s", opts.Model, modelScripted, modelOpenAI, modelParent)
 	}
-	return opts, nil
+	return nil
 }
 
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
@@ -849,15 +881,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	fs.Var(&slash, "allow-slash-command", "")
 	var disabledSlash listValue
 	fs.Var(&disabledSlash, "disabled-slash-commands", "")
-	maxSessions := onceFlag(fs, "max-sessions", strconv.Itoa(defaultMaxSessions))
-	maxChildren := onceFlag(fs, "max-children", strconv.Itoa(defaultMaxChildren))
-	maxSubscribers := onceFlag(fs, "max-subscribers-per-session", strconv.Itoa(defaultMaxSubscribers))
-	ringSize := onceFlag(fs, "event-ring-size", strconv.Itoa(defaultEventRingSize))
-	initTimeout := onceFlag(fs, "initialize-timeout-ms", strconv.Itoa(defaultInitializeTimeoutMs))
-	promptDeadline := onceFlag(fs, "prompt-deadline-ms", "0")
-	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
-	idleTimeout := onceFlag(fs, "session-idle-timeout-ms", strconv.Itoa(defaultSessionIdleTimeoutMs))
-	eventMemory := onceFlag(fs, "max-event-memory", strconv.Itoa(defaultMaxEventMemory))
+	limits := addServeLimitFlags(fs)
 	logFormat := onceFlag(fs, "log-format", "text")
 	logLevel := onceFlag(fs, "log-level", "info")
 	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
@@ -875,16 +899,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
 		return serveOptions{}, err
 	}
-	if opts.Limits, err = parseServeLimits(maxSessions.value, maxSubscribers.value, ringSize.value,
-		initTimeout.value, promptDeadline.value, permTimeout.value, idleTimeout.value); err != nil {
-		return serveOptions{}, err
-	}
-	n, ok := parseDigits[int](maxChildren.value)
-	if !ok || n < 1 || n > maxMaxChildren {
-		return serveOptions{}, usagef("--max-children %q: must be an integer from 1 through %d", maxChildren.value, maxMaxChildren)
-	}
-	opts.Limits.MaxChildren = n
-	if opts.Limits.MaxEventMemory, err = parseByteCount("max-event-memory", eventMemory.value, minMaxEventMemory, maxMaxEventMemory); err != nil {
+	if opts.Limits, err = limits.resolve(); err != nil {
 		return serveOptions{}, err
 	}
 
@@ -901,14 +916,90 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Guard, err = guard.resolve(env); err != nil {
 		return serveOptions{}, err
 	}
+	base, err := loadServeSettings(&opts, settings.value, env, *noUser, *trustWorkspace)
+	if err != nil {
+		return serveOptions{}, err
+	}
+	if err := resolveServeSystemPrompt(&opts, systemPromptFile.value, env); err != nil {
+		return serveOptions{}, err
+	}
+	if err := resolveServeAuth(&opts, token, tokenFile, *tokenless, *requireAuth, env, hostname.value); err != nil {
+		return serveOptions{}, err
+	}
+	if err := resolveServeModel(&opts, modelKeyFile, env); err != nil {
+		return serveOptions{}, err
+	}
+	if err := resolveServeSandbox(&opts, sandbox, base); err != nil {
+		return serveOptions{}, err
+	}
+	if err := resolveServePrompts(&opts, maxPending, slash, disabledSlash); err != nil {
+		return serveOptions{}, err
+	}
+	return opts, nil
+}
+
+// resolveServeSystemPrompt sets the replacement system prompt serve gives
+// every session: --system-prompt-file's (file) or the process
+// environment's, none when a settings env block names it.
+func resolveServeSystemPrompt(opts *serveOptions, file string, env *procEnv) error {
+	var err error
+	if opts.SystemPrompt, err = resolveSystemPrompt(file, env, opts.Settings); err != nil {
+		return err
+	}
+	if systemPromptForSessions(file, env) != nil {
+		// Named by a settings env block, not by the operator: checked above
+		// for the first workspace; each child finds each session's own.
+		opts.SystemPrompt = systemPromptSource{}
+	}
+	return nil
+}
+
+// resolveServeAuth sets the host token of opts and whether every request
+// must carry it (--require-auth), which needs a token.
+func resolveServeAuth(opts *serveOptions, token, tokenFile *onceValue, tokenless, requireAuth bool, env *procEnv, hostname string) error {
+	if err := resolveHostToken(opts, token, tokenFile, tokenless, env, hostname, opts.Hostname.loopback); err != nil {
+		return err
+	}
+	// As in Qwen Code, --require-auth without a host token does not start.
+	if opts.RequireAuth = requireAuth; opts.RequireAuth && opts.Token == "" && !opts.GenerateToken {
+		return usagef("--%s on --hostname %q: no host token is given; set --token, --%s or %s", flagRequireAuth, opts.Hostname.host, flagHostTokenFile, envServerToken)
+	}
+	return nil
+}
+
+// resolveServePrompts sets what bounds and opens each session's prompts:
+// --max-pending-prompts-per-session, the slash commands allowed and those
+// disabled.
+func resolveServePrompts(opts *serveOptions, maxPending *onceValue, slash, disabledSlash listValue) error {
+	n, ok := parseDigits[int](maxPending.value)
+	if !ok || n < 1 || n > maxMaxPendingPrompts {
+		return usagef("--max-pending-prompts-per-session %q: must be an integer from 1 through %d", maxPending.value, maxMaxPendingPrompts)
+	}
+	opts.MaxPendingPrompts = n
+	var err error
+	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
+		return err
+	}
+	if opts.DisabledSlashCommands, err = parseDisabledSlashCommands(disabledSlash); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loadServeSettings reads into opts the settings files of its first
+// workspace, with --settings raw and the user and workspace switches, and
+// the way each session's child finds its own. It returns the base: the
+// layers that are no workspace's file.
+func loadServeSettings(opts *serveOptions, raw string, env *procEnv, noUser, trustWorkspace bool) (*settingsLoad, error) {
 	// serve reads the settings files of its first workspace at start, as a
 	// check; each session's child reads those of the session's workspace
 	// at session/new (DESIGN.md §10).
-	opts.NoUserSettings, opts.TrustWorkspaceSettings = *noUser, *trustWorkspace
+	opts.NoUserSettings, opts.TrustWorkspaceSettings = noUser, trustWorkspace
 	src := settingsSourcesOf(env)
-	so := settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: *noUser, TrustWorkspace: *trustWorkspace, Required: opts.Guard.required()}
-	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(settings.value, src, so); err != nil {
-		return serveOptions{}, err
+	so := settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: noUser, TrustWorkspace: trustWorkspace, Required: opts.Guard.required()}
+	var err error
+	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(raw, src, so); err != nil {
+		return nil, err
 	}
 	opts.Settings = opts.SettingsLoad.Settings
 	// What serve gives its children is no workspace's: its own flags and
@@ -917,43 +1008,41 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	so.Workspace, so.Operator = "", opts.SettingsFile
 	base, err := loadSettingsFiles(src, so)
 	if err != nil {
-		return serveOptions{}, &usageError{err}
+		return nil, &usageError{err}
 	}
-	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, opts.Settings); err != nil {
-		return serveOptions{}, err
-	}
-	if systemPromptForSessions(systemPromptFile.value, env) != nil {
-		// Named by a settings env block, not by the operator: checked above
-		// for the first workspace; each child finds each session's own.
-		opts.SystemPrompt = systemPromptSource{}
-	}
-	if err := resolveHostToken(&opts, token, tokenFile, *tokenless, env, hostname.value, opts.Hostname.loopback); err != nil {
-		return serveOptions{}, err
-	}
-	// As in Qwen Code, --require-auth without a host token does not start.
-	if opts.RequireAuth = *requireAuth; opts.RequireAuth && opts.Token == "" && !opts.GenerateToken {
-		return serveOptions{}, usagef("--%s on --hostname %q: no host token is given; set --token, --%s or %s", flagRequireAuth, opts.Hostname.host, flagHostTokenFile, envServerToken)
-	}
+	opts.SessionSettings.Sources, opts.SessionSettings.Options = src, so
+	return base, nil
+}
+
+// resolveServeModel sets opts' model from env and its settings, with the
+// key of --model-key-file when one is given.
+func resolveServeModel(opts *serveOptions, modelKeyFile *onceValue, env *procEnv) error {
 	// serve reads the model key from the file into the place the variable's
 	// value is kept, so it reaches what the variable reaches.
 	modelKey, modelKeyGiven, err := modelKeyFromFile(modelKeyFile, env)
 	if err != nil {
-		return serveOptions{}, err
+		return err
 	}
 	if modelKeyGiven {
 		env.modelKey, env.modelKeySet = modelKey, true
 	}
 	if opts.Model, err = serveModelConfig(env, opts.Settings); err != nil {
-		return serveOptions{}, err
+		return err
 	}
 	opts.ModelNameFixed = env.lookup(envModelName) != ""
-	opts.SessionSettings.Sources, opts.SessionSettings.Options = src, so
+	return nil
+}
+
+// resolveServeSandbox resolves opts' sandboxes from the sandbox flags: its
+// first workspace's, as that workspace's sessions' child will, and the one
+// serve reports and gives its children, from base.
+func resolveServeSandbox(opts *serveOptions, sandbox *sandboxFlags, base *settingsLoad) error {
 	// The first workspace's sandbox keys are checked as its sessions' child
 	// will resolve them; the sandbox serve reports and gives its children
 	// is the base, without any workspace's file.
 	first, err := sandbox.resolve(opts.Settings, opts.SettingsLoad.originOf("tools", opts.SettingsFile), opts.Guard.required())
 	if err != nil {
-		return serveOptions{}, err
+		return err
 	}
 	opts.FirstWorkspaceSandbox = &first
 	if opts.Sandbox, err = sandbox.resolve(base.Settings, base.originOf("tools", opts.SettingsFile), opts.Guard.required()); err != nil {
@@ -963,24 +1052,53 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		opts.Sandbox = sandboxConfig{Profile: sandboxOff}
 	}
 	if err := opts.Sandbox.checkHidden(opts.Workspaces...); err != nil {
-		return serveOptions{}, err
+		return err
 	}
 	if err := opts.Sandbox.checkHideWays(); err != nil {
-		return serveOptions{}, err
+		return err
 	}
 	opts.SandboxFlags = sandbox.given()
-	n, ok = parseDigits[int](maxPending.value)
-	if !ok || n < 1 || n > maxMaxPendingPrompts {
-		return serveOptions{}, usagef("--max-pending-prompts-per-session %q: must be an integer from 1 through %d", maxPending.value, maxMaxPendingPrompts)
+	return nil
+}
+
+// serveLimitFlags are serve's limit flags, as given.
+type serveLimitFlags struct {
+	maxSessions, maxChildren, maxSubscribers, ringSize                 *onceValue
+	initTimeout, promptDeadline, permTimeout, idleTimeout, eventMemory *onceValue
+}
+
+// addServeLimitFlags defines serve's limit flags on fs, with their defaults.
+func addServeLimitFlags(fs *flag.FlagSet) serveLimitFlags {
+	return serveLimitFlags{
+		maxSessions:    onceFlag(fs, "max-sessions", strconv.Itoa(defaultMaxSessions)),
+		maxChildren:    onceFlag(fs, "max-children", strconv.Itoa(defaultMaxChildren)),
+		maxSubscribers: onceFlag(fs, "max-subscribers-per-session", strconv.Itoa(defaultMaxSubscribers)),
+		ringSize:       onceFlag(fs, "event-ring-size", strconv.Itoa(defaultEventRingSize)),
+		initTimeout:    onceFlag(fs, "initialize-timeout-ms", strconv.Itoa(defaultInitializeTimeoutMs)),
+		promptDeadline: onceFlag(fs, "prompt-deadline-ms", "0"),
+		permTimeout:    onceFlag(fs, "permission-response-timeout-ms", "0"),
+		idleTimeout:    onceFlag(fs, "session-idle-timeout-ms", strconv.Itoa(defaultSessionIdleTimeoutMs)),
+		eventMemory:    onceFlag(fs, "max-event-memory", strconv.Itoa(defaultMaxEventMemory)),
 	}
-	opts.MaxPendingPrompts = n
-	if opts.AllowSlashCommands, err = parseSlashCommands(slash); err != nil {
-		return serveOptions{}, err
+}
+
+// resolve validates the limit flags, each an integer or a byte count in
+// its range.
+func (f serveLimitFlags) resolve() (serveLimits, error) {
+	l, err := parseServeLimits(f.maxSessions.value, f.maxSubscribers.value, f.ringSize.value,
+		f.initTimeout.value, f.promptDeadline.value, f.permTimeout.value, f.idleTimeout.value)
+	if err != nil {
+		return serveLimits{}, err
 	}
-	if opts.DisabledSlashCommands, err = parseDisabledSlashCommands(disabledSlash); err != nil {
-		return serveOptions{}, err
+	n, ok := parseDigits[int](f.maxChildren.value)
+	if !ok || n < 1 || n > maxMaxChildren {
+		return serveLimits{}, usagef("--max-children %q: must be an integer from 1 through %d", f.maxChildren.value, maxMaxChildren)
 	}
-	return opts, nil
+	l.MaxChildren = n
+	if l.MaxEventMemory, err = parseByteCount("max-event-memory", f.eventMemory.value, minMaxEventMemory, maxMaxEventMemory); err != nil {
+		return serveLimits{}, err
+	}
+	return l, nil
 }
 
 // parseServeLimits validates serve's limit flags, each an integer in its range.

@@ -128,25 +128,45 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 		return fmt.Errorf("listen on %q: %w", opts.Listen, err)
 	}
 	addr := ln.Addr().String()
+	p.announceStart(sys, opts, scheme+"://"+addr)
+	if ready != nil {
+		ready(addr)
+	}
+	srv := newProviderHTTPServer(ctx, p, logger, tlsConf)
+	return p.serveHTTP(ctx, srv, ln, hup, opts.PolicyFile)
+}
+
+// announceStart says on sys's stderr that the provider listens on url,
+// in the log format of opts, with a warning first in shadow mode and,
+// after, the Open Policy Agent it decides with.
+func (p *providerServer) announceStart(sys *system, opts providerOptions, url string) {
 	if opts.Shadow {
 		providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelWarn, providerShadowWarning,
 			"shadow mode: every well-formed prepare is answered allow; the policy's decisions are only logged", "shadow", true)
 	}
-	url := scheme + "://" + addr
 	providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelInfo, "acpguard provider: listening on "+url+"\n", "listening", "url", url)
 	if p.opa != nil {
 		providerAnnounce(sys.stderr, opts.LogJSON, slog.LevelInfo, "acpguard provider: deciding with Open Policy Agent at "+p.opa.url+"\n", "opa", "url", p.opa.url)
 	}
-	if ready != nil {
-		ready(addr)
-	}
+}
+
+// newProviderHTTPServer is the HTTP server of p, with TLS when tlsConf is
+// not nil, its size and time limits, and its unused connections closed at
+// shutdown.
+func newProviderHTTPServer(ctx context.Context, p *providerServer, logger *slog.Logger, tlsConf *tls.Config) *http.Server {
 	srv := newHTTPServer(ctx, p, logger)
 	srv.TLSConfig, srv.MaxHeaderBytes = tlsConf, maxWireResponse
 	srv.ReadTimeout, srv.WriteTimeout = providerReadTimeout, providerWriteTimeout
 	unused := &providerUnusedConns{conns: map[net.Conn]struct{}{}}
 	srv.ConnState = unused.track
 	srv.RegisterOnShutdown(unused.closeAll)
+	return srv
+}
 
+// serveHTTP serves srv on ln until ctx ends or serving fails, reloading
+// policyFile on each signal from hup, and shuts srv down within
+// providerShutdownGrace.
+func (p *providerServer) serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, hup <-chan os.Signal, policyFile string) error {
 	var wg sync.WaitGroup
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	defer stopReload()
@@ -156,19 +176,20 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 			case <-reloadCtx.Done():
 				return
 			case <-hup:
-				p.reload(opts.PolicyFile)
+				p.reload(policyFile)
 			}
 		}
 	})
 	serveErr := make(chan error, 1)
 	wg.Go(func() {
-		if tlsConf != nil {
+		if srv.TLSConfig != nil {
 			serveErr <- srv.ServeTLS(ln, "", "")
 			return
 		}
 		serveErr <- srv.Serve(ln)
 	})
 
+	var err error
 	select {
 	case err = <-serveErr:
 	case <-ctx.Done():

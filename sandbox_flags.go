@@ -305,16 +305,39 @@ func addSandboxFlags(fs *flag.FlagSet) *sandboxFlags {
 // error is a usage error.
 func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefault bool) (sandboxConfig, error) {
 	t := st.Tools
-	settingsErr := func(key, rule string) error {
-		return usagef("settings %q: key %q: %s", settingsFile, key, rule)
+	c, profileFlag, err := f.resolveProfile(t, requiredDefault)
+	if err != nil {
+		return sandboxConfig{}, err
+	}
+	p, err := f.validate()
+	if err != nil {
+		return sandboxConfig{}, err
+	}
+	c.TempParent = p.temp
+
+	if c.Profile == sandboxOff {
+		if err := f.checkOff(t, settingsFile, profileFlag); err != nil {
+			return sandboxConfig{}, err
+		}
+		return sandboxConfig{Profile: sandboxOff, Explicit: c.Explicit, TempParent: c.TempParent}, nil
 	}
 
-	var c sandboxConfig
-	profileFlag := f.profile.count > 0
+	c = f.confine(c, t, p)
+	if err := c.checkHidden(); err != nil {
+		return sandboxConfig{}, err
+	}
+	return c, nil
+}
+
+// resolveProfile is the sandbox's profile: --sandbox, else the settings'
+// tools.sandbox t, else the default of the guard mode. profileFlag says
+// --sandbox named it.
+func (f *sandboxFlags) resolveProfile(t toolsSettings, requiredDefault bool) (c sandboxConfig, profileFlag bool, err error) {
+	profileFlag = f.profile.count > 0
 	switch {
 	case profileFlag:
 		if f.profile.value != sandboxOff && f.profile.value != sandboxWorkspace {
-			return sandboxConfig{}, usagef("--%s %q: must be %s or %s", flagSandbox, f.profile.value, sandboxOff, sandboxWorkspace)
+			return sandboxConfig{}, false, usagef("--%s %q: must be %s or %s", flagSandbox, f.profile.value, sandboxOff, sandboxWorkspace)
 		}
 		c.Profile, c.Explicit = f.profile.value, true
 	case t.Sandbox.set:
@@ -327,35 +350,45 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	default:
 		c.Profile = sandboxOff
 	}
+	return c, profileFlag, nil
+}
 
+// sandboxFlagPaths are what the sandbox flags name, validated: the path
+// lists, the secret files and the parent of temporary directories.
+type sandboxFlagPaths struct {
+	read, write, hide, protect, secrets []string
+	temp                                string
+}
+
+// validate checks every sandbox flag but --sandbox on its own: each path
+// as its list needs it, and --sandbox-network and --sandbox-unix as all or
+// none.
+func (f *sandboxFlags) validate() (sandboxFlagPaths, error) {
+	var p sandboxFlagPaths
+	var err error
 	flagPath := func(name string) func(int, string, string) error {
 		return func(_ int, v, rule string) error { return usagef("--%s %q: %s", name, v, rule) }
 	}
-	read, err := sandboxPaths(f.read, false, flagPath(flagSandboxRead))
-	if err != nil {
-		return sandboxConfig{}, err
+	if p.read, err = sandboxPaths(f.read, false, flagPath(flagSandboxRead)); err != nil {
+		return sandboxFlagPaths{}, err
 	}
-	write, err := sandboxPaths(f.write, true, flagPath(flagSandboxWrite))
-	if err != nil {
-		return sandboxConfig{}, err
+	if p.write, err = sandboxPaths(f.write, true, flagPath(flagSandboxWrite)); err != nil {
+		return sandboxFlagPaths{}, err
 	}
-	hide, err := hidePaths(f.hide, flagPath(flagSandboxHide))
-	if err != nil {
-		return sandboxConfig{}, err
+	if p.hide, err = hidePaths(f.hide, flagPath(flagSandboxHide)); err != nil {
+		return sandboxFlagPaths{}, err
 	}
-	protect, err := protectPaths(f.protect, flagPath(flagSandboxProtect))
-	if err != nil {
-		return sandboxConfig{}, err
+	if p.protect, err = protectPaths(f.protect, flagPath(flagSandboxProtect)); err != nil {
+		return sandboxFlagPaths{}, err
 	}
-	secrets, err := hidePaths(f.secrets, flagPath(flagSandboxPrivate))
-	if err != nil {
-		return sandboxConfig{}, err
+	if p.secrets, err = hidePaths(f.secrets, flagPath(flagSandboxPrivate)); err != nil {
+		return sandboxFlagPaths{}, err
 	}
 	if f.temp.count > 0 {
 		if rule := sandboxPathRule(f.temp.value, true); rule != "" {
-			return sandboxConfig{}, usagef("--%s %q: %s", flagSandboxTemp, f.temp.value, rule)
+			return sandboxFlagPaths{}, usagef("--%s %q: %s", flagSandboxTemp, f.temp.value, rule)
 		}
-		c.TempParent = filepath.Clean(f.temp.value)
+		p.temp = filepath.Clean(f.temp.value)
 	}
 	for _, v := range []*onceValue{f.network, f.unix} {
 		if v.count > 0 && v.value != sandboxAll && v.value != sandboxNone {
@@ -363,74 +396,89 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 			if v == f.unix {
 				name = flagSandboxUnix
 			}
-			return sandboxConfig{}, usagef("--%s %q: must be %s or %s", name, v.value, sandboxAll, sandboxNone)
+			return sandboxFlagPaths{}, usagef("--%s %q: must be %s or %s", name, v.value, sandboxAll, sandboxNone)
 		}
 	}
+	return p, nil
+}
 
-	if c.Profile == sandboxOff {
-		// The first option that would be given to a sandbox that is off.
-		type given struct{ flag, value string }
-		var flags []given
-		for _, p := range f.read {
-			flags = append(flags, given{flagSandboxRead, p})
-		}
-		for _, p := range f.write {
-			flags = append(flags, given{flagSandboxWrite, p})
-		}
-		for _, p := range f.hide {
-			flags = append(flags, given{flagSandboxHide, p})
-		}
-		for _, p := range f.protect {
-			flags = append(flags, given{flagSandboxProtect, p})
-		}
-		if f.network.count > 0 {
-			flags = append(flags, given{flagSandboxNetwork, f.network.value})
-		}
-		if f.unix.count > 0 {
-			flags = append(flags, given{flagSandboxUnix, f.unix.value})
-		}
-		var keys []string
-		if t.SandboxRead != nil {
-			keys = append(keys, keySandboxRead)
-		}
-		if t.SandboxWrite != nil {
-			keys = append(keys, keySandboxWrite)
-		}
-		if t.SandboxHide != nil {
-			keys = append(keys, keySandboxHide)
-		}
-		if t.SandboxProtect != nil {
-			keys = append(keys, keySandboxProtect)
-		}
-		if t.SandboxNetwork.set {
-			keys = append(keys, keySandboxNetwork)
-		}
-		if t.SandboxUnix.set {
-			keys = append(keys, keySandboxUnix)
-		}
-		switch {
-		case len(flags) > 0 && profileFlag:
-			return sandboxConfig{}, usagef("--%s %q: confines nothing with --%s %s; drop it, or pass --%s %s", flags[0].flag, flags[0].value, flagSandbox, sandboxOff, flagSandbox, sandboxWorkspace)
-		case len(flags) > 0 && t.Sandbox.set:
-			return sandboxConfig{}, usagef("--%s %q: confines nothing with %s false in settings %q; drop it, or pass --%s %s", flags[0].flag, flags[0].value, keySandbox, settingsFile, flagSandbox, sandboxWorkspace)
-		case len(flags) > 0:
-			return sandboxConfig{}, usagef("--%s %q: confines nothing: the sandbox is off by default with --%s %s; add --%s %s", flags[0].flag, flags[0].value, flagGuardMode, guardModeOff, flagSandbox, sandboxWorkspace)
-		case len(keys) > 0 && profileFlag:
-			// "--sandbox off" wins over everything the settings say.
-		case len(keys) > 0 && t.Sandbox.set:
-			return sandboxConfig{}, settingsErr(keys[0], fmt.Sprintf("confines nothing with %s false; remove it, or set %s to true", keySandbox, keySandbox))
-		case len(keys) > 0:
-			return sandboxConfig{}, settingsErr(keys[0], fmt.Sprintf("confines nothing: the sandbox is off by default with --%s %s; set %s to true or pass --%s %s", flagGuardMode, guardModeOff, keySandbox, flagSandbox, sandboxWorkspace))
-		}
-		return sandboxConfig{Profile: sandboxOff, Explicit: c.Explicit, TempParent: c.TempParent}, nil
+// checkOff refuses, for a sandbox that is off, the first flag and else
+// the first key of the settings t (read from settingsFile) that would
+// confine something, with the fix that fits where off came from:
+// --sandbox (profileFlag, which wins over every key), tools.sandbox false
+// or the default of the guard mode.
+func (f *sandboxFlags) checkOff(t toolsSettings, settingsFile string, profileFlag bool) error {
+	settingsErr := func(key, rule string) error {
+		return usagef("settings %q: key %q: %s", settingsFile, key, rule)
 	}
+	// The first option that would be given to a sandbox that is off.
+	type given struct{ flag, value string }
+	var flags []given
+	for _, p := range f.read {
+		flags = append(flags, given{flagSandboxRead, p})
+	}
+	for _, p := range f.write {
+		flags = append(flags, given{flagSandboxWrite, p})
+	}
+	for _, p := range f.hide {
+		flags = append(flags, given{flagSandboxHide, p})
+	}
+	for _, p := range f.protect {
+		flags = append(flags, given{flagSandboxProtect, p})
+	}
+	if f.network.count > 0 {
+		flags = append(flags, given{flagSandboxNetwork, f.network.value})
+	}
+	if f.unix.count > 0 {
+		flags = append(flags, given{flagSandboxUnix, f.unix.value})
+	}
+	var keys []string
+	if t.SandboxRead != nil {
+		keys = append(keys, keySandboxRead)
+	}
+	if t.SandboxWrite != nil {
+		keys = append(keys, keySandboxWrite)
+	}
+	if t.SandboxHide != nil {
+		keys = append(keys, keySandboxHide)
+	}
+	if t.SandboxProtect != nil {
+		keys = append(keys, keySandboxProtect)
+	}
+	if t.SandboxNetwork.set {
+		keys = append(keys, keySandboxNetwork)
+	}
+	if t.SandboxUnix.set {
+		keys = append(keys, keySandboxUnix)
+	}
+	switch {
+	case len(flags) > 0 && profileFlag:
+		return usagef("--%s %q: confines nothing with --%s %s; drop it, or pass --%s %s", flags[0].flag, flags[0].value, flagSandbox, sandboxOff, flagSandbox, sandboxWorkspace)
+	case len(flags) > 0 && t.Sandbox.set:
+		return usagef("--%s %q: confines nothing with %s false in settings %q; drop it, or pass --%s %s", flags[0].flag, flags[0].value, keySandbox, settingsFile, flagSandbox, sandboxWorkspace)
+	case len(flags) > 0:
+		return usagef("--%s %q: confines nothing: the sandbox is off by default with --%s %s; add --%s %s", flags[0].flag, flags[0].value, flagGuardMode, guardModeOff, flagSandbox, sandboxWorkspace)
+	case len(keys) > 0 && profileFlag:
+		// "--sandbox off" wins over everything the settings say.
+	case len(keys) > 0 && t.Sandbox.set:
+		return settingsErr(keys[0], fmt.Sprintf("confines nothing with %s false; remove it, or set %s to true", keySandbox, keySandbox))
+	case len(keys) > 0:
+		return settingsErr(keys[0], fmt.Sprintf("confines nothing: the sandbox is off by default with --%s %s; set %s to true or pass --%s %s", flagGuardMode, guardModeOff, keySandbox, flagSandbox, sandboxWorkspace))
+	}
+	return nil
+}
 
+// confine merges the validated flags p over the settings t into c, a
+// sandbox that is on: a flag's list or switch replaces the key's, hidden
+// and protected paths add up, and an option that takes something away
+// makes the sandbox explicit.
+func (f *sandboxFlags) confine(c sandboxConfig, t toolsSettings, p sandboxFlagPaths) sandboxConfig {
 	c.Read, c.Write = t.SandboxRead, t.SandboxWrite
-	if read != nil {
-		c.Read = read
+	if p.read != nil {
+		c.Read = p.read
 	}
-	if write != nil {
-		c.Write = write
+	if p.write != nil {
+		c.Write = p.write
 	}
 	c.Network, c.Unix = sandboxAll, sandboxAll
 	if t.SandboxNetwork.set {
@@ -448,27 +496,24 @@ func (f *sandboxFlags) resolve(st *settings, settingsFile string, requiredDefaul
 	// An option that takes something away asks for confinement as plainly
 	// as --sandbox workspace does: on a kernel without Landlock it must
 	// not quietly start unconfined.
-	if c.Read != nil || c.Network == sandboxNone || c.Unix == sandboxNone || hide != nil || t.SandboxHide != nil {
+	if c.Read != nil || c.Network == sandboxNone || c.Unix == sandboxNone || p.hide != nil || t.SandboxHide != nil {
 		c.Explicit = true
 	}
 	// Hidden paths add up, whoever names them: the settings' list, the
 	// flags', the secret files.
-	for _, p := range slices.Concat(t.SandboxHide, hide, secrets) {
-		if !slices.Contains(c.Hide, p) {
-			c.Hide = append(c.Hide, p)
+	for _, h := range slices.Concat(t.SandboxHide, p.hide, p.secrets) {
+		if !slices.Contains(c.Hide, h) {
+			c.Hide = append(c.Hide, h)
 		}
 	}
 	// Protected paths add up too; only the secret files are private.
-	for _, p := range slices.Concat(t.SandboxProtect, protect) {
-		if !slices.Contains(c.Protect, p) {
-			c.Protect = append(c.Protect, p)
+	for _, pp := range slices.Concat(t.SandboxProtect, p.protect) {
+		if !slices.Contains(c.Protect, pp) {
+			c.Protect = append(c.Protect, pp)
 		}
 	}
-	c.Private = secrets
-	if err := c.checkHidden(); err != nil {
-		return sandboxConfig{}, err
-	}
-	return c, nil
+	c.Private = p.secrets
+	return c
 }
 
 // forSessions returns how each session's sandbox is resolved: the same

@@ -113,56 +113,16 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if !opts.Hostname.loopback && opts.Token == "" {
 		return usagef("--hostname %q is not a loopback address; a host token (--token or QWEN_SERVER_TOKEN) is required", opts.Hostname.host)
 	}
-	d := &daemon{
-		sys:          sys,
-		started:      time.Now(),
-		token:        opts.Token,
-		workspaces:   opts.Workspaces,
-		maxPending:   opts.MaxPendingPrompts,
-		limits:       opts.Limits.withDefaults(),
-		obs:          newServeObserver(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)),
-		allowSlash:   opts.AllowSlashCommands,
-		disabled:     opts.DisabledSlashCommands,
-		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
-		settingsFile: opts.SettingsFile,
-		settingsArgs: settingsChildArgs(opts),
-		systemFile:   opts.SystemPrompt.File,
-		checkHost:    opts.Hostname.loopback,
-		requireAuth:  opts.RequireAuth,
-		poolChanged:  make(chan struct{}),
-		chans:        map[*acpChannel]struct{}{},
-		sessions:     map[string]*hostSession{},
-	}
+	d := newDaemon(sys, opts)
 	if d.maxPending < 1 {
 		return usagef("max pending prompts per session %d: must be at least 1", d.maxPending)
 	}
 	if err := d.setModel(opts); err != nil {
 		return err
 	}
-	if c := opts.FirstWorkspaceSandbox; c != nil {
-		// What the first workspace's file asks of the kernel stops the
-		// start as the base would; its fallback warning is the base's.
-		if _, err := startSandbox(*c, slog.New(slog.DiscardHandler)); err != nil {
-			return err
-		}
-	}
-	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
+	sandbox, err := d.startSandbox(opts)
 	if err != nil {
 		return err
-	}
-	if sandbox.Config.on() {
-		// What every child protects, as /capabilities reports it; each
-		// child adds its sessions' workspaces' (sandbox_protect.go).
-		o := opts.SessionSettings.Options
-		o.Workspace = ""
-		sandbox.Config.Trusted = trustedProtect(trustedSources{Settings: settingsLayers(opts.SessionSettings.Sources, o),
-			SystemPrompt: opts.SystemPrompt.File, Secrets: sandbox.Config.Private, Home: d.sys.env.lookup("HOME")})
-	}
-	warnUserServices(sandbox, d.sys.env, d.obs.log)
-	// The sandbox is what keeps the host token from tools (DESIGN.md §2);
-	// a kernel without Landlock has already been warned about.
-	if opts.Guard.required() && opts.TokenFile != "" && !sandbox.Config.on() && sandbox.Config.Explicit {
-		d.obs.log.Warn("sandbox off: every tool can read the host token file and act as a host; keep --sandbox workspace, the default", "tokenFile", opts.TokenFile)
 	}
 	// Without Landlock the default falls back to off in serve and in each
 	// child, each saying so once. The children are not told off: a
@@ -205,7 +165,14 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if strings.Contains(bound, ":") {
 		d.bindHost = "[" + bound + "]"
 	}
+	return d.serve(ctx, ln, ready)
+}
 
+// serve serves d's routes on ln until ctx ends or serving fails, with
+// its sessions reaped when idle and, when guarded, a new handshake on
+// SIGHUP; ready, when not nil, learns the URL once it listens. It then
+// shuts d down.
+func (d *daemon) serve(ctx context.Context, ln net.Listener, ready func(url string)) error {
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	d.runCtx = runCtx
@@ -236,6 +203,64 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		return nil
 	}
 	return fmt.Errorf("serve http: %w", serveErr)
+}
+
+// newDaemon is the daemon of opts, its limits' defaults filled in, before
+// its model, sandbox, guard and listener.
+func newDaemon(sys *system, opts serveOptions) *daemon {
+	return &daemon{
+		sys:          sys,
+		started:      time.Now(),
+		token:        opts.Token,
+		workspaces:   opts.Workspaces,
+		maxPending:   opts.MaxPendingPrompts,
+		limits:       opts.Limits.withDefaults(),
+		obs:          newServeObserver(newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)),
+		allowSlash:   opts.AllowSlashCommands,
+		disabled:     opts.DisabledSlashCommands,
+		childLog:     childLogArgs(opts.LogJSON, opts.LogLevel),
+		settingsFile: opts.SettingsFile,
+		settingsArgs: settingsChildArgs(opts),
+		systemFile:   opts.SystemPrompt.File,
+		checkHost:    opts.Hostname.loopback,
+		requireAuth:  opts.RequireAuth,
+		poolChanged:  make(chan struct{}),
+		chans:        map[*acpChannel]struct{}{},
+		sessions:     map[string]*hostSession{},
+	}
+}
+
+// startSandbox starts serve's sandbox of opts as the kernel allows it,
+// after checking its first workspace's, sets what every child protects,
+// and warns where the sandbox leaves the host token or the user's
+// services open. It returns the sandbox in force.
+func (d *daemon) startSandbox(opts serveOptions) (sandboxInForce, error) {
+	if c := opts.FirstWorkspaceSandbox; c != nil {
+		// What the first workspace's file asks of the kernel stops the
+		// start as the base would; its fallback warning is the base's.
+		if _, err := startSandbox(*c, slog.New(slog.DiscardHandler)); err != nil {
+			return sandboxInForce{}, err
+		}
+	}
+	sandbox, err := startSandbox(opts.Sandbox, d.obs.log)
+	if err != nil {
+		return sandboxInForce{}, err
+	}
+	if sandbox.Config.on() {
+		// What every child protects, as /capabilities reports it; each
+		// child adds its sessions' workspaces' (sandbox_protect.go).
+		o := opts.SessionSettings.Options
+		o.Workspace = ""
+		sandbox.Config.Trusted = trustedProtect(trustedSources{Settings: settingsLayers(opts.SessionSettings.Sources, o),
+			SystemPrompt: opts.SystemPrompt.File, Secrets: sandbox.Config.Private, Home: d.sys.env.lookup("HOME")})
+	}
+	warnUserServices(sandbox, d.sys.env, d.obs.log)
+	// The sandbox is what keeps the host token from tools (DESIGN.md §2);
+	// a kernel without Landlock has already been warned about.
+	if opts.Guard.required() && opts.TokenFile != "" && !sandbox.Config.on() && sandbox.Config.Explicit {
+		d.obs.log.Warn("sandbox off: every tool can read the host token file and act as a host; keep --sandbox workspace, the default", "tokenFile", opts.TokenFile)
+	}
+	return sandbox, nil
 }
 
 // shutdown stops accepting, cancels active prompts, ends every child and

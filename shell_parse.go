@@ -466,22 +466,8 @@ func (p *shParser) simpleCommand() {
 		}
 		ch := p.src[p.i]
 		if cond {
-			if w, ok := p.peekWord(); ok && w == "]]" {
-				p.readWord(false)
-				c.Argv, c.Dynamic = append(c.Argv, w), append(c.Dynamic, false)
-				cond = false
-				continue
-			}
-			if ch == '\n' {
-				p.fail("[[ is not closed")
-			}
-			if strings.IndexByte("&|<>()", ch) >= 0 {
-				j := p.i
-				for j < len(p.src) && strings.IndexByte("&|<>()", p.src[j]) >= 0 {
-					j++
-				}
-				c.Argv, c.Dynamic = append(c.Argv, p.src[p.i:j]), append(c.Dynamic, false)
-				p.i = j
+			if read, closed := p.condToken(&c, ch); read {
+				cond = !closed
 				continue
 			}
 		}
@@ -490,16 +476,7 @@ func (p *shParser) simpleCommand() {
 			continue
 		}
 		if ch == '(' && len(c.Argv) == 1 && len(c.Assigns) == 0 {
-			// name() compound-command: a function definition.
-			p.i++
-			p.skipBlanks()
-			if p.peek(0) != ')' {
-				p.fail("unexpected %q", "(")
-			}
-			p.i++
-			p.complex = true
-			c.setComplex("function definition")
-			p.addCommand(c)
+			p.functionDefinition(&c)
 			return
 		}
 		if ch == '(' && (p.peek(1) != '(' || len(c.Argv) > 0) {
@@ -518,33 +495,8 @@ func (p *shParser) simpleCommand() {
 			c.setComplex(w.why)
 			continue
 		}
-		cmdPos := len(c.Argv) == 0
-		w := p.readWord(cmdPos)
-		if cmdPos && w.isAssignment() {
-			c.Assigns = append(c.Assigns, w.text)
-			if w.why != "" && w.sub {
-				c.setComplex(w.why)
-			}
-			continue
-		}
-		words := []string{w.text}
-		if w.braces {
-			words = braceExpand(w)
-		}
-		if cmdPos {
-			if w.why != "" {
-				c.setComplex(w.why + " in the command position")
-			} else if w.glob && !(w.plain() && (w.text == "[" || w.text == "[[")) {
-				c.setComplex("glob in the command position")
-			}
-			if w.plain() && w.text == "[[" {
-				cond = true
-			}
-		} else if w.sub {
-			c.setComplex(w.why)
-		}
-		for _, s := range words {
-			c.Argv, c.Dynamic = append(c.Argv, s), append(c.Dynamic, w.why != "")
+		if p.word(&c) {
+			cond = true
 		}
 	}
 	if cond {
@@ -555,6 +507,82 @@ func (p *shParser) simpleCommand() {
 	}
 	p.classify(&c)
 	p.addCommand(c)
+}
+
+// condToken reads into c, inside [[ ... ]] at ch, what is read there and
+// not elsewhere: the closing ]] (closed), or a run of operator characters
+// as one word. It reports whether it read anything; a newline fails, as
+// [[ is not closed on its line.
+func (p *shParser) condToken(c *shellCommand, ch byte) (read, closed bool) {
+	if w, ok := p.peekWord(); ok && w == "]]" {
+		p.readWord(false)
+		c.Argv, c.Dynamic = append(c.Argv, w), append(c.Dynamic, false)
+		return true, true
+	}
+	if ch == '\n' {
+		p.fail("[[ is not closed")
+	}
+	if strings.IndexByte("&|<>()", ch) >= 0 {
+		j := p.i
+		for j < len(p.src) && strings.IndexByte("&|<>()", p.src[j]) >= 0 {
+			j++
+		}
+		c.Argv, c.Dynamic = append(c.Argv, p.src[p.i:j]), append(c.Dynamic, false)
+		p.i = j
+		return true, false
+	}
+	return false, false
+}
+
+// functionDefinition reads the "()" after c's one word and adds c as a
+// function definition, which makes the whole command complex.
+func (p *shParser) functionDefinition(c *shellCommand) {
+	// name() compound-command: a function definition.
+	p.i++
+	p.skipBlanks()
+	if p.peek(0) != ')' {
+		p.fail("unexpected %q", "(")
+	}
+	p.i++
+	p.complex = true
+	c.setComplex("function definition")
+	p.addCommand(*c)
+}
+
+// word reads one word into c: an assignment before the command name, or
+// its words after brace expansion, marking c complex where the word is
+// dynamic in the command position or substitutes a command. It reports
+// whether the word opens [[ ... ]].
+func (p *shParser) word(c *shellCommand) (opensCond bool) {
+	cmdPos := len(c.Argv) == 0
+	w := p.readWord(cmdPos)
+	if cmdPos && w.isAssignment() {
+		c.Assigns = append(c.Assigns, w.text)
+		if w.why != "" && w.sub {
+			c.setComplex(w.why)
+		}
+		return false
+	}
+	words := []string{w.text}
+	if w.braces {
+		words = braceExpand(w)
+	}
+	if cmdPos {
+		if w.why != "" {
+			c.setComplex(w.why + " in the command position")
+		} else if w.glob && !(w.plain() && (w.text == "[" || w.text == "[[")) {
+			c.setComplex("glob in the command position")
+		}
+		if w.plain() && w.text == "[[" {
+			opensCond = true
+		}
+	} else if w.sub {
+		c.setComplex(w.why)
+	}
+	for _, s := range words {
+		c.Argv, c.Dynamic = append(c.Argv, s), append(c.Dynamic, w.why != "")
+	}
+	return opensCond
 }
 
 // arrayValue reads the ( ... ) of NAME=( ... ).
