@@ -151,6 +151,9 @@ func FuzzModelCompleteParams(f *testing.F) {
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"base_url":"http://evil"}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"","request":{}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"","model":"x"}}`,
+		`{"sessionId":"s1","promptId":"p1","StreamId":"x","request":{"messages":[]}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[]},"_meta":{}} x`,
+		`{"sessionId":"s\u0031","promptId":null,"streamId":"x","request":{"messages":[]}}`,
 		`null`, `[]`, `{}`,
 	} {
 		f.Add(seed)

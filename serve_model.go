@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"unicode/utf8"
 )
 
 // serveModelConfig is the model serve's children use, from serve's own
@@ -137,13 +138,37 @@ func decodeModelComplete(params json.RawMessage, modelName string) (modelComplet
 	return p, body, err
 }
 
+// modelCallMembers are the members of a child's model call, as
+// modelCompleteParams names them.
+var modelCallMembers = []string{"sessionId", "promptId", "streamId", "request", "_meta"}
+
 // decodeModelCall checks a child's model call: its params and its request,
-// which names no model.
+// which names no model. The params are split by one strict walk (exact
+// names, none twice, nothing after the object) and only the request, the
+// bulk of the bytes, is decoded into Go values: a reflective decode of the
+// params would scan the request twice more before its own decode.
 func decodeModelCall(params json.RawMessage) (modelCompleteParams, *openAIRequest, error) {
 	var p modelCompleteParams
-	if err := decodeStrict(params, &p); err != nil {
+	if !utf8.Valid(params) || !json.Valid(params) {
+		return p, nil, errors.New("model call: invalid params: not one valid UTF-8 JSON value")
+	}
+	m, err := decodeWireObject(params, modelCallMembers...)
+	if err != nil {
 		return p, nil, fmt.Errorf("model call: invalid params: %v", err)
 	}
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"sessionId", &p.SessionID}, {"promptId", &p.PromptID}, {"streamId", &p.StreamID}} {
+		raw, ok := m[f.key]
+		if !ok {
+			continue
+		}
+		if *f.to, err = wireStringValue(raw); err != nil {
+			return p, nil, fmt.Errorf("model call: invalid params: field %q: %v", f.key, err)
+		}
+	}
+	p.Request, p.Meta = m["request"], m["_meta"]
 	if p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
 		return p, nil, fmt.Errorf("model call: streamId %q: want 1 to %d bytes", truncateForError([]byte(p.StreamID)), maxModelStreamID)
 	}

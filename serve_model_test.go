@@ -267,3 +267,34 @@ func TestRedactor(t *testing.T) {
 		}
 	}
 }
+
+// A child's model call is read strictly: a member spelled in another case,
+// given twice, unknown or of the wrong type, or bytes after the object, and
+// serve makes no request, with the member named.
+func TestModelCallParamsStrict(t *testing.T) {
+	const req = `"request":{"messages":[{"role":"user","content":"hi"}],"stream":true}`
+	tests := []struct{ params, want string }{
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `}`, ""},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `,"_meta":{"a":1}}`, ""},
+		{`{"sessionId":"s1","promptId":"p1","StreamId":"x",` + req + `}`, `model call: invalid params: unknown field "StreamId"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","streamId":"y",` + req + `}`, `model call: invalid params: duplicate field "streamId"`},
+		{`{"sessionId":1,"promptId":"p1","streamId":"x",` + req + `}`, `model call: invalid params: field "sessionId": not a string`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `} {}`, `model call: invalid params: not one valid UTF-8 JSON value`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `,"model":"m"}`, `model call: invalid params: unknown field "model"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"",` + req + `}`, `model call: streamId "": want 1 to 64 bytes`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"Model":"m"}}`, `model call: request is not a chat completions request: unknown field "Model"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":"a","role":"system"}]}}`, `model call: request is not a chat completions request: duplicate field "role" in messages[0]`},
+		{`[]`, `model call: invalid params: an array instead of an object`},
+	}
+	for _, tt := range tests {
+		_, body, err := decodeModelComplete(json.RawMessage(tt.params), "serve-model")
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.params, err)
+		case tt.want == "" && !strings.HasPrefix(string(body), `{"model":"serve-model",`):
+			t.Errorf("%s: body %s, want serve's model first", tt.params, body)
+		case tt.want != "" && (err == nil || err.Error() != tt.want):
+			t.Errorf("%s: error %v, want %q", tt.params, err, tt.want)
+		}
+	}
+}
