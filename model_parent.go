@@ -66,9 +66,7 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 	defer stopCall()
 	called := make(chan error, 1)
 	go func() {
-		_, err := m.a.conn.call(callCtx, methodModelComplete, modelCompleteParams{
-			SessionID: id.sessionID, PromptID: id.promptID, StreamID: streamID, Request: body,
-		})
+		_, err := m.a.conn.call(callCtx, methodModelComplete, rpcCompact(appendModelCompleteParams(id, streamID, body)))
 		// The answer is read after every chunk before it was delivered.
 		if err != nil {
 			pw.CloseWithError(err)
@@ -111,6 +109,25 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 		return modelTurn{}, errors.New("model call through serve: answered without a reply")
 	}
 	return t.turn(history)
+}
+
+// modelCallFrame is the room modelCompleteParams' member names take.
+const modelCallFrame = 64
+
+// appendModelCompleteParams is modelCompleteParams as json.Marshal writes
+// it, built around body, which json.Marshal made compact and valid: the
+// request, the bulk of the line, is copied once, never scanned again.
+func appendModelCompleteParams(id promptIdentity, streamID string, body []byte) []byte {
+	dst := make([]byte, 0, modelCallFrame+len(id.sessionID)+len(id.promptID)+len(streamID)+len(body))
+	dst = append(dst, `{"sessionId":`...)
+	dst = appendJSONString(dst, id.sessionID, true)
+	dst = append(dst, `,"promptId":`...)
+	dst = appendJSONString(dst, id.promptID, true)
+	dst = append(dst, `,"streamId":`...)
+	dst = appendJSONString(dst, streamID, true)
+	dst = append(dst, `,"request":`...)
+	dst = append(dst, body...)
+	return append(dst, '}')
 }
 
 // deliver takes one chunk from serve, on the connection's read goroutine,

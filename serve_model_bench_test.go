@@ -67,9 +67,7 @@ func BenchmarkServeModelEncode(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := json.Marshal(modelCompleteParams{SessionID: "s1", PromptID: "p1", StreamID: "x", Request: body}); err != nil {
-			b.Fatal(err)
-		}
+		appendModelCompleteParams(promptIdentity{"s1", "p1"}, "x", body)
 	}
 }
 

@@ -298,3 +298,20 @@ func TestModelCallParamsStrict(t *testing.T) {
 		}
 	}
 }
+
+// The child's model call params are what json.Marshal writes for them.
+func TestAppendModelCompleteParams(t *testing.T) {
+	body, err := openAIRequestBody("", []message{{Role: roleUser, Text: "a<b>&\u2028\xff"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []promptIdentity{{"s1", "p1"}, {`s"\<`, "p\u2028\xff"}, {"", ""}} {
+		want, err := json.Marshal(modelCompleteParams{SessionID: id.sessionID, PromptID: id.promptID, StreamID: "x", Request: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendModelCompleteParams(id, "x", body); string(got) != string(want) {
+			t.Errorf("params of %q = %s, want %s", id, got, want)
+		}
+	}
+}
