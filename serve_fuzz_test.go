@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,16 @@ func FuzzModelCompleteParams(f *testing.F) {
 		}
 		if req.Model != "serve-model" {
 			t.Fatalf("serve would send model %q", req.Model)
+		}
+		// serve's check accepts nothing the strict decode of a request
+		// refuses, and what it forwards means what the child sent.
+		var sent openAIRequest
+		if err := decodeStrict(p.Request, &sent); err != nil {
+			t.Fatalf("serve forwards a request the strict decode refuses: %v: %s", err, p.Request)
+		}
+		sent.Model = req.Model
+		if !reflect.DeepEqual(sent, req) {
+			t.Fatalf("serve would send %+v for the child's %+v", req, sent)
 		}
 
 		// The same params on a daemon without a model service: refused,
