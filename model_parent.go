@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,12 +131,48 @@ func appendModelCompleteParams(id promptIdentity, streamID string, body []byte) 
 	return append(dst, '}')
 }
 
+// modelChunkMembers are the members of a chunk, as modelChunk names them.
+var modelChunkMembers = []string{"streamId", "contentType", "data"}
+
+// decodeModelChunk reads one chunk strictly, as decodeStrict would read a
+// modelChunk, by one walk instead of a reflective decode: a streamed reply
+// comes as many small chunks.
+func decodeModelChunk(params json.RawMessage) (modelChunk, error) {
+	var c modelChunk
+	var m [3]json.RawMessage // modelChunkMembers
+	if err := strictMembers(params, modelChunkMembers, m[:]); err != nil {
+		return c, err
+	}
+	for i, to := range []*string{&c.StreamID, &c.ContentType} {
+		if m[i] == nil || isJSONNull(m[i]) {
+			continue
+		}
+		var err error
+		if *to, err = wireStringValue(m[i]); err != nil {
+			return c, fmt.Errorf("field %q: %v", modelChunkMembers[i], err)
+		}
+	}
+	if m[2] == nil || isJSONNull(m[2]) {
+		return c, nil
+	}
+	data, err := wireStringValue(m[2])
+	if err == nil {
+		c.Data = make([]byte, base64.StdEncoding.DecodedLen(len(data)))
+		var n int
+		n, err = base64.StdEncoding.Decode(c.Data, []byte(data))
+		c.Data = c.Data[:n]
+	}
+	if err != nil {
+		return modelChunk{}, fmt.Errorf("field %q: %v", "data", err)
+	}
+	return c, nil
+}
+
 // deliver takes one chunk from serve, on the connection's read goroutine,
 // and waits until the reply's reader took it or stopped reading. A chunk out
 // of order ends its reply with an error.
 func (m *parentModel) deliver(params json.RawMessage) {
-	var c modelChunk
-	err := decodeStrict(params, &c)
+	c, err := decodeModelChunk(params)
 	if err != nil {
 		// Read loosely only to find the reply it would belong to.
 		c = modelChunk{}

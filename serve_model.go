@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -436,17 +437,20 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
 	}
 	defer reply.Close()
-	if err := ch.conn.notify(methodModelChunk, modelChunk{StreamID: p.StreamID, ContentType: mediaType}); err != nil {
+	if err := ch.conn.notify(methodModelChunk, rpcCompact(appendModelChunk(nil, modelChunk{StreamID: p.StreamID, ContentType: mediaType}))); err != nil {
 		return nil, err
 	}
 	r := http.MaxBytesReader(nil, reply, openAIMaxReply)
 	red := redactor{secret: []byte(d.model.apiKey)}
 	buf := make([]byte, modelChunkSize)
+	var line []byte
 	send := func(b []byte) error {
 		if len(b) == 0 {
 			return nil
 		}
-		return ch.conn.notify(methodModelChunk, modelChunk{StreamID: p.StreamID, Data: b})
+		// notify copies the params into its line: line is reused.
+		line = appendModelChunk(line[:0], modelChunk{StreamID: p.StreamID, Data: b})
+		return ch.conn.notify(methodModelChunk, rpcCompact(line))
 	}
 	for {
 		n, rerr := r.Read(buf)
@@ -472,6 +476,23 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		return nil, err
 	}
 	return struct{}{}, nil
+}
+
+// appendModelChunk appends c as json.Marshal writes it: a reply's chunks
+// are many and small, and their bytes go as base64 without a second pass.
+func appendModelChunk(dst []byte, c modelChunk) []byte {
+	dst = append(dst, `{"streamId":`...)
+	dst = appendJSONString(dst, c.StreamID, true)
+	if c.ContentType != "" {
+		dst = append(dst, `,"contentType":`...)
+		dst = appendJSONString(dst, c.ContentType, true)
+	}
+	if len(c.Data) > 0 {
+		dst = append(dst, `,"data":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, c.Data)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
 }
 
 // redactor replaces a secret in a byte stream cut at arbitrary places: it

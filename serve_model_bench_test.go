@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -144,3 +145,41 @@ func BenchmarkServeModelRoundTrip(b *testing.B) {
 		call(i)
 	}
 }
+
+// BenchmarkServeModelChunk is one chunk of a streamed reply: serve's
+// notification line, and the child's delivery of it to the reply's reader.
+func BenchmarkServeModelChunk(b *testing.B) {
+	data := []byte(`data: {"choices":[{"index":0,"delta":{"content":"out.txt"},"finish_reason":null}]}` + "\n\n")
+	m := newParentModel(nil)
+	pr, pw := io.Pipe()
+	m.streams["s"] = &modelStream{mediaType: make(chan string, 1), typed: true, pr: pr, pw: pw}
+	var got countWriter
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		io.Copy(&got, pr)
+	}()
+	b.ReportAllocs()
+	for range b.N {
+		line, err := appendRPCOut(nil, rpcOut{JSONRPC: "2.0", Method: methodModelChunk, Params: rpcCompact(appendModelChunk(nil, modelChunk{StreamID: "s", Data: data}))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		params, ok := bytes.CutPrefix(line, []byte(`{"jsonrpc":"2.0","method":"`+methodModelChunk+`","params":`))
+		if !ok {
+			b.Fatalf("chunk line %s", line)
+		}
+		m.deliver(json.RawMessage(bytes.TrimSuffix(params, []byte("}\n"))))
+	}
+	b.StopTimer()
+	pw.Close()
+	<-read
+	if got.n != b.N*len(data) {
+		b.Fatalf("the reader got %d bytes of %d chunks of %d", got.n, b.N, len(data))
+	}
+}
+
+// countWriter counts the bytes written to it.
+type countWriter struct{ n int }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -320,6 +321,31 @@ func TestAppendModelCompleteParams(t *testing.T) {
 		}
 		if got := appendModelCompleteParams(id, "x", body); string(got) != string(want) {
 			t.Errorf("params of %q = %s, want %s", id, got, want)
+		}
+	}
+}
+
+// A reply's chunk is what json.Marshal writes for it, and the child reads
+// it back as the strict decode does.
+func TestAppendModelChunk(t *testing.T) {
+	for _, c := range []modelChunk{
+		{StreamID: "s"},
+		{StreamID: "s", ContentType: "text/event-stream"},
+		{StreamID: "s<&>\u2028", Data: []byte("data: {\"a\":1}\n\n\xff")},
+		{StreamID: "s", ContentType: "application/json", Data: []byte{0}},
+	} {
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := appendModelChunk([]byte("kept"), c)
+		if string(got) != "kept"+string(want) {
+			t.Errorf("chunk %+v = %s, want %s", c, got[len("kept"):], want)
+		}
+		back, err := decodeModelChunk(want)
+		var strict modelChunk
+		if serr := decodeStrict(want, &strict); err != nil || serr != nil || !reflect.DeepEqual(back, strict) {
+			t.Errorf("chunk %s read back as %+v (%v), the strict decode as %+v (%v)", want, back, err, strict, serr)
 		}
 	}
 }
