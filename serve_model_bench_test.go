@@ -1,13 +1,14 @@
 // serve_model_bench_test.go measures serve's model path in one process: a
 // child's model call through the JSON-RPC channel to serve, serve's check of
 // the request and its HTTP call to a local streaming chat completions
-// service, and the reply's chunks back to the child's reader; and the check
-// of the request alone.
+// service, and the reply's chunks back to the child's reader; the check of
+// the request alone; and, from outside, warm turns of a built binary.
 //
 //	go test -run '^$' -bench 'BenchmarkServeModel' -benchmem -cpuprofile cpu.out .
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,8 +17,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchModelHistory is a session's history after one tool call: the system
@@ -183,3 +190,136 @@ func BenchmarkServeModelChunk(b *testing.B) {
 type countWriter struct{ n int }
 
 func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// modelTurnTurns is how many warm turns TestModelTurnReleaseBinary times
+// for each shape of serve.
+const modelTurnTurns = 200
+
+// TestModelTurnReleaseBinary times warm prompt turns of the release binary
+// (or envBenchBin's, so that two builds compare in one session) from
+// outside, through the host API over one kept-alive connection: serve with
+// a local streaming chat completions service, two model calls per turn (a
+// write_file call, then text) with the guard off and required, and the
+// built-in scripted model's turn with the same write. Off by default:
+//
+//	ACPGUARD_LOAD=1 go test -run TestModelTurnReleaseBinary -v -count=1 .
+func TestModelTurnReleaseBinary(t *testing.T) {
+	skipUnlessLoad(t)
+	bin := releaseBinary(t)
+	model := httptest.NewServer(http.HandlerFunc(serveTwoCallTurn))
+	defer model.Close()
+	prov := newTestProvider(t)
+	const hostToken = "host-token-for-the-turn-harness"
+	for _, shape := range []struct {
+		name   string
+		model  bool
+		guard  bool
+		prompt string
+	}{
+		{"openai-guard-off", true, false, "write out.txt"},
+		{"openai-guard-required", true, true, "write out.txt"},
+		{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
+	} {
+		ws := t.TempDir()
+		args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t)}
+		env := append(os.Environ(), envServerToken+"="+hostToken)
+		if shape.guard {
+			args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
+			env = append(env, envGuardToken+"="+prov.token)
+		}
+		if shape.model {
+			env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
+		}
+		td := startBuiltServe(t, bin, args, env)
+		td.token = hostToken
+		stderr, stop := td.stderr, td.stop
+		id := td.newSession(t, "")
+		stream := td.openEvents(t, id, "")
+		turn := func() time.Duration {
+			start := time.Now()
+			pid := td.prompt(t, id, shape.prompt)
+			evs := readSSE(t, stream, untilTurnEnd(pid))
+			took := time.Since(start)
+			if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
+				t.Fatalf("%s: turn ended with %s %s\n%s", shape.name, last.typ, last.data, stderr.String())
+			}
+			return took
+		}
+		for range 5 {
+			turn()
+		}
+		took := make([]time.Duration, 0, modelTurnTurns)
+		for range modelTurnTurns {
+			took = append(took, turn())
+		}
+		if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
+			t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape.name, data, err)
+		}
+		stop()
+		slices.Sort(took)
+		at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
+		t.Logf("model-turn: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f", bin, shape.name, len(took), at(0.5), at(0.9))
+	}
+}
+
+// startBuiltServe starts bin with args and env and returns its host API
+// once it printed its listening line, whose wording older builds word
+// otherwise: the line's first http:// URL is the API. serve is stopped
+// with SIGTERM at the end of the test, or earlier by stop.
+func startBuiltServe(t *testing.T, bin string, args, env []string) *testDaemon {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	td := &testDaemon{stderr: &syncBuffer{}}
+	cmd.Stderr = td.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	td.stop = func() error {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			err = cmd.Wait()
+		})
+		return err
+	}
+	t.Cleanup(func() { td.stop() })
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	at := strings.Index(line, "http://")
+	if at < 0 {
+		td.stop()
+		t.Fatalf("serve printed %q (%v), stderr:\n%s", line, rerr, td.stderr.String())
+	}
+	td.url = strings.Fields(line[at:])[0]
+	return td
+}
+
+// serveTwoCallTurn is a chat completions service whose turn is two calls:
+// a write_file call while the last message is not a tool result, then text.
+func serveTwoCallTurn(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+		http.Error(w, "want a chat completions request", http.StatusBadRequest)
+		return
+	}
+	events := []string{
+		`{"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_w","type":"function","function":{"name":"write_file","arguments":"{\"file_path\":\"out.txt\",\"content\":\"x\"}"}}]},"finish_reason":"tool_calls"}]}`,
+	}
+	if req.Messages[len(req.Messages)-1].Role == roleTool {
+		events = []string{`{"choices":[{"index":0,"delta":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}`}
+	}
+	events = append(events, `{"choices":[],"usage":{"prompt_tokens":3000,"completion_tokens":4,"total_tokens":3004}}`, openAIDone)
+	w.Header().Set("Content-Type", openAIEventStream)
+	for _, ev := range events {
+		fmt.Fprintf(w, "data: %s\n\n", ev)
+		w.(http.Flusher).Flush()
+	}
+}
