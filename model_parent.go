@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,9 +67,7 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 	defer stopCall()
 	called := make(chan error, 1)
 	go func() {
-		_, err := m.a.conn.call(callCtx, methodModelComplete, modelCompleteParams{
-			SessionID: id.sessionID, PromptID: id.promptID, StreamID: streamID, Request: body,
-		})
+		_, err := m.a.conn.call(callCtx, methodModelComplete, rpcCompact(appendModelCompleteParams(id, streamID, body)))
 		// The answer is read after every chunk before it was delivered.
 		if err != nil {
 			pw.CloseWithError(err)
@@ -113,12 +112,67 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 	return t.turn(history)
 }
 
+// modelCallFrame is the room modelCompleteParams' member names take.
+const modelCallFrame = 64
+
+// appendModelCompleteParams is modelCompleteParams as json.Marshal writes
+// it, built around body, which json.Marshal made compact and valid: the
+// request, the bulk of the line, is copied once, never scanned again.
+func appendModelCompleteParams(id promptIdentity, streamID string, body []byte) []byte {
+	dst := make([]byte, 0, modelCallFrame+len(id.sessionID)+len(id.promptID)+len(streamID)+len(body))
+	dst = append(dst, `{"sessionId":`...)
+	dst = appendJSONString(dst, id.sessionID, true)
+	dst = append(dst, `,"promptId":`...)
+	dst = appendJSONString(dst, id.promptID, true)
+	dst = append(dst, `,"streamId":`...)
+	dst = appendJSONString(dst, streamID, true)
+	dst = append(dst, `,"request":`...)
+	dst = append(dst, body...)
+	return append(dst, '}')
+}
+
+// modelChunkMembers are the members of a chunk, as modelChunk names them.
+var modelChunkMembers = []string{"streamId", "contentType", "data"}
+
+// decodeModelChunk reads one chunk strictly, as decodeStrict would read a
+// modelChunk, by one walk instead of a reflective decode: a streamed reply
+// comes as many small chunks.
+func decodeModelChunk(params json.RawMessage) (modelChunk, error) {
+	var c modelChunk
+	var m [3]json.RawMessage // modelChunkMembers
+	if err := strictMembers(params, modelChunkMembers, m[:]); err != nil {
+		return c, err
+	}
+	for i, to := range []*string{&c.StreamID, &c.ContentType} {
+		if m[i] == nil || isJSONNull(m[i]) {
+			continue
+		}
+		var err error
+		if *to, err = wireStringValue(m[i]); err != nil {
+			return c, fmt.Errorf("field %q: %v", modelChunkMembers[i], err)
+		}
+	}
+	if m[2] == nil || isJSONNull(m[2]) {
+		return c, nil
+	}
+	data, err := wireStringValue(m[2])
+	if err == nil {
+		c.Data = make([]byte, base64.StdEncoding.DecodedLen(len(data)))
+		var n int
+		n, err = base64.StdEncoding.Decode(c.Data, []byte(data))
+		c.Data = c.Data[:n]
+	}
+	if err != nil {
+		return modelChunk{}, fmt.Errorf("field %q: %v", "data", err)
+	}
+	return c, nil
+}
+
 // deliver takes one chunk from serve, on the connection's read goroutine,
 // and waits until the reply's reader took it or stopped reading. A chunk out
 // of order ends its reply with an error.
 func (m *parentModel) deliver(params json.RawMessage) {
-	var c modelChunk
-	err := decodeStrict(params, &c)
+	c, err := decodeModelChunk(params)
 	if err != nil {
 		// Read loosely only to find the reply it would belong to.
 		c = modelChunk{}

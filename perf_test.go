@@ -8,7 +8,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -141,92 +143,212 @@ func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 	b.ReportMetric(pct(provider, 0.5), "p50-provider-us/call")
 }
 
+// The transports of BenchmarkGuardHopFloor's relay (its role's ARG).
+const (
+	hopRelayPipe    = "pipe"    // stdin and stdout are pipes, read plainly
+	hopRelayChannel = "channel" // serve's two channel ends as fds 3 and 4
+)
+
 // runHopRelay is serve's part of a guarded call with nothing else: for each
-// line on stdin, in a goroutine of its own, one POST to an in-process
-// provider that always allows, then one line back.
-func runHopRelay(string) int {
+// line from the requester, in a goroutine of its own, one POST through a
+// provider client to an in-process provider that always allows, then one
+// line back. With hopRelayChannel it reads serve's end of the private
+// channel as serve does (with credentials, the child its parent) through
+// the same line framing and the same pinned provider client after a
+// handshake; with hopRelayPipe it reads a pipe through a plain HTTP client,
+// the floor as first measured.
+func runHopRelay(transport string) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 1
 	}
-	allow := []byte(`{"protocolVersion":1,"requestId":"r","allowed":true}`)
-	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", wireContentType)
-		w.Write(allow)
-	}))
-	client := &http.Client{Transport: &http.Transport{}}
-	endpoint := "http://" + ln.Addr().String() + wirePathPrepare
-	var out sync.Mutex
-	in := bufio.NewReader(pollable(os.Stdin))
+	go http.Serve(ln, http.HandlerFunc(serveHopProvider))
+	endpoint := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	var in io.Reader
+	var out io.Writer
+	var ask func(line []byte) bool
+	switch transport {
+	case hopRelayPipe:
+		in, out = pollable(os.Stdin), os.Stdout
+		client := &http.Client{Transport: &http.Transport{}}
+		prepare := endpoint.JoinPath(wirePathPrepare).String()
+		ask = func(line []byte) bool {
+			resp, err := client.Post(prepare, wireContentType, bytes.NewReader(line))
+			if err != nil {
+				return false
+			}
+			io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close() == nil
+		}
+	case hopRelayChannel:
+		c, err := net.FileConn(os.NewFile(3, "acp-channel-in"))
+		if err != nil {
+			return 1
+		}
+		sock := (&channelEnds{read: c.(*net.UnixConn), write: os.NewFile(4, "acp-channel-out")}).conn(os.Getppid())
+		in, out = sock, sock
+		client := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: time.Minute, Token: providerTestToken})
+		if client.handshake(context.Background()) != nil {
+			return 1
+		}
+		call := prepareRequest{SessionID: "s", PromptID: "p", ToolCallID: "c", ToolName: "read_file", Arguments: json.RawMessage(`{"file_path":"small.txt"}`)}
+		ask = func([]byte) bool {
+			ctx, cancel := client.callContext(context.Background())
+			defer cancel()
+			return client.prepare(ctx, call).Allowed
+		}
+	default:
+		return 2
+	}
+	var mu sync.Mutex
+	lines := lineReader{br: bufio.NewReaderSize(in, rpcReadBuffer), max: acpMaxLine}
 	for {
-		line, err := in.ReadBytes('\n')
+		line, _, err := lines.next()
 		if err != nil {
 			return 0
 		}
+		line = bytes.Clone(line)
 		go func() {
-			resp, err := client.Post(endpoint, wireContentType, bytes.NewReader(line))
-			if err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+			answer := []byte(`{"allowed":false}` + "\n")
+			if ask(line) {
+				answer = []byte(`{"allowed":true}` + "\n")
 			}
-			out.Lock()
-			defer out.Unlock()
-			os.Stdout.Write([]byte(`{"allowed":true}` + "\n"))
+			mu.Lock()
+			defer mu.Unlock()
+			out.Write(answer)
 		}()
 	}
 }
 
-// BenchmarkGuardHopFloor times what a guarded call costs with no work at
-// all: one line over a pipe to a second process, one loopback HTTP round
-// trip there, one line back, with the requester on one scheduler slot as
-// the ACP runtime is. No change to acpguard's own code can make the guard
-// add less than this on the same machine.
-//
-//	go test -run '^$' -bench BenchmarkGuardHopFloor -benchtime 20000x .
-func BenchmarkGuardHopFloor(b *testing.B) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+// serveHopProvider is the relay's provider: it echoes the handshake's nonce
+// and the prepare's requestId and allows every call.
+func serveHopProvider(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Nonce     string `json:"nonce"`
+		RequestID string `json:"requestId"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", wireContentType)
+	switch r.URL.Path {
+	case wirePathHandshake:
+		fmt.Fprintf(w, `{"protocolVersion":1,"nonce":%q,"capabilities":{"prepare":true}}`, req.Nonce)
+	default:
+		fmt.Fprintf(w, `{"protocolVersion":1,"requestId":%q,"allowed":true}`, req.RequestID)
+	}
+}
+
+// hopRelay is one running relay and the requester's ends of its transport.
+type hopRelay struct {
+	to      io.Writer
+	answers *bufio.Reader
+}
+
+// startHopRelay starts a relay process over transport, stopped at the end of b.
+func startHopRelay(b *testing.B, transport string) *hopRelay {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv("hop-relay"))
-	to, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	from, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
+	cmd.Env = append(os.Environ(), roleEnv("hop-relay", transport))
+	r := &hopRelay{}
+	var closeTo func() error
+	switch transport {
+	case hopRelayPipe:
+		to, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		from, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.to, r.answers, closeTo = to, bufio.NewReader(from), to.Close
+	case hopRelayChannel:
+		// The requester holds the child's ends, read and written as an
+		// acp child does; the relay holds serve's.
+		ends, err := newChannel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		read, err := ends.read.File()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.ExtraFiles = []*os.File{read, ends.write}
+		defer ends.read.Close()
+		defer ends.write.Close()
+		defer read.Close()
+		r.to, r.answers = pollableOut(ends.childStdout), bufio.NewReaderSize(pollable(ends.childStdin), rpcReadBuffer)
+		closeTo = ends.childStdout.Close
+		b.Cleanup(func() { ends.childStdin.Close() })
 	}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer cmd.Wait()
-	defer to.Close()
-	answers := bufio.NewReader(from)
-	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"` + methodGuardPrepare + `","params":{"toolName":"read_file","arguments":{"file_path":"small.txt"}}}` + "\n")
-	hop := func() time.Duration {
-		start := time.Now()
-		if _, err := to.Write(line); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := answers.ReadBytes('\n'); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
+	b.Cleanup(func() {
+		closeTo()
+		cmd.Wait()
+	})
+	return r
+}
+
+// hop is one call through the relay: a line there, a line back.
+func (r *hopRelay) hop(b *testing.B, line []byte) time.Duration {
+	start := time.Now()
+	if _, err := r.to.Write(line); err != nil {
+		b.Fatal(err)
 	}
-	hop() // the first dial
+	answer, err := r.answers.ReadBytes('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	if string(answer) != `{"allowed":true}`+"\n" {
+		b.Fatalf("relay answered %q", answer)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkGuardHopFloor times what a guarded call costs with no work at
+// all: one line over the private channel's socket pair to a second process
+// that reads it with credentials through serve's line framing, one prepare
+// through the provider client there over loopback HTTP, one line back, with
+// the requester on one scheduler slot as the ACP runtime is. No change to
+// acpguard's own code can make the guard add less than this on the same
+// machine (p50-us/call). The same hop over a pipe with a plain HTTP client,
+// alternating with it, is p50-pipe-us/call.
+//
+//	go test -run '^$' -bench BenchmarkGuardHopFloor -benchtime 20000x .
+func BenchmarkGuardHopFloor(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	channel, pipe := startHopRelay(b, hopRelayChannel), startHopRelay(b, hopRelayPipe)
+	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"` + methodGuardPrepare + `","params":{"toolName":"read_file","arguments":{"file_path":"small.txt"}}}` + "\n")
+	channel.hop(b, line) // the first dial
+	pipe.hop(b, line)
 	took := make([]time.Duration, 0, b.N)
+	tookPipe := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for range b.N {
-		took = append(took, hop())
+	for i := range b.N {
+		// Alternate which goes first, so that neither always follows the other.
+		if i%2 == 0 {
+			took = append(took, channel.hop(b, line))
+			tookPipe = append(tookPipe, pipe.hop(b, line))
+		} else {
+			tookPipe = append(tookPipe, pipe.hop(b, line))
+			took = append(took, channel.hop(b, line))
+		}
 	}
 	b.StopTimer()
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "p50-us/call")
-	b.ReportMetric(float64(took[min(len(took)-1, len(took)*99/100)].Nanoseconds())/1e3, "p99-us/call")
+	pct := func(d []time.Duration, p float64) float64 {
+		slices.Sort(d)
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(took, 0.5), "p50-us/call")
+	b.ReportMetric(pct(took, 0.99), "p99-us/call")
+	b.ReportMetric(pct(tookPipe, 0.5), "p50-pipe-us/call")
 }
 
 // guardFloorRatioBound is the bound the cost goal sets on the guard's added

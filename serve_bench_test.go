@@ -1,12 +1,16 @@
-// serve_bench_test.go measures serve: one guarded prompt turn through the
-// host API and a real ACP child, and event publishing to subscribers.
+// serve_bench_test.go measures serve: one guarded and one scripted prompt
+// turn through the host API and a real ACP child, the prompt's echo, and
+// event publishing to subscribers.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -85,5 +89,50 @@ func BenchmarkStreamWriterEvents(b *testing.B) {
 		if err := sw.events(batch); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkServeScriptedTurn is one prompt of the built-in scripted model
+// with one write_file call, guard off, from POST prompt to turn_complete on
+// the event stream, over one kept-alive host connection: the turn's own
+// events (the prompt's echo, the tool call's updates) and no model call.
+func BenchmarkServeScriptedTurn(b *testing.B) {
+	ws := b.TempDir()
+	settings := filepath.Join(b.TempDir(), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: guardConfig{Mode: guardModeOff}})
+	id := td.newSession(b, "")
+	stream := td.openEvents(b, id, "")
+	turn := func(i int) time.Duration {
+		start := time.Now()
+		pid := td.prompt(b, id, fmt.Sprintf(`call write_file {"file_path":"out.txt","content":"%d"}`, i))
+		readSSE(b, stream, untilTurnEnd(pid))
+		return time.Since(start)
+	}
+	turn(-1) // the child's first prompt: its available commands
+	took := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		took = append(took, turn(i))
+	}
+	b.StopTimer()
+	if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != fmt.Sprint(b.N-1) {
+		b.Fatalf("last write: %q %v", data, err)
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "p50-us/turn")
+}
+
+// BenchmarkServeEchoPrompt is the prompt's echo as user_message_chunk that
+// opens each turn's events.
+func BenchmarkServeEchoPrompt(b *testing.B) {
+	_, _, s := fuzzDaemon(io.Discard)
+	job := &promptJob{id: "p1", blocks: []json.RawMessage{json.RawMessage(`{"type":"text","text":"call write_file {\"file_path\":\"out.txt\",\"content\":\"1\"}"}`)}}
+	b.ReportAllocs()
+	for range b.N {
+		s.echoPrompt(job)
 	}
 }

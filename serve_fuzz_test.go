@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,9 @@ func FuzzModelCompleteParams(f *testing.F) {
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"base_url":"http://evil"}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"","request":{}}`,
 		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"","model":"x"}}`,
+		`{"sessionId":"s1","promptId":"p1","StreamId":"x","request":{"messages":[]}}`,
+		`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[]},"_meta":{}} x`,
+		`{"sessionId":"s\u0031","promptId":null,"streamId":"x","request":{"messages":[]}}`,
 		`null`, `[]`, `{}`,
 	} {
 		f.Add(seed)
@@ -169,6 +173,16 @@ func FuzzModelCompleteParams(f *testing.F) {
 		}
 		if req.Model != "serve-model" {
 			t.Fatalf("serve would send model %q", req.Model)
+		}
+		// serve's check accepts nothing the strict decode of a request
+		// refuses, and what it forwards means what the child sent.
+		var sent openAIRequest
+		if err := decodeStrict(p.Request, &sent); err != nil {
+			t.Fatalf("serve forwards a request the strict decode refuses: %v: %s", err, p.Request)
+		}
+		sent.Model = req.Model
+		if !reflect.DeepEqual(sent, req) {
+			t.Fatalf("serve would send %+v for the child's %+v", req, sent)
 		}
 
 		// The same params on a daemon without a model service: refused,
@@ -223,6 +237,11 @@ func FuzzModelChunk(f *testing.F) {
 		for _, raw := range []string{first, second} {
 			var c modelChunk
 			err := decodeStrict([]byte(raw), &c)
+			// The child's walk accepts nothing the strict decode refuses,
+			// and reads what it reads.
+			if fast, ferr := decodeModelChunk([]byte(raw)); ferr == nil && (err != nil || !reflect.DeepEqual(fast, c)) {
+				t.Fatalf("chunk %q read as %+v, the strict decode: %+v %v", raw, fast, c, err)
+			}
 			if err != nil {
 				c = modelChunk{}
 				if json.Unmarshal([]byte(raw), &c) != nil {

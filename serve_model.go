@@ -10,11 +10,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 )
 
@@ -126,54 +129,272 @@ func (b *modelBudget) spend(n int) bool {
 }
 
 // decodeModelComplete checks a child's model call and returns it with the
-// request body serve sends: the child's, exactly as the chat completions
-// shapes read it, with modelName in "model". A child never names a model.
+// request body serve sends: the child's, exactly as checkModelRequest read
+// it, with modelName in "model". A child never names a model.
 func decodeModelComplete(params json.RawMessage, modelName string) (modelCompleteParams, []byte, error) {
-	p, req, err := decodeModelCall(params)
+	p, rest, err := decodeModelCall(params)
 	if err != nil {
 		return p, nil, err
 	}
-	body, err := encodeModelRequest(req, modelName)
-	return p, body, err
+	return p, modelRequestBody(rest, modelName), nil
 }
 
+// modelCallMembers are the members of a child's model call, as
+// modelCompleteParams names them.
+var modelCallMembers = []string{"sessionId", "promptId", "streamId", "request", "_meta"}
+
 // decodeModelCall checks a child's model call: its params and its request,
-// which names no model.
-func decodeModelCall(params json.RawMessage) (modelCompleteParams, *openAIRequest, error) {
+// which names no model. It returns the request's other members as
+// modelRequestBody takes them. One strict walk of the params (valid UTF-8
+// JSON as encoding/json reads it, exact names, none twice at any depth)
+// checks the request's syntax with them; checkModelRequest then checks its
+// shape without building a Go value, so its bytes are forwarded as read.
+func decodeModelCall(params json.RawMessage) (modelCompleteParams, []byte, error) {
 	var p modelCompleteParams
-	if err := decodeStrict(params, &p); err != nil {
+	var m [5]json.RawMessage // modelCallMembers
+	if err := strictMembers(params, modelCallMembers, m[:]); err != nil {
 		return p, nil, fmt.Errorf("model call: invalid params: %v", err)
 	}
+	for i, to := range []*string{&p.SessionID, &p.PromptID, &p.StreamID} {
+		if m[i] == nil {
+			continue
+		}
+		var err error
+		if *to, err = wireStringValue(m[i]); err != nil {
+			return p, nil, fmt.Errorf("model call: invalid params: field %q: %v", modelCallMembers[i], err)
+		}
+	}
+	p.Request, p.Meta = m[3], m[4]
 	if p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
 		return p, nil, fmt.Errorf("model call: streamId %q: want 1 to %d bytes", truncateForError([]byte(p.StreamID)), maxModelStreamID)
 	}
-	var req openAIRequest
-	if err := decodeStrict(p.Request, &req); err != nil {
-		return p, nil, fmt.Errorf("model call: request is not a chat completions request: %v", err)
+	rest, err := checkModelRequest(p.Request)
+	if err != nil {
+		return p, nil, err
 	}
-	if req.Model != "" {
-		return p, nil, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(req.Model)))
-	}
-	return p, &req, nil
+	return p, rest, nil
 }
 
-// encodeModelRequest is the body serve sends for a checked request: the
-// request with modelName in "model".
-func encodeModelRequest(req *openAIRequest, modelName string) ([]byte, error) {
-	req.Model = modelName
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("model call: encode request: %v", err)
-	}
-	return body, nil
+// modelRequestBody is the body serve sends for a checked request: modelName
+// in "model", then the request's other members as checkModelRequest
+// returned them.
+func modelRequestBody(rest []byte, modelName string) []byte {
+	body := make([]byte, 0, len(`{"model":""}`)+len(modelName)+len(rest))
+	body = append(body, `{"model":`...)
+	body = appendJSONString(body, modelName, true)
+	return append(body, rest...)
 }
+
+// The members of a chat completions request serve forwards, and of the
+// objects inside it: those of openAIRequest and the types it holds, spelled
+// exactly, a reply's members (reasoning) among them as encoding/json would
+// read them.
+var (
+	modelRequestMembers  = []string{"model", "messages", "tools", "stream", "stream_options"}
+	modelStreamMembers   = []string{"include_usage"}
+	modelMessageMembers  = []string{"role", "content", "tool_calls", "tool_call_id", "reasoning_content", "reasoning"}
+	modelToolCallMembers = []string{"index", "id", "type", "function"}
+	modelCallFnMembers   = []string{"name", "arguments"}
+	modelToolMembers     = []string{"type", "function"}
+	modelFunctionMembers = []string{"name", "description", "parameters"}
+	modelPartMembers     = []string{"type", "text", "image_url"}
+	modelImageMembers    = []string{"url"}
+)
+
+// checkModelRequest checks req, JSON that a strict walk accepted, against
+// the shape of openAIRequest: every object's members among that type's,
+// each value of its type or null, "model" empty. It accepts nothing the
+// strict decode of openAIRequest (decodeStrict) refuses, and refuses a
+// member spelled in another case at any depth, and reasoning that is not a
+// string. It returns the members but "model" as they follow it in the body,
+// the closing brace included.
+func checkModelRequest(req json.RawMessage) ([]byte, error) {
+	fail := func(err error) ([]byte, error) {
+		return nil, fmt.Errorf("model call: request is not a chat completions request: %v", err)
+	}
+	if len(req) == 0 || req[0] != '{' {
+		return fail(errors.New("not an object"))
+	}
+	rest := make([]byte, 0, len(req)+1)
+	err := modelShapeObject(req, "", modelRequestMembers, func(key string, v json.RawMessage) error {
+		var err error
+		switch key {
+		case "model":
+			if isJSONNull(v) {
+				return nil
+			}
+			name, err := wireStringValue(v)
+			switch {
+			case err != nil:
+				return modelShapeType("model", "a string")
+			case name != "":
+				return &modelNamedError{name: name}
+			}
+			return nil // serve's name goes in its place
+		case "messages":
+			err = modelShapeArray(v, "messages", checkModelMessage)
+		case "tools":
+			err = modelShapeArray(v, "tools", checkModelTool)
+		case "stream":
+			err = modelShapeBool(v, "stream")
+		case "stream_options":
+			err = modelShapeObject(v, "stream_options", modelStreamMembers, func(key string, v json.RawMessage) error {
+				return modelShapeBool(v, "stream_options."+key)
+			})
+		}
+		rest = append(append(append(append(rest, ',', '"'), key...), '"', ':'), v...)
+		return err
+	})
+	if named, ok := err.(*modelNamedError); ok {
+		return nil, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(named.name)))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return append(rest, '}'), nil
+}
+
+// modelNamedError is a request that names a model.
+type modelNamedError struct{ name string }
+
+func (e *modelNamedError) Error() string { return "request names a model" }
+
+func checkModelMessage(at string, v json.RawMessage) error {
+	return modelShapeObject(v, at, modelMessageMembers, func(key string, v json.RawMessage) error {
+		switch key {
+		case "content":
+			if len(v) > 0 && v[0] == '[' {
+				return modelShapeArray(v, at+".content", checkModelPart)
+			}
+			return modelShapeString(v, at+".content")
+		case "tool_calls":
+			return modelShapeArray(v, at+".tool_calls", checkModelToolCall)
+		}
+		return modelShapeString(v, at+"."+key) // role, tool_call_id, reasoning
+	})
+}
+
+func checkModelToolCall(at string, v json.RawMessage) error {
+	return modelShapeObject(v, at, modelToolCallMembers, func(key string, v json.RawMessage) error {
+		switch key {
+		case "index":
+			if isJSONNull(v) {
+				return nil
+			}
+			if _, err := strconv.Atoi(string(v)); err != nil {
+				return modelShapeType(at+".index", "an integer")
+			}
+			return nil
+		case "function":
+			return modelShapeObject(v, at+".function", modelCallFnMembers, func(key string, v json.RawMessage) error {
+				return modelShapeString(v, at+".function."+key)
+			})
+		}
+		return modelShapeString(v, at+"."+key)
+	})
+}
+
+func checkModelTool(at string, v json.RawMessage) error {
+	return modelShapeObject(v, at, modelToolMembers, func(key string, v json.RawMessage) error {
+		if key == "type" {
+			return modelShapeString(v, at+".type")
+		}
+		return modelShapeObject(v, at+".function", modelFunctionMembers, func(key string, v json.RawMessage) error {
+			if key == "parameters" {
+				return nil // any JSON: a tool's schema, forwarded as it is
+			}
+			return modelShapeString(v, at+".function."+key)
+		})
+	})
+}
+
+func checkModelPart(at string, v json.RawMessage) error {
+	return modelShapeObject(v, at, modelPartMembers, func(key string, v json.RawMessage) error {
+		if key == "image_url" {
+			return modelShapeObject(v, at+".image_url", modelImageMembers, func(key string, v json.RawMessage) error {
+				return modelShapeString(v, at+".image_url.url")
+			})
+		}
+		return modelShapeString(v, at+"."+key)
+	})
+}
+
+// modelShapeObject calls member with each member of v, an object or null,
+// whose names must be among names, spelled exactly (v has none twice).
+func modelShapeObject(v json.RawMessage, at string, names []string, member func(key string, v json.RawMessage) error) error {
+	if isJSONNull(v) {
+		return nil
+	}
+	if len(v) == 0 || v[0] != '{' {
+		return modelShapeType(at, "an object")
+	}
+	w := wireWalk{data: v}
+	return w.object(func(key string) error {
+		if !slices.Contains(names, key) {
+			if at == "" {
+				return fmt.Errorf("unknown field %q", key)
+			}
+			return fmt.Errorf("%s: unknown field %q", at, key)
+		}
+		return member(key, w.value())
+	})
+}
+
+// modelShapeArray calls elem with each element of v, an array or null;
+// an element is never null (a message, tool, call or part of nothing).
+func modelShapeArray(v json.RawMessage, at string, elem func(at string, v json.RawMessage) error) error {
+	if isJSONNull(v) {
+		return nil
+	}
+	if len(v) == 0 || v[0] != '[' {
+		return modelShapeType(at, "an array")
+	}
+	w := wireWalk{data: v, i: 1}
+	for n := 0; ; n++ {
+		w.space()
+		if w.eat(']') {
+			return nil
+		}
+		if n > 0 && !w.eat(',') {
+			return errors.New("malformed array")
+		}
+		w.space()
+		at := at + "[" + strconv.Itoa(n) + "]"
+		v := w.value()
+		if isJSONNull(v) {
+			return modelShapeType(at, "an object")
+		}
+		if err := elem(at, v); err != nil {
+			return err
+		}
+	}
+}
+
+func modelShapeString(v json.RawMessage, at string) error {
+	if isJSONNull(v) || len(v) > 0 && v[0] == '"' {
+		return nil
+	}
+	return modelShapeType(at, "a string")
+}
+
+func modelShapeBool(v json.RawMessage, at string) error {
+	switch string(v) {
+	case "true", "false", "null":
+		return nil
+	}
+	return modelShapeType(at, "a boolean")
+}
+
+func modelShapeType(at, want string) error { return fmt.Errorf("%s: want %s", at, want) }
+
+func isJSONNull(v json.RawMessage) bool { return string(v) == "null" }
 
 // modelComplete makes one model call for a child: the channel must own the
 // session and the prompt must be its running one, or no HTTP request is
 // made; then one request with serve's key, whose reply goes back to the
 // child as chunks with the key redacted. The call ends with the prompt.
 func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.RawMessage) (any, error) {
-	p, req, err := decodeModelCall(params)
+	p, rest, err := decodeModelCall(params)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
 	}
@@ -199,10 +420,7 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		d.obs.limitHit(limitModelCalls, "sessionId", p.SessionID, "promptId", p.PromptID, "calls", limit)
 		return nil, refuse("model call: prompt %q already made %d model calls, its limit", p.PromptID, limit)
 	}
-	body, err := encodeModelRequest(req, s.model.name)
-	if err != nil {
-		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
-	}
+	body := modelRequestBody(rest, s.model.name)
 	overBytes := func() error {
 		d.obs.limitHit(limitModelBytes, "sessionId", p.SessionID, "promptId", p.PromptID, "bytes", maxModelBytesPerPrompt)
 		return refuse("model call: prompt %q moved more than %d bytes to and from the model, its limit", p.PromptID, maxModelBytesPerPrompt)
@@ -219,17 +437,20 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
 	}
 	defer reply.Close()
-	if err := ch.conn.notify(methodModelChunk, modelChunk{StreamID: p.StreamID, ContentType: mediaType}); err != nil {
+	if err := ch.conn.notify(methodModelChunk, rpcCompact(appendModelChunk(nil, modelChunk{StreamID: p.StreamID, ContentType: mediaType}))); err != nil {
 		return nil, err
 	}
 	r := http.MaxBytesReader(nil, reply, openAIMaxReply)
 	red := redactor{secret: []byte(d.model.apiKey)}
 	buf := make([]byte, modelChunkSize)
+	var line []byte
 	send := func(b []byte) error {
 		if len(b) == 0 {
 			return nil
 		}
-		return ch.conn.notify(methodModelChunk, modelChunk{StreamID: p.StreamID, Data: b})
+		// notify copies the params into its line: line is reused.
+		line = appendModelChunk(line[:0], modelChunk{StreamID: p.StreamID, Data: b})
+		return ch.conn.notify(methodModelChunk, rpcCompact(line))
 	}
 	for {
 		n, rerr := r.Read(buf)
@@ -255,6 +476,23 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		return nil, err
 	}
 	return struct{}{}, nil
+}
+
+// appendModelChunk appends c as json.Marshal writes it: a reply's chunks
+// are many and small, and their bytes go as base64 without a second pass.
+func appendModelChunk(dst []byte, c modelChunk) []byte {
+	dst = append(dst, `{"streamId":`...)
+	dst = appendJSONString(dst, c.StreamID, true)
+	if c.ContentType != "" {
+		dst = append(dst, `,"contentType":`...)
+		dst = appendJSONString(dst, c.ContentType, true)
+	}
+	if len(c.Data) > 0 {
+		dst = append(dst, `,"data":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, c.Data)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
 }
 
 // redactor replaces a secret in a byte stream cut at arbitrary places: it

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -264,6 +265,87 @@ func TestRedactor(t *testing.T) {
 		out = append(out, r.flush()...)
 		if string(out) != tt.want {
 			t.Errorf("redact %q of %q = %q, want %q", tt.secret, tt.chunks, out, tt.want)
+		}
+	}
+}
+
+// A child's model call is read strictly: a member spelled in another case,
+// given twice, unknown or of the wrong type, or bytes after the object, and
+// serve makes no request, with the member named.
+func TestModelCallParamsStrict(t *testing.T) {
+	const req = `"request":{"messages":[{"role":"user","content":"hi"}],"stream":true}`
+	tests := []struct{ params, want string }{
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `}`, ""},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `,"_meta":{"a":1}}`, ""},
+		{`{"sessionId":"s1","promptId":"p1","StreamId":"x",` + req + `}`, `model call: invalid params: unknown field "StreamId"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","streamId":"y",` + req + `}`, `model call: invalid params: duplicate field "streamId"`},
+		{`{"sessionId":1,"promptId":"p1","streamId":"x",` + req + `}`, `model call: invalid params: field "sessionId": not a string`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `} {}`, `model call: invalid params: trailing data after the object`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `,"model":"m"}`, `model call: invalid params: unknown field "model"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"",` + req + `}`, `model call: streamId "": want 1 to 64 bytes`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"Model":"m"}}`, `model call: request is not a chat completions request: unknown field "Model"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":"a","role":"system"}]}}`, `model call: invalid params: field "request": duplicate field "role"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"Role":"user","content":"a"}]}}`, `model call: request is not a chat completions request: messages[0]: unknown field "Role"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":{"text":"a"}}]}}`, `model call: request is not a chat completions request: messages[0].content: want a string`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"assistant","tool_calls":[{"index":1.5,"function":{"name":"f","arguments":"{}"}}]}]}}`, `model call: request is not a chat completions request: messages[0].tool_calls[0].index: want an integer`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","reasoning":{"a":1}}]}}`, `model call: request is not a chat completions request: messages[0].reasoning: want a string`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[null]}}`, `model call: request is not a chat completions request: messages[0]: want an object`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"gpt-4o","messages":[]}}`, `model call: request names model "gpt-4o"; serve alone chooses the model`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"stream":"yes"}}`, `model call: request is not a chat completions request: stream: want a boolean`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":"` + "\xff" + `"}]}}`, `model call: invalid params: field "request": invalid UTF-8 at byte 98`},
+		{`[]`, `model call: invalid params: an array instead of an object`},
+	}
+	for _, tt := range tests {
+		_, body, err := decodeModelComplete(json.RawMessage(tt.params), "serve-model")
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.params, err)
+		case tt.want == "" && !strings.HasPrefix(string(body), `{"model":"serve-model",`):
+			t.Errorf("%s: body %s, want serve's model first", tt.params, body)
+		case tt.want != "" && (err == nil || err.Error() != tt.want):
+			t.Errorf("%s: error %v, want %q", tt.params, err, tt.want)
+		}
+	}
+}
+
+// The child's model call params are what json.Marshal writes for them.
+func TestAppendModelCompleteParams(t *testing.T) {
+	body, err := openAIRequestBody("", []message{{Role: roleUser, Text: "a<b>&\u2028\xff"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []promptIdentity{{"s1", "p1"}, {`s"\<`, "p\u2028\xff"}, {"", ""}} {
+		want, err := json.Marshal(modelCompleteParams{SessionID: id.sessionID, PromptID: id.promptID, StreamID: "x", Request: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendModelCompleteParams(id, "x", body); string(got) != string(want) {
+			t.Errorf("params of %q = %s, want %s", id, got, want)
+		}
+	}
+}
+
+// A reply's chunk is what json.Marshal writes for it, and the child reads
+// it back as the strict decode does.
+func TestAppendModelChunk(t *testing.T) {
+	for _, c := range []modelChunk{
+		{StreamID: "s"},
+		{StreamID: "s", ContentType: "text/event-stream"},
+		{StreamID: "s<&>\u2028", Data: []byte("data: {\"a\":1}\n\n\xff")},
+		{StreamID: "s", ContentType: "application/json", Data: []byte{0}},
+	} {
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := appendModelChunk([]byte("kept"), c)
+		if string(got) != "kept"+string(want) {
+			t.Errorf("chunk %+v = %s, want %s", c, got[len("kept"):], want)
+		}
+		back, err := decodeModelChunk(want)
+		var strict modelChunk
+		if serr := decodeStrict(want, &strict); err != nil || serr != nil || !reflect.DeepEqual(back, strict) {
+			t.Errorf("chunk %s read back as %+v (%v), the strict decode as %+v (%v)", want, back, err, strict, serr)
 		}
 	}
 }

@@ -1,0 +1,325 @@
+// serve_model_bench_test.go measures serve's model path in one process: a
+// child's model call through the JSON-RPC channel to serve, serve's check of
+// the request and its HTTP call to a local streaming chat completions
+// service, and the reply's chunks back to the child's reader; the check of
+// the request alone; and, from outside, warm turns of a built binary.
+//
+//	go test -run '^$' -bench 'BenchmarkServeModel' -benchmem -cpuprofile cpu.out .
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// benchModelHistory is a session's history after one tool call: the system
+// prompt, the user's prompt, the assistant's call and its result.
+func benchModelHistory() []message {
+	return []message{
+		{Role: roleSystem, Text: strings.Repeat("You are a coding agent. Follow the project's instructions. ", 20)},
+		{Role: roleUser, Text: "write the file out.txt with hello"},
+		{Role: roleAssistant, Calls: []toolCall{{ID: "call_1", Name: "write_file", Args: json.RawMessage(`{"file_path":"out.txt","content":"hello"}`)}}},
+		{Role: roleTool, CallID: "call_1", Tool: "write_file", Result: toolResult{Status: statusCompleted, Output: "Successfully wrote out.txt"}},
+	}
+}
+
+// benchModelCall is the params of a child's model call of the history above
+// with the built-in tools, as the child encodes them.
+func benchModelCall(b *testing.B) json.RawMessage {
+	body, err := openAIRequestBody("", benchModelHistory(), offeredTools(&toolEnv{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	params, err := json.Marshal(modelCompleteParams{SessionID: "s1", PromptID: "p1", StreamID: "x", Request: body})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return params
+}
+
+// BenchmarkServeModelCheck is serve's check of one child's model call and
+// the body it sends the model service.
+func BenchmarkServeModelCheck(b *testing.B) {
+	params := benchModelCall(b)
+	b.ReportMetric(float64(len(params)), "request-bytes")
+	b.ReportAllocs()
+	for range b.N {
+		if _, _, err := decodeModelComplete(params, "serve-model"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkServeModelEncode is the child's encoding of one model call: the
+// request body, then the params that carry it.
+func BenchmarkServeModelEncode(b *testing.B) {
+	history, tools := benchModelHistory(), offeredTools(&toolEnv{})
+	b.ReportAllocs()
+	for range b.N {
+		body, err := openAIRequestBody("", history, tools)
+		if err != nil {
+			b.Fatal(err)
+		}
+		appendModelCompleteParams(promptIdentity{"s1", "p1"}, "x", body)
+	}
+}
+
+// benchModelReply is a short streamed text answer with its usage.
+var benchModelReply = []string{
+	`{"choices":[{"index":0,"delta":{"role":"assistant","content":"wrote "}}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"out.txt"},"finish_reason":"stop"}]}`,
+	`{"choices":[],"usage":{"prompt_tokens":3000,"completion_tokens":4,"total_tokens":3004}}`,
+	"[DONE]",
+}
+
+// BenchmarkServeModelRoundTrip is one model call of a child through serve:
+// the child's parentModel and serve's modelComplete joined by two pipes
+// with the JSON-RPC framing of the channel, and a local streaming service.
+func BenchmarkServeModelRoundTrip(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", openAIEventStream)
+		for _, ev := range benchModelReply {
+			fmt.Fprintf(w, "data: %s\n\n", ev)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer srv.Close()
+	d, ch, s := fuzzDaemon(io.Discard)
+	m, err := newOpenAIModel(openAIConfig{BaseURL: srv.URL + "/v1", APIKey: "sk-bench-key", Model: "serve-model"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.model = m
+	s.model = sessionModel{name: m.name, callLimit: maxModelCallsPerPrompt}
+
+	toChildR, toChildW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	toServeR, toServeW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := &agent{}
+	pm := newParentModel(a)
+	a.model = pm
+	a.conn = newRPCConn(toChildR, toServeW, rpcConfig{MaxLine: acpMaxLine, OnNotify: a.handleNotify})
+	ch.conn = newRPCConn(toServeR, toChildW, rpcConfig{MaxLine: maxChildLine, OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		return d.modelComplete(ctx, ch, params)
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.conn.serve(ctx)
+	go ch.conn.serve(ctx)
+
+	history, tools := benchModelHistory(), offeredTools(&toolEnv{})
+	call := func(i int) {
+		// A prompt of its own for each call: its bounds start afresh.
+		jctx, stop := context.WithCancel(ctx)
+		defer stop()
+		job := &promptJob{id: fmt.Sprintf("p%d", i), ctx: jctx, stop: stop}
+		s.mu.Lock()
+		s.active = job
+		s.mu.Unlock()
+		turn, err := pm.next(withPromptIdentity(ctx, s.id, job.id), history, tools, func(string) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if turn.Text != "wrote out.txt" {
+			b.Fatalf("turn text %q", turn.Text)
+		}
+	}
+	call(-1) // the first connection
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		call(i)
+	}
+}
+
+// BenchmarkServeModelChunk is one chunk of a streamed reply: serve's
+// notification line, and the child's delivery of it to the reply's reader.
+func BenchmarkServeModelChunk(b *testing.B) {
+	data := []byte(`data: {"choices":[{"index":0,"delta":{"content":"out.txt"},"finish_reason":null}]}` + "\n\n")
+	m := newParentModel(nil)
+	pr, pw := io.Pipe()
+	m.streams["s"] = &modelStream{mediaType: make(chan string, 1), typed: true, pr: pr, pw: pw}
+	var got countWriter
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		io.Copy(&got, pr)
+	}()
+	b.ReportAllocs()
+	for range b.N {
+		line, err := appendRPCOut(nil, rpcOut{JSONRPC: "2.0", Method: methodModelChunk, Params: rpcCompact(appendModelChunk(nil, modelChunk{StreamID: "s", Data: data}))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		params, ok := bytes.CutPrefix(line, []byte(`{"jsonrpc":"2.0","method":"`+methodModelChunk+`","params":`))
+		if !ok {
+			b.Fatalf("chunk line %s", line)
+		}
+		m.deliver(json.RawMessage(bytes.TrimSuffix(params, []byte("}\n"))))
+	}
+	b.StopTimer()
+	pw.Close()
+	<-read
+	if got.n != b.N*len(data) {
+		b.Fatalf("the reader got %d bytes of %d chunks of %d", got.n, b.N, len(data))
+	}
+}
+
+// countWriter counts the bytes written to it.
+type countWriter struct{ n int }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// modelTurnTurns is how many warm turns TestModelTurnReleaseBinary times
+// for each shape of serve.
+const modelTurnTurns = 200
+
+// TestModelTurnReleaseBinary times warm prompt turns of the release binary
+// (or envBenchBin's, so that two builds compare in one session) from
+// outside, through the host API over one kept-alive connection: serve with
+// a local streaming chat completions service, two model calls per turn (a
+// write_file call, then text) with the guard off and required, and the
+// built-in scripted model's turn with the same write. Off by default:
+//
+//	ACPGUARD_LOAD=1 go test -run TestModelTurnReleaseBinary -v -count=1 .
+func TestModelTurnReleaseBinary(t *testing.T) {
+	skipUnlessLoad(t)
+	bin := releaseBinary(t)
+	model := httptest.NewServer(http.HandlerFunc(serveTwoCallTurn))
+	defer model.Close()
+	prov := newTestProvider(t)
+	const hostToken = "host-token-for-the-turn-harness"
+	for _, shape := range []struct {
+		name   string
+		model  bool
+		guard  bool
+		prompt string
+	}{
+		{"openai-guard-off", true, false, "write out.txt"},
+		{"openai-guard-required", true, true, "write out.txt"},
+		{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
+	} {
+		ws := t.TempDir()
+		args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t)}
+		env := append(os.Environ(), envServerToken+"="+hostToken)
+		if shape.guard {
+			args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
+			env = append(env, envGuardToken+"="+prov.token)
+		}
+		if shape.model {
+			env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
+		}
+		td := startBuiltServe(t, bin, args, env)
+		td.token = hostToken
+		stderr, stop := td.stderr, td.stop
+		id := td.newSession(t, "")
+		stream := td.openEvents(t, id, "")
+		turn := func() time.Duration {
+			start := time.Now()
+			pid := td.prompt(t, id, shape.prompt)
+			evs := readSSE(t, stream, untilTurnEnd(pid))
+			took := time.Since(start)
+			if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
+				t.Fatalf("%s: turn ended with %s %s\n%s", shape.name, last.typ, last.data, stderr.String())
+			}
+			return took
+		}
+		for range 5 {
+			turn()
+		}
+		took := make([]time.Duration, 0, modelTurnTurns)
+		for range modelTurnTurns {
+			took = append(took, turn())
+		}
+		if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
+			t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape.name, data, err)
+		}
+		stop()
+		slices.Sort(took)
+		at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
+		t.Logf("model-turn: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f", bin, shape.name, len(took), at(0.5), at(0.9))
+	}
+}
+
+// startBuiltServe starts bin with args and env and returns its host API
+// once it printed its listening line, whose wording older builds word
+// otherwise: the line's first http:// URL is the API. serve is stopped
+// with SIGTERM at the end of the test, or earlier by stop.
+func startBuiltServe(t *testing.T, bin string, args, env []string) *testDaemon {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	td := &testDaemon{stderr: &syncBuffer{}}
+	cmd.Stderr = td.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	td.stop = func() error {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			err = cmd.Wait()
+		})
+		return err
+	}
+	t.Cleanup(func() { td.stop() })
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	at := strings.Index(line, "http://")
+	if at < 0 {
+		td.stop()
+		t.Fatalf("serve printed %q (%v), stderr:\n%s", line, rerr, td.stderr.String())
+	}
+	td.url = strings.Fields(line[at:])[0]
+	return td
+}
+
+// serveTwoCallTurn is a chat completions service whose turn is two calls:
+// a write_file call while the last message is not a tool result, then text.
+func serveTwoCallTurn(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+		http.Error(w, "want a chat completions request", http.StatusBadRequest)
+		return
+	}
+	events := []string{
+		`{"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_w","type":"function","function":{"name":"write_file","arguments":"{\"file_path\":\"out.txt\",\"content\":\"x\"}"}}]},"finish_reason":"tool_calls"}]}`,
+	}
+	if req.Messages[len(req.Messages)-1].Role == roleTool {
+		events = []string{`{"choices":[{"index":0,"delta":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}`}
+	}
+	events = append(events, `{"choices":[],"usage":{"prompt_tokens":3000,"completion_tokens":4,"total_tokens":3004}}`, openAIDone)
+	w.Header().Set("Content-Type", openAIEventStream)
+	for _, ev := range events {
+		fmt.Fprintf(w, "data: %s\n\n", ev)
+		w.(http.Flusher).Flush()
+	}
+}
