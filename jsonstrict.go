@@ -783,3 +783,7 @@ func (w *strictWalk) array(depth int) error {
 		}
 	}
 }
+
+// isJSONNull reports whether v, one JSON value as a strict walk returned
+// it, is null.
+func isJSONNull(v json.RawMessage) bool { return string(v) == "null" }

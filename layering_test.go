@@ -31,13 +31,13 @@ type layerRule struct {
 	from, to []string
 }
 
-// flags*.go are not base: they parse each command's options into that
+// config*.go are not base: they parse each command's options into that
 // command's types, and sit with main.go above the commands.
 var layerRules = []layerRule{
 	{
 		"the base and the executors use nothing of the agent, serve or the provider",
-		[]string{"jsonstrict.go", "jsonrpc.go", "env.go", "proc.go", "addr.go", "call.go", "glob.go", "tools*.go", "mcp_client.go"},
-		[]string{"acp.go", "serve*.go", "provider*.go"},
+		[]string{"jsonstrict.go", "jsonrpc.go", "envscrub.go", "proc.go", "addr.go", "call.go", "glob.go", "tools*.go", "mcp_client.go"},
+		[]string{"acp.go", "serve*.go", "bridge.go", "provider*.go"},
 	},
 	{
 		"the provider uses nothing of the tools or the agent",
@@ -47,11 +47,11 @@ var layerRules = []layerRule{
 	{
 		"the provider and serve share only the wire contract and the base",
 		[]string{"provider*.go"},
-		[]string{"serve*.go"},
+		[]string{"serve*.go", "bridge.go"},
 	},
 	{
 		"serve and the provider share only the wire contract and the base",
-		[]string{"serve*.go"},
+		[]string{"serve*.go", "bridge.go"},
 		[]string{"provider*.go"},
 	},
 	{
@@ -67,7 +67,7 @@ var layerRules = []layerRule{
 	{
 		"the agent uses nothing of serve: both ends share only channel.go",
 		[]string{"acp.go", "model*.go"},
-		[]string{"serve*.go"},
+		[]string{"serve*.go", "bridge.go"},
 	},
 	{
 		"the boundary uses nothing of the agent",

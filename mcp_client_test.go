@@ -361,7 +361,7 @@ func TestMCPServerEnvironmentIsScrubbed(t *testing.T) {
 	}
 	t.Run("model API key", func(t *testing.T) {
 		if !removedEnvName("OPENAI_API_KEY") {
-			t.Skip("env.go does not scrub OPENAI_API_KEY yet (the model client issue adds it)")
+			t.Skip("envscrub.go does not scrub OPENAI_API_KEY yet (the model client issue adds it)")
 		}
 		if bytes.Contains(b, []byte(apiKey)) {
 			t.Errorf("the model API key reached the server")

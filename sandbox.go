@@ -323,7 +323,7 @@ func (s *sandboxSession) env(add ...string) []string {
 }
 
 // start is the one launcher: every process a tool, a hook or an MCP server
-// runs is started here (env_test.go checks the source). Off, it is
+// runs is started here (envscrub_test.go checks the source). Off, it is
 // cmd.Start. On, cmd starts from a thread restricted for it alone; if any
 // step of the restriction fails, cmd does not start and the error, a
 // *sandboxStartError, names the step.

@@ -1,7 +1,7 @@
 // serve_limits.go owns every limit of "acpguard serve" (DESIGN.md §6), each
 // with its reason, and the names under which the ones that end something are
 // logged and counted. The operator's flags and their defaults are parsed with
-// the other options (flags.go).
+// the other options (config.go).
 package main
 
 import "time"

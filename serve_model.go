@@ -387,8 +387,6 @@ func modelShapeBool(v json.RawMessage, at string) error {
 
 func modelShapeType(at, want string) error { return fmt.Errorf("%s: want %s", at, want) }
 
-func isJSONNull(v json.RawMessage) bool { return string(v) == "null" }
-
 // modelComplete makes one model call for a child: the channel must own the
 // session and the prompt must be its running one, or no HTTP request is
 // made; then one request with serve's key, whose reply goes back to the

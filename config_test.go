@@ -1,4 +1,4 @@
-// flags_test.go checks every configuration rule of the three subcommands:
+// config_test.go checks every configuration rule of the three subcommands:
 // what is accepted, what is rejected with exit 2, and what each error says.
 package main
 

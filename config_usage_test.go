@@ -1,4 +1,4 @@
-// flags_usage_test.go tests the top-level usage: it lists every command,
+// config_usage_test.go tests the top-level usage: it lists every command,
 // "provider check" included, and each one's --help exists.
 package main
 

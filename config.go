@@ -1,6 +1,6 @@
-// flags.go owns the command line of each subcommand: its flag set and the
+// config.go owns the command line of each subcommand: its flag set and the
 // validated options it becomes, the guard configuration and serve's limits
-// included (the sandbox flags: sandbox_flags.go; usage: flags_usage.go).
+// included (the sandbox flags: sandbox_flags.go; usage: config_usage.go).
 package main
 
 import (

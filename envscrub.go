@@ -1,4 +1,4 @@
-// env.go owns the secrets in the environment: it captures and unsets
+// envscrub.go owns the secrets in the environment: it captures and unsets
 // them at start, hides the start environment from other processes, and is
 // the one builder of every child process environment. It is also the one
 // source of random ids, nonces and tokens.

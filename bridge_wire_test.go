@@ -1,4 +1,4 @@
-// serve_prepare_wire_test.go tests the arguments' one way from a child to the
+// bridge_wire_test.go tests the arguments' one way from a child to the
 // provider: checked once by serve, forwarded as sent, digested once.
 package main
 

@@ -1,4 +1,4 @@
-// serve_prepare.go owns the prepare bridge, serve's part of the guard's
+// bridge.go owns the prepare bridge, serve's part of the guard's
 // contract (DESIGN.md §1): the channel owns the session, the prompt is
 // running, exactly one provider call, and the decision log.
 package main

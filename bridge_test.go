@@ -1,4 +1,4 @@
-// serve_prepare_test.go tests the prepare bridge: ownership and active-prompt
+// bridge_test.go tests the prepare bridge: ownership and active-prompt
 // checks, one provider call per guarded call, a misbehaving provider, and the decision log.
 package main
 

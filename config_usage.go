@@ -1,4 +1,4 @@
-// flags_usage.go owns the --help text of every subcommand.
+// config_usage.go owns the --help text of every subcommand.
 package main
 
 const demoUsage = `Usage: acpguard demo [--keep]

@@ -1,4 +1,4 @@
-// env_test.go proves that no secret, private marker or loader variable
+// envscrub_test.go proves that no secret, private marker or loader variable
 // reaches a child, with real processes, that every exec.Cmd in the package
 // takes its Env from the one builder, and that every process a tool, a hook
 // or an MCP server runs starts through the one launcher.
