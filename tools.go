@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Canonical tool and argument names, as Qwen Code spells them.
@@ -136,8 +137,27 @@ func readOnlyToolNames() []string {
 }
 
 // builtinTool is the table of built-in tools. It builds the spec on each
-// call so that no caller can change what another sees.
+// call so that no caller can change what another sees, but its parameters
+// schema, which the model request carries for every tool on every call,
+// only once per tool (builtinSchemas): nothing writes a schema.
 func builtinTool(name string) (toolSpec, bool) {
+	s, ok := newBuiltinTool(name)
+	if ok {
+		if v, made := builtinSchemas.Load(name); made {
+			s.Schema = v.(json.RawMessage)
+		} else {
+			s.Schema = s.parametersSchema()
+			builtinSchemas.Store(name, s.Schema)
+		}
+	}
+	return s, ok
+}
+
+// builtinSchemas holds each built-in tool's parameters schema, by name.
+var builtinSchemas sync.Map
+
+// newBuiltinTool builds the spec of the built-in tool name.
+func newBuiltinTool(name string) (toolSpec, bool) {
 	switch name {
 	case toolReadFile:
 		return toolSpec{
