@@ -30,8 +30,6 @@ const (
 	historyVersion     = 1
 	historyFileSuffix  = ".json"
 	historyTempPrefix  = ".tmp-"
-	flagStateDir       = "state-dir"
-	stateDirOff        = "off"
 	envStateHome       = "XDG_STATE_HOME"
 )
 

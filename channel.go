@@ -1,7 +1,7 @@
 // channel.go owns the private channel between serve and each ACP child it
 // starts: Unix socket pairs made per child, serve's end that believes only
 // bytes the child itself wrote, the child's refusal of any other channel,
-// and the wire names and session ids both ends share.
+// and the session ids both ends share (their ACP vocabulary: channel_acp.go).
 //
 // What each end holds. There is one socket pair per direction. The child
 // holds one end of each, as its stdin (what serve sends) and its stdout

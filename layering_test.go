@@ -65,9 +65,14 @@ var layerRules = []layerRule{
 		[]string{"guard.go", "perms*.go", "hooks.go", "settings.go"},
 	},
 	{
-		"the agent uses nothing of serve: both ends share only channel.go",
-		[]string{"acp.go", "model*.go"},
+		"the agent uses nothing of serve: both ends share only channel*.go",
+		[]string{"acp*.go", "agent*.go", "model*.go"},
 		[]string{"serve*.go", "bridge.go"},
+	},
+	{
+		"serve uses nothing of the agent: both ends share only channel*.go",
+		[]string{"serve*.go", "bridge.go"},
+		[]string{"acp*.go", "agent*.go", "model_parent.go"},
 	},
 	{
 		"the boundary uses nothing of the agent",

@@ -1,12 +1,15 @@
-// slots.go owns how many scheduler slots the Go runtime of serve and of the
-// reference provider uses: one while little is in progress at once (serve's
-// prompts, the provider's requests), the runtime's default above that. The
-// measurements behind the rule are in docs/performance.md.
+// slots.go owns how acpguard's processes use the Go runtime: how many
+// scheduler slots serve and the reference provider use (one while little
+// is in progress at once, serve's prompts, the provider's requests, the
+// runtime's default above that), and when acp and serve give the memory of
+// closed sessions back. The measurements behind both are in
+// docs/performance.md.
 package main
 
 import (
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -125,4 +128,51 @@ func (s *schedSlots) end() {
 		}
 	})
 	s.timer = t
+}
+
+// Returning the memory of closed sessions: the runtime keeps the heap it
+// grew for sessions that are gone, and an idle process collects too seldom
+// to give it back soon. A return is a full collection and a scavenge, a few
+// milliseconds of CPU at this process's heap size, so it is bounded in
+// frequency.
+const (
+	// memoryReturnCloses: closes after which memory is returned even while
+	// other sessions live (the last one's close always returns it).
+	memoryReturnCloses = 32
+	// memoryReturnDelay lets a burst of closes, and the release of what
+	// they held, finish before the one return that covers them.
+	memoryReturnDelay = 100 * time.Millisecond
+	// memoryReturnInterval is the least time between two returns.
+	memoryReturnInterval = time.Second
+)
+
+// memoryReturn gives the heap of closed sessions back to the system, once
+// the process's live sessions drop to none or after memoryReturnCloses
+// closes, at most once per memoryReturnInterval. Its timer holds no
+// goroutine while it waits.
+type memoryReturn struct {
+	mu      sync.Mutex
+	pending bool      // a return is scheduled
+	closes  int       // sessions closed since the last return
+	last    time.Time // the start of the last return
+}
+
+// sessionMemory is the process's: acp's sessions, or serve's.
+var sessionMemory memoryReturn
+
+// closed counts a closed session; live is how many remain open.
+func (m *memoryReturn) closed(live int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closes++
+	if m.pending || live > 0 && m.closes < memoryReturnCloses {
+		return
+	}
+	m.pending = true
+	time.AfterFunc(max(memoryReturnDelay, memoryReturnInterval-time.Since(m.last)), func() {
+		m.mu.Lock()
+		m.pending, m.closes, m.last = false, 0, time.Now()
+		m.mu.Unlock()
+		debug.FreeOSMemory()
+	})
 }

@@ -1,0 +1,210 @@
+// channel_acp.go owns the ACP v1 vocabulary both ends of the private
+// channel speak: the method names and limits, the managed-mode _meta keys
+// and the decision request, the stop reasons, the permission request's
+// options and outcomes, a prompt's content blocks and the invocation serve
+// binds to a prompt, and the flags serve gives a child. The agent (acp.go)
+// and serve each take these names from here, never from the other's files.
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ACP v1 wire names and limits: JSON-RPC 2.0, one message per line.
+const (
+	acpProtocolVersion = 1
+	// acpMaxLine bounds one incoming ACP message (DESIGN.md §6).
+	acpMaxLine = 8 << 20
+	// maxImageBytes bounds one image block's decoded data (DESIGN.md §6):
+	// vision model services refuse images past a few MiB, so a bigger one
+	// is refused before its turn starts rather than by the model after it;
+	// base64 of this many bytes still fits in one acpMaxLine message.
+	maxImageBytes = 5 << 20
+
+	methodInitialize     = "initialize"
+	methodSessionNew     = "session/new"
+	methodSessionPrompt  = "session/prompt"
+	methodSessionCancel  = "session/cancel"
+	methodSessionSetMode = "session/set_mode"
+	methodSessionClose   = "session/close"
+	methodSessionLoad    = "session/load"
+	methodSessionUpdate  = "session/update"
+)
+
+// Managed-mode wire names, kept from Qwen Code so a host written for it works
+// unchanged. Qwen Code's parent also sends a capability in initialize
+// _meta["qwen-code/private-parent-capability"]; serve sends none, and a
+// child ignores one: the socket pair is what proves the parent (channel.go).
+const (
+	// the managed child acknowledges required-v1 in its initialize result (DESIGN.md §4)
+	metaGuardReady = "qwen-code/external-tool-guard-ready"
+	// serve's session and prompt ids, in session/prompt _meta (DESIGN.md §2)
+	metaInvocation = "qwen-code/invocation"
+	// metaSessionID in session/new _meta is the session id serve generated
+	// (DESIGN.md §2). Any client may name its id so; a taken or malformed
+	// one is refused.
+	metaSessionID = "acpguard/session-id"
+	// the child's decision request to serve (DESIGN.md §4, §8)
+	methodGuardPrepare = "_qwen/control/external_tool_guard/prepare"
+	invocationVersion  = 1
+)
+
+// ACP stop reasons.
+const (
+	stopEndTurn         = "end_turn"
+	stopMaxTurnRequests = "max_turn_requests"
+	stopCancelled       = "cancelled"
+)
+
+// session/request_permission, its options and outcomes (ACP v1). The
+// option ids, names and kinds are Qwen Code's, so a client or host written
+// for it answers unchanged (DESIGN.md §7). An always answer is remembered
+// for the session, in memory only, whatever its name says.
+const (
+	methodRequestPermission    = "session/request_permission"
+	optionProceedOnce          = "proceed_once"
+	optionProceedAlways        = "proceed_always"         // edits
+	optionProceedAlwaysProject = "proceed_always_project" // shell, MCP and the rest
+	optionCancel               = "cancel"
+	kindAllowOnce              = "allow_once"
+	kindAllowAlways            = "allow_always"
+	kindRejectOnce             = "reject_once"
+	outcomeSelected            = "selected"
+	outcomeCancelled           = "cancelled"
+)
+
+// legacyOptionKinds are the option ids acpguard offered before it took
+// Qwen Code's, each naming the kind of option it stands for. Answers and
+// host votes naming one are still accepted, for one release, so that
+// clients and hosts written against acpguard keep working while they move
+// to Qwen's ids.
+var legacyOptionKinds = map[string]string{
+	"allow_once":   kindAllowOnce,
+	"allow_always": kindAllowAlways,
+	"reject_once":  kindRejectOnce,
+}
+
+// chosenOption is the offered option an answer or a vote names, directly
+// or by a legacy id; nil when it names none of them.
+func chosenOption[O any](offered []O, id string, idKind func(O) (string, string)) *O {
+	for i := range offered {
+		if oid, _ := idKind(offered[i]); oid == id {
+			return &offered[i]
+		}
+	}
+	if kind, ok := legacyOptionKinds[id]; ok {
+		for i := range offered {
+			if _, k := idKind(offered[i]); k == kind {
+				return &offered[i]
+			}
+		}
+	}
+	return nil
+}
+
+// contentBlock is an ACP ContentBlock; the agent accepts text,
+// resource_link and image.
+type contentBlock struct {
+	Type        string          `json:"type"`
+	Text        string          `json:"text,omitempty"`
+	URI         string          `json:"uri,omitempty"`
+	Name        string          `json:"name,omitempty"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	MimeType    string          `json:"mimeType,omitempty"`
+	Size        *int64          `json:"size,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+	Meta        json.RawMessage `json:"_meta,omitempty"`
+	// An image's base64 data; read raw so that check can name the type of
+	// an audio block too.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Members of the resource type this agent does not take, read only so
+	// that check can name the type.
+	Resource json.RawMessage `json:"resource,omitempty"`
+}
+
+// imageMimeTypes are the image types a prompt may carry: the ones vision
+// model services take.
+var imageMimeTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// check refuses a block the agent cannot read; serve applies it before it
+// accepts a prompt, so a host learns of a bad block from its 400.
+func (b contentBlock) check() error {
+	switch {
+	case b.Type == "image":
+		_, err := b.image()
+		return err
+	case b.Type != "text" && b.Type != "resource_link":
+		return fmt.Errorf("unsupported content type %q (text, resource_link and image are)", b.Type)
+	case b.Type == "resource_link" && b.URI == "":
+		return errors.New("a resource_link without a uri")
+	}
+	return nil
+}
+
+// image returns an image block's picture, its data checked: one of
+// imageMimeTypes, standard base64 with padding and no line breaks, at most
+// maxImageBytes decoded. The block's uri is not read.
+func (b contentBlock) image() (promptImage, error) {
+	if !slices.Contains(imageMimeTypes, b.MimeType) {
+		return promptImage{}, fmt.Errorf("image mimeType %q is not supported (want one of %s)", b.MimeType, strings.Join(imageMimeTypes, ", "))
+	}
+	var data string
+	if err := json.Unmarshal(b.Data, &data); err != nil || data == "" {
+		return promptImage{}, errors.New("image data must be a non-empty base64 string")
+	}
+	if len(data) > base64.StdEncoding.EncodedLen(maxImageBytes) {
+		n := base64.StdEncoding.DecodedLen(len(data)) - (len(data) - len(strings.TrimRight(data, "=")))
+		return promptImage{}, imageTooLarge(n)
+	}
+	if i := strings.IndexAny(data, "\r\n"); i >= 0 {
+		return promptImage{}, fmt.Errorf("image data is not standard base64: line break at input byte %d", i)
+	}
+	raw, err := base64.StdEncoding.Strict().DecodeString(data)
+	if err != nil {
+		return promptImage{}, fmt.Errorf("image data is not standard base64: %v", err)
+	}
+	if len(raw) > maxImageBytes {
+		return promptImage{}, imageTooLarge(len(raw))
+	}
+	return promptImage{MimeType: b.MimeType, Data: data}, nil
+}
+
+// imageTooLarge is the error for an image of n bytes decoded.
+func imageTooLarge(n int) error {
+	return fmt.Errorf("image data is %d bytes decoded, more than %d (5 MiB) per image", n, maxImageBytes)
+}
+
+// empty reports whether the block says nothing; an image always says
+// something.
+func (b contentBlock) empty() bool {
+	return b.Type != "image" && strings.TrimSpace(b.Text) == "" && b.URI == ""
+}
+
+// invocation is the runtime-owned identity a managed parent binds to a prompt.
+type invocation struct {
+	Version   int    `json:"version"`
+	SessionID string `json:"sessionId"`
+	PromptID  string `json:"promptId"`
+}
+
+// The flags of a child's command line that serve sets itself: its state
+// directory (off: serve keeps no child's sessions) and its system prompt
+// file, the operator's.
+const (
+	flagStateDir         = "state-dir"
+	stateDirOff          = "off"
+	flagSystemPromptFile = "system-prompt-file"
+)
+
+// systemPromptSource is where the session prompts' base text comes from:
+// Text "" is the built-in prompt.
+type systemPromptSource struct {
+	Text string
+	File string // the file Text was read from, for serve's children
+}
