@@ -97,15 +97,18 @@ const (
 	descendantWalkPasses = 2
 )
 
-// errTooManyDescendants is the walk's answer for a tree over maxDescendants.
-var errTooManyDescendants = fmt.Errorf("walk the process tree: more than %d processes or threads below this daemon", maxDescendants)
+// tooManyDescendants is the walk's answer for a tree over its bound.
+func tooManyDescendants(limit int) error {
+	return fmt.Errorf("walk the process tree: more than %d processes or threads below this daemon", limit)
+}
 
 // childReader reads the children files of a process's threads
 // (/proc/<pid>/task/<tid>/children: the kernel lists a child under the
 // thread that started it) into one reused buffer.
 type childReader struct {
 	buf   []byte
-	tasks int // threads read in this pass, for maxDescendants
+	limit int // maxDescendants, but in tests
+	tasks int // threads read in this pass, for limit
 }
 
 // childrenOf returns the children of the process proc names ("self" or a
@@ -132,8 +135,8 @@ func (r *childReader) childrenOf(proc string) (kids []int, err error) {
 	var first error
 	for _, tid := range tids {
 		r.tasks++
-		if r.tasks > maxDescendants {
-			return kids, errTooManyDescendants
+		if r.tasks > r.limit {
+			return kids, tooManyDescendants(r.limit)
 		}
 		path := taskDir + tid + "/children"
 		found, err := r.read(path)
@@ -197,8 +200,11 @@ func (r *childReader) read(path string) ([]int, error) {
 // read, or a tree over maxDescendants, is an error, never a shorter list.
 // A process that ended meanwhile is skipped (its children were handed to a
 // subreaper or another thread, which a pass reads).
-func descendantsOf(root int) ([]int, error) {
-	var r childReader
+func descendantsOf(root int) ([]int, error) { return descendantsWithin(root, maxDescendants) }
+
+// descendantsWithin is descendantsOf with the bound limit.
+func descendantsWithin(root, limit int) ([]int, error) {
+	r := childReader{limit: limit}
 	seen := map[int]bool{root: true}
 	var out []int
 	for range descendantWalkPasses {
@@ -215,8 +221,8 @@ func descendantsOf(root int) ([]int, error) {
 				}
 				seen[k] = true
 				out = append(out, k)
-				if len(out) > maxDescendants {
-					return nil, errTooManyDescendants
+				if len(out) > limit {
+					return nil, tooManyDescendants(limit)
 				}
 				queue = append(queue, k)
 			}

@@ -577,6 +577,17 @@ func TestDescendantsOf(t *testing.T) {
 	if slices.Contains(mine, os.Getppid()) || slices.Contains(mine, os.Getpid()) {
 		t.Errorf("descendantsOf(self) = %v holds this process or its parent", mine)
 	}
+	// A tree over the bound is an error, never a shorter list: the check
+	// then refuses. Three processes and their threads, against bounds
+	// below and at their count.
+	for _, limit := range []int{1, 2} {
+		if got, err := descendantsWithin(sh.Process.Pid, limit); err == nil || got != nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d processes", limit)) {
+			t.Errorf("descendantsWithin(%d, %d) = %v, %v; want the bound's error", sh.Process.Pid, limit, got, err)
+		}
+	}
+	if got, err := descendantsWithin(sh.Process.Pid, 64); err != nil || len(got) != 3 {
+		t.Errorf("descendantsWithin(%d, 64) = %v, %v; want the three", sh.Process.Pid, got, err)
+	}
 }
 
 // checkPeerOwnFirst is holderVerdict as it was with serve's own descriptors
