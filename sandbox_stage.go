@@ -9,7 +9,8 @@
 // Landlock domain (a domain forbids mount), so the launcher starts
 // /proc/self/exe with clone flags for a new user namespace, which maps the
 // caller's own uid and gid, and a new mount namespace, keeping CAP_SYS_ADMIN
-// of that namespace across the exec as an ambient capability. The stage
+// (with CAP_SETUID, CAP_SETGID and CAP_SETPCAP) of that namespace across
+// the exec as ambient capabilities. The stage
 // reads its plan from an inherited socket (never from its environment or
 // argv), writes its own uid and gid maps (acp is not dumpable, so its
 // /proc entries, and those of a child not yet exec'd, are root's: it could
@@ -291,7 +292,10 @@ func stageCmd(cmd *exec.Cmd, mounts []stageMount, denyUnix, denyNetwork bool) (s
 	plan := stagePlan{Path: cmd.Path, Args: cmd.Args, Env: cmd.Environ(), Dir: dir, Mounts: mounts,
 		UID: os.Getuid(), GID: os.Getgid(), DenyUnix: denyUnix, DenyNetwork: denyNetwork}
 	attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
-	attr.AmbientCaps = []uintptr{capSetgid, capSetuid, capSysAdmin}
+	// CAP_SETPCAP lets restrictThread empty the bounding set, as it does for
+	// a root launcher: the stage runs unmapped at its exec, so it gets only
+	// what is ambient.
+	attr.AmbientCaps = []uintptr{capSetgid, capSetuid, capSetPCap, capSysAdmin}
 	path, args, sys := cmd.Path, cmd.Args, cmd.SysProcAttr
 	cmd.Path, cmd.Args, cmd.SysProcAttr = stageExecutable, []string{stageExecutable, sandboxStageArg}, &attr
 	// The stage's own environment is empty: the command's travels in the

@@ -815,27 +815,45 @@ func TestSandboxUnixNone(t *testing.T) {
 // TestSandboxDropsCapabilities: a confined process has no_new_privs and no
 // capability in any set; started by root, its bounding set is empty too.
 func TestSandboxDropsCapabilities(t *testing.T) {
-	ws := t.TempDir()
-	sb := newTestSandbox(t, workspaceConfig(), ws)
-	const zero = "0000000000000000"
-	st := statusFields(runProbe(t, sb, ws, "status")["status"])
-	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
-		if st[k] != zero {
-			t.Errorf("confined %s = %s, want %s", k, st[k], zero)
-		}
-	}
-	if st["NoNewPrivs"] != "1" {
-		t.Errorf("confined NoNewPrivs = %s, want 1", st["NoNewPrivs"])
-	}
-	if os.Geteuid() != 0 {
-		t.Logf("not root: the bounding set (%s) is left, no_new_privs keeps it from granting anything", st["CapBnd"])
-		return
-	}
-	if st["CapBnd"] != zero {
-		t.Errorf("confined by root: CapBnd = %s, want %s", st["CapBnd"], zero)
-	}
-	if free := statusFields(runProbe(t, nil, ws, "status")["status"]); free["CapEff"] == zero {
-		t.Errorf("unconfined root has no effective capabilities (%v): the case proves nothing", free)
+	plain, repo := t.TempDir(), t.TempDir()
+	gitInit(t, repo)
+	for _, tt := range []struct {
+		name, ws string
+		staged   bool
+	}{{"on its own thread", plain, false}, {"through the mount stage", repo, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := newTestSandbox(t, workspaceConfig(), tt.ws)
+			if staged := len(sb.protect.Mounts) > 0; staged != tt.staged {
+				t.Fatalf("the session's mounts %v: staged %v, want %v", sb.protect.Mounts, staged, tt.staged)
+			}
+			if tt.staged {
+				// The stage's own namespace, not this process's.
+				own, _ := os.Readlink("/proc/self/ns/mnt")
+				if out, _ := runShell(t, sb, tt.ws, "readlink /proc/self/ns/mnt"); strings.TrimSpace(out) == own {
+					t.Errorf("the command runs in this process's mount namespace %s, not the stage's", own)
+				}
+			}
+			const zero = "0000000000000000"
+			st := statusFields(runProbe(t, sb, tt.ws, "status")["status"])
+			for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
+				if st[k] != zero {
+					t.Errorf("confined %s = %s, want %s", k, st[k], zero)
+				}
+			}
+			if st["NoNewPrivs"] != "1" {
+				t.Errorf("confined NoNewPrivs = %s, want 1", st["NoNewPrivs"])
+			}
+			if os.Geteuid() != 0 {
+				t.Logf("not root: the bounding set (%s) is left, no_new_privs keeps it from granting anything", st["CapBnd"])
+				return
+			}
+			if st["CapBnd"] != zero {
+				t.Errorf("confined by root: CapBnd = %s, want %s", st["CapBnd"], zero)
+			}
+			if free := statusFields(runProbe(t, nil, tt.ws, "status")["status"]); free["CapEff"] == zero {
+				t.Errorf("unconfined root has no effective capabilities (%v): the case proves nothing", free)
+			}
+		})
 	}
 }
 
