@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -438,12 +439,11 @@ func (w *gitWalk) walk(root string) {
 			w.cut = fmt.Sprintf("the walk for git repositories took longer than %v", maxGitWalkTime)
 			return
 		}
-		f, err := os.Open(d.path)
+		entries, err := os.ReadDir(d.path)
 		if err != nil {
-			continue // unreadable: nothing a tool could read there either
+			w.unreadable(d.path, err)
+			continue
 		}
-		entries, _ := f.ReadDir(-1)
-		f.Close()
 		w.entries += len(entries)
 		if w.entries > maxGitWalkEntries {
 			w.cut = fmt.Sprintf("the walk for git repositories met more than %d entries", maxGitWalkEntries)
@@ -464,6 +464,25 @@ func (w *gitWalk) walk(root string) {
 			}
 			stack = append(stack, dir{p, d.depth + 1})
 		}
+	}
+}
+
+// unreadable decides on a directory the walk could not list. A missing one
+// holds nothing. One this user owns may have been made unreadable by a
+// tool of an earlier session (modes are not the sandbox's to govern), which
+// could make it readable again and plant a hook in a repository beneath:
+// the session is refused. One another user owns is as closed to tools as it
+// is to the walk.
+func (w *gitWalk) unreadable(dir string, err error) {
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var st syscall.Stat_t
+	if serr := syscall.Lstat(dir, &st); serr == nil && int(st.Uid) != os.Geteuid() {
+		return
+	}
+	if w.err == nil {
+		w.err = fmt.Errorf("sandbox: list %q to find the git repositories to protect: %w; make it readable to its owner (chmod u+rx), or start the session where it is out of reach", dir, err)
 	}
 }
 
@@ -517,7 +536,9 @@ func (w *gitWalk) gitdir(g string, depth int) {
 		wtConfig = protectGitConfig
 	}
 	w.found = append(w.found, protectedPath{filepath.Join(g, "config.worktree"), wtConfig, ruleGit})
-	if entries, err := os.ReadDir(filepath.Join(g, "worktrees")); err == nil {
+	if entries, err := os.ReadDir(filepath.Join(g, "worktrees")); err != nil {
+		w.unreadable(filepath.Join(g, "worktrees"), err)
+	} else {
 		w.entries += len(entries)
 		for _, e := range entries {
 			if !e.IsDir() {
@@ -542,6 +563,7 @@ func (w *gitWalk) modules(dir string, depth int) {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
+		w.unreadable(dir, err)
 		return
 	}
 	w.entries += len(entries)

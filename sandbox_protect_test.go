@@ -297,3 +297,39 @@ func jsonStrings(t *testing.T, data json.RawMessage) []string {
 	walk(v)
 	return out
 }
+
+// TestSandboxProtectUnreadable: a directory of the user's that the walk
+// cannot list (a tool of an earlier session may have taken its modes away)
+// refuses the session, since a repository beneath it would go unprotected;
+// root lists it anyway and protects what is beneath.
+func TestSandboxProtectUnreadable(t *testing.T) {
+	requireLandlock(t)
+	ws := t.TempDir()
+	hidden := filepath.Join(ws, "hidden")
+	if err := os.Mkdir(hidden, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitInit(t, hidden)
+	if err := os.Chmod(hidden, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(hidden, 0o755) })
+	sb, err := newSandboxSession(workspaceConfig(), ws, sandboxTestEnv)
+	if os.Geteuid() == 0 {
+		if err != nil {
+			t.Fatalf("root: newSandboxSession: %v", err)
+		}
+		defer sb.close()
+		if rule := sb.protect.protectedRule(filepath.Join(hidden, ".git", "config")); rule != ruleGit || len(sb.protect.Mounts) == 0 {
+			t.Errorf("root: the repository beneath the unreadable directory is not protected (rule %q, mounts %v)", rule, sb.protect.Mounts)
+		}
+		return
+	}
+	if err == nil {
+		sb.close()
+		t.Fatal("a session whose workspace holds a directory the walk cannot list started")
+	}
+	if want := fmt.Sprintf("list %q to find the git repositories to protect", hidden); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "chmod u+rx") {
+		t.Errorf("error = %v, want it to name %q and the fix", err, hidden)
+	}
+}

@@ -1553,7 +1553,7 @@ var sandboxUserTests = []string{
 	"TestSandboxNetworkNoneSenders", "TestSandboxNetworkNoneFamilies",
 	"TestSandboxUnixNone", "TestSandboxTerminalInjection", "TestSandboxDropsCapabilities", "TestSandboxLauncherThreads", "TestSandboxACPEndToEnd",
 	"TestSandboxRaceNewACP", "TestSandboxProtectGit", "TestSandboxProtectHome", "TestSandboxProtectACPHome",
-	"TestSandboxProtectServeHome", "TestSandboxProtectRefused",
+	"TestSandboxProtectServeHome", "TestSandboxProtectRefused", "TestSandboxProtectUnreadable",
 }
 
 // TestSandboxAsOrdinaryUser runs the key sandbox tests again as nobody
