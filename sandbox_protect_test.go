@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gitInit makes a repository with one commit in dir, unconfined.
@@ -331,5 +332,33 @@ func TestSandboxProtectUnreadable(t *testing.T) {
 	}
 	if want := fmt.Sprintf("list %q to find the git repositories to protect", hidden); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "chmod u+rx") {
 		t.Errorf("error = %v, want it to name %q and the fix", err, hidden)
+	}
+}
+
+// TestSandboxStageTimeout: a stage that never answers is killed at the
+// bound and the command's start fails naming it; nothing is left running.
+func TestSandboxStageTimeout(t *testing.T) {
+	requireLandlock(t)
+	ws := t.TempDir()
+	gitInit(t, ws)
+	sb := newTestSandbox(t, workspaceConfig(), ws)
+	hang := filepath.Join(t.TempDir(), "hang")
+	marker := filepath.Join(t.TempDir(), "pid")
+	mustWrite(t, hang, "#!/bin/sh\necho $$ > "+marker+"\nexec sleep 600\n")
+	if err := os.Chmod(hang, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	savedExe, savedTimeout := stageExecutable, stageTimeout
+	stageExecutable, stageTimeout = hang, testTimeout(500*time.Millisecond)
+	t.Cleanup(func() { stageExecutable, stageTimeout = savedExe, savedTimeout })
+	cmd := exec.Command("true")
+	cmd.Env = sandboxTestEnv.childEnv(sb.env()...)
+	cmd.Dir = ws
+	err := sb.start(cmd)
+	if err == nil || !strings.Contains(err.Error(), "did not exec the command within") {
+		t.Fatalf("start through a hung stage = %v, want the bound's error", err)
+	}
+	if pid := readPIDFile(t, marker); !processGone(pid) {
+		t.Errorf("the hung stage %d is still running", pid)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -57,6 +58,13 @@ const maxStagePlanBytes = 4 << 20
 
 // maxStageErrorBytes bounds the failure text the launcher reads back.
 const maxStageErrorBytes = 4096
+
+// stageTimeout bounds the launcher's wait for the stage, from its start to
+// its exec: the stage mounts in milliseconds, but an open_tree over a hung
+// network filesystem must not hold a tool's start, and with it the session,
+// for ever. A stage past it is killed and the start fails. A variable, so
+// that a test can play a stage that hangs.
+var stageTimeout = 30 * time.Second
 
 // stageExitFailed is the stage's exit status when a step failed; the
 // launcher reaps it and reports the step instead.
@@ -319,6 +327,12 @@ func startStaged(cmd *exec.Cmd, plan stagePlan, ruleset int) error {
 	if err != nil {
 		return fmt.Errorf("socketpair for the mount stage: %w", err)
 	}
+	// Non-blocking, so that the runtime's poller gives our end a deadline.
+	if err := syscall.SetNonblock(pair[0], true); err != nil {
+		syscall.Close(pair[0])
+		syscall.Close(pair[1])
+		return fmt.Errorf("socketpair for the mount stage: %w", err)
+	}
 	ours := os.NewFile(uintptr(pair[0]), "sandbox-stage")
 	defer ours.Close()
 	theirs := os.NewFile(uintptr(pair[1]), "sandbox-stage")
@@ -340,6 +354,7 @@ func startStaged(cmd *exec.Cmd, plan stagePlan, ruleset int) error {
 	if err != nil {
 		return err
 	}
+	ours.SetDeadline(time.Now().Add(stageTimeout))
 	data, err := json.Marshal(plan)
 	if err == nil {
 		_, err = ours.Write(data)
@@ -356,6 +371,8 @@ func startStaged(cmd *exec.Cmd, plan stagePlan, ruleset int) error {
 	switch {
 	case len(reply) > 0:
 		return errors.New(strings.ToValidUTF8(string(bytes.TrimSpace(reply)), "?"))
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(rerr, os.ErrDeadlineExceeded):
+		return fmt.Errorf("the mount stage did not exec the command within %v (a mount that hangs?); it was killed", stageTimeout)
 	case err != nil:
 		return fmt.Errorf("send the mount stage its plan: %w", err)
 	}
