@@ -1,17 +1,21 @@
 // sandbox_report.go owns the sandbox in force: checking the operator's
 // sandboxConfig against the kernel's Landlock support when acp or serve
-// starts, and saying what confines tools wherever acpguard reports itself:
+// starts, probing whether the mount stage works here (the protect mode),
+// and saying what confines tools wherever acpguard reports itself:
 // serve's GET /capabilities and /metrics, the ACP initialize result, the
 // startup log lines, and the flags serve gives its children.
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 )
 
 // sandboxNetworkABI is the first Landlock ABI that governs TCP bind and
@@ -215,4 +219,54 @@ func warnUserServices(s sandboxInForce, env *procEnv, log *slog.Logger) {
 			}
 		}
 	}
+}
+
+// Protection modes, as reported (sandboxReport.Protect).
+const (
+	protectMountNamespace = "mount-namespace" // the stage puts read-only mounts over protected paths
+	protectRefuse         = "refuse"          // unavailable: a session with a protected path in reach is refused
+	protectOff            = "off"             // the sandbox is off
+)
+
+// probeMountNamespace runs the stage once with a read-only mount over a
+// fresh directory, as a confined start would: some systems allow the
+// namespaces and refuse the mount (a user-namespace restriction of an LSM),
+// so only doing it tells. nil: the stage works. A variable, so that tests
+// can play a system without user namespaces.
+var probeMountNamespace = func() error {
+	dir, err := os.MkdirTemp("", "acpguard-probe-")
+	if err != nil {
+		return fmt.Errorf("make a directory to probe with: %w", err)
+	}
+	defer os.Remove(dir)
+	cmd := exec.Command(stageExecutable)
+	cmd.Env = (&procEnv{}).childEnv()
+	plan, restore, err := stageCmd(cmd, []stageMount{{Path: dir, ReadOnly: true}}, false, false)
+	if err != nil {
+		return err
+	}
+	plan.Path, plan.Args, plan.Env, plan.Dir = "", nil, nil, "/"
+	cmd.Dir = "/"
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = startStaged(cmd, plan, -1)
+	restore()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("the probe exited: %v %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+var (
+	protectProbeOnce sync.Once
+	protectProbeErr  error
+)
+
+// mountStageWorks probes once per process and returns the probe's answer.
+func mountStageWorks() error {
+	protectProbeOnce.Do(func() { protectProbeErr = probeMountNamespace() })
+	return protectProbeErr
 }

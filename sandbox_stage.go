@@ -1,7 +1,8 @@
 // sandbox_stage.go owns the mount stage (DESIGN.md §5): the short-lived
 // acpguard process a confined start re-executes itself into when its session
-// has protected paths beneath a writable root (sandbox_protect.go), the plan
-// it reads, and the probe that tells whether this system lets it work.
+// has protected paths beneath a writable root (sandbox_protect.go), and the
+// plan it reads. Whether this system lets it work is probed where the
+// sandbox in force is found (sandbox_report.go).
 //
 // Landlock only grants, so a writable directory cannot hold a read-only
 // path; a private mount namespace can. unshare(CLONE_NEWUSER) fails with
@@ -34,7 +35,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -386,54 +386,4 @@ func fcntlDupCloexec(fd int) (int, error) {
 		return -1, e
 	}
 	return int(r), nil
-}
-
-// Protection modes, as reported (sandboxReport.Protect).
-const (
-	protectMountNamespace = "mount-namespace" // the stage puts read-only mounts over protected paths
-	protectRefuse         = "refuse"          // unavailable: a session with a protected path in reach is refused
-	protectOff            = "off"             // the sandbox is off
-)
-
-// probeMountNamespace runs the stage once with a read-only mount over a
-// fresh directory, as a confined start would: some systems allow the
-// namespaces and refuse the mount (a user-namespace restriction of an LSM),
-// so only doing it tells. nil: the stage works. A variable, so that tests
-// can play a system without user namespaces.
-var probeMountNamespace = func() error {
-	dir, err := os.MkdirTemp("", "acpguard-probe-")
-	if err != nil {
-		return fmt.Errorf("make a directory to probe with: %w", err)
-	}
-	defer os.Remove(dir)
-	cmd := exec.Command(stageExecutable)
-	cmd.Env = (&procEnv{}).childEnv()
-	plan, restore, err := stageCmd(cmd, []stageMount{{Path: dir, ReadOnly: true}}, false, false)
-	if err != nil {
-		return err
-	}
-	plan.Path, plan.Args, plan.Env, plan.Dir = "", nil, nil, "/"
-	cmd.Dir = "/"
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err = startStaged(cmd, plan, -1)
-	restore()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("the probe exited: %v %s", err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return nil
-}
-
-var (
-	protectProbeOnce sync.Once
-	protectProbeErr  error
-)
-
-// mountStageWorks probes once per process and returns the probe's answer.
-func mountStageWorks() error {
-	protectProbeOnce.Do(func() { protectProbeErr = probeMountNamespace() })
-	return protectProbeErr
 }
