@@ -91,6 +91,11 @@ const (
 // maxGitFileBytes bounds a ".git" file, "commondir" or "gitdir" read.
 const maxGitFileBytes = 4096
 
+// maxGitConfigBytes bounds the read of a repository's config for
+// extensions.worktreeConfig: a tool may have written the config of a
+// repository it made. A longer one is taken to set it (fail closed).
+const maxGitConfigBytes = 1 << 20
+
 // trustedSources are the inputs of trustedProtect.
 type trustedSources struct {
 	Settings     []settingsLayer // the settings files read, as settingsLayers lists them
@@ -532,7 +537,7 @@ func (w *gitWalk) gitdir(g string, depth int) {
 		protectedPath{filepath.Join(g, "hooks"), protectTree, ruleGit},
 		protectedPath{filepath.Join(g, "config"), protectGitConfig, ruleGit})
 	wtConfig := protectExisting
-	if data, err := os.ReadFile(filepath.Join(g, "config")); err == nil && bytes.Contains(bytes.ToLower(data), []byte("worktreeconfig")) {
+	if worktreeConfig(filepath.Join(g, "config")) {
 		wtConfig = protectGitConfig
 	}
 	w.found = append(w.found, protectedPath{filepath.Join(g, "config.worktree"), wtConfig, ruleGit})
@@ -552,6 +557,18 @@ func (w *gitWalk) gitdir(g string, depth int) {
 		}
 	}
 	w.modules(filepath.Join(g, "modules"), depth)
+}
+
+// worktreeConfig reports whether the git config at p may set
+// extensions.worktreeConfig: it names it, or is too long to read whole.
+func worktreeConfig(p string) bool {
+	f, err := os.OpenFile(p, os.O_RDONLY|openNoWait, 0) // a FIFO a tool planted does not hold the walk
+	if err != nil {
+		return false // none: git reads no config.worktree either
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxGitConfigBytes+1))
+	return err != nil || len(data) > maxGitConfigBytes || bytes.Contains(bytes.ToLower(data), []byte("worktreeconfig"))
 }
 
 // modules finds the gitdirs beneath a modules/ directory: those holding a
@@ -583,7 +600,7 @@ func (w *gitWalk) modules(dir string, depth int) {
 // readGitPointer reads a small file of git's that names another path,
 // after prefix; ok false when it is missing or not of that form.
 func readGitPointer(p, prefix string) (string, bool) {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|openNoWait, 0) // a FIFO a tool planted does not hold the walk
 	if err != nil {
 		return "", false
 	}

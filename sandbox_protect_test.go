@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -360,5 +361,36 @@ func TestSandboxStageTimeout(t *testing.T) {
 	}
 	if pid := readPIDFile(t, marker); !processGone(pid) {
 		t.Errorf("the hung stage %d is still running", pid)
+	}
+}
+
+// TestSandboxProtectFIFOs: git files a tool made FIFOs (a repository's
+// config, a worktree's commondir) do not hold a session's start.
+func TestSandboxProtectFIFOs(t *testing.T) {
+	requireLandlock(t)
+	ws := t.TempDir()
+	for _, d := range []string{"r/.git/hooks", "g"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite(t, filepath.Join(ws, "wt", ".git"), "gitdir: ../g\n")
+	for _, fifo := range []string{"r/.git/config", "g/commondir"} {
+		if err := syscall.Mkfifo(filepath.Join(ws, fifo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		sb, err := newSandboxSession(workspaceConfig(), ws, sandboxTestEnv)
+		if err == nil {
+			sb.close()
+		}
+		done <- err
+	}()
+	select {
+	case <-done:
+	case <-time.After(testTimeout(30 * time.Second)):
+		t.Fatal("planning the session's protection waits on a FIFO")
 	}
 }
