@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -289,4 +291,66 @@ func appendDecisionRecord(dst []byte, rec decisionRecord) []byte {
 	dst = append(dst, `,"latencyUs":`...)
 	dst = strconv.AppendInt(dst, rec.LatencyUs, 10)
 	return append(dst, "}\n"...)
+}
+
+// track adds a provider call to the prompt's, or reports false when the
+// prompt already ended: the caller then cancels the call itself.
+func (j *promptJob) track(ctx context.Context, cancel context.CancelFunc) bool {
+	j.prepareMu.Lock()
+	defer j.prepareMu.Unlock()
+	if j.over {
+		return false
+	}
+	if j.prepares == nil {
+		j.prepares = j.prepareRoom[:0]
+	}
+	j.prepares = append(j.prepares, inflightPrepare{ctx, cancel})
+	return true
+}
+
+// untrack removes a provider call that returned.
+func (j *promptJob) untrack(ctx context.Context) {
+	j.prepareMu.Lock()
+	defer j.prepareMu.Unlock()
+	for i, c := range j.prepares {
+		if c.ctx == ctx {
+			last := len(j.prepares) - 1
+			j.prepares[i] = j.prepares[last]
+			j.prepares[last] = inflightPrepare{}
+			j.prepares = j.prepares[:last]
+			return
+		}
+	}
+}
+
+func (o *serveObserver) logger() *slog.Logger {
+	if o == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.log
+}
+
+// decided counts one prepare by its decision log outcome.
+func (o *serveObserver) decided(outcome string) {
+	if o == nil {
+		return
+	}
+	switch outcome {
+	case outcomeAllowed:
+		o.decisions[decisionAllowed].Add(1)
+		return
+	case outcomeDenied:
+		o.decisions[decisionDenied].Add(1)
+		return
+	}
+	o.decisions[decisionFailed].Add(1)
+	if i := slices.Index(serveFailureCategories[:], outcome); i >= 0 {
+		o.failures[i].Add(1)
+	}
+}
+
+func (o *serveObserver) providerLatency(d time.Duration) {
+	if o != nil {
+		o.latency.observe(d)
+	}
 }

@@ -65,6 +65,25 @@ type toolObserver interface {
 	toolRunning(call toolCall)
 }
 
+// callFilter is a session's layers before the guard (DESIGN.md §10):
+// tools.disabled, the permission rules under the approval mode, the user's
+// answer to an ask, the PreToolUse hooks. runTool hands it copies of the
+// session and of the final arguments and takes from it only a refusal: it
+// can end a call, never let one past the guard nor change what runs, so it
+// lies outside the trusted core (DESIGN.md §1), as the executors and the
+// observer do.
+type callFilter interface {
+	// disabledBy names the settings key that refuses the tool whatever
+	// its arguments, "" if none does.
+	disabledBy(tool string) string
+	// check runs the layers in order; ok is true only when every one let
+	// the call through, and res is the call's end otherwise.
+	check(ctx context.Context, env *toolEnv, call toolCall, spec toolSpec, args map[string]any) (res toolResult, ok bool)
+	// readDenied reports whether the layers refuse reading an absolute
+	// path, as they would refuse read_file of it.
+	readDenied(cwd string) func(string) bool
+}
+
 // toolEnv is the session a call runs in.
 type toolEnv struct {
 	SessionID  string
@@ -82,7 +101,7 @@ type toolEnv struct {
 	Extra map[string]*toolSpec
 	// Policy is the layers before the guard: settings, approval mode, hooks.
 	// nil runs none of them (tests of the boundary alone).
-	Policy *callPolicy
+	Policy callFilter
 	// ReadDenied reports whether those layers refuse reading the absolute
 	// path it is given, as they would refuse read_file of it: the search
 	// tools skip such paths. runTool sets it from Policy; nil: none is.

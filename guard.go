@@ -22,9 +22,7 @@ func runTool(ctx context.Context, env *toolEnv, call toolCall) toolResult {
 	// before the guard (DESIGN.md §10): a denial here makes no provider
 	// request.
 	if env.Policy != nil {
-		// A copy, declared here, so that spec does not escape on the plain path.
-		sp := spec
-		if res, ok := checkPolicy(ctx, env, call, &sp, args); !ok {
+		if res, ok := filterCall(ctx, env, call, spec, args); !ok {
 			return res
 		}
 		// What the rules refuse to read, the search tools do not reach
@@ -57,7 +55,7 @@ func prepareTool(env *toolEnv, call *toolCall) (spec toolSpec, args map[string]a
 		return pendingFailure(env, *call, failed(errTypeToolNotRegistered, "tool %q is not registered", call.Name))
 	}
 	// tools.disabled refuses the name whatever the arguments (DESIGN.md §10).
-	if key := env.Policy.disabledBy(call.Name); key != "" {
+	if key := disabledBy(env.Policy, call.Name); key != "" {
 		return pendingFailure(env, *call, failed(errTypeExecutionDenied, "tool %q is disabled by settings (%s)", call.Name, key))
 	}
 	args, err := decodeArgs(call.Args)
@@ -80,6 +78,27 @@ func pendingFailure(env *toolEnv, call toolCall, res toolResult) (toolSpec, map[
 	raw, _ := decodeArgs(call.Args)
 	env.Observer.toolPending(call, call.Name, kindOther, raw)
 	return toolSpec{}, nil, res, false
+}
+
+// filterCall runs env.Policy, the layers before the guard, on copies of
+// the session and of the final arguments: the filter can end the call, and
+// nothing it does reaches what the guard then sees or what runs.
+func filterCall(ctx context.Context, env *toolEnv, call toolCall, spec toolSpec, args map[string]any) (res toolResult, ok bool) {
+	clone, err := cloneValue(args)
+	if err != nil {
+		return failed(errTypeInvalidParams, "%s: %v", call.Name, err), false
+	}
+	e := *env
+	return env.Policy.check(ctx, &e, call, spec, clone.(map[string]any))
+}
+
+// disabledBy names the settings key that refuses the tool whatever its
+// arguments, "" when none does or there is no policy.
+func disabledBy(p callFilter, tool string) string {
+	if p == nil {
+		return ""
+	}
+	return p.disabledBy(tool)
 }
 
 // checkGuard asks env.Guard about the final call. ok is true only for an

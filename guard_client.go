@@ -1,13 +1,11 @@
 // guard_client.go owns the pinned loopback client that asks the provider for
-// one decision, and the handshake that meets the provider first.
+// one decision; guard_handshake.go meets the provider first.
 package main
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -130,65 +127,6 @@ func newProviderClient(cfg guardConfig) *providerClient {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return c
-}
-
-// handshake performs the startup handshake; any error means the provider is
-// unusable. The error (a *wireError) names the failure category. A
-// successful handshake records the provider it met: later connections must
-// reach that one. A failed one leaves the identity recorded before.
-func (c *providerClient) handshake(ctx context.Context) error {
-	nonce := randomHex(randomIDBytes)
-	body, err := json.Marshal(handshakeRequest{ProtocolVersion: wireProtocolVersion, Nonce: nonce, Client: wireClientName})
-	if err != nil {
-		return fmt.Errorf("provider handshake: %w", err)
-	}
-	var seen atomic.Pointer[providerIdentity]
-	resp, werr := c.post(ctx, c.handshakeClient(&seen), wirePathHandshake, body)
-	if werr == nil {
-		werr = decodeHandshakeResponse(resp, nonce)
-	}
-	if werr == nil {
-		werr = c.acceptIdentity(&seen)
-	}
-	if werr == nil {
-		return nil
-	}
-	if hint := c.handshakeHint(werr); hint != "" {
-		return fmt.Errorf("provider handshake: %w; %s", c.redact(werr), hint)
-	}
-	return fmt.Errorf("provider handshake: %w", c.redact(werr))
-}
-
-// handshakeHint is the fix for a failed handshake when it is known, else ""
-// (DESIGN.md §11): a 401 is a token that differs, a refused connection is
-// a provider not started, a certificate that does not verify is a CA to
-// trust through SSL_CERT_FILE, and a scheme that is not the provider's is
-// the other scheme.
-func (c *providerClient) handshakeHint(werr *wireError) string {
-	https := strings.HasPrefix(c.origin, "https://")
-	certErr, badCert := errors.AsType[*tls.CertificateVerificationError](werr)
-	switch {
-	case werr.Status == http.StatusUnauthorized:
-		return fmt.Sprintf("the token differs from the provider's: %s (or --%s) here must equal %s where the provider runs",
-			envGuardToken, flagGuardTokenFile, envGuardToken)
-	case errors.Is(werr, syscall.ECONNREFUSED):
-		with := "--listen " + c.hostPort
-		if https {
-			with += ", --tls-cert CERT, --tls-key KEY"
-		}
-		return fmt.Sprintf("no provider listens on %q: start one with `acpguard provider --policy FILE` (with %s and the same %s), or fix --%s",
-			c.hostPort, with, envGuardToken, flagGuardEndpoint)
-	case badCert:
-		if _, ok := errors.AsType[x509.HostnameError](certErr); ok {
-			return fmt.Sprintf("the provider's certificate does not name %q: reissue it for that host, or use an endpoint host it names", c.hostPort)
-		}
-		return "the provider's certificate does not chain to a trusted CA: set SSL_CERT_FILE to the PEM file of the CA that signed it"
-	case https && strings.Contains(werr.Error(), "server gave HTTP response to HTTPS client"):
-		return fmt.Sprintf("the provider serves plain HTTP: use --%s http://%s, or start the provider with --tls-cert and --tls-key", flagGuardEndpoint, c.hostPort)
-	case !https && werr.Status == http.StatusBadRequest:
-		return fmt.Sprintf("the provider may serve HTTPS: try --%s https://%s", flagGuardEndpoint, c.hostPort)
-	}
-	return ""
 }
 
 // redact removes the token from a failure's detail: details are logged, and
@@ -371,4 +309,10 @@ func ctxFailure(ctx context.Context, err error) *wireError {
 		return &wireError{Category: failTimeout, Err: err}
 	}
 	return &wireError{Category: failCancelled, Err: err}
+}
+
+// isIdentityError reports whether err is a failed identity check.
+func isIdentityError(err error) bool {
+	var ie *identityError
+	return errors.As(err, &ie)
 }

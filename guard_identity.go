@@ -448,9 +448,3 @@ func (c *providerClient) acceptIdentity(seen *atomic.Pointer[providerIdentity]) 
 // identity is the provider the last successful handshake met (nil before
 // one).
 func (c *providerClient) identity() *providerIdentity { return c.ident.Load() }
-
-// isIdentityError reports whether err is a failed identity check.
-func isIdentityError(err error) bool {
-	var ie *identityError
-	return errors.As(err, &ie)
-}

@@ -134,6 +134,53 @@ func TestGuardMutationDoesNotChangeWhatRuns(t *testing.T) {
 	}
 }
 
+// meddlingFilter lets every call through after trying to change it: the
+// arguments, the session (its guard dropped) and, later, the arguments it
+// kept.
+type meddlingFilter struct{ kept map[string]any }
+
+func (*meddlingFilter) disabledBy(string) string { return "" }
+
+func (*meddlingFilter) readDenied(string) func(string) bool { return nil }
+
+func (f *meddlingFilter) check(_ context.Context, env *toolEnv, _ toolCall, _ toolSpec, args map[string]any) (toolResult, bool) {
+	args["content"] = "evil"
+	env.Guard = nil
+	env.Cwd = "/"
+	f.kept = args
+	return toolResult{}, true
+}
+
+// The layers before the guard lie outside the trusted core (DESIGN.md §1)
+// because nothing they do reaches what the guard sees or what runs.
+func TestFilterCannotChangeWhatRuns(t *testing.T) {
+	var seen string
+	g := &countingGuard{decide: func(_ context.Context, req GuardRequest) (Decision, error) {
+		seen, _ = req.Arguments["content"].(string)
+		return Decision{Allowed: true}, nil
+	}}
+	env, _ := newTestEnv(t, g)
+	f := &meddlingFilter{}
+	env.Policy = f
+	spec := toolSpec{
+		Name: "keep", Kind: kindOther,
+		title:     func(map[string]any) string { return "keep" },
+		normalize: func(_ *toolEnv, args map[string]any) (map[string]any, error) { return args, nil },
+		exec: func(_ context.Context, e *toolEnv, args map[string]any) toolResult {
+			f.kept["content"] = "late" // the filter's copy, changed after the decision
+			return completed(args["content"].(string)+" in "+e.Cwd, nil)
+		},
+	}
+	env.Extra = map[string]*toolSpec{"keep": &spec}
+	res := runTool(context.Background(), env, call("keep", `{"content":"good"}`))
+	if want := "good in " + env.Cwd; res.Status != statusCompleted || res.Output != want {
+		t.Errorf("result = %+v, want completed %q", res, want)
+	}
+	if g.calls() != 1 || seen != "good" {
+		t.Errorf("guard called %d times, saw content %q; want once, good", g.calls(), seen)
+	}
+}
+
 func TestGuardCancellation(t *testing.T) {
 	t.Run("before the guard", func(t *testing.T) {
 		g := &countingGuard{}

@@ -598,11 +598,11 @@ type callPolicy struct {
 	Log func(msg string, args ...any)
 }
 
-// checkPolicy runs the layers before the guard: tools.disabled, permission
+// check runs the layers before the guard after tools.disabled: permission
 // rules under the approval mode, the user's answer to an ask, then the
 // PreToolUse hooks. ok is true only when every layer let the call through.
-func checkPolicy(ctx context.Context, env *toolEnv, call toolCall, spec *toolSpec, args map[string]any) (res toolResult, ok bool) {
-	p := env.Policy
+func (p *callPolicy) check(ctx context.Context, env *toolEnv, call toolCall, sp toolSpec, args map[string]any) (res toolResult, ok bool) {
+	spec := &sp
 	v, rule := p.Settings.Rules.decide(p.Mode, spec.Name, spec.ReadOnly, args, env.Cwd, p.Home)
 	switch v {
 	case verdictAllow:

@@ -288,7 +288,7 @@ func TestShellNetworkRedirectionAsks(t *testing.T) {
 	s := mustParse(t, `{"tools":{"approvalMode":"yolo"},"permissions":{"allow":["Bash(cat *)"]}}`)
 	env := &toolEnv{Cwd: t.TempDir(), Policy: &callPolicy{Settings: s, Mode: modeYolo}}
 	spec, _ := builtinTool(toolShell)
-	res, ok := checkPolicy(context.Background(), env, toolCall{ID: "c", Name: toolShell}, &spec, map[string]any{"command": commands[0]})
+	res, ok := env.Policy.check(context.Background(), env, toolCall{ID: "c", Name: toolShell}, spec, map[string]any{"command": commands[0]})
 	if ok || res.Output != canceledByUserText(toolShell) || res.ErrorType != errTypeExecutionDenied {
 		t.Errorf("no one to ask: ok=%v %+v, want declined", ok, res)
 	}

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 )
 
@@ -93,13 +92,6 @@ func newServeObserver(log *slog.Logger) *serveObserver {
 	return &serveObserver{log: log, tools: map[toolSeries]int64{}, toolLabels: map[string]string{}}
 }
 
-func (o *serveObserver) logger() *slog.Logger {
-	if o == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return o.log
-}
-
 // limitHit counts and logs one hit of the limit named by code.
 func (o *serveObserver) limitHit(code string, attrs ...any) {
 	if o == nil {
@@ -109,31 +101,6 @@ func (o *serveObserver) limitHit(code string, attrs ...any) {
 		o.limits[i].Add(1)
 	}
 	o.log.Warn("limit reached", append([]any{"code", code}, attrs...)...)
-}
-
-// decided counts one prepare by its decision log outcome.
-func (o *serveObserver) decided(outcome string) {
-	if o == nil {
-		return
-	}
-	switch outcome {
-	case outcomeAllowed:
-		o.decisions[decisionAllowed].Add(1)
-		return
-	case outcomeDenied:
-		o.decisions[decisionDenied].Add(1)
-		return
-	}
-	o.decisions[decisionFailed].Add(1)
-	if i := slices.Index(serveFailureCategories[:], outcome); i >= 0 {
-		o.failures[i].Add(1)
-	}
-}
-
-func (o *serveObserver) providerLatency(d time.Duration) {
-	if o != nil {
-		o.latency.observe(d)
-	}
 }
 
 func (o *serveObserver) promptEnded(result string) {

@@ -117,36 +117,6 @@ func (j *promptJob) cancel() {
 	}
 }
 
-// track adds a provider call to the prompt's, or reports false when the
-// prompt already ended: the caller then cancels the call itself.
-func (j *promptJob) track(ctx context.Context, cancel context.CancelFunc) bool {
-	j.prepareMu.Lock()
-	defer j.prepareMu.Unlock()
-	if j.over {
-		return false
-	}
-	if j.prepares == nil {
-		j.prepares = j.prepareRoom[:0]
-	}
-	j.prepares = append(j.prepares, inflightPrepare{ctx, cancel})
-	return true
-}
-
-// untrack removes a provider call that returned.
-func (j *promptJob) untrack(ctx context.Context) {
-	j.prepareMu.Lock()
-	defer j.prepareMu.Unlock()
-	for i, c := range j.prepares {
-		if c.ctx == ctx {
-			last := len(j.prepares) - 1
-			j.prepares[i] = j.prepares[last]
-			j.prepares[last] = inflightPrepare{}
-			j.prepares = j.prepares[:last]
-			return
-		}
-	}
-}
-
 type hostPendingPermission struct {
 	options  []hostPermissionOption // as the child offered them
 	resolved chan permissionVote    // capacity 1

@@ -216,7 +216,7 @@ func TestSettingsMCPTrustSkipsOnlyThePrompt(t *testing.T) {
 		asked   int
 	}{{"mcp__h__echo", true, true, 0}, {"mcp__h__drop", true, false, 0}, {"mcp__h__echo", false, false, 1}} {
 		asked = 0
-		_, ok := checkPolicy(context.Background(), env, toolCall{ID: "c", Name: tc.name}, &toolSpec{Name: tc.name, Trusted: tc.trusted}, map[string]any{})
+		_, ok := env.Policy.check(context.Background(), env, toolCall{ID: "c", Name: tc.name}, toolSpec{Name: tc.name, Trusted: tc.trusted}, map[string]any{})
 		if ok != tc.ok || asked != tc.asked {
 			t.Errorf("%s trusted=%v: ok=%v asked=%d", tc.name, tc.trusted, ok, asked)
 		}
