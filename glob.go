@@ -15,6 +15,10 @@ import (
 // that matching stays cheap whatever the model or a rule writes.
 const maxBraceExpansion = 64
 
+// maxPatternBytes bounds a glob pattern, and the grep tool's regular
+// expression, so that compiling one stays cheap whatever the model writes.
+const maxPatternBytes = 4096
+
 // globMatcher matches slash-separated paths relative to a search root.
 type globMatcher struct {
 	alternatives [][]string // brace-expanded patterns, split into segments

@@ -1,8 +1,9 @@
-// layering_test.go pins the few dependency rules that keep a tool call's path
-// one way (agent, boundary, rules and hooks, executor): the base and the
-// executors know neither the agent, serve nor the provider; the provider
-// knows neither the tools nor the agent; the rules and hooks know nothing of
-// the boundary.
+// layering_test.go holds the package to its layers (DESIGN.md, the code
+// map): every non-test file belongs to a group by its name, a file whose
+// name no group claims fails, and the rules below forbid uses between
+// groups, checked on the type-checked uses of every name (a package-level
+// declaration, a field or a method). A group added later is added here, and
+// its rules with it.
 package main
 
 import (
@@ -23,62 +24,106 @@ import (
 	"testing"
 )
 
-// layerRule forbids files matching From to use a name (a package-level
-// declaration, a field or a method) declared in a file matching To. Patterns
-// are filepath.Match patterns over file names.
+// fileGroup is a group of files, by filepath.Match patterns over names. A
+// file belongs to the first group that matches it.
+type fileGroup struct {
+	name  string
+	files []string
+}
+
+var fileGroups = []fileGroup{
+	// The commands: main.go dispatches; config*.go parse flags, environment
+	// and settings into each command's options; demo.go runs them together.
+	{"entry", []string{"main.go", "config*.go", "demo.go"}},
+	// The ACP runtime: sessions, turns, its slash commands and prompt.
+	{"agent", []string{"acp*.go", "agent*.go", "slash.go"}},
+	// The model clients, and the child's model over the channel.
+	{"model", []string{"model*.go"}},
+	// The daemon: the host API, sessions, children and the bridge.
+	{"serve", []string{"serve*.go", "bridge.go"}},
+	// The private channel's names and framing, which both ends share.
+	{"channel", []string{"channel*.go"}},
+	// The reference policy provider.
+	{"provider", []string{"provider*.go"}},
+	// The one execution boundary, and the call vocabulary beside it.
+	{"boundary", []string{"guard.go"}},
+	{"call", []string{"call.go"}},
+	// The provider wire contract and the client that speaks it.
+	{"wire", []string{"guard_*.go"}},
+	// Settings, the permission rules and the hooks: the layers before the guard.
+	{"rules", []string{"perms*.go", "hooks.go", "settings*.go"}},
+	// The executors: built-in tools and MCP servers.
+	{"tools", []string{"tools*.go", "mcp*.go"}},
+	{"sandbox", []string{"sandbox*.go"}},
+	// Process groups, what /proc says, and the lifecycle of processes.
+	{"proc", []string{"proc*.go", "reaper.go", "lifeline.go"}},
+	// What every layer may use: strict JSON, loopback, globs, the
+	// environment builder, secret files, the shell parser, metrics.
+	{"base", []string{"addr.go", "envscrub.go", "glob.go", "httpx.go", "json*.go", "metrics.go", "secret_files.go", "shell_parse.go", "slots.go"}},
+}
+
+// groupOf names the group of a file name, "" when none claims it.
+func groupOf(groups []fileGroup, name string) string {
+	for _, g := range groups {
+		if matchesAny(g.files, name) {
+			return g.name
+		}
+	}
+	return ""
+}
+
+// layerRule forbids files of the groups From to use a name declared in a
+// file of the groups To. An entry that names no group is a file pattern,
+// for a rule finer than a group.
 type layerRule struct {
 	what     string
 	from, to []string
 }
 
-// config*.go are not base: they parse each command's options into that
-// command's types, and sit with main.go above the commands.
+// everyGroupBut lists the groups other than the ones named.
+func everyGroupBut(names ...string) []string {
+	var out []string
+	for _, g := range fileGroups {
+		if !slices.Contains(names, g.name) {
+			out = append(out, g.name)
+		}
+	}
+	return out
+}
+
 var layerRules = []layerRule{
-	{
-		"the base and the executors use nothing of the agent, serve or the provider",
-		[]string{"jsonstrict.go", "jsonrpc.go", "envscrub.go", "proc.go", "addr.go", "call.go", "glob.go", "tools*.go", "mcp_client.go"},
-		[]string{"acp.go", "serve*.go", "bridge.go", "provider*.go"},
-	},
-	{
-		"the provider uses nothing of the tools or the agent",
-		[]string{"provider*.go"},
-		[]string{"tools*.go", "acp.go"},
-	},
-	{
-		"the provider and serve share only the wire contract and the base",
-		[]string{"provider*.go"},
-		[]string{"serve*.go", "bridge.go"},
-	},
-	{
-		"serve and the provider share only the wire contract and the base",
-		[]string{"serve*.go", "bridge.go"},
-		[]string{"provider*.go"},
-	},
-	{
-		"the rules and hooks use nothing of the boundary",
-		[]string{"perms*.go", "hooks.go"},
-		[]string{"guard.go"},
-	},
-	{
-		"the executors use nothing of the boundary, the rules or settings",
-		[]string{"tools*.go", "mcp.go", "mcp_client.go"},
-		[]string{"guard.go", "perms*.go", "hooks.go", "settings.go"},
-	},
-	{
-		"the agent uses nothing of serve: both ends share only channel*.go",
-		[]string{"acp*.go", "agent*.go", "model*.go"},
-		[]string{"serve*.go", "bridge.go"},
-	},
-	{
-		"serve uses nothing of the agent: both ends share only channel*.go",
-		[]string{"serve*.go", "bridge.go"},
-		[]string{"acp*.go", "agent*.go", "model_parent.go"},
-	},
-	{
-		"the boundary uses nothing of the agent",
-		[]string{"guard.go"},
-		[]string{"acp.go"},
-	},
+	{"the agent uses nothing of the command entry", []string{"agent", "model"}, []string{"entry"}},
+	{"serve uses nothing of the command entry", []string{"serve"}, []string{"entry"}},
+	{"the sandbox uses nothing of the command entry", []string{"sandbox", "proc"}, []string{"entry"}},
+	{"base files use nothing above them", []string{"base"}, everyGroupBut("base")},
+	{"the agent uses nothing of serve: both ends share only the channel", []string{"agent", "model"}, []string{"serve"}},
+	{"serve uses nothing of the agent: both ends share only the channel", []string{"serve"}, []string{"agent", "model_parent.go"}},
+	{"the channel uses nothing of either end", []string{"channel"}, []string{"agent", "serve"}},
+	{"settings do not use the agent", []string{"rules"}, []string{"agent", "model"}},
+	{"the model does not hold the agent", []string{"model"}, []string{"agent"}},
+	{"the provider uses nothing of the tools, the agent or serve", []string{"provider"}, []string{"tools", "agent", "model", "serve", "boundary"}},
+	{"serve uses nothing of the provider: they share only the wire contract", []string{"serve"}, []string{"provider"}},
+	{"the rules and hooks use nothing of the boundary", []string{"rules"}, []string{"boundary"}},
+	{"the executors use nothing of the boundary, the rules or settings", []string{"tools"}, []string{"boundary", "rules"}},
+	{"the boundary uses nothing of the agent or serve", []string{"boundary", "call"}, []string{"agent", "model", "serve"}},
+	{"what runs a call uses nothing of the agent, serve or the provider", []string{"tools", "rules", "sandbox", "proc", "wire"}, []string{"agent", "model", "serve", "provider"}},
+}
+
+// inAny reports whether a file of the given name is in one of the groups or
+// matches one of the file patterns named.
+func inAny(groups []fileGroup, names []string, file string) bool {
+	g := groupOf(groups, file)
+	for _, n := range names {
+		if n == g {
+			return true
+		}
+		if !slices.ContainsFunc(groups, func(g fileGroup) bool { return g.name == n }) {
+			if ok, _ := filepath.Match(n, file); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func matchesAny(patterns []string, name string) bool {
@@ -90,7 +135,7 @@ func matchesAny(patterns []string, name string) bool {
 
 // layerViolations type-checks files (as package main) and returns, sorted,
 // each use that breaks a rule: "from.go: name (to.go): rule".
-func layerViolations(fset *token.FileSet, files []*ast.File, imp types.Importer, rules []layerRule) ([]string, error) {
+func layerViolations(fset *token.FileSet, files []*ast.File, imp types.Importer, groups []fileGroup, rules []layerRule) ([]string, error) {
 	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
 	conf := types.Config{Importer: imp}
 	pkg, err := conf.Check("main", fset, files, info)
@@ -107,7 +152,7 @@ func layerViolations(fset *token.FileSet, files []*ast.File, imp types.Importer,
 		from := filepath.Base(fset.Position(id.Pos()).Filename)
 		to := filepath.Base(fset.Position(obj.Pos()).Filename)
 		for _, r := range rules {
-			if from != to && matchesAny(r.from, from) && matchesAny(r.to, to) {
+			if from != to && inAny(groups, r.from, from) && inAny(groups, r.to, to) {
 				seen[fmt.Sprintf("%s: %s (%s): %s", from, obj.Name(), to, r.what)] = true
 			}
 		}
@@ -175,19 +220,24 @@ func TestLayering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every pattern names at least one file, so a renamed file cannot
-	// silently empty a rule.
+	for _, f := range files {
+		name := filepath.Base(fset.Position(f.Pos()).Filename)
+		if groupOf(fileGroups, name) == "" {
+			t.Errorf("%s belongs to no group: name it by the group it extends, or add a group to fileGroups with its rules", name)
+		}
+	}
+	// Every group and file pattern a rule names exists, so a renamed file
+	// or group cannot silently empty a rule.
 	for _, r := range layerRules {
-		for _, p := range slices.Concat(r.from, r.to) {
+		for _, n := range slices.Concat(r.from, r.to) {
 			if !slices.ContainsFunc(files, func(f *ast.File) bool {
-				ok, _ := filepath.Match(p, filepath.Base(fset.Position(f.Pos()).Filename))
-				return ok
+				return inAny(fileGroups, []string{n}, filepath.Base(fset.Position(f.Pos()).Filename))
 			}) {
-				t.Errorf("rule %q: pattern %q names no file: run the test in the package directory, or update the rule", r.what, p)
+				t.Errorf("rule %q: %q names no file: run the test in the package directory, or update the rule", r.what, n)
 			}
 		}
 	}
-	bad, err := layerViolations(fset, files, exportImporter(t, fset, files), layerRules)
+	bad, err := layerViolations(fset, files, exportImporter(t, fset, files), fileGroups, layerRules)
 	if err != nil {
 		t.Fatalf("type-check the package: %v", err)
 	}
@@ -196,6 +246,10 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// TestLayeringCatches: a use of a type, a function, a method or a field
+// across a forbidden edge is found, by group and by file pattern; a local
+// of the same name and a use the rules allow are not; a file no group
+// claims is named.
 func TestLayeringCatches(t *testing.T) {
 	const upper = `package main
 type session struct{ cwd string }
@@ -206,21 +260,27 @@ func newSession() *session { return &session{} }
 type toolEnv struct{ Cwd string }
 type Decision struct{ Allowed bool }
 `
+	groups := []fileGroup{{"agent", []string{"acp*.go"}}, {"call", []string{"call.go"}}, {"tools", []string{"tools*.go"}}}
 	tests := []struct {
-		name string
-		src  string
-		bad  int
+		name  string
+		rules []layerRule
+		src   string
+		bad   int
 	}{
-		{"clean", "func run(e toolEnv) string { return e.Cwd }", 0},
-		{"a type", "func run(s *session) {}", 1},
-		{"a function", "var s = newSession()", 1},
-		{"a method and a field of a value it did not name", "func run() string { return newSession().dir() + newSession().cwd }", 3},
-		{"a local of the same name", "func run() { session := 1; _ = session }", 0},
-		{"a type of another file", "var d Decision", 0},
+		{"clean", nil, "func run(e toolEnv) string { return e.Cwd }", 0},
+		{"a type", nil, "func run(s *session) {}", 1},
+		{"a function", nil, "var s = newSession()", 1},
+		{"a method and a field of a value it did not name", nil, "func run() string { return newSession().dir() + newSession().cwd }", 3},
+		{"a local of the same name", nil, "func run() { session := 1; _ = session }", 0},
+		{"a type of an allowed group", nil, "var d Decision", 0},
+		{"a file pattern", []layerRule{{"tools use nothing of call.go", []string{"tools"}, []string{"call.go"}}}, "var d Decision", 1},
 	}
-	rules := []layerRule{{"tools use nothing of the agent", []string{"tools*.go"}, []string{"acp.go"}}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			rules := tt.rules
+			if rules == nil {
+				rules = []layerRule{{"tools use nothing of the agent", []string{"tools"}, []string{"agent"}}}
+			}
 			fset := token.NewFileSet()
 			var files []*ast.File
 			for name, src := range map[string]string{"acp.go": upper, "call.go": lower, "tools_x.go": "package main\n" + tt.src} {
@@ -230,7 +290,7 @@ type Decision struct{ Allowed bool }
 				}
 				files = append(files, f)
 			}
-			got, err := layerViolations(fset, files, nil, rules)
+			got, err := layerViolations(fset, files, nil, groups, rules)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,5 +298,13 @@ type Decision struct{ Allowed bool }
 				t.Errorf("found %d uses %v, want %d", len(got), got, tt.bad)
 			}
 		})
+	}
+	if g := groupOf(fileGroups, "newthing.go"); g != "" {
+		t.Errorf("a file of an unknown prefix is in group %q, want none", g)
+	}
+	for _, name := range []string{"serve_new.go", "acp_new.go", "config_new.go", "provider_new.go"} {
+		if groupOf(fileGroups, name) == "" {
+			t.Errorf("%s is in no group, want its prefix's", name)
+		}
 	}
 }

@@ -68,7 +68,6 @@ const (
 	grepDefaultLimit = 100      // matches grep_search returns without a limit
 	grepMaxLimit     = 1000     // the largest limit grep_search accepts
 	maxGrepLineRunes = 500      // characters of one matching line shown
-	maxPatternBytes  = 4096     // a glob or regexp pattern
 )
 
 // argType is the JSON type of one argument.
