@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -245,18 +244,17 @@ type decisionRecord struct {
 
 // decisionLog writes one JSON line per decision, whole lines only.
 type decisionLog struct {
-	mu sync.Mutex
-	w  io.Writer
+	lines lineLog
 }
+
+func newDecisionLog(w io.Writer) *decisionLog { return &decisionLog{lines: lineLog{w: w}} }
 
 func (l *decisionLog) write(rec decisionRecord) error {
 	if rec.Time == "" {
 		rec.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	}
 	line := appendDecisionRecord(make([]byte, 0, decisionLineFrame+len(rec.SessionID)+len(rec.PromptID)+len(rec.ToolCallID)+len(rec.ToolName)), rec)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.w.Write(line); err != nil {
+	if err := l.lines.append(line); err != nil {
 		return fmt.Errorf("write decision log: %w", err)
 	}
 	return nil

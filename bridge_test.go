@@ -459,7 +459,7 @@ func TestDecisionRecordLine(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := (&decisionLog{w: &b}).write(decisionRecord{Outcome: outcomeDenied}); err != nil {
+	if err := newDecisionLog(&b).write(decisionRecord{Outcome: outcomeDenied}); err != nil {
 		t.Fatal(err)
 	}
 	var back decisionRecord

@@ -38,6 +38,8 @@ var testRoles = map[string]func(arg string) int{
 	"sandbox-racer": runSandboxRacer,
 	// confines itself to directories ARG, execs its last argument (sandbox_bench_test.go)
 	"sandbox-reexec": runSandboxReexec,
+	// appends log records on a full tmpfs at ARG (jsonl_test.go)
+	"full-disk-log": runFullDiskLog,
 	// a stdio MCP server (mcp_client_test.go)
 	"mcp-server": func(string) int { return serveHelperMCP(os.Stdin, os.Stdout) },
 }

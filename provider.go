@@ -108,14 +108,14 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	switch opts.AuditPath {
 	case "":
 	case "-":
-		p.audit = sys.stdout
+		p.audit = &lineLog{w: sys.stdout}
 	default:
 		f, err := os.OpenFile(opts.AuditPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return fmt.Errorf("open audit log %q: %w", opts.AuditPath, err)
 		}
 		defer f.Close()
-		p.audit = f
+		p.audit = &lineLog{w: f}
 	}
 
 	// Catch SIGHUP before anyone can learn the address and send one.
@@ -271,8 +271,7 @@ type providerServer struct {
 	metrics  *providerMetrics
 	opa      *opaClient // nil: the policy file decides
 
-	auditMu sync.Mutex // one decision, one whole line
-	audit   io.Writer  // nil: no audit log
+	audit *lineLog // nil: no audit log
 
 	slots *schedSlots // nil: the runtime's slots are left as they are
 }
@@ -518,11 +517,7 @@ func (p *providerServer) record(rec *providerAuditRecord) error {
 	if err != nil {
 		return err
 	}
-	line = append(line, '\n')
-	p.auditMu.Lock()
-	defer p.auditMu.Unlock()
-	_, err = p.audit.Write(line)
-	return err
+	return p.audit.append(append(line, '\n'))
 }
 
 // reload replaces the policy with the file's current content, or keeps the

@@ -154,7 +154,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		defer f.Close()
 		logw = f
 	}
-	d.decisions = &decisionLog{w: logw}
+	d.decisions = newDecisionLog(logw)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Hostname.host, strconv.Itoa(opts.Port)))
 	if err != nil {

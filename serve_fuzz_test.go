@@ -24,7 +24,7 @@ func fuzzDaemon(log io.Writer) (*daemon, *acpChannel, *hostSession) {
 	d := &daemon{
 		sys:         &system{env: newProcEnv(nil), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard},
 		guarded:     true,
-		decisions:   &decisionLog{w: log},
+		decisions:   newDecisionLog(log),
 		workspaces:  []string{"/nonexistent-acpguard-fuzz-workspace"},
 		maxPending:  1,
 		checkHost:   true,

@@ -1,0 +1,62 @@
+// jsonl.go owns the one appender of JSON-lines logs, serve's decision log
+// and the provider's audit log: a record reaches the file whole or not at
+// all, so the file always ends in a whole line, whatever a full disk did to
+// the last write, and every record after it parses.
+package main
+
+import (
+	"io"
+	"os"
+	"sync"
+)
+
+// lineLog appends one record per line to w, one record at a time. It is
+// safe for concurrent use.
+type lineLog struct {
+	mu sync.Mutex
+	w  io.Writer
+	// broken is set when a failed write left a fragment that could not be
+	// taken back (w is not a regular file, or truncating it failed): the
+	// next record then starts on a new line, so the fragment stays a line
+	// of its own that a reader reports and skips.
+	broken bool
+	lost   int64 // records that did not reach w whole
+}
+
+// append writes line, which ends in a newline. A failed or short write is
+// taken back by truncating a regular file to its size before the write,
+// and the record counts as lost; the error says what failed.
+func (l *lineLog) append(line []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, _ := l.w.(*os.File)
+	size := int64(-1)
+	if f != nil {
+		if end, err := f.Seek(0, io.SeekEnd); err == nil {
+			size = end
+		}
+	}
+	if l.broken {
+		line = append([]byte{'\n'}, line...)
+	}
+	n, err := l.w.Write(line)
+	if err == nil && n == len(line) {
+		l.broken = false
+		return nil
+	}
+	if err == nil {
+		err = io.ErrShortWrite
+	}
+	l.lost++
+	if n > 0 && (size < 0 || f.Truncate(size) != nil) {
+		l.broken = true
+	}
+	return err
+}
+
+// lostRecords is how many records did not reach the log whole.
+func (l *lineLog) lostRecords() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
