@@ -11,8 +11,10 @@ import (
 func TestPolicySyntaxErrorLineColumn(t *testing.T) {
 	dir := t.TempDir()
 	for _, tt := range []struct{ name, body, want string }{
-		{"trailing comma", "{\n  \"rules\": [\n    {\"tool\": \"x\",}\n  ]\n}\n",
-			"invalid JSON at line 3, column 18: invalid character '}' looking for beginning of object key string"},
+		{"a comma with nothing before it", "{\n  \"rules\": [\n    ,\n  ]\n}\n",
+			"invalid JSON at line 3, column 5: invalid character ',' looking for beginning of value"},
+		{"after a comment", "{\n  // the default\n  \"default\": \"deny\" x\n}\n",
+			"invalid JSON at line 3, column 21: invalid character 'x' after object key:value pair"},
 		{"missing comma", "{\n  \"default\": \"deny\"\n  \"rules\": []\n}\n",
 			"invalid JSON at line 3, column 3: invalid character '\"' after object key:value pair"},
 		{"cut short", "{\n  \"rules\": [\n\n",

@@ -149,9 +149,13 @@ func loadOperatorFile[T any](what, file string, limit int, parse func([]byte) (T
 	return v, nil
 }
 
-// parseProviderPolicy validates a policy file's content.
-func parseProviderPolicy(data []byte) (*providerPolicy, error) {
-	if err := jsonSyntaxCheck(data, data); err != nil {
+// parseProviderPolicy validates a policy file's content. The file is JSONC
+// as a settings file is (comments, trailing commas, a byte order mark),
+// checked strictly after that pre-pass, so an error's line and column point
+// into the file as written.
+func parseProviderPolicy(orig []byte) (*providerPolicy, error) {
+	data := blankJSONC(orig)
+	if err := jsonSyntaxCheck(orig, data); err != nil {
 		return nil, err
 	}
 	var pf providerPolicyFile

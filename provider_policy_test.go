@@ -15,6 +15,8 @@ func TestParsePolicy(t *testing.T) {
 		name, providerPolicy, err string
 	}{
 		{"minimal", `{}`, ""},
+		{"comments and trailing commas", "\uFEFF// the team's policy\n{\"rules\":[{\"tool\":\"read_file\",\"decision\":\"deny\", /* for now */},],\"default\":\"allow\",}", ""},
+		{"a comment left open", "{\"default\":\"allow\"} /* open", "trailing data"},
 		{"full", `{"rules":[{"tool":"mcp__*","match":{"/a/0":"^x$","/b~1c":"y"},"decision":"deny","reason":"No"}],"default":"allow"}`, ""},
 		{"unknown top field", `{"rule":[]}`, `json: unknown field "rule"`},
 		{"unknown rule field", `{"rules":[{"tool":"mcp__s__x","decision":"allow"},{"tool":"mcp__s__x","decision":"allow","why":"x"}]}`, `rule 1: json: unknown field "why"`},
