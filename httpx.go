@@ -39,13 +39,36 @@ func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger) *http.
 	}
 }
 
-// bearerMatches reports whether an Authorization header is "Bearer <token>",
-// the scheme in any case (RFC 7235), in constant time, also in the length.
-func bearerMatches(header, token string) bool {
+// Why a bearer check failed: the host API's 401 hint and the label of
+// serve's auth_failures_total name it. No reason quotes the header: a token
+// sent without its scheme would be echoed.
+const (
+	authNoHeader = "no_header" // no Authorization header
+	authScheme   = "scheme"    // a header that is not "Bearer <token>"
+	authToken    = "token"     // a bearer token that is not the one
+)
+
+// bearerFailure returns "" when an Authorization header is "Bearer <token>",
+// the scheme in any case (RFC 7235), else why it is not. The token is
+// compared in constant time, also in the length.
+func bearerFailure(header, token string) string {
+	if header == "" {
+		return authNoHeader
+	}
 	scheme, got, _ := strings.Cut(header, " ")
 	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && asciiEqualFold(scheme, "Bearer")
+	same := subtle.ConstantTimeCompare(a[:], b[:]) == 1
+	switch {
+	case !asciiEqualFold(scheme, "Bearer"):
+		return authScheme
+	case !same:
+		return authToken
+	}
+	return ""
 }
+
+// bearerMatches reports whether an Authorization header is "Bearer <token>".
+func bearerMatches(header, token string) bool { return bearerFailure(header, token) == "" }
 
 // writeUnauthorized answers 401 with v whatever was wrong, then closes the
 // connection: without the token no client holds one to use up descriptors.
@@ -60,6 +83,7 @@ func writeUnauthorized(w http.ResponseWriter, v errorBody, newline bool) {
 type errorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code,omitempty"`
+	Hint  string `json:"hint,omitempty"` // the fix, where one is known
 }
 
 // writeJSON sends v as one whole JSON reply. The host API's replies end with

@@ -132,9 +132,13 @@ func (d *daemon) routes() http.Handler {
 		if !d.peerAllowed(w, r) {
 			return
 		}
-		if d.token != "" && !d.healthOpen(r) && !bearerMatches(r.Header.Get("Authorization"), d.token) {
-			writeUnauthorized(w, errorBody{Error: "Unauthorized", Code: codeUnauthorized}, true)
-			return
+		if d.token != "" && !d.healthOpen(r) {
+			if why := bearerFailure(r.Header.Get("Authorization"), d.token); why != "" {
+				// The 401 closes the connection: one line and one count per connection.
+				d.obs.authFailed(why, r)
+				writeUnauthorized(w, errorBody{Error: "Unauthorized", Code: codeUnauthorized, Hint: hostAuthHints[why]}, true)
+				return
+			}
 		}
 		if h, pattern := mux.Handler(r); pattern == "" {
 			// The mux's own 404 and 405 are plain text; hosts expect JSON.
@@ -177,6 +181,14 @@ func (r *statusRecorder) Header() http.Header { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 
 func (r *statusRecorder) WriteHeader(code int) { r.status = code }
+
+// hostAuthHints say, by bearerFailure's reason, what a host must fix; none
+// of them quotes what it sent.
+var hostAuthHints = map[string]string{
+	authNoHeader: "no Authorization header: send Authorization: Bearer <token> with serve's host token",
+	authScheme:   "the Authorization header is not Bearer <token>: send Authorization: Bearer <token> with serve's host token",
+	authToken:    "the bearer token is not serve's host token: use the token in the file serve names at start, or the " + envServerToken + " serve was started with",
+}
 
 // writeHostError answers with the host API's {"error":...,"code":...},
 // followed by Qwen Code's extra keys where it has them.

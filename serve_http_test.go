@@ -515,3 +515,36 @@ type hostileRequest struct {
 	status                   int
 	code                     string
 }
+
+// A refused host request says which part of its Authorization header is
+// wrong, never echoing it, and serve counts it by that reason.
+func TestServeAuthFailureHints(t *testing.T) {
+	const token = "s3cret-host-token"
+	td := startTestDaemon(t, serveOptions{Token: token})
+	for _, tt := range []struct {
+		header []string
+		reason string
+	}{
+		{nil, authNoHeader},
+		{[]string{"Authorization", "Basic " + token}, authScheme},
+		{[]string{"Authorization", token}, authScheme},
+		{[]string{"Authorization", "Bearer not-" + token}, authToken},
+		{[]string{"Authorization", "bearer " + token + "x"}, authToken},
+	} {
+		r := td.do(t, "GET", "/capabilities", "", tt.header...)
+		wantError(t, r, http.StatusUnauthorized, codeUnauthorized)
+		var e errorBody
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Error != "Unauthorized" || e.Hint != hostAuthHints[tt.reason] {
+			t.Errorf("%v: body %s, want error Unauthorized and hint %q", tt.header, r.body, hostAuthHints[tt.reason])
+		}
+		if strings.Contains(string(r.body), token) {
+			t.Errorf("%v: the body %s echoes the token", tt.header, r.body)
+		}
+	}
+	got := td.scrape(t, "Authorization", "Bearer "+token)
+	for reason, want := range map[string]float64{authNoHeader: 1, authScheme: 2, authToken: 2} {
+		if series := `acpguard_serve_auth_failures_total{reason="` + reason + `"}`; got[series] != want {
+			t.Errorf("%s = %v, want %v", series, got[series], want)
+		}
+	}
+}

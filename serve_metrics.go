@@ -46,6 +46,10 @@ var servePromptResults = [...]string{"end_turn", "max_tokens", "max_turn_request
 
 // serveLimitCodes are the limits a caller can hit, by the code it sees (or,
 // for limits that end something rather than refuse it, the code logged).
+// serveAuthFailures label auth_failures_total: why a host request was
+// refused 401 (bearerFailure).
+var serveAuthFailures = [...]string{authNoHeader, authScheme, authToken}
+
 var serveLimitCodes = [...]string{
 	codeSessionLimit, codeQueueFull, codeTooLarge, codePromptTooLarge,
 	codeSubscriberLimit, limitSubscriberDropped, codeInitializeTimeout,
@@ -74,6 +78,7 @@ type serveObserver struct {
 	childrenStarted atomic.Int64
 	childrenDied    atomic.Int64
 	limits          [len(serveLimitCodes)]atomic.Int64
+	authFailures    [len(serveAuthFailures)]atomic.Int64
 	maxChildren     int // --max-children, set before serving
 
 	toolMu sync.Mutex
@@ -90,6 +95,18 @@ type toolSeries struct{ tool, status string }
 
 func newServeObserver(log *slog.Logger) *serveObserver {
 	return &serveObserver{log: log, tools: map[toolSeries]int64{}, toolLabels: map[string]string{}}
+}
+
+// authFailed counts and logs one host request refused for its
+// Authorization header, why naming what was wrong (never the header).
+func (o *serveObserver) authFailed(why string, r *http.Request) {
+	if o == nil {
+		return
+	}
+	if i := slices.Index(serveAuthFailures[:], why); i >= 0 {
+		o.authFailures[i].Add(1)
+	}
+	o.log.Warn("host request unauthorized", "reason", why, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 }
 
 // limitHit counts and logs one hit of the limit named by code.
@@ -277,6 +294,7 @@ func (o *serveObserver) render(liveSessions, liveChildren int) []byte {
 	b.single("acpguard_serve_max_children", "gauge", "The most ACP children serve runs (--max-children).", int64(o.maxChildren))
 	b.single("acpguard_serve_children_started_total", "counter", "ACP children started.", o.childrenStarted.Load())
 	b.single("acpguard_serve_children_died_total", "counter", "ACP children that exited without the daemon ending them.", o.childrenDied.Load())
+	b.counters("acpguard_serve_auth_failures_total", "Host requests refused for their Authorization header, by reason.", "reason", serveAuthFailures[:], o.authFailures[:])
 	b.counters("acpguard_serve_limit_hits_total", "Times a limit refused or ended something, by code.", "code", serveLimitCodes[:], o.limits[:])
 	writeSandboxMetrics(&b, o.sandbox)
 	b.single("acpguard_serve_event_memory_bytes", "gauge", "Bytes of events held by every session's replay ring, stream queues and stream writes in progress.", o.events.heldBytes())
