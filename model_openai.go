@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 )
@@ -83,6 +84,9 @@ type openAIModel struct {
 	apiKey   string
 	name     string
 	client   *http.Client
+	// notFoundHint is what a 404 adds when the base URL does not end in
+	// /v1, where OpenAI-compatible servers answer; "" when it does.
+	notFoundHint string
 }
 
 // newOpenAIModel checks cfg and returns a client with its own transport.
@@ -114,10 +118,15 @@ func newOpenAIModel(cfg openAIConfig) (*openAIModel, error) {
 	// JoinPath keeps the base path (/v1 or none) and collapses the slash
 	// between it and chat/completions, as the OpenAI SDKs do.
 	endpoint := u.JoinPath(openAIPath)
+	var notFoundHint string
+	if path.Base(path.Clean("/"+u.Path)) != "v1" {
+		notFoundHint = fmt.Sprintf("; the base URL %q does not end in /v1, where OpenAI-compatible servers answer: set OPENAI_BASE_URL to %q", cfg.BaseURL, u.JoinPath("v1").String())
+	}
 	return &openAIModel{
-		endpoint: endpoint.String(),
-		apiKey:   cfg.APIKey,
-		name:     cfg.Model,
+		endpoint:     endpoint.String(),
+		notFoundHint: notFoundHint,
+		apiKey:       cfg.APIKey,
+		name:         cfg.Model,
 		client: &http.Client{
 			Transport: &http.Transport{
 				// HTTPS_PROXY, HTTP_PROXY and NO_PROXY, as every HTTP client
@@ -378,7 +387,11 @@ func (m *openAIModel) post(ctx context.Context, body []byte) (io.ReadCloser, str
 		// Read past the snippet by the key's length, so a key the server
 		// echoes near the cut is whole when it is redacted.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(openAIErrorSnippet+len(m.apiKey))))
-		return nil, "", fmt.Errorf("chat completions request: status %s: body %s", resp.Status, quoteSnippet(b, m.apiKey))
+		hint := ""
+		if resp.StatusCode == http.StatusNotFound {
+			hint = m.notFoundHint
+		}
+		return nil, "", fmt.Errorf("chat completions request: POST %s: status %s: body %s%s", m.endpoint, resp.Status, quoteSnippet(b, m.apiKey), hint)
 	}
 	ct := resp.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(ct)

@@ -1063,3 +1063,24 @@ func TestOpenAIJSONReplyReasoning(t *testing.T) {
 		t.Errorf("turn %+v (%v), thoughts %q: want text \"Hi!\" and the thinking once", turn, err, thoughts)
 	}
 }
+
+// A 404 names the URL it came from and, when the base URL does not end in
+// /v1, the base URL that would (the mistake behind most of them).
+func TestOpenAINotFoundNamesTheURL(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	for _, tt := range []struct{ base, want string }{
+		{srv.URL, `chat completions request: POST ` + srv.URL + `/chat/completions: status 404 Not Found: body "404 page not found\n"; the base URL "` + srv.URL + `" does not end in /v1, where OpenAI-compatible servers answer: set OPENAI_BASE_URL to "` + srv.URL + `/v1"`},
+		{srv.URL + "/api/", `chat completions request: POST ` + srv.URL + `/api/chat/completions: status 404 Not Found: body "404 page not found\n"; the base URL "` + srv.URL + `/api/" does not end in /v1, where OpenAI-compatible servers answer: set OPENAI_BASE_URL to "` + srv.URL + `/api/v1"`},
+		{srv.URL + "/v1/", `chat completions request: POST ` + srv.URL + `/v1/chat/completions: status 404 Not Found: body "404 page not found\n"`},
+	} {
+		m, err := newOpenAIModel(openAIConfig{BaseURL: tt.base, Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.next(t.Context(), userHello, nil, func(string) {})
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("base %q: error\n%v\nwant\n%s", tt.base, err, tt.want)
+		}
+	}
+}
