@@ -327,3 +327,42 @@ func examplesFreePort(t *testing.T) string {
 	defer l.Close()
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
+
+// examples/settings.json and examples/policy.json agree on MCP tools: every
+// tool of the example's servers that the settings let run without a
+// question, the policy allows too, so the example does not offer a tool
+// whose every call the guard then denies.
+func TestExampleSettingsAgreeWithThePolicy(t *testing.T) {
+	s, err := loadSettings("examples/settings.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := loadProviderPolicy("examples/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := mcpServersFromSettings(s.MCPServers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, srv := range servers {
+		if len(srv.IncludeTools) == 0 {
+			t.Errorf("server %q lists no includeTools: the test cannot know its tools", srv.Name)
+		}
+		for _, tool := range srv.IncludeTools {
+			name := "mcp__" + srv.Name + "__" + tool
+			v, rule := s.Rules.decide(modeDefault, name, false, map[string]any{}, t.TempDir(), t.TempDir())
+			if v != verdictAllow {
+				continue
+			}
+			checked++
+			if d := pol.decide(name, map[string]any{}); !d.Allowed {
+				t.Errorf("%s: settings allow it (rule %q), the policy denies it: %q", name, rule, d.Reason)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("the example settings allow no MCP tool: nothing was checked")
+	}
+}

@@ -16,7 +16,7 @@ func TestProviderCheckExampleCasesPass(t *testing.T) {
 	if code != exitOK || stderr != "" {
 		t.Fatalf("exit %d, stderr %q, stdout %q", code, stderr, stdout)
 	}
-	want := "policy \"examples/policy.json\": valid, 22 rules; cases \"examples/policy.cases.json\"\n75 passed, 0 failed\n"
+	want := "policy \"examples/policy.json\": valid, 23 rules; cases \"examples/policy.cases.json\"\n76 passed, 0 failed\n"
 	if stdout != want {
 		t.Errorf("stdout %q, want %q", stdout, want)
 	}
@@ -32,7 +32,7 @@ func TestProviderCheckMismatch(t *testing.T) {
 	if code != exitRuntime {
 		t.Errorf("exit %d, want %d", code, exitRuntime)
 	}
-	head := "policy \"examples/policy.json\": valid, 22 rules; cases \"" + cases + "\"\n"
+	head := "policy \"examples/policy.json\": valid, 23 rules; cases \"" + cases + "\"\n"
 	if stdout != head+string(want) {
 		t.Errorf("stdout:\n%s\nwant:\n%s%s", stdout, head, want)
 	}

@@ -39,7 +39,13 @@ deny contains "File paths containing .. are not allowed by policy" if {
 	contains(concat("", ["/", input.arguments.file_path, "/"]), "/../")
 }
 
-deny contains "MCP tools are not enabled by this policy" if startswith(input.toolName, "mcp__")
+# The example settings' time server has one tool, and it reads the clock.
+allow if input.toolName == "mcp__time__get_current_time"
+
+deny contains "MCP tools are not enabled by this policy" if {
+	startswith(input.toolName, "mcp__")
+	input.toolName != "mcp__time__get_current_time"
+}
 
 # Shell: allowed only when every simple command is plain words, runs one of
 # these programs (by basename: /usr/bin/git is git), sets no variables
