@@ -18,8 +18,6 @@ import (
 // Decision log outcomes that the bridge decides before or after the
 // provider; the provider's own failure categories are logged as they are.
 const (
-	outcomeAllowed          = "allowed"
-	outcomeDenied           = "denied"
 	outcomeMalformed        = "malformed_request"
 	outcomeIdentityMismatch = "identity_mismatch"
 	outcomeStalePrompt      = "stale_prompt"
@@ -90,6 +88,7 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		return d.decisions.write(rec)
 	}
 	deny := func(outcome, reason string) Decision {
+		rec.Reason = deniedReason(reason)
 		record(outcome)
 		d.obs.decided(outcome)
 		return Decision{Allowed: false, Reason: reason}
@@ -239,15 +238,17 @@ type decisionRecord struct {
 	ToolName        string `json:"toolName"`
 	ArgumentsSha256 string `json:"argumentsSha256"`
 	Outcome         string `json:"outcome"`
+	Reason          string `json:"reason,omitempty"` // what the model and client are shown of a denial
 	LatencyUs       int64  `json:"latencyUs"`
 }
 
 // decisionLog writes one JSON line per decision, whole lines only.
 type decisionLog struct {
-	lines lineLog
+	lines *lineLog
 }
 
-func newDecisionLog(w io.Writer) *decisionLog { return &decisionLog{lines: lineLog{w: w}} }
+// newDecisionLog writes the decision log to a stream it shares.
+func newDecisionLog(w io.Writer) *decisionLog { return &decisionLog{lines: &lineLog{w: w}} }
 
 func (l *decisionLog) write(rec decisionRecord) error {
 	if rec.Time == "" {
@@ -286,6 +287,10 @@ func appendDecisionRecord(dst []byte, rec decisionRecord) []byte {
 	dst = appendJSONString(dst, rec.ArgumentsSha256, true)
 	dst = append(dst, `,"outcome":`...)
 	dst = appendJSONString(dst, rec.Outcome, true)
+	if rec.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendJSONString(dst, rec.Reason, true)
+	}
 	dst = append(dst, `,"latencyUs":`...)
 	dst = strconv.AppendInt(dst, rec.LatencyUs, 10)
 	return append(dst, "}\n"...)

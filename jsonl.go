@@ -10,26 +10,55 @@ import (
 	"sync"
 )
 
+// The outcomes of a decision both logs name the same way (an "outcome"
+// member), so that one reader reads either.
+const (
+	outcomeAllowed = "allowed"
+	outcomeDenied  = "denied"
+)
+
 // lineLog appends one record per line to w, one record at a time. It is
 // safe for concurrent use.
 type lineLog struct {
 	mu sync.Mutex
 	w  io.Writer
+	// file is w when the log opened it (openLineLog), nil for a stream it
+	// shares (standard output or error): only a file of its own is ever
+	// truncated, since another writer's line could follow a fragment.
+	file *os.File
 	// broken is set when a failed write left a fragment that could not be
-	// taken back (w is not a regular file, or truncating it failed): the
-	// next record then starts on a new line, so the fragment stays a line
-	// of its own that a reader reports and skips.
+	// taken back (w is a stream, or truncating it failed): the next record
+	// then starts on a new line, so the fragment stays a line of its own
+	// that a reader reports and skips.
 	broken bool
 	lost   int64 // records that did not reach w whole
 }
 
+// openLineLog opens the log file at path for appending, creating it
+// readable by its owner only.
+func openLineLog(path string) (*lineLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &lineLog{w: f, file: f}, nil
+}
+
+// close closes the log's file, when it opened one.
+func (l *lineLog) close() error {
+	if l.file == nil {
+		return nil
+	}
+	return l.file.Close()
+}
+
 // append writes line, which ends in a newline. A failed or short write is
-// taken back by truncating a regular file to its size before the write,
-// and the record counts as lost; the error says what failed.
+// taken back by truncating the log's own file to its size before the
+// write, and the record counts as lost; the error says what failed.
 func (l *lineLog) append(line []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f, _ := l.w.(*os.File)
+	f := l.file
 	size := int64(-1)
 	if f != nil {
 		if end, err := f.Seek(0, io.SeekEnd); err == nil {

@@ -148,12 +148,13 @@ func runFullDiskLog(arg string) int {
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=32k"); err != nil {
 		return report(diskLogReport{SkipCause: fmt.Sprintf("mount a tmpfs: %v", err)})
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "log.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	l, err := openLineLog(filepath.Join(dir, "log.jsonl"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	audit, decisions := &providerServer{audit: &lineLog{w: f}}, newDecisionLog(f)
+	f := l.file
+	audit, decisions := &providerServer{audit: l}, &decisionLog{lines: l}
 	lost := func() int64 { return decisions.lines.lostRecords() }
 	write := func(i int) error {
 		name := fmt.Sprintf("tool-%03d-%s", i, strings.Repeat("x", 200))

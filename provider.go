@@ -110,12 +110,12 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 	case "-":
 		p.audit = &lineLog{w: sys.stdout}
 	default:
-		f, err := os.OpenFile(opts.AuditPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		l, err := openLineLog(opts.AuditPath)
 		if err != nil {
 			return fmt.Errorf("open audit log %q: %w", opts.AuditPath, err)
 		}
-		defer f.Close()
-		p.audit = &lineLog{w: f}
+		defer l.close()
+		p.audit = l
 	}
 
 	// Catch SIGHUP before anyone can learn the address and send one.
@@ -406,6 +406,10 @@ func (p *providerServer) prepare(ctx context.Context, w http.ResponseWriter, bod
 		rec.Shadow, rec.WouldDecide, rec.Decision = true, rec.Decision, providerDecisionName(true)
 		answer = Decision{Allowed: true}
 	}
+	rec.Outcome = outcomeDenied
+	if rec.Decision == providerDecisionName(true) {
+		rec.Outcome = outcomeAllowed
+	}
 	var canonical []byte
 	canonical, rec.ArgumentsSHA256 = canonicalArguments(args)
 	if p.withArgs {
@@ -489,13 +493,16 @@ const maxErrorMessage = 512
 // In shadow mode decision is the answer sent (allow), wouldDecide the
 // policy's, and reason and rule are the policy's.
 type providerAuditRecord struct {
-	Time            string          `json:"time"`
-	RequestID       string          `json:"requestId"`
-	SessionID       string          `json:"sessionId"`
-	PromptID        string          `json:"promptId"`
-	ToolCallID      string          `json:"toolCallId"`
-	ToolName        string          `json:"toolName"`
-	Decision        string          `json:"decision"`
+	Time       string `json:"time"`
+	RequestID  string `json:"requestId"`
+	SessionID  string `json:"sessionId"`
+	PromptID   string `json:"promptId"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+	Decision   string `json:"decision"`
+	// Outcome is decision under the decision log's name and values
+	// (allowed, denied), so that one reader reads both logs.
+	Outcome         string          `json:"outcome"`
 	Shadow          bool            `json:"shadow,omitempty"`
 	WouldDecide     string          `json:"wouldDecide,omitempty"`
 	Reason          string          `json:"reason"`

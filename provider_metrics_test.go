@@ -78,7 +78,7 @@ func TestProviderMetrics(t *testing.T) {
 		want := 0.0
 		switch series {
 		case "acpguard_provider_policy_rules":
-			want = 22
+			want = 23
 		}
 		if v != want {
 			t.Errorf("fresh provider: %s = %v, want %v", series, v, want)
@@ -148,7 +148,7 @@ func TestProviderMetrics(t *testing.T) {
 		`acpguard_provider_request_failures_total{reason="unsupported_media_type",status="415"}`: 0,
 		`acpguard_provider_policy_reloads_total{result="ok"}`:                                    0,
 		`acpguard_provider_policy_reloads_total{result="failed"}`:                                1,
-		`acpguard_provider_policy_rules`:                                                         22,
+		`acpguard_provider_policy_rules`:                                                         23,
 		`acpguard_provider_shadow`:                                                               0,
 		`acpguard_provider_audit_failures_total`:                                                 0,
 		`acpguard_provider_decision_duration_seconds_count`:                                      3,

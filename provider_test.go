@@ -101,7 +101,7 @@ func TestProviderWithClient(t *testing.T) {
 		{"run_shell_command", `{"command":"ls\ntouch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"ls /tmp\rtouch /tmp/x"}`, false, defaultReason, -1},
 		{"run_shell_command", `{"command":"ls\ttmp"}`, true, "", 10},
-		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 21},
+		{"mcp__files__delete", `{}`, false, "MCP tools are not enabled by this policy", 22},
 		{"agent", `{"prompt":"do it"}`, false, defaultReason, -1},
 	}
 	for i, tt := range tests {

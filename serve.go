@@ -145,16 +145,15 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		}
 		d.provider, d.guarded = pc, true
 	}
-	logw := sys.stderr
+	d.decisions = newDecisionLog(sys.stderr)
 	if opts.DecisionLog != "" {
-		f, err := os.OpenFile(opts.DecisionLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		l, err := openLineLog(opts.DecisionLog)
 		if err != nil {
 			return fmt.Errorf("open decision log %q: %w", opts.DecisionLog, err)
 		}
-		defer f.Close()
-		logw = f
+		defer l.close()
+		d.decisions = &decisionLog{lines: l}
 	}
-	d.decisions = newDecisionLog(logw)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Hostname.host, strconv.Itoa(opts.Port)))
 	if err != nil {
