@@ -57,6 +57,8 @@ var fileGroups = []fileGroup{
 	{"sandbox", []string{"sandbox*.go"}},
 	// Process groups, what /proc says, and the lifecycle of processes.
 	{"proc", []string{"proc*.go", "reaper.go", "lifeline.go"}},
+	// The log reader: acpguard log.
+	{"log", []string{"log.go"}},
 	// What every layer may use: strict JSON, loopback, globs, the
 	// environment builder, secret files, the shell parser, metrics.
 	{"base", []string{"addr.go", "envscrub.go", "glob.go", "httpx.go", "json*.go", "metrics.go", "secret_files.go", "shell_parse.go", "slots.go"}},

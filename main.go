@@ -90,6 +90,7 @@ Usage:
   acpguard provider        [flags]   the reference policy provider
   acpguard provider check  [flags]   test a policy against its cases, without serving
   acpguard demo            [--keep]  the guarded path end to end, on loopback, in a temporary workspace
+  acpguard log     [flags] FILE...   read, filter, follow and sum up the decision and audit logs
   acpguard version                   print the version
   acpguard help                      print this text
 
@@ -111,6 +112,8 @@ func run(ctx context.Context, args []string, sys *system) error {
 		return runProvider(ctx, sys, rest)
 	case "demo":
 		return runDemo(ctx, sys, rest)
+	case "log":
+		return runLog(ctx, sys, rest)
 	case "version", "--version":
 		return runVersion(sys, rest)
 	case "help", "--help", "-h", "-help":

@@ -1,0 +1,411 @@
+// log.go owns "acpguard log": reading serve's decision log and the
+// provider's audit log (JSON lines that name the same things alike,
+// jsonl.go), joining the two on the request id, filtering, following and
+// summing them up. A line that is not a record is reported and skipped.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Limits of the log reader.
+const (
+	// maxLogLine bounds one record: a decision line is well under 2 KiB,
+	// an audit line with --audit-arguments under the wire's 1 MiB request.
+	maxLogLine = 2 << 20
+	// logFollowPoll is how often --follow looks for more lines.
+	logFollowPoll = 200 * time.Millisecond
+	// logTopReasons is how many deny reasons --summary lists.
+	logTopReasons = 5
+	// outcomeFailed selects, in --outcome, every failure category.
+	outcomeFailed = "failed"
+)
+
+// logOptions is what "acpguard log" was asked (config_log.go parses it).
+type logOptions struct {
+	Files   []string
+	Follow  bool
+	Summary bool
+	Session string
+	Tool    string
+	Outcome string    // allowed, denied, failed or one failure category; "" any
+	Since   time.Time // zero: from the first record
+}
+
+// logRecord is one line of either log: the members both name alike, and
+// those only one has. audit is true for the provider's audit log, which
+// alone has a decision member.
+type logRecord struct {
+	Time        string `json:"time"`
+	RequestID   string `json:"requestId"`
+	SessionID   string `json:"sessionId"`
+	PromptID    string `json:"promptId"`
+	ToolCallID  string `json:"toolCallId"`
+	ToolName    string `json:"toolName"`
+	Outcome     string `json:"outcome"`
+	Decision    string `json:"decision"`
+	Reason      string `json:"reason"`
+	Rule        *int   `json:"rule"`
+	Shadow      bool   `json:"shadow"`
+	WouldDecide string `json:"wouldDecide"`
+
+	audit bool
+	at    time.Time
+}
+
+// parseLogRecord reads one line of either log. Members it does not know
+// are skipped, so that lines of other versions read; a line without a time
+// and an outcome or decision is not a record.
+func parseLogRecord(line []byte) (logRecord, error) {
+	var r logRecord
+	var probe struct {
+		Decision *string `json:"decision"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return r, errors.New("not a JSON record")
+	}
+	json.Unmarshal(line, &probe)
+	r.audit = probe.Decision != nil
+	if r.Outcome == "" && r.audit {
+		// An audit line written before the outcome member was.
+		r.Outcome = outcomeDenied
+		if r.Decision == "allow" {
+			r.Outcome = outcomeAllowed
+		}
+	}
+	at, err := time.Parse(time.RFC3339Nano, r.Time)
+	switch {
+	case err != nil:
+		return r, fmt.Errorf("time %q: not RFC 3339", r.Time)
+	case r.Outcome == "":
+		return r, errors.New("no outcome or decision")
+	}
+	r.at = at
+	return r, nil
+}
+
+// failed reports whether the record is a failure category, neither an
+// allow nor a denial.
+func (r *logRecord) failed() bool {
+	return r.Outcome != outcomeAllowed && r.Outcome != outcomeDenied
+}
+
+// keep applies the filters.
+func (o *logOptions) keep(r *logRecord) bool {
+	switch {
+	case o.Session != "" && r.SessionID != o.Session,
+		o.Tool != "" && r.ToolName != o.Tool,
+		!o.Since.IsZero() && r.at.Before(o.Since):
+		return false
+	case o.Outcome == "", o.Outcome == r.Outcome:
+		return true
+	}
+	return o.Outcome == outcomeFailed && r.failed()
+}
+
+// logReader reads the lines of one log file, whole lines only: a line
+// still being written waits for its newline.
+type logReader struct {
+	name     string
+	f        *os.File
+	r        *bufio.Reader
+	line     int    // lines read
+	offset   int64  // bytes of whole lines read
+	buf      []byte // the line being read
+	pending  int64  // bytes of it read, kept or not
+	overlong bool   // it is longer than maxLogLine: skipped to its end
+}
+
+// errLogLineTooLong is a line longer than maxLogLine.
+var errLogLineTooLong = fmt.Errorf("longer than %d bytes", maxLogLine)
+
+func openLogReader(name string) (*logReader, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("log %q: %w", name, err)
+	}
+	return &logReader{name: name, f: f, r: bufio.NewReaderSize(f, 64<<10)}, nil
+}
+
+// next returns the next whole line; io.EOF when none is complete yet,
+// errLogLineTooLong for a line it skipped.
+func (lr *logReader) next() ([]byte, error) {
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		lr.pending += int64(len(chunk))
+		if !lr.overlong && len(lr.buf)+len(chunk) > maxLogLine {
+			lr.overlong, lr.buf = true, nil
+		}
+		if !lr.overlong {
+			lr.buf = append(lr.buf, chunk...)
+		}
+		switch {
+		case err == nil:
+			lr.line++
+			lr.offset, lr.pending = lr.offset+lr.pending, 0
+			line, overlong := lr.buf, lr.overlong
+			lr.buf, lr.overlong = nil, false
+			if overlong {
+				return nil, errLogLineTooLong
+			}
+			return bytes.TrimSuffix(line, []byte("\n")), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return nil, io.EOF
+		default:
+			return nil, fmt.Errorf("read log %q: %w", lr.name, err)
+		}
+	}
+}
+
+// reopenIfTruncated starts over when the file shrank below what was read
+// (rotated by copy and truncate).
+func (lr *logReader) reopenIfTruncated() {
+	st, err := lr.f.Stat()
+	if err != nil || st.Size() >= lr.offset+lr.pending {
+		return
+	}
+	lr.f.Seek(0, io.SeekStart)
+	lr.r.Reset(lr.f)
+	lr.buf, lr.offset, lr.pending, lr.overlong = nil, 0, 0, false
+}
+
+// logSummary counts what --summary prints.
+type logSummary struct {
+	tools    map[string]*logCounts
+	sessions map[string]*logCounts
+	reasons  map[string]int
+}
+
+type logCounts struct{ allowed, denied, failed int }
+
+func (c *logCounts) add(r *logRecord) {
+	switch {
+	case r.Outcome == outcomeAllowed:
+		c.allowed++
+	case r.Outcome == outcomeDenied:
+		c.denied++
+	default:
+		c.failed++
+	}
+}
+
+func (s *logSummary) add(r *logRecord) {
+	for _, m := range []struct {
+		counts map[string]*logCounts
+		key    string
+	}{{s.tools, r.ToolName}, {s.sessions, r.SessionID}} {
+		c := m.counts[m.key]
+		if c == nil {
+			c = &logCounts{}
+			m.counts[m.key] = c
+		}
+		c.add(r)
+	}
+	if r.Outcome == outcomeDenied {
+		s.reasons[r.Reason]++
+	}
+}
+
+func (s *logSummary) write(w io.Writer) {
+	table := func(title string, m map[string]*logCounts) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(w, "%-40s %8s %8s %8s\n", title, "allowed", "denied", "failed")
+		for _, k := range keys {
+			c := m[k]
+			fmt.Fprintf(w, "%-40s %8d %8d %8d\n", visibleText(k), c.allowed, c.denied, c.failed)
+		}
+	}
+	table("tool", s.tools)
+	fmt.Fprintln(w)
+	type reason struct {
+		text string
+		n    int
+	}
+	var rs []reason
+	for text, n := range s.reasons {
+		rs = append(rs, reason{text, n})
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].n > rs[j].n || rs[i].n == rs[j].n && rs[i].text < rs[j].text })
+	fmt.Fprintln(w, "top deny reasons")
+	for i, r := range rs {
+		if i == logTopReasons {
+			break
+		}
+		fmt.Fprintf(w, "%8d  %s\n", r.n, visibleText(r.text))
+	}
+	fmt.Fprintln(w)
+	table("session", s.sessions)
+}
+
+// visibleText is s with every control character, and every character that
+// is not printable, written as a Go escape: a log line cannot move the
+// cursor or retitle a terminal.
+func visibleText(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == '\\' {
+			q := strconv.Quote(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
+}
+
+// formatLogRecord is one record as text: time, outcome, tool, the ids, the
+// rule of the provider's policy where the audit log gave it, the reason.
+func formatLogRecord(r *logRecord) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %-9s %s session=%s prompt=%s call=%s", r.at.UTC().Format(time.RFC3339Nano), visibleText(r.Outcome),
+		visibleText(r.ToolName), visibleText(r.SessionID), visibleText(r.PromptID), visibleText(r.ToolCallID))
+	if r.RequestID != "" {
+		fmt.Fprintf(&b, " request=%s", visibleText(r.RequestID))
+	}
+	if r.Rule != nil {
+		if *r.Rule < 0 {
+			b.WriteString(" rule=default")
+		} else {
+			fmt.Fprintf(&b, " rule=%d", *r.Rule)
+		}
+	}
+	if r.Shadow {
+		fmt.Fprintf(&b, " shadow=%s", visibleText(r.WouldDecide))
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(&b, " reason=%s", strconv.Quote(r.Reason))
+	}
+	return b.String()
+}
+
+// runLog is "acpguard log".
+func runLog(ctx context.Context, sys *system, args []string) error {
+	opts, err := parseLogArgs(args, sys, time.Now())
+	if err != nil {
+		return err
+	}
+	_, err = runLogRead(ctx, sys, opts)
+	return err
+}
+
+// runLogRead reads the files in the order given, then, with --follow, what
+// is appended to them until ctx ends. A decision line and an audit line of
+// the same request are one record: the decision log's, with the rule (and,
+// for a line written before the decision log had one, the reason) of the
+// audit's. It returns the number of lines that were not records.
+func runLogRead(ctx context.Context, sys *system, o logOptions) (broken int, err error) {
+	var readers []*logReader
+	for _, name := range o.Files {
+		lr, err := openLogReader(name)
+		if err != nil {
+			return 0, err
+		}
+		defer lr.f.Close()
+		readers = append(readers, lr)
+	}
+	var records []*logRecord
+	// byRequest finds the record a line of the other log joins.
+	byRequest := map[string]*logRecord{}
+	join := func(r *logRecord) bool {
+		first := byRequest[r.RequestID]
+		if r.RequestID == "" || first == nil || first.audit == r.audit {
+			if r.RequestID != "" {
+				byRequest[r.RequestID] = r
+			}
+			return false
+		}
+		dec, aud := *r, *first
+		if r.audit {
+			dec, aud = *first, *r
+		}
+		if dec.Reason == "" {
+			dec.Reason = aud.Reason
+		}
+		dec.Rule, dec.Shadow, dec.WouldDecide = aud.Rule, aud.Shadow, aud.WouldDecide
+		*first = dec
+		delete(byRequest, r.RequestID)
+		return true
+	}
+	readAll := func(emit func(*logRecord)) error {
+		for _, lr := range readers {
+			for {
+				line, err := lr.next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				var r logRecord
+				perr := err
+				switch {
+				case errors.Is(err, errLogLineTooLong):
+				case err != nil:
+					return err
+				case len(bytes.TrimSpace(line)) == 0:
+					continue
+				default:
+					r, perr = parseLogRecord(line)
+				}
+				if perr != nil {
+					broken++
+					fmt.Fprintf(sys.stderr, "acpguard log: %q line %d: %v: skipped\n", lr.name, lr.line, perr)
+					continue
+				}
+				if !o.keep(&r) {
+					continue
+				}
+				emit(&r)
+			}
+		}
+		return nil
+	}
+	if err := readAll(func(r *logRecord) {
+		if !join(r) {
+			records = append(records, r)
+		}
+	}); err != nil {
+		return broken, err
+	}
+	sort.SliceStable(records, func(i, j int) bool { return records[i].at.Before(records[j].at) })
+	sum := &logSummary{tools: map[string]*logCounts{}, sessions: map[string]*logCounts{}, reasons: map[string]int{}}
+	for _, r := range records {
+		if o.Summary {
+			sum.add(r)
+		} else {
+			fmt.Fprintln(sys.stdout, formatLogRecord(r))
+		}
+	}
+	if o.Summary {
+		sum.write(sys.stdout)
+	}
+	if !o.Follow {
+		return broken, nil
+	}
+	tick := time.NewTicker(logFollowPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return broken, nil
+		case <-tick.C:
+		}
+		for _, lr := range readers {
+			lr.reopenIfTruncated()
+		}
+		if err := readAll(func(r *logRecord) { fmt.Fprintln(sys.stdout, formatLogRecord(r)) }); err != nil {
+			return broken, err
+		}
+	}
+}
