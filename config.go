@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -368,27 +367,6 @@ func utf16Len(r rune) int {
 	return 1
 }
 
-// parseDigits reads a non-empty run of ASCII digits whose value fits N: the
-// one decimal reader of flags, /proc/<pid>/stat lines and socket tables.
-func parseDigits[N int | uint32 | uint64, T string | []byte](raw T) (N, bool) {
-	if len(raw) == 0 {
-		return 0, false
-	}
-	var n uint64
-	for i := 0; i < len(raw); i++ {
-		d := uint64(raw[i]) - '0'
-		if d > 9 || n > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	v := N(n)
-	if uint64(v) != n || v < 0 {
-		return 0, false
-	}
-	return v, true
-}
-
 // onceValue is a string flag that may be given at most once, so that a
 // repeated --external-tool-guard-mode cannot let a later "off" quietly win.
 type onceValue struct {
@@ -537,15 +515,6 @@ func flagErrorText(err error) string {
 	return msg
 }
 
-// envOf returns the captured environment of sys; a system built without one
-// (in a test) has an empty environment, so no secret is ever assumed present.
-func envOf(sys *system) *procEnv {
-	if sys.env == nil {
-		return &procEnv{}
-	}
-	return sys.env
-}
-
 func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 	fs := newFlagSet("provider")
 	listen := onceFlag(fs, "listen", defaultProviderListen)
@@ -617,15 +586,6 @@ func parseDemoArgs(args []string, sys *system) (demoOptions, error) {
 		return demoOptions{}, err
 	}
 	return demoOptions{Keep: *keep}, nil
-}
-
-// newLogger is the slog logger every subcommand writes to stderr.
-func newLogger(w io.Writer, logJSON bool, level slog.Level) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if logJSON {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // parseLogFlags validates --log-format text|json and --log-level

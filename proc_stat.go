@@ -2,13 +2,15 @@
 // processes: the one reader of /proc/<pid>/stat, the one scan of every
 // process, and the one walk of a process's descendants through the
 // kernel's children files. The reaper (reaper.go) and the peer check
-// (serve_peer.go) read processes only through these.
+// (serve_peer.go) read processes only through these. Its decimal reader
+// (parseDigits) is the one of flags and socket tables too.
 package main
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"syscall"
@@ -22,6 +24,27 @@ type procInfo struct {
 }
 
 func (p procInfo) dead() bool { return p.state == 'Z' || p.state == 'X' }
+
+// parseDigits reads a non-empty run of ASCII digits whose value fits N: the
+// one decimal reader of flags, /proc/<pid>/stat lines and socket tables.
+func parseDigits[N int | uint32 | uint64, T string | []byte](raw T) (N, bool) {
+	if len(raw) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(raw); i++ {
+		d := uint64(raw[i]) - '0'
+		if d > 9 || n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	v := N(n)
+	if uint64(v) != n || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
 
 // errProcStat is returned for a stat line that does not parse.
 var errProcStat = errors.New("malformed /proc stat line")
