@@ -330,8 +330,13 @@ const (
 	methodModelChunk = "_acpguard/model/chunk"
 )
 
-// modelParent is "acpguard acp --model parent": serve's children ask serve.
-const modelParent = "parent"
+// The models serve tells a child to run: "acpguard acp --model parent"
+// asks serve for each call; "--model scripted" runs the built-in scripted
+// model, when serve has no model service.
+const (
+	modelParent   = "parent"
+	modelScripted = "scripted"
+)
 
 // modelCompleteParams is one model call of a child.
 type modelCompleteParams struct {

@@ -194,12 +194,16 @@ type invocation struct {
 }
 
 // The flags of a child's command line that serve sets itself: its state
-// directory (off: serve keeps no child's sessions) and its system prompt
-// file, the operator's.
+// directory (off: serve keeps no child's sessions), its system prompt
+// file, the operator's, and the settings files switches of acp and serve
+// (settings_files.go), which serve passes on so that each child reads the
+// files serve read.
 const (
-	flagStateDir         = "state-dir"
-	stateDirOff          = "off"
-	flagSystemPromptFile = "system-prompt-file"
+	flagStateDir               = "state-dir"
+	stateDirOff                = "off"
+	flagSystemPromptFile       = "system-prompt-file"
+	flagNoUserSettings         = "no-user-settings"
+	flagTrustWorkspaceSettings = "trust-workspace-settings"
 )
 
 // systemPromptSource is where the session prompts' base text comes from:

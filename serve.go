@@ -52,6 +52,76 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 	})
 }
 
+// serveOptions are the validated options of "acpguard serve", as
+// config.go parses them from its flags, environment and settings.
+type serveOptions struct {
+	// SchedSlots: serve sets its runtime's scheduler slots from the prompts
+	// it runs (slots.go); the command sets it when GOMAXPROCS is unset.
+	SchedSlots   bool
+	Hostname     bindAddr
+	Port         int // 0: pick a free port
+	Workspaces   []string
+	SettingsFile string    // "" none
+	Settings     *settings // the merged settings files (settings_files.go), or the defaults
+	SettingsLoad *settingsLoad
+	// NoUserSettings and TrustWorkspaceSettings are the flags of the same
+	// names, passed on to every child.
+	NoUserSettings         bool
+	TrustWorkspaceSettings bool
+	Token                  string // host API token, "" none
+	// TokenOnCommandLine says --token gave it, where /proc shows it to
+	// every local process: serve warns at start.
+	TokenOnCommandLine bool
+	// TokenFile is the host token file from --token-file: read when it
+	// existed at start, else created by runServe (GenerateToken).
+	TokenFile string
+	// GenerateToken asks runServe for a new random host token, written to
+	// TokenFile or, when that is "", to a new file in a fresh directory.
+	GenerateToken bool
+	// AllowTokenlessLoopback is --allow-tokenless-loopback: in required mode
+	// a loopback daemon without a host token, as in off mode.
+	AllowTokenlessLoopback bool
+	RequireAuth            bool // --require-auth: /health needs the token on loopback too (DESIGN.md §7)
+	Guard                  guardConfig
+	GuardModeGiven         bool   // --external-tool-guard-mode on the command line (warnUnguarded)
+	DecisionLog            string // "" stderr
+	MaxPendingPrompts      int
+	AllowSlashCommands     []string // names without the leading "/"
+	// DisabledSlashCommands are refused with 400 and passed to every child.
+	DisabledSlashCommands []string
+	Limits                serveLimits
+	LogJSON               bool       // --log-format json; text otherwise
+	LogLevel              slog.Level // the zero Level is info
+	// Sandbox is the base the children confine with: serve's flags over
+	// the settings layers that are no workspace's file.
+	Sandbox sandboxConfig
+	// SandboxFlags are the --sandbox* flags serve was given, for its
+	// children; nil for a serve assembled without flags, whose children
+	// get Sandbox whole.
+	SandboxFlags *sandboxGiven
+	// FirstWorkspaceSandbox is the sandbox of the first workspace's
+	// sessions, checked against the kernel at start as Sandbox is.
+	FirstWorkspaceSandbox *sandboxConfig
+	// Model is the model service serve calls for its children
+	// (serve_model.go); BaseURL "" runs the scripted model. Its name is
+	// OPENAI_MODEL's, else the first workspace's model.name, checked at
+	// start; ModelNameFixed says OPENAI_MODEL named it, for every session.
+	Model          openAIConfig
+	ModelNameFixed bool
+	// SessionSettings find the settings files of a session's workspace,
+	// from which serve takes its model.name and model.maxSessionTurns;
+	// Sources zero (a serve assembled without flags): Settings for all.
+	SessionSettings struct {
+		Sources settingsSources
+		Options settingsLoadOptions // Workspace is set per session
+	}
+	// SystemPrompt is the operator's (the flag's or the process
+	// environment's); its File goes to every child as
+	// --system-prompt-file. One a settings env block names is each
+	// session's, found by its child.
+	SystemPrompt systemPromptSource
+}
+
 // daemon is one running "acpguard serve".
 type daemon struct {
 	sys          *system
