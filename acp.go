@@ -187,18 +187,9 @@ type acpOptions struct {
 // service (model_openai.go) the agent calls itself.
 const modelOpenAI = "openai"
 
-func runACP(ctx context.Context, sys *system, args []string) error {
-	// A parent that dies closes our stdout: the write that finds it closed
-	// ends the connection, and the shutdown runs (lifeline.go).
-	catchBrokenPipe()
-	opts, err := parseACPArgs(args, sys)
-	if err != nil {
-		return err
-	}
-	// A managed child's guard is its parent's, which warns once.
-	if sys.env.privateGuard == "" {
-		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
-	}
+// runAgent runs the agent of opts on sys's stdin and stdout until its
+// client or ctx ends the connection.
+func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
 	a, err := newACPAgent(sys, opts)
 	if err != nil {
 		return err
@@ -212,14 +203,11 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 			warnSettings(a.log, opts.Settings)
 		}
 	}
-	switch opts.Model {
-	case modelOpenAI:
+	if opts.Model == modelOpenAI {
 		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
 			return &usageError{err}
 		}
 		a.modelNameFixed = opts.ModelNameFixed
-	case modelParent:
-		a.model = newParentModel(a)
 	}
 	// Every acp runs tools as its own user, and its start environment may hold
 	// the provider token or the model key.
@@ -250,6 +238,9 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		}
 	}
 	a.conn = a.newConn(sys)
+	if opts.Model == modelParent {
+		a.model = newParentModel(a.conn)
+	}
 	a.log.Debug("acp runtime ready", "managed", a.managed, "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
 	err = a.conn.serve(ctx)
 	a.shutdown()

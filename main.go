@@ -103,6 +103,33 @@ func run(ctx context.Context, args []string, sys *system) error {
 	}
 }
 
+// runACP parses acp's options (config.go) and runs the agent (acp.go).
+func runACP(ctx context.Context, sys *system, args []string) error {
+	// A parent that dies closes our stdout: the write that finds it closed
+	// ends the connection, and the shutdown runs (lifeline.go).
+	catchBrokenPipe()
+	opts, err := parseACPArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	// A managed child's guard is its parent's, which warns once.
+	if sys.env.privateGuard == "" {
+		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
+	}
+	return runAgent(ctx, sys, opts)
+}
+
+// runServe parses serve's options (config.go) and runs the daemon
+// (serve.go).
+func runServe(ctx context.Context, sys *system, args []string) error {
+	opts, err := parseServeArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	warnUnguarded(sys.stderr, "serve", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
+	return runDaemon(ctx, sys, opts)
+}
+
 func runVersion(sys *system, args []string) error {
 	if len(args) > 0 {
 		if args[0] == "--help" || args[0] == "-h" {

@@ -25,12 +25,10 @@ import (
 	"time"
 )
 
-func runServe(ctx context.Context, sys *system, args []string) error {
-	opts, err := parseServeArgs(args, sys)
-	if err != nil {
-		return err
-	}
-	warnUnguarded(sys.stderr, "serve", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
+// runDaemon runs serve on opts until ctx is done: it logs what it read,
+// makes the host token when opts ask for one, and announces where it
+// listens on stdout.
+func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
 	logSettingsFiles(log, opts.SettingsLoad, opts.Guard.required())
 	warnSettings(log, opts.Settings)
@@ -73,9 +71,9 @@ type serveOptions struct {
 	// every local process: serve warns at start.
 	TokenOnCommandLine bool
 	// TokenFile is the host token file from --token-file: read when it
-	// existed at start, else created by runServe (GenerateToken).
+	// existed at start, else created by runDaemon (GenerateToken).
 	TokenFile string
-	// GenerateToken asks runServe for a new random host token, written to
+	// GenerateToken asks runDaemon for a new random host token, written to
 	// TokenFile or, when that is "", to a new file in a fresh directory.
 	GenerateToken bool
 	// AllowTokenlessLoopback is --allow-tokenless-loopback: in required mode

@@ -155,7 +155,7 @@ const (
 	maxMaxSessions     = 10000
 	// ACP children sessions are placed on (serve_children.go). Sessions of
 	// every workspace share them. A child runs on one scheduler slot
-	// (runACP) and costs about 8 MiB resident. Measured on two cores, 32
+	// (runAgent) and costs about 8 MiB resident. Measured on two cores, 32
 	// busy sessions made 900-1,000 guarded calls a second on four children
 	// against 600-750 on two (a child waits in the kernel while it writes
 	// files), and 128 idle sessions in 128 workspaces fit in about 50 MiB
