@@ -56,6 +56,38 @@ func warnUnguarded(w io.Writer, cmd string, g guardConfig, given, logJSON bool) 
 	fmt.Fprintf(w, "acpguard %s: warning: %s\n", cmd, msg)
 }
 
+// parseEndpoint validates --external-tool-guard-endpoint: an origin-only
+// loopback HTTP(S) endpoint (loopbackEndpoint).
+func parseEndpoint(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, usagef("--%s %q: required when --%s is %s", flagGuardEndpoint, raw, flagGuardMode, guardModeRequired)
+	}
+	u, rule := loopbackEndpoint(raw)
+	if rule != "" {
+		return nil, usagef("--%s %q: %s", flagGuardEndpoint, raw, rule)
+	}
+	return u, nil
+}
+
+// parseListen validates the provider's --listen: a loopback address
+// (loopbackListen).
+func parseListen(raw string) (loopbackAddr, error) {
+	a, rule := loopbackListen(raw)
+	if rule != "" {
+		return loopbackAddr{}, usagef("--listen %q: %s", raw, rule)
+	}
+	return a, nil
+}
+
+// parseHostname validates serve's --hostname (bindHostname).
+func parseHostname(raw string) (bindAddr, error) {
+	a, rule := bindHostname(raw)
+	if rule != "" {
+		return bindAddr{}, usagef("--hostname %q: %s", raw, rule)
+	}
+	return a, nil
+}
+
 // parseTimeoutMs validates --external-tool-guard-timeout-ms. Only plain
 // decimal digits are an integer here: "+200", " 200", "2e2" and "0x64" are not.
 func parseTimeoutMs(raw string) (time.Duration, error) {
@@ -475,6 +507,26 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	return opts, nil
 }
 
+// parseStateDir resolves --state-dir: "off" saves nothing; unset, the
+// default directory, except for serve's children.
+func parseStateDir(v *onceValue, env *procEnv, servedChild bool) (dir string, given bool, err error) {
+	switch {
+	case v.count == 0 && servedChild:
+		return "", false, nil
+	case v.count == 0:
+		return defaultStateDir(env), false, nil
+	case v.value == stateDirOff:
+		return "", true, nil
+	case v.value == "":
+		return "", true, usagef("--%s %q: want a directory or %q", flagStateDir, v.value, stateDirOff)
+	}
+	abs, err := filepath.Abs(v.value)
+	if err != nil {
+		return "", true, usagef("--%s %q: %v", flagStateDir, v.value, err)
+	}
+	return abs, true, nil
+}
+
 // loadACPSettings reads into opts the settings files of the start
 // directory, with --settings raw and the user and workspace switches, and
 // the way each session finds its own. It returns the operator's settings
@@ -664,6 +716,75 @@ func resolveServeAuth(opts *serveOptions, token, tokenFile *onceValue, tokenless
 	return nil
 }
 
+// resolveHostToken decides serve's host token from the flags and env: the
+// value of --token (which wins over QWEN_SERVER_TOKEN, as in Qwen Code) or
+// of the variable; or --token-file, read when the file exists and generated
+// at start when it does not. --token-file together with either of the
+// others is refused. In required mode a loopback daemon with none of them
+// gets a generated token unless --allow-tokenless-loopback is given.
+func resolveHostToken(opts *serveOptions, token, tokenFile *onceValue, tokenless bool, env *procEnv, hostname string, loopback bool) error {
+	var err error
+	switch {
+	case tokenFile.count > 0 && token.count > 0:
+		return usagef("--%s %q and --token: both set; give the host token one way", flagHostTokenFile, tokenFile.value)
+	case tokenFile.count > 0 && env.serverTokenSet:
+		return usagef("--%s %q and %s: both set; give the host token one way", flagHostTokenFile, tokenFile.value, envServerToken)
+	case tokenFile.count > 0:
+		err = hostTokenFromFile(opts, tokenFile.value)
+	// --token wins over QWEN_SERVER_TOKEN, as in Qwen Code.
+	case token.count > 0:
+		opts.Token, err = parseSecret("--token", token.value)
+		opts.TokenOnCommandLine = true
+	case env.serverTokenSet:
+		opts.Token, err = parseSecret(envServerToken, env.serverToken)
+	}
+	if err != nil {
+		return err
+	}
+	given := opts.Token != "" || opts.GenerateToken
+	if tokenless {
+		switch {
+		case given:
+			return usagef("--%s: a host token is also given (--token, --%s or %s); give one or the other", flagAllowTokenlessLoopback, flagHostTokenFile, envServerToken)
+		case !loopback:
+			return usagef("--%s: --hostname %q is not a loopback address, which always requires a host token", flagAllowTokenlessLoopback, hostname)
+		}
+		opts.AllowTokenlessLoopback = true
+		return nil
+	}
+	// A non-loopback address needs a host token.
+	if !loopback && !given {
+		return usagef("--hostname %q: a non-loopback address requires --token, --%s or %s", hostname, flagHostTokenFile, envServerToken)
+	}
+	if !given && opts.Guard.required() {
+		opts.GenerateToken = true
+	}
+	return nil
+}
+
+// hostTokenFromFile reads --token-file when the file exists; when nothing
+// is there yet, serve generates the token into it at start.
+func hostTokenFromFile(opts *serveOptions, path string) error {
+	if path == "" {
+		return usagef("--%s \"\": must name a file", flagHostTokenFile)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return usagef("--%s %q: %v", flagHostTokenFile, path, err)
+	}
+	exists, err := secretFileExists(flagHostTokenFile, abs)
+	if err != nil {
+		return err
+	}
+	opts.TokenFile = abs
+	if !exists {
+		opts.GenerateToken = true
+		return nil
+	}
+	opts.Token, err = readSecretFile(flagHostTokenFile, abs)
+	return err
+}
+
 // resolveServePrompts sets what bounds and opens each session's prompts:
 // --max-pending-prompts-per-session, the slash commands allowed and those
 // disabled.
@@ -728,6 +849,23 @@ func resolveServeModel(opts *serveOptions, modelKeyFile *onceValue, env *procEnv
 	}
 	opts.ModelNameFixed = env.lookup(envModelName) != ""
 	return nil
+}
+
+// serveModelConfig is the model serve's children use, from serve's own
+// environment, named as for acp: the scripted model without OPENAI_BASE_URL.
+func serveModelConfig(env *procEnv, s *settings) (openAIConfig, error) {
+	base := env.lookup(envModelBaseURL)
+	if base == "" {
+		return openAIConfig{}, nil
+	}
+	cfg := openAIConfig{BaseURL: base, APIKey: env.modelKey, Model: env.lookup(envModelName)}
+	if cfg.Model == "" && s != nil {
+		cfg.Model = s.Model.Name
+	}
+	if _, err := newOpenAIModel(cfg); err != nil {
+		return openAIConfig{}, &usageError{err}
+	}
+	return cfg, nil
 }
 
 // resolveServeSandbox resolves opts' sandboxes from the sandbox flags: its
