@@ -235,6 +235,84 @@ func (g guardFlags) resolve(env *procEnv) (guardConfig, error) {
 	return guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: timeout, Token: token}, nil
 }
 
+// sharedFlags are the flags acp and serve share: the guard, the settings
+// files, the log, the model key file, the system prompt file, the slash
+// commands and the sandbox.
+type sharedFlags struct {
+	guard                  guardFlags
+	settings               *onceValue
+	noUser, trustWorkspace *bool
+	slash, disabledSlash   listValue
+	logFormat, logLevel    *onceValue
+	modelKeyFile           *onceValue
+	systemPromptFile       *onceValue
+	sandbox                *sandboxFlags
+}
+
+// addSharedFlags registers the shared flags on fs.
+func addSharedFlags(fs *flag.FlagSet) *sharedFlags {
+	f := &sharedFlags{
+		guard:            addGuardFlags(fs),
+		settings:         onceFlag(fs, "settings", ""),
+		noUser:           fs.Bool(flagNoUserSettings, false, ""),
+		trustWorkspace:   fs.Bool(flagTrustWorkspaceSettings, false, ""),
+		logFormat:        onceFlag(fs, "log-format", "text"),
+		logLevel:         onceFlag(fs, "log-level", "info"),
+		modelKeyFile:     onceFlag(fs, flagModelKeyFile, ""),
+		systemPromptFile: onceFlag(fs, flagSystemPromptFile, ""),
+		sandbox:          addSandboxFlags(fs),
+	}
+	fs.Var(&f.slash, "allow-slash-command", "")
+	fs.Var(&f.disabledSlash, "disabled-slash-commands", "")
+	return f
+}
+
+// sharedOptions are the guard, log, settings and sandbox options acp and
+// serve build alike, once, from their shared flags (sharedFlags.resolve).
+type sharedOptions struct {
+	guard      guardConfig
+	guardGiven bool // --external-tool-guard-mode on the command line (warnUnguarded)
+	// required is required mode or a managed child: the settings' and the
+	// sandbox's defaults are required mode's.
+	required bool
+	logJSON  bool
+	logLevel slog.Level
+	// settingsFile is --settings, absolute ("" none); load is what the
+	// settings files said, read with src and so.
+	settingsFile string
+	load         *settingsLoad
+	src          settingsSources
+	so           settingsLoadOptions
+	sandbox      *sandboxChoice
+}
+
+// resolve builds the shared options from f and env: the guard, the log,
+// the settings files of workspace ("" none: every layer but a
+// workspace's) and the sandbox flags, checked once. managed is a managed
+// child's. The guard token and model key files, and each of secrets, are
+// hidden from tools.
+func (f *sharedFlags) resolve(env *procEnv, workspace string, managed bool, secrets ...*onceValue) (sharedOptions, error) {
+	hideSecretFiles(f.sandbox, append([]*onceValue{f.guard.tokenFile, f.modelKeyFile}, secrets...)...)
+	var o sharedOptions
+	var err error
+	if o.guard, err = f.guard.resolve(env); err != nil {
+		return sharedOptions{}, err
+	}
+	o.guardGiven, o.required = f.guard.mode.count > 0, o.guard.required() || managed
+	if o.logJSON, o.logLevel, err = parseLogFlags(f.logFormat.value, f.logLevel.value); err != nil {
+		return sharedOptions{}, err
+	}
+	o.src = settingsSourcesOf(env)
+	o.so = settingsLoadOptions{Workspace: workspace, NoUser: *f.noUser, TrustWorkspace: *f.trustWorkspace, Required: o.required}
+	if o.settingsFile, o.load, err = parseSettingsFile(f.settings.value, o.src, o.so); err != nil {
+		return sharedOptions{}, err
+	}
+	if o.sandbox, err = f.sandbox.check(); err != nil {
+		return sharedOptions{}, err
+	}
+	return o, nil
+}
+
 // newFlagSet returns a flag set that prints nothing: parseFlags writes the
 // usage and the errors.
 func newFlagSet(cmd string) *flag.FlagSet {
@@ -414,16 +492,6 @@ func parseProviderCheckArgs(args []string, sys *system) (providerCheckOptions, e
 	return opts, nil
 }
 
-// hideSecretFiles hides from tools each private file a flag names, whether
-// it is read now or written at start (DESIGN.md §5).
-func hideSecretFiles(f *sandboxFlags, files ...*onceValue) {
-	for _, v := range files {
-		if v.count > 0 && v.value != "" {
-			f.addSecret(v.value)
-		}
-	}
-}
-
 // modelKeyFromFile reads --model-key-file when it was given: the same file
 // rules as every secret file, and refused together with OPENAI_API_KEY.
 func modelKeyFromFile(file *onceValue, env *procEnv) (key string, given bool, err error) {
@@ -439,29 +507,18 @@ func modelKeyFromFile(file *onceValue, env *procEnv) (key string, given bool, er
 
 func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs := newFlagSet("acp")
-	guard := addGuardFlags(fs)
+	shared := addSharedFlags(fs)
 	modelName := onceFlag(fs, "model", "")
-	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
-	settingsFile := onceFlag(fs, "settings", "")
-	noUser := fs.Bool(flagNoUserSettings, false, "")
-	trustWorkspace := fs.Bool(flagTrustWorkspaceSettings, false, "")
-	var slash, disabledSlash listValue
-	fs.Var(&slash, "allow-slash-command", "")
-	fs.Var(&disabledSlash, "disabled-slash-commands", "")
-	logFormat := onceFlag(fs, "log-format", "text")
-	logLevel := onceFlag(fs, "log-level", "info")
 	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
 	stateDir := onceFlag(fs, flagStateDir, "")
-	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
-	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
-	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile)
+	env := envOf(sys)
 	// serve's children save nothing unless told to: session/load is not
 	// part of the host API.
-	servedChild := envOf(sys).privateGuard != "" || modelName.value == modelParent
-	sd, sdGiven, err := parseStateDir(stateDir, envOf(sys), servedChild)
+	servedChild := env.privateGuard != "" || modelName.value == modelParent
+	sd, sdGiven, err := parseStateDir(stateDir, env, servedChild)
 	if err != nil {
 		return acpOptions{}, err
 	}
@@ -469,39 +526,33 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if !ok || ms > maxPermissionTimeoutMs {
 		return acpOptions{}, usagef("--permission-response-timeout-ms %q: must be an integer from 0 through %d", permTimeout.value, maxPermissionTimeoutMs)
 	}
-	cfg, err := guard.resolve(envOf(sys))
-	if err != nil {
-		return acpOptions{}, err
-	}
-	opts := acpOptions{Guard: cfg, GuardModeGiven: guard.mode.count > 0, Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond,
-		StateDir: sd, StateDirGiven: sdGiven}
-	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
-		return acpOptions{}, err
-	}
 	// A managed child runs only under serve in required mode. Its
 	// workspace, as a standalone agent's, is the directory it starts in.
-	required := cfg.required() || envOf(sys).privateGuard != ""
-	settingsPath, err := loadACPSettings(&opts, settingsFile.value, envOf(sys), *noUser, *trustWorkspace, required)
+	sh, err := shared.resolve(env, "", env.privateGuard != "")
 	if err != nil {
 		return acpOptions{}, err
 	}
-	st, load := opts.Settings, opts.SettingsLoad
-	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
+	opts := acpOptions{Guard: sh.guard, GuardModeGiven: sh.guardGiven, LogJSON: sh.logJSON, LogLevel: sh.logLevel,
+		Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond, StateDir: sd, StateDirGiven: sdGiven}
+	if err := loadACPSettings(&opts, sh); err != nil {
+		return acpOptions{}, err
+	}
+	st := opts.Settings
+	if opts.Sandbox, err = sh.sandbox.resolve(st, opts.SettingsLoad.originOf("tools", sh.settingsFile), sh.required); err != nil {
 		return acpOptions{}, err
 	}
 	if err := opts.Sandbox.checkHideWays(); err != nil {
 		return acpOptions{}, err
 	}
-	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
-	if err := resolveACPSlashCommands(&opts, slash, disabledSlash); err != nil {
+	opts.SessionSandbox = sh.sandbox.forSessions(sh.settingsFile, sh.required)
+	if err := resolveACPSlashCommands(&opts, shared.slash, shared.disabledSlash); err != nil {
 		return acpOptions{}, err
 	}
-	env := envOf(sys)
-	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
+	if opts.SystemPrompt, err = resolveSystemPrompt(shared.systemPromptFile.value, env, st); err != nil {
 		return acpOptions{}, err
 	}
-	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
-	if err := resolveACPModel(&opts, modelKeyFile, env); err != nil {
+	opts.SessionSystemPrompt = systemPromptForSessions(shared.systemPromptFile.value, env)
+	if err := resolveACPModel(&opts, shared.modelKeyFile, env); err != nil {
 		return acpOptions{}, err
 	}
 	return opts, nil
@@ -527,33 +578,27 @@ func parseStateDir(v *onceValue, env *procEnv, servedChild bool) (dir string, gi
 	return abs, true, nil
 }
 
-// loadACPSettings reads into opts the settings files of the start
-// directory, with --settings raw and the user and workspace switches, and
-// the way each session finds its own. It returns the operator's settings
-// file.
-func loadACPSettings(opts *acpOptions, raw string, env *procEnv, noUser, trustWorkspace, required bool) (string, error) {
+// loadACPSettings sets in opts the settings files of the start directory,
+// over the layers sh read, and the way each session finds its own.
+func loadACPSettings(opts *acpOptions, sh sharedOptions) error {
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
+		return fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
 	}
-	// The layers but the workspace's are checked now, so a bad one stops
-	// the start; each session reads its own workspace's file at
+	// The layers but the workspace's were checked by sh, so a bad one
+	// stopped the start; each session reads its own workspace's file at
 	// session/new, where a bad one fails that session only.
-	src := settingsSourcesOf(env)
-	so := settingsLoadOptions{NoUser: noUser, TrustWorkspace: trustWorkspace, Required: required}
-	settingsPath, load, err := parseSettingsFile(raw, src, so)
-	if err != nil {
-		return "", err
-	}
-	so.Operator, so.Workspace = settingsPath, wd
-	opts.SettingsSources, opts.SettingsOptions = src, so
+	so := sh.so
+	so.Operator, so.Workspace = sh.settingsFile, wd
+	opts.SettingsSources, opts.SettingsOptions = sh.src, so
 	// The sandbox is the process's: it takes the start directory's
 	// workspace file too, when that loads.
-	if wsLoad, err := loadSettingsFiles(src, so); err == nil {
+	load := sh.load
+	if wsLoad, err := loadSettingsFiles(sh.src, so); err == nil {
 		load = wsLoad
 	}
 	opts.Settings, opts.SettingsLoad = load.Settings, load
-	return settingsPath, nil
+	return nil
 }
 
 // resolveACPSlashCommands sets the slash commands of opts: those allowed,
@@ -612,46 +657,27 @@ func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) er
 
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	fs := newFlagSet("serve")
+	shared := addSharedFlags(fs)
 	hostname := onceFlag(fs, "hostname", defaultServeHostname)
 	port := onceFlag(fs, "port", defaultServePort)
-	var workspaces, slash listValue
+	var workspaces listValue
 	fs.Var(&workspaces, "workspace", "")
-	settings := onceFlag(fs, "settings", "")
-	noUser := fs.Bool(flagNoUserSettings, false, "")
-	trustWorkspace := fs.Bool(flagTrustWorkspaceSettings, false, "")
 	token := onceFlag(fs, "token", "")
 	tokenFile := onceFlag(fs, flagHostTokenFile, "")
 	tokenless := fs.Bool(flagAllowTokenlessLoopback, false, "")
 	requireAuth := fs.Bool(flagRequireAuth, false, "")
-	guard := addGuardFlags(fs)
-	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
 	decisionLog := onceFlag(fs, "decision-log", "")
 	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
-	fs.Var(&slash, "allow-slash-command", "")
-	var disabledSlash listValue
-	fs.Var(&disabledSlash, "disabled-slash-commands", "")
 	limits := addServeLimitFlags(fs)
-	logFormat := onceFlag(fs, "log-format", "text")
-	logLevel := onceFlag(fs, "log-level", "info")
-	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
-	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
-	// Not the decision log: it holds ids, names, digests and outcomes, no
-	// argument, and often lies in a large directory such as /tmp, where
-	// hiding costs a Landlock rule per entry (DESIGN.md §5).
-	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile, tokenFile)
 	env := envOf(sys)
 	opts := serveOptions{DecisionLog: decisionLog.value}
 	var err error
-	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
-		return serveOptions{}, err
-	}
 	if opts.Limits, err = limits.resolve(); err != nil {
 		return serveOptions{}, err
 	}
-
 	if opts.Hostname, err = parseHostname(hostname.value); err != nil {
 		return serveOptions{}, err
 	}
@@ -661,27 +687,35 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
 		return serveOptions{}, err
 	}
-	opts.GuardModeGiven = guard.mode.count > 0
-	if opts.Guard, err = guard.resolve(env); err != nil {
-		return serveOptions{}, err
-	}
-	base, err := loadServeSettings(&opts, settings.value, env, *noUser, *trustWorkspace)
+	// serve reads the settings files of its first workspace at start, as a
+	// check; each session's child reads those of the session's workspace
+	// at session/new (DESIGN.md §10). The host token file is hidden too;
+	// not the decision log: it holds ids, names, digests and outcomes, no
+	// argument, and often lies in a large directory such as /tmp, where
+	// hiding costs a Landlock rule per entry (DESIGN.md §5).
+	sh, err := shared.resolve(env, opts.Workspaces[0], false, tokenFile)
 	if err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServeSystemPrompt(&opts, systemPromptFile.value, env); err != nil {
+	opts.Guard, opts.GuardModeGiven, opts.LogJSON, opts.LogLevel = sh.guard, sh.guardGiven, sh.logJSON, sh.logLevel
+	opts.NoUserSettings, opts.TrustWorkspaceSettings = *shared.noUser, *shared.trustWorkspace
+	base, err := loadServeSettings(&opts, sh)
+	if err != nil {
+		return serveOptions{}, err
+	}
+	if err := resolveServeSystemPrompt(&opts, shared.systemPromptFile.value, env); err != nil {
 		return serveOptions{}, err
 	}
 	if err := resolveServeAuth(&opts, token, tokenFile, *tokenless, *requireAuth, env, hostname.value); err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServeModel(&opts, modelKeyFile, env); err != nil {
+	if err := resolveServeModel(&opts, shared.modelKeyFile, env); err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServeSandbox(&opts, sandbox, base); err != nil {
+	if err := resolveServeSandbox(&opts, sh.sandbox, base); err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServePrompts(&opts, maxPending, slash, disabledSlash); err != nil {
+	if err := resolveServePrompts(&opts, maxPending, shared.slash, shared.disabledSlash); err != nil {
 		return serveOptions{}, err
 	}
 	return opts, nil
@@ -804,31 +838,21 @@ func resolveServePrompts(opts *serveOptions, maxPending *onceValue, slash, disab
 	return nil
 }
 
-// loadServeSettings reads into opts the settings files of its first
-// workspace, with --settings raw and the user and workspace switches, and
-// the way each session's child finds its own. It returns the base: the
-// layers that are no workspace's file.
-func loadServeSettings(opts *serveOptions, raw string, env *procEnv, noUser, trustWorkspace bool) (*settingsLoad, error) {
-	// serve reads the settings files of its first workspace at start, as a
-	// check; each session's child reads those of the session's workspace
-	// at session/new (DESIGN.md §10).
-	opts.NoUserSettings, opts.TrustWorkspaceSettings = noUser, trustWorkspace
-	src := settingsSourcesOf(env)
-	so := settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: noUser, TrustWorkspace: trustWorkspace, Required: opts.Guard.required()}
-	var err error
-	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(raw, src, so); err != nil {
-		return nil, err
-	}
-	opts.Settings = opts.SettingsLoad.Settings
+// loadServeSettings sets in opts the settings files of its first
+// workspace, as sh read them, and the way each session's child finds its
+// own. It returns the base: the layers that are no workspace's file.
+func loadServeSettings(opts *serveOptions, sh sharedOptions) (*settingsLoad, error) {
+	opts.SettingsFile, opts.SettingsLoad, opts.Settings = sh.settingsFile, sh.load, sh.load.Settings
 	// What serve gives its children is no workspace's: its own flags and
 	// environment, over the layers that are no workspace's file, so that
 	// one workspace's file never reaches another's sessions (DESIGN.md §10).
+	so := sh.so
 	so.Workspace, so.Operator = "", opts.SettingsFile
-	base, err := loadSettingsFiles(src, so)
+	base, err := loadSettingsFiles(sh.src, so)
 	if err != nil {
 		return nil, &usageError{err}
 	}
-	opts.SessionSettings.Sources, opts.SessionSettings.Options = src, so
+	opts.SessionSettings.Sources, opts.SessionSettings.Options = sh.src, so
 	return base, nil
 }
 
@@ -871,7 +895,7 @@ func serveModelConfig(env *procEnv, s *settings) (openAIConfig, error) {
 // resolveServeSandbox resolves opts' sandboxes from the sandbox flags: its
 // first workspace's, as that workspace's sessions' child will, and the one
 // serve reports and gives its children, from base.
-func resolveServeSandbox(opts *serveOptions, sandbox *sandboxFlags, base *settingsLoad) error {
+func resolveServeSandbox(opts *serveOptions, sandbox *sandboxChoice, base *settingsLoad) error {
 	// The first workspace's sandbox keys are checked as its sessions' child
 	// will resolve them; the sandbox serve reports and gives its children
 	// is the base, without any workspace's file.
