@@ -1,6 +1,10 @@
-// config.go owns the command line of each subcommand: its flag set and the
-// validated options it becomes, the guard configuration and serve's limits
-// included (the sandbox flags: sandbox_flags.go; usage: config_usage.go).
+// config.go owns the command line of each subcommand: its flag set, parsed
+// with the environment and the settings files into the options type its
+// command declares beside its code (acpOptions, serveOptions, ...). The
+// flags acp and serve share make their guard, log, settings and sandbox
+// options in one function (sharedFlags.resolve); the sandbox flags are
+// config_sandbox.go's, the usage config_usage.go's. Only the configuration
+// files parse flags.
 package main
 
 import (

@@ -274,12 +274,14 @@ func (f *sandboxFlags) checkOff(t toolsSettings, settingsFile string, profileFla
 // and protected paths add up, and an option that takes something away
 // makes the sandbox explicit.
 func (f *sandboxFlags) confine(c sandboxConfig, t toolsSettings, p sandboxFlagPaths) sandboxConfig {
+	// p is checked once and shared by every session: each sandbox gets
+	// lists of its own.
 	c.Read, c.Write = t.SandboxRead, t.SandboxWrite
 	if p.read != nil {
-		c.Read = p.read
+		c.Read = slices.Clone(p.read)
 	}
 	if p.write != nil {
-		c.Write = p.write
+		c.Write = slices.Clone(p.write)
 	}
 	c.Network, c.Unix = sandboxAll, sandboxAll
 	if t.SandboxNetwork.set {
@@ -313,6 +315,6 @@ func (f *sandboxFlags) confine(c sandboxConfig, t toolsSettings, p sandboxFlagPa
 			c.Protect = append(c.Protect, pp)
 		}
 	}
-	c.Private = p.secrets
+	c.Private = slices.Clone(p.secrets)
 	return c
 }
