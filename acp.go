@@ -144,18 +144,52 @@ type promptSeqKey struct{}
 // numbered seq has cancelled it. s.mu is held.
 func (s *session) cancelledLocked(seq int64) bool { return seq != 0 && seq <= s.cancelledUpTo }
 
-func runACP(ctx context.Context, sys *system, args []string) error {
-	// A parent that dies closes our stdout: the write that finds it closed
-	// ends the connection, and the shutdown runs (lifeline.go).
-	catchBrokenPipe()
-	opts, err := parseACPArgs(args, sys)
-	if err != nil {
-		return err
-	}
-	// A managed child's guard is its parent's, which warns once.
-	if sys.env.privateGuard == "" {
-		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
-	}
+// acpOptions are the validated options of "acpguard acp", as config.go
+// parses them from its flags, environment and settings.
+type acpOptions struct {
+	Guard              guardConfig
+	GuardModeGiven     bool   // --external-tool-guard-mode on the command line (warnUnguarded)
+	Model              string // modelScripted or modelOpenAI
+	OpenAI             openAIConfig
+	ModelNameFixed     bool      // OPENAI_MODEL named every session's model, not each workspace's model.name
+	Settings           *settings // the merged settings files (settings_files.go), or the defaults
+	SettingsLoad       *settingsLoad
+	AllowSlashCommands []string   // for a managed child: the slash commands serve opened
+	LogJSON            bool       // --log-format json; text otherwise
+	LogLevel           slog.Level // --log-level
+	Sandbox            sandboxConfig
+	// SessionSandbox resolves a session's sandbox from its settings load:
+	// the flags over its workspace's tools.sandbox* keys; nil: Sandbox.
+	SessionSandbox func(*settingsLoad) (sandboxConfig, error)
+	// PermissionTimeout cancels a session/request_permission the client has
+	// not answered by then, as serve's flag of the same name; 0 waits.
+	PermissionTimeout time.Duration
+	// StateDir is where sessions are saved for session/load, "" nowhere;
+	// StateDirGiven says --state-dir named it (acp_history.go).
+	StateDir      string
+	StateDirGiven bool
+
+	// SettingsSources and SettingsOptions find a session's settings files
+	// at session/new, from its cwd (DESIGN.md §10); DisabledSlashCommands
+	// are --disabled-slash-commands, added to every session's list.
+	SettingsSources       settingsSources
+	SettingsOptions       settingsLoadOptions
+	DisabledSlashCommands []string
+	// SystemPrompt replaces the built-in system prompt (agent_prompt.go):
+	// --system-prompt-file, else QWEN_SYSTEM_MD.
+	SystemPrompt systemPromptSource
+	// SessionSystemPrompt finds a session's replacement prompt from its
+	// settings; nil: SystemPrompt for every session.
+	SessionSystemPrompt func(*settings) (systemPromptSource, error)
+}
+
+// modelOpenAI is --model openai: an OpenAI-compatible chat completions
+// service (model_openai.go) the agent calls itself.
+const modelOpenAI = "openai"
+
+// runAgent runs the agent of opts on sys's stdin and stdout until its
+// client or ctx ends the connection.
+func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
 	a, err := newACPAgent(sys, opts)
 	if err != nil {
 		return err
@@ -169,14 +203,11 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 			warnSettings(a.log, opts.Settings)
 		}
 	}
-	switch opts.Model {
-	case modelOpenAI:
+	if opts.Model == modelOpenAI {
 		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
 			return &usageError{err}
 		}
 		a.modelNameFixed = opts.ModelNameFixed
-	case modelParent:
-		a.model = newParentModel(a)
 	}
 	// Every acp runs tools as its own user, and its start environment may hold
 	// the provider token or the model key.
@@ -207,6 +238,9 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		}
 	}
 	a.conn = a.newConn(sys)
+	if opts.Model == modelParent {
+		a.model = newParentModel(a.conn)
+	}
 	a.log.Debug("acp runtime ready", "managed", a.managed, "gomaxprocs", runtime.GOMAXPROCS(0), inForce.logAttr())
 	err = a.conn.serve(ctx)
 	a.shutdown()

@@ -433,26 +433,6 @@ func (r *sessionRecord) take() map[string][]json.RawMessage {
 	return s
 }
 
-// parseStateDir resolves --state-dir: "off" saves nothing; unset, the
-// default directory, except for serve's children.
-func parseStateDir(v *onceValue, env *procEnv, servedChild bool) (dir string, given bool, err error) {
-	switch {
-	case v.count == 0 && servedChild:
-		return "", false, nil
-	case v.count == 0:
-		return defaultStateDir(env), false, nil
-	case v.value == stateDirOff:
-		return "", true, nil
-	case v.value == "":
-		return "", true, usagef("--%s %q: want a directory or %q", flagStateDir, v.value, stateDirOff)
-	}
-	abs, err := filepath.Abs(v.value)
-	if err != nil {
-		return "", true, usagef("--%s %q: %v", flagStateDir, v.value, err)
-	}
-	return abs, true, nil
-}
-
 // openStateDir opens the state directory of opts. One named by --state-dir
 // must be usable; the default one that is not is warned about, and the
 // agent runs without session/load.

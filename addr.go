@@ -1,7 +1,8 @@
-// addr.go owns the one definition of loopback: the guard endpoint, the
-// provider's listen address, serve's --hostname and the Host and Origin
-// headers a loopback daemon accepts. Names are folded in ASCII only. It
-// also owns the one conversion of a connection end to a netip.AddrPort.
+// addr.go owns the one definition of loopback: the rules of the guard
+// endpoint, the provider's listen address and serve's bind address (whose
+// flags config.go names in its errors), and the Host and Origin headers a
+// loopback daemon accepts. Names are folded in ASCII only. It also owns the
+// one conversion of a connection end to a netip.AddrPort.
 package main
 
 import (
@@ -15,7 +16,7 @@ import (
 )
 
 // The loopback names an origin, a listen address or a Host header may use.
-// A bind address may also be any other loopback IP (parseHostname).
+// A bind address may also be any other loopback IP (bindHostname).
 const (
 	loopbackV4   = "127.0.0.1"
 	loopbackV6   = "::1" // written [::1] in an address
@@ -75,56 +76,52 @@ func loopbackHostHeader(header, port, bound string) bool {
 	return ok
 }
 
-// parseEndpoint validates --external-tool-guard-endpoint, an origin-only
-// loopback HTTP(S) endpoint (DESIGN.md §8). It returns the origin with a lower-case scheme
-// and an explicit port (the scheme default when none was given), so the
-// Host header is always host:port and "localhost" is spelled in lower case.
-func parseEndpoint(raw string) (*url.URL, error) {
-	bad := func(rule string) error {
-		return usagef("--%s %q: %s", flagGuardEndpoint, raw, rule)
-	}
+// loopbackEndpoint checks the guard endpoint raw, an origin-only loopback
+// HTTP(S) endpoint (DESIGN.md §8), and returns the origin with a lower-case
+// scheme and an explicit port (the scheme default when none was given), so
+// the Host header is always host:port and "localhost" is spelled in lower
+// case; or the rule raw breaks.
+func loopbackEndpoint(raw string) (*url.URL, string) {
 	switch {
-	case raw == "":
-		return nil, bad("required when --" + flagGuardMode + " is " + guardModeRequired)
 	// url.Parse drops an empty fragment without a trace, so look at the text.
 	case strings.Contains(raw, "#"):
-		return nil, bad("must not have a fragment")
+		return nil, "must not have a fragment"
 	// url.Parse decodes escapes in the host ("%6c" is "l"): the host must be
 	// spelled out, and nothing else of an origin may carry an escape.
 	case strings.Contains(raw, "%"):
-		return nil, bad("must not contain percent-encoding")
+		return nil, "must not contain percent-encoding"
 	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return nil, bad("not a valid URL")
+		return nil, "not a valid URL"
 	case u.Scheme == "" || u.Opaque != "" || u.Host == "":
-		return nil, bad("must be an absolute http or https URL")
+		return nil, "must be an absolute http or https URL"
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, bad("scheme must be http or https")
+		return nil, "scheme must be http or https"
 	case u.User != nil:
-		return nil, bad("must not contain userinfo")
+		return nil, "must not contain userinfo"
 	case u.ForceQuery || u.RawQuery != "":
-		return nil, bad("must not have a query")
+		return nil, "must not have a query"
 	case u.EscapedPath() != "" && u.EscapedPath() != "/":
-		return nil, bad("path must be empty or /")
+		return nil, "path must be empty or /"
 	}
 	host, ok := loopbackHost(u.Hostname(), strings.HasPrefix(u.Host, "["))
 	if !ok {
-		return nil, bad("host must be 127.0.0.1, localhost or [::1]")
+		return nil, "host must be 127.0.0.1, localhost or [::1]"
 	}
 	port := u.Port()
 	if port == "" {
 		if strings.HasSuffix(u.Host, ":") {
-			return nil, bad("port must not be empty")
+			return nil, "port must not be empty"
 		}
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	n, err := strconv.ParseUint(port, 10, 16)
 	if err != nil || n == 0 {
-		return nil, bad("port must be 1-65535")
+		return nil, "port must be 1-65535"
 	}
-	return &url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(host, strconv.FormatUint(n, 10))}, nil
+	return &url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(host, strconv.FormatUint(n, 10))}, ""
 }
 
 // asciiEqualFold is strings.EqualFold without Unicode folding, under which
@@ -138,30 +135,31 @@ func asciiEqualFold(s, t string) bool {
 	return strings.EqualFold(s, t)
 }
 
-// loopbackAddr is a listen address parseListen accepted. Its zero value is
+// loopbackAddr is a listen address loopbackListen accepted. Its zero value is
 // no address: listening on it fails rather than binding every interface.
 type loopbackAddr struct{ netip.AddrPort }
 
-// parseListen validates the provider's --listen: only loopback addresses.
-// localhost becomes 127.0.0.1, the address the client
-// dials for it, so no resolver decides where the provider listens.
-func parseListen(raw string) (loopbackAddr, error) {
+// loopbackListen checks the provider's listen address raw: only loopback
+// addresses. localhost becomes 127.0.0.1, the address the client dials for
+// it, so no resolver decides where the provider listens. It returns the
+// address or the rule raw breaks.
+func loopbackListen(raw string) (loopbackAddr, string) {
 	host, port, err := net.SplitHostPort(raw)
 	if err != nil {
-		return loopbackAddr{}, usagef("--listen %q: must be host:port", raw)
+		return loopbackAddr{}, "must be host:port"
 	}
 	host, ok := loopbackHost(host, strings.HasPrefix(raw, "["))
 	if !ok {
-		return loopbackAddr{}, usagef("--listen %q: host must be 127.0.0.1, localhost or [::1]", raw)
+		return loopbackAddr{}, "host must be 127.0.0.1, localhost or [::1]"
 	}
 	if host == loopbackName {
 		host = loopbackV4
 	}
 	n, err := parsePort(port)
 	if err != nil {
-		return loopbackAddr{}, usagef("--listen %q: %v", raw, err)
+		return loopbackAddr{}, err.Error()
 	}
-	return loopbackAddr{netip.AddrPortFrom(netip.MustParseAddr(host), uint16(n))}, nil
+	return loopbackAddr{netip.AddrPortFrom(netip.MustParseAddr(host), uint16(n))}, ""
 }
 
 // parsePort accepts a decimal port 0-65535; 0 asks the system for a free one.
@@ -173,7 +171,7 @@ func parsePort(raw string) (int, error) {
 	return n, nil
 }
 
-// bindAddr is serve's --hostname as parseHostname accepted it: an IP address
+// bindAddr is serve's --hostname as bindHostname accepted it: an IP address
 // without brackets or a host name, localhost pinned to 127.0.0.1, and
 // whether it binds loopback only.
 type bindAddr struct {
@@ -181,26 +179,27 @@ type bindAddr struct {
 	loopback bool
 }
 
-// parseHostname validates serve's --hostname. A host name other than
-// localhost counts as non-loopback whatever it resolves to.
-func parseHostname(raw string) (bindAddr, error) {
+// bindHostname checks serve's bind address raw, and returns it or the rule
+// it breaks. A host name other than localhost counts as non-loopback
+// whatever it resolves to.
+func bindHostname(raw string) (bindAddr, string) {
 	h := raw
 	if inner, ok := strings.CutPrefix(h, "["); ok {
 		h, ok = strings.CutSuffix(inner, "]")
 		if !ok {
-			return bindAddr{}, usagef("--hostname %q: unbalanced brackets", raw)
+			return bindAddr{}, "unbalanced brackets"
 		}
 	}
 	if ip := net.ParseIP(h); ip != nil {
-		return bindAddr{ip.String(), ip.IsLoopback()}, nil
+		return bindAddr{ip.String(), ip.IsLoopback()}, ""
 	}
 	if asciiEqualFold(h, loopbackName) {
-		return bindAddr{loopbackV4, true}, nil
+		return bindAddr{loopbackV4, true}, ""
 	}
 	if !validHostName(h) {
-		return bindAddr{}, usagef("--hostname %q: must be an IP address or a host name", raw)
+		return bindAddr{}, "must be an IP address or a host name"
 	}
-	return bindAddr{h, false}, nil
+	return bindAddr{h, false}, ""
 }
 
 // validHostName accepts letters, digits, '-' and '.' in labels of a DNS name.

@@ -18,14 +18,12 @@ import (
 	"time"
 )
 
-// The system prompt overrides, named as in Qwen Code: QWEN_SYSTEM_MD "1" or
-// "true" reads system.md in the Qwen home (QWEN_HOME, else ~/.qwen), "0" or
-// "false" keeps the built-in prompt, any other value is the path of a file
-// that replaces it. The flag wins over the variable.
-const (
-	envSystemMD  = "QWEN_SYSTEM_MD"
-	systemMDName = "system.md"
-)
+// The system prompt overrides, named as in Qwen Code: QWEN_SYSTEM_MD
+// (envSystemMD, from the process environment or a settings env block) "1"
+// or "true" reads system.md in the Qwen home (QWEN_HOME, else ~/.qwen), "0"
+// or "false" keeps the built-in prompt, any other value is the path of a
+// file that replaces it. The flag wins over the variable.
+const systemMDName = "system.md"
 
 // Every model call re-sends the system prompt, so it costs tokens and
 // latency on each: a replacement larger than this is refused at start, and

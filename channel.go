@@ -50,6 +50,13 @@ import (
 	"unsafe"
 )
 
+// channelExitDrain is how long serve keeps reading a channel after its
+// child exited. What the child wrote before it exited is already queued
+// and is read at once; the bound matters only when another process still
+// holds a copy of the child's end, so that the end of the child is not
+// missed.
+const channelExitDrain = time.Second
+
 // channelCredSpace is room for exactly one SCM_CREDENTIALS message per read:
 // a writer that also sends descriptors (SCM_RIGHTS) makes the read truncated,
 // which is refused, and the kernel closes those descriptors undelivered.
@@ -330,8 +337,13 @@ const (
 	methodModelChunk = "_acpguard/model/chunk"
 )
 
-// modelParent is "acpguard acp --model parent": serve's children ask serve.
-const modelParent = "parent"
+// The models serve tells a child to run: "acpguard acp --model parent"
+// asks serve for each call; "--model scripted" runs the built-in scripted
+// model, when serve has no model service.
+const (
+	modelParent   = "parent"
+	modelScripted = "scripted"
+)
 
 // modelCompleteParams is one model call of a child.
 type modelCompleteParams struct {

@@ -2,7 +2,8 @@
 // channel speak: the method names and limits, the managed-mode _meta keys
 // and the decision request, the stop reasons, the permission request's
 // options and outcomes, a prompt's content blocks and the invocation serve
-// binds to a prompt, and the flags serve gives a child. The agent (acp.go)
+// binds to a prompt, what prompt text is a slash command, and the flags
+// serve gives a child. The agent (acp.go)
 // and serve each take these names from here, never from the other's files.
 package main
 
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ACP v1 wire names and limits: JSON-RPC 2.0, one message per line.
@@ -194,12 +197,16 @@ type invocation struct {
 }
 
 // The flags of a child's command line that serve sets itself: its state
-// directory (off: serve keeps no child's sessions) and its system prompt
-// file, the operator's.
+// directory (off: serve keeps no child's sessions), its system prompt
+// file, the operator's, and the settings files switches of acp and serve
+// (settings_files.go), which serve passes on so that each child reads the
+// files serve read.
 const (
-	flagStateDir         = "state-dir"
-	stateDirOff          = "off"
-	flagSystemPromptFile = "system-prompt-file"
+	flagStateDir               = "state-dir"
+	stateDirOff                = "off"
+	flagSystemPromptFile       = "system-prompt-file"
+	flagNoUserSettings         = "no-user-settings"
+	flagTrustWorkspaceSettings = "trust-workspace-settings"
 )
 
 // systemPromptSource is where the session prompts' base text comes from:
@@ -207,4 +214,34 @@ const (
 type systemPromptSource struct {
 	Text string
 	File string // the file Text was read from, for serve's children
+}
+
+// slashCommand reports the command name of a prompt text that is a slash
+// command: after any leading white space, "/" and a command word
+// ([A-Za-z][A-Za-z0-9_-]*) followed by white space or the end of the text.
+// Anything else that starts with "/" (a path such as /tmp/notes.txt, //host,
+// "/ x", "/1abc") is text for the model. Slash commands run outside the tool
+// scheduler, so in required mode serve refuses them unless the operator
+// opened one by name; the ACP child decides with this same function, so a
+// text serve lets through as plain is plain there too.
+func slashCommand(text string) (string, bool) {
+	t, ok := strings.CutPrefix(strings.TrimLeftFunc(text, unicode.IsSpace), "/")
+	if !ok {
+		return "", false
+	}
+	n := 0
+	for n < len(t) && isCommandWordByte(t[n], n == 0) {
+		n++
+	}
+	if next, _ := utf8.DecodeRuneInString(t[n:]); n == 0 || n < len(t) && !unicode.IsSpace(next) {
+		return "", false
+	}
+	return t[:n], true
+}
+
+// isCommandWordByte reports whether c may stand in a command word, at its
+// start when first is true: a letter first, then letters, digits, '_', '-'.
+func isCommandWordByte(c byte, first bool) bool {
+	letter := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
+	return letter || !first && (c >= '0' && c <= '9' || c == '_' || c == '-')
 }

@@ -1,6 +1,10 @@
-// config.go owns the command line of each subcommand: its flag set and the
-// validated options it becomes, the guard configuration and serve's limits
-// included (the sandbox flags: sandbox_flags.go; usage: config_usage.go).
+// config.go owns the command line of each subcommand: its flag set, parsed
+// with the environment and the settings files into the options type its
+// command declares beside its code (acpOptions, serveOptions, ...). The
+// flags acp and serve share make their guard, log, settings and sandbox
+// options in one function (sharedFlags.resolve); the sandbox flags are
+// config_sandbox.go's, the usage config_usage.go's. Only the configuration
+// files parse flags.
 package main
 
 import (
@@ -9,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,27 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
-)
-
-// Guard modes; off is the default and any other value is a usage error.
-const (
-	guardModeOff      = "off"
-	guardModeRequired = "required"
-)
-
-// The guard flags, shared by acp and serve.
-const (
-	flagGuardMode     = "external-tool-guard-mode"
-	flagGuardEndpoint = "external-tool-guard-endpoint"
-	flagGuardTimeout  = "external-tool-guard-timeout-ms"
-)
-
-// The settings files flags of acp and serve (settings_files.go).
-const (
-	flagNoUserSettings         = "no-user-settings"
-	flagTrustWorkspaceSettings = "trust-workspace-settings"
 )
 
 // Provider timeout bounds in milliseconds (DESIGN.md §6).
@@ -47,68 +29,12 @@ const (
 	defaultGuardTimeoutMs = 3000
 )
 
-// maxTokenUTF16 is a token's bound (DESIGN.md §6).
-const maxTokenUTF16 = 8192
-
 // Default loopback addresses of the provider and of serve.
 const (
 	defaultProviderListen = "127.0.0.1:8787"
 	defaultServeHostname  = "127.0.0.1"
 	defaultServePort      = "4170"
 )
-
-// Prompts run one at a time, FIFO; a full queue is 503 (DESIGN.md §7). The
-// upper bound keeps one session's queue small enough to allocate up front.
-const (
-	defaultMaxPendingPrompts = 5
-	maxMaxPendingPrompts     = 1000
-)
-
-// serve's limits: flag defaults and bounds (DESIGN.md §6). Durations are
-// milliseconds.
-const (
-	// live sessions
-	defaultMaxSessions = 32
-	maxMaxSessions     = 10000
-	// ACP children sessions are placed on (serve_children.go). Sessions of
-	// every workspace share them. A child runs on one scheduler slot
-	// (runACP) and costs about 8 MiB resident. Measured on two cores, 32
-	// busy sessions made 900-1,000 guarded calls a second on four children
-	// against 600-750 on two (a child waits in the kernel while it writes
-	// files), and 128 idle sessions in 128 workspaces fit in about 50 MiB
-	// with serve (two children: 33 MiB, one: 25 MiB), created in 1.5 ms at
-	// the median either way. One child's death ends only a quarter of the
-	// sessions. The bound is the most processes one daemon starts.
-	defaultMaxChildren = 4
-	maxMaxChildren     = 64
-	// SSE streams per session
-	defaultMaxSubscribers = 8
-	maxMaxSubscribers     = 1000
-	// events per session kept for Last-Event-ID replay
-	defaultEventRingSize = 4096
-	maxEventRingSize     = 1 << 20
-	// a child's initialize
-	defaultInitializeTimeoutMs = 10000
-	minInitializeTimeoutMs     = 100
-	maxInitializeTimeoutMs     = 600000
-	// A prompt deadline and a permission timeout (0 = none): at most a day.
-	maxPromptDeadlineMs    = 86400000
-	maxPermissionTimeoutMs = 86400000
-	// The idle timeout: at least a second, at most a week.
-	defaultSessionIdleTimeoutMs = 1800000
-	minSessionIdleTimeoutMs     = 1000
-	maxSessionIdleTimeoutMs     = 604800000
-)
-
-// guardConfig is a validated guard configuration. In off mode only Mode is set.
-type guardConfig struct {
-	Mode     string
-	Endpoint *url.URL // origin only: scheme, and Host always with its port
-	Timeout  time.Duration
-	Token    string // never printed, logged or put in an error
-}
-
-func (g guardConfig) required() bool { return g.Mode == guardModeRequired }
 
 // warnUnguarded prints the one warning line of serve and acp in off mode
 // (DESIGN.md §1: off mode makes no policy decision at all), unless the
@@ -129,191 +55,36 @@ func warnUnguarded(w io.Writer, cmd string, g guardConfig, given, logJSON bool) 
 	fmt.Fprintf(w, "acpguard %s: warning: %s\n", cmd, msg)
 }
 
-// providerOptions are the validated flags of "acpguard provider". Every zero
-// value is the default.
-type providerOptions struct {
-	// SchedSlots: the provider sets its runtime's scheduler slots from the
-	// requests in progress (slots.go); the command sets it when GOMAXPROCS
-	// is unset.
-	SchedSlots     bool
-	Listen         loopbackAddr
-	PolicyFile     string
-	AuditPath      string // "" none, "-" stdout
-	AuditArguments bool
-	Token          string
-	Shadow         bool       // answer allow whatever the policy says, and log what it says
-	LogJSON        bool       // --log-format json; text otherwise
-	LogLevel       slog.Level // the zero Level is info
-	TLSCert        string     // with TLSKey: serve HTTPS; both or neither
-	TLSKey         string
-	OPA            *url.URL // --opa: OPA decides instead of PolicyFile
+// parseEndpoint validates --external-tool-guard-endpoint: an origin-only
+// loopback HTTP(S) endpoint (loopbackEndpoint).
+func parseEndpoint(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, usagef("--%s %q: required when --%s is %s", flagGuardEndpoint, raw, flagGuardMode, guardModeRequired)
+	}
+	u, rule := loopbackEndpoint(raw)
+	if rule != "" {
+		return nil, usagef("--%s %q: %s", flagGuardEndpoint, raw, rule)
+	}
+	return u, nil
 }
 
-// providerCheckOptions are the validated flags of "acpguard provider check".
-type providerCheckOptions struct {
-	PolicyFile string
-	CasesFile  string
-	// CasesGiven says --cases named the file: then it must exist. The
-	// default file beside the policy may be absent.
-	CasesGiven bool
-	// Explain is one call to decide and explain instead of the cases.
-	Explain      string
-	ExplainGiven bool
+// parseListen validates the provider's --listen: a loopback address
+// (loopbackListen).
+func parseListen(raw string) (loopbackAddr, error) {
+	a, rule := loopbackListen(raw)
+	if rule != "" {
+		return loopbackAddr{}, usagef("--listen %q: %s", raw, rule)
+	}
+	return a, nil
 }
 
-type acpOptions struct {
-	Guard              guardConfig
-	GuardModeGiven     bool   // --external-tool-guard-mode on the command line (warnUnguarded)
-	Model              string // modelScripted or modelOpenAI
-	OpenAI             openAIConfig
-	ModelNameFixed     bool      // OPENAI_MODEL named every session's model, not each workspace's model.name
-	Settings           *settings // the merged settings files (settings_files.go), or the defaults
-	SettingsLoad       *settingsLoad
-	AllowSlashCommands []string   // for a managed child: the slash commands serve opened
-	LogJSON            bool       // --log-format json; text otherwise
-	LogLevel           slog.Level // --log-level
-	Sandbox            sandboxConfig
-	// SessionSandbox resolves a session's sandbox from its settings load:
-	// the flags over its workspace's tools.sandbox* keys; nil: Sandbox.
-	SessionSandbox func(*settingsLoad) (sandboxConfig, error)
-	// PermissionTimeout cancels a session/request_permission the client has
-	// not answered by then, as serve's flag of the same name; 0 waits.
-	PermissionTimeout time.Duration
-	// StateDir is where sessions are saved for session/load, "" nowhere;
-	// StateDirGiven says --state-dir named it (acp_history.go).
-	StateDir      string
-	StateDirGiven bool
-
-	// SettingsSources and SettingsOptions find a session's settings files
-	// at session/new, from its cwd (DESIGN.md §10); DisabledSlashCommands
-	// are --disabled-slash-commands, added to every session's list.
-	SettingsSources       settingsSources
-	SettingsOptions       settingsLoadOptions
-	DisabledSlashCommands []string
-	// SystemPrompt replaces the built-in system prompt (agent_prompt.go):
-	// --system-prompt-file, else QWEN_SYSTEM_MD.
-	SystemPrompt systemPromptSource
-	// SessionSystemPrompt finds a session's replacement prompt from its
-	// settings; nil: SystemPrompt for every session.
-	SessionSystemPrompt func(*settings) (systemPromptSource, error)
-}
-
-// Model choices of "acpguard acp", and the environment of the OpenAI-compatible
-// client, named as in Qwen Code.
-const (
-	modelScripted   = "scripted"
-	modelOpenAI     = "openai"
-	envModelBaseURL = "OPENAI_BASE_URL"
-	envModelName    = "OPENAI_MODEL"
-)
-
-type serveOptions struct {
-	// SchedSlots: serve sets its runtime's scheduler slots from the prompts
-	// it runs (slots.go); the command sets it when GOMAXPROCS is unset.
-	SchedSlots   bool
-	Hostname     bindAddr
-	Port         int // 0: pick a free port
-	Workspaces   []string
-	SettingsFile string    // "" none
-	Settings     *settings // the merged settings files (settings_files.go), or the defaults
-	SettingsLoad *settingsLoad
-	// NoUserSettings and TrustWorkspaceSettings are the flags of the same
-	// names, passed on to every child.
-	NoUserSettings         bool
-	TrustWorkspaceSettings bool
-	Token                  string // host API token, "" none
-	// TokenOnCommandLine says --token gave it, where /proc shows it to
-	// every local process: serve warns at start.
-	TokenOnCommandLine bool
-	// TokenFile is the host token file from --token-file: read when it
-	// existed at start, else created by runServe (GenerateToken).
-	TokenFile string
-	// GenerateToken asks runServe for a new random host token, written to
-	// TokenFile or, when that is "", to a new file in a fresh directory.
-	GenerateToken bool
-	// AllowTokenlessLoopback is --allow-tokenless-loopback: in required mode
-	// a loopback daemon without a host token, as in off mode.
-	AllowTokenlessLoopback bool
-	RequireAuth            bool // --require-auth: /health needs the token on loopback too (DESIGN.md §7)
-	Guard                  guardConfig
-	GuardModeGiven         bool   // --external-tool-guard-mode on the command line (warnUnguarded)
-	DecisionLog            string // "" stderr
-	MaxPendingPrompts      int
-	AllowSlashCommands     []string // names without the leading "/"
-	// DisabledSlashCommands are refused with 400 and passed to every child.
-	DisabledSlashCommands []string
-	Limits                serveLimits
-	LogJSON               bool       // --log-format json; text otherwise
-	LogLevel              slog.Level // the zero Level is info
-	// Sandbox is the base the children confine with: serve's flags over
-	// the settings layers that are no workspace's file.
-	Sandbox sandboxConfig
-	// SandboxFlags are the --sandbox* flags serve was given, for its
-	// children; nil for a serve assembled without flags, whose children
-	// get Sandbox whole.
-	SandboxFlags *sandboxGiven
-	// FirstWorkspaceSandbox is the sandbox of the first workspace's
-	// sessions, checked against the kernel at start as Sandbox is.
-	FirstWorkspaceSandbox *sandboxConfig
-	// Model is the model service serve calls for its children
-	// (serve_model.go); BaseURL "" runs the scripted model. Its name is
-	// OPENAI_MODEL's, else the first workspace's model.name, checked at
-	// start; ModelNameFixed says OPENAI_MODEL named it, for every session.
-	Model          openAIConfig
-	ModelNameFixed bool
-	// SessionSettings find the settings files of a session's workspace,
-	// from which serve takes its model.name and model.maxSessionTurns;
-	// Sources zero (a serve assembled without flags): Settings for all.
-	SessionSettings struct {
-		Sources settingsSources
-		Options settingsLoadOptions // Workspace is set per session
+// parseHostname validates serve's --hostname (bindHostname).
+func parseHostname(raw string) (bindAddr, error) {
+	a, rule := bindHostname(raw)
+	if rule != "" {
+		return bindAddr{}, usagef("--hostname %q: %s", raw, rule)
 	}
-	// SystemPrompt is the operator's (the flag's or the process
-	// environment's); its File goes to every child as
-	// --system-prompt-file. One a settings env block names is each
-	// session's, found by its child.
-	SystemPrompt systemPromptSource
-}
-
-// serveLimits bound what callers can make the daemon hold. A zero count or
-// a zero InitializeTimeout or SessionIdleTimeout takes its default; a zero
-// PromptDeadline or PermissionTimeout means none.
-type serveLimits struct {
-	MaxSessions        int
-	MaxSubscribers     int // SSE streams per session
-	EventRingSize      int // events per session kept for Last-Event-ID replay
-	InitializeTimeout  time.Duration
-	PromptDeadline     time.Duration
-	PermissionTimeout  time.Duration
-	SessionIdleTimeout time.Duration
-	MaxEventMemory     int64 // bytes of events every ring and queue may hold together
-	MaxChildren        int   // ACP children sessions are placed on
-}
-
-// withDefaults fills every zero limit that has a default.
-func (l serveLimits) withDefaults() serveLimits {
-	if l.MaxSessions == 0 {
-		l.MaxSessions = defaultMaxSessions
-	}
-	if l.MaxChildren == 0 {
-		l.MaxChildren = defaultMaxChildren
-	}
-	if l.MaxSubscribers == 0 {
-		l.MaxSubscribers = defaultMaxSubscribers
-	}
-	if l.EventRingSize == 0 {
-		l.EventRingSize = defaultEventRingSize
-	}
-	if l.InitializeTimeout == 0 {
-		l.InitializeTimeout = defaultInitializeTimeoutMs * time.Millisecond
-	}
-	if l.SessionIdleTimeout == 0 {
-		l.SessionIdleTimeout = defaultSessionIdleTimeoutMs * time.Millisecond
-	}
-	if l.MaxEventMemory == 0 {
-		l.MaxEventMemory = defaultMaxEventMemory
-	}
-	return l
+	return a, nil
 }
 
 // parseTimeoutMs validates --external-tool-guard-timeout-ms. Only plain
@@ -330,63 +101,6 @@ func parseTimeoutMs(raw string) (time.Duration, error) {
 // and returns it trimmed. Its errors never contain the value.
 func parseToken(raw string) (string, error) {
 	return parseSecret(envGuardToken, raw)
-}
-
-// parseSecret applies the token rules (DESIGN.md §8) to the secret named
-// name: no control character, trimmed, not blank, at most maxTokenUTF16.
-func parseSecret(name, raw string) (string, error) {
-	if !utf8.ValidString(raw) {
-		return "", usagef("%s: must be valid UTF-8 (value not shown)", name)
-	}
-	if strings.IndexFunc(raw, isControl) >= 0 {
-		return "", usagef("%s: must not contain a control character (value not shown)", name)
-	}
-	// The white space of JavaScript's String.prototype.trim, which Qwen Code uses.
-	tok := strings.TrimFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
-	if tok == "" {
-		return "", usagef("%s: must not be blank", name)
-	}
-	units := 0
-	for _, r := range tok {
-		units += utf16Len(r)
-	}
-	if units > maxTokenUTF16 {
-		return "", usagef("%s: must be at most %d UTF-16 code units, got %d (value not shown)", name, maxTokenUTF16, units)
-	}
-	return tok, nil
-}
-
-// isControl is the control-character set of the token and reason rules.
-func isControl(r rune) bool {
-	return r < 0x20 || (r >= 0x7F && r <= 0x9F) || r == '\u2028' || r == '\u2029'
-}
-
-func utf16Len(r rune) int {
-	if r >= 0x10000 {
-		return 2
-	}
-	return 1
-}
-
-// parseDigits reads a non-empty run of ASCII digits whose value fits N: the
-// one decimal reader of flags, /proc/<pid>/stat lines and socket tables.
-func parseDigits[N int | uint32 | uint64, T string | []byte](raw T) (N, bool) {
-	if len(raw) == 0 {
-		return 0, false
-	}
-	var n uint64
-	for i := 0; i < len(raw); i++ {
-		d := uint64(raw[i]) - '0'
-		if d > 9 || n > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	v := N(n)
-	if uint64(v) != n || v < 0 {
-		return 0, false
-	}
-	return v, true
 }
 
 // onceValue is a string flag that may be given at most once, so that a
@@ -484,6 +198,84 @@ func (g guardFlags) resolve(env *procEnv) (guardConfig, error) {
 	return guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: timeout, Token: token}, nil
 }
 
+// sharedFlags are the flags acp and serve share: the guard, the settings
+// files, the log, the model key file, the system prompt file, the slash
+// commands and the sandbox.
+type sharedFlags struct {
+	guard                  guardFlags
+	settings               *onceValue
+	noUser, trustWorkspace *bool
+	slash, disabledSlash   listValue
+	logFormat, logLevel    *onceValue
+	modelKeyFile           *onceValue
+	systemPromptFile       *onceValue
+	sandbox                *sandboxFlags
+}
+
+// addSharedFlags registers the shared flags on fs.
+func addSharedFlags(fs *flag.FlagSet) *sharedFlags {
+	f := &sharedFlags{
+		guard:            addGuardFlags(fs),
+		settings:         onceFlag(fs, "settings", ""),
+		noUser:           fs.Bool(flagNoUserSettings, false, ""),
+		trustWorkspace:   fs.Bool(flagTrustWorkspaceSettings, false, ""),
+		logFormat:        onceFlag(fs, "log-format", "text"),
+		logLevel:         onceFlag(fs, "log-level", "info"),
+		modelKeyFile:     onceFlag(fs, flagModelKeyFile, ""),
+		systemPromptFile: onceFlag(fs, flagSystemPromptFile, ""),
+		sandbox:          addSandboxFlags(fs),
+	}
+	fs.Var(&f.slash, "allow-slash-command", "")
+	fs.Var(&f.disabledSlash, "disabled-slash-commands", "")
+	return f
+}
+
+// sharedOptions are the guard, log, settings and sandbox options acp and
+// serve build alike, once, from their shared flags (sharedFlags.resolve).
+type sharedOptions struct {
+	guard      guardConfig
+	guardGiven bool // --external-tool-guard-mode on the command line (warnUnguarded)
+	// required is required mode or a managed child: the settings' and the
+	// sandbox's defaults are required mode's.
+	required bool
+	logJSON  bool
+	logLevel slog.Level
+	// settingsFile is --settings, absolute ("" none); load is what the
+	// settings files said, read with src and so.
+	settingsFile string
+	load         *settingsLoad
+	src          settingsSources
+	so           settingsLoadOptions
+	sandbox      *sandboxChoice
+}
+
+// resolve builds the shared options from f and env: the guard, the log,
+// the settings files of workspace ("" none: every layer but a
+// workspace's) and the sandbox flags, checked once. managed is a managed
+// child's. The guard token and model key files, and each of secrets, are
+// hidden from tools.
+func (f *sharedFlags) resolve(env *procEnv, workspace string, managed bool, secrets ...*onceValue) (sharedOptions, error) {
+	hideSecretFiles(f.sandbox, append([]*onceValue{f.guard.tokenFile, f.modelKeyFile}, secrets...)...)
+	var o sharedOptions
+	var err error
+	if o.guard, err = f.guard.resolve(env); err != nil {
+		return sharedOptions{}, err
+	}
+	o.guardGiven, o.required = f.guard.mode.count > 0, o.guard.required() || managed
+	if o.logJSON, o.logLevel, err = parseLogFlags(f.logFormat.value, f.logLevel.value); err != nil {
+		return sharedOptions{}, err
+	}
+	o.src = settingsSourcesOf(env)
+	o.so = settingsLoadOptions{Workspace: workspace, NoUser: *f.noUser, TrustWorkspace: *f.trustWorkspace, Required: o.required}
+	if o.settingsFile, o.load, err = parseSettingsFile(f.settings.value, o.src, o.so); err != nil {
+		return sharedOptions{}, err
+	}
+	if o.sandbox, err = f.sandbox.check(); err != nil {
+		return sharedOptions{}, err
+	}
+	return o, nil
+}
+
 // newFlagSet returns a flag set that prints nothing: parseFlags writes the
 // usage and the errors.
 func newFlagSet(cmd string) *flag.FlagSet {
@@ -535,15 +327,6 @@ func flagErrorText(err error) string {
 		return fmt.Sprintf("bad flag syntax %q", arg)
 	}
 	return msg
-}
-
-// envOf returns the captured environment of sys; a system built without one
-// (in a test) has an empty environment, so no secret is ever assumed present.
-func envOf(sys *system) *procEnv {
-	if sys.env == nil {
-		return &procEnv{}
-	}
-	return sys.env
 }
 
 func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
@@ -606,10 +389,6 @@ func parseProviderArgs(args []string, sys *system) (providerOptions, error) {
 	}, nil
 }
 
-type demoOptions struct {
-	Keep bool // leave the stack running until interrupted
-}
-
 func parseDemoArgs(args []string, sys *system) (demoOptions, error) {
 	fs := newFlagSet("demo")
 	keep := fs.Bool("keep", false, "")
@@ -617,15 +396,6 @@ func parseDemoArgs(args []string, sys *system) (demoOptions, error) {
 		return demoOptions{}, err
 	}
 	return demoOptions{Keep: *keep}, nil
-}
-
-// newLogger is the slog logger every subcommand writes to stderr.
-func newLogger(w io.Writer, logJSON bool, level slog.Level) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if logJSON {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // parseLogFlags validates --log-format text|json and --log-level
@@ -685,16 +455,6 @@ func parseProviderCheckArgs(args []string, sys *system) (providerCheckOptions, e
 	return opts, nil
 }
 
-// hideSecretFiles hides from tools each private file a flag names, whether
-// it is read now or written at start (DESIGN.md §5).
-func hideSecretFiles(f *sandboxFlags, files ...*onceValue) {
-	for _, v := range files {
-		if v.count > 0 && v.value != "" {
-			f.addSecret(v.value)
-		}
-	}
-}
-
 // modelKeyFromFile reads --model-key-file when it was given: the same file
 // rules as every secret file, and refused together with OPENAI_API_KEY.
 func modelKeyFromFile(file *onceValue, env *procEnv) (key string, given bool, err error) {
@@ -710,29 +470,18 @@ func modelKeyFromFile(file *onceValue, env *procEnv) (key string, given bool, er
 
 func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	fs := newFlagSet("acp")
-	guard := addGuardFlags(fs)
+	shared := addSharedFlags(fs)
 	modelName := onceFlag(fs, "model", "")
-	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
-	settingsFile := onceFlag(fs, "settings", "")
-	noUser := fs.Bool(flagNoUserSettings, false, "")
-	trustWorkspace := fs.Bool(flagTrustWorkspaceSettings, false, "")
-	var slash, disabledSlash listValue
-	fs.Var(&slash, "allow-slash-command", "")
-	fs.Var(&disabledSlash, "disabled-slash-commands", "")
-	logFormat := onceFlag(fs, "log-format", "text")
-	logLevel := onceFlag(fs, "log-level", "info")
 	permTimeout := onceFlag(fs, "permission-response-timeout-ms", "0")
 	stateDir := onceFlag(fs, flagStateDir, "")
-	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
-	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "acp", acpUsage, args, sys); err != nil {
 		return acpOptions{}, err
 	}
-	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile)
+	env := envOf(sys)
 	// serve's children save nothing unless told to: session/load is not
 	// part of the host API.
-	servedChild := envOf(sys).privateGuard != "" || modelName.value == modelParent
-	sd, sdGiven, err := parseStateDir(stateDir, envOf(sys), servedChild)
+	servedChild := env.privateGuard != "" || modelName.value == modelParent
+	sd, sdGiven, err := parseStateDir(stateDir, env, servedChild)
 	if err != nil {
 		return acpOptions{}, err
 	}
@@ -740,71 +489,79 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if !ok || ms > maxPermissionTimeoutMs {
 		return acpOptions{}, usagef("--permission-response-timeout-ms %q: must be an integer from 0 through %d", permTimeout.value, maxPermissionTimeoutMs)
 	}
-	cfg, err := guard.resolve(envOf(sys))
-	if err != nil {
-		return acpOptions{}, err
-	}
-	opts := acpOptions{Guard: cfg, GuardModeGiven: guard.mode.count > 0, Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond,
-		StateDir: sd, StateDirGiven: sdGiven}
-	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
-		return acpOptions{}, err
-	}
 	// A managed child runs only under serve in required mode. Its
 	// workspace, as a standalone agent's, is the directory it starts in.
-	required := cfg.required() || envOf(sys).privateGuard != ""
-	settingsPath, err := loadACPSettings(&opts, settingsFile.value, envOf(sys), *noUser, *trustWorkspace, required)
+	sh, err := shared.resolve(env, "", env.privateGuard != "")
 	if err != nil {
 		return acpOptions{}, err
 	}
-	st, load := opts.Settings, opts.SettingsLoad
-	if opts.Sandbox, err = sandbox.resolve(st, load.originOf("tools", settingsPath), required); err != nil {
+	opts := acpOptions{Guard: sh.guard, GuardModeGiven: sh.guardGiven, LogJSON: sh.logJSON, LogLevel: sh.logLevel,
+		Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond, StateDir: sd, StateDirGiven: sdGiven}
+	if err := loadACPSettings(&opts, sh); err != nil {
+		return acpOptions{}, err
+	}
+	st := opts.Settings
+	if opts.Sandbox, err = sh.sandbox.resolve(st, opts.SettingsLoad.originOf("tools", sh.settingsFile), sh.required); err != nil {
 		return acpOptions{}, err
 	}
 	if err := opts.Sandbox.checkHideWays(); err != nil {
 		return acpOptions{}, err
 	}
-	opts.SessionSandbox = sandbox.forSessions(settingsPath, required)
-	if err := resolveACPSlashCommands(&opts, slash, disabledSlash); err != nil {
+	opts.SessionSandbox = sh.sandbox.forSessions(sh.settingsFile, sh.required)
+	if err := resolveACPSlashCommands(&opts, shared.slash, shared.disabledSlash); err != nil {
 		return acpOptions{}, err
 	}
-	env := envOf(sys)
-	if opts.SystemPrompt, err = resolveSystemPrompt(systemPromptFile.value, env, st); err != nil {
+	if opts.SystemPrompt, err = resolveSystemPrompt(shared.systemPromptFile.value, env, st); err != nil {
 		return acpOptions{}, err
 	}
-	opts.SessionSystemPrompt = systemPromptForSessions(systemPromptFile.value, env)
-	if err := resolveACPModel(&opts, modelKeyFile, env); err != nil {
+	opts.SessionSystemPrompt = systemPromptForSessions(shared.systemPromptFile.value, env)
+	if err := resolveACPModel(&opts, shared.modelKeyFile, env); err != nil {
 		return acpOptions{}, err
 	}
 	return opts, nil
 }
 
-// loadACPSettings reads into opts the settings files of the start
-// directory, with --settings raw and the user and workspace switches, and
-// the way each session finds its own. It returns the operator's settings
-// file.
-func loadACPSettings(opts *acpOptions, raw string, env *procEnv, noUser, trustWorkspace, required bool) (string, error) {
+// parseStateDir resolves --state-dir: "off" saves nothing; unset, the
+// default directory, except for serve's children.
+func parseStateDir(v *onceValue, env *procEnv, servedChild bool) (dir string, given bool, err error) {
+	switch {
+	case v.count == 0 && servedChild:
+		return "", false, nil
+	case v.count == 0:
+		return defaultStateDir(env), false, nil
+	case v.value == stateDirOff:
+		return "", true, nil
+	case v.value == "":
+		return "", true, usagef("--%s %q: want a directory or %q", flagStateDir, v.value, stateDirOff)
+	}
+	abs, err := filepath.Abs(v.value)
+	if err != nil {
+		return "", true, usagef("--%s %q: %v", flagStateDir, v.value, err)
+	}
+	return abs, true, nil
+}
+
+// loadACPSettings sets in opts the settings files of the start directory,
+// over the layers sh read, and the way each session finds its own.
+func loadACPSettings(opts *acpOptions, sh sharedOptions) error {
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
+		return fmt.Errorf("find the current directory, the workspace of the settings files: %w", err)
 	}
-	// The layers but the workspace's are checked now, so a bad one stops
-	// the start; each session reads its own workspace's file at
+	// The layers but the workspace's were checked by sh, so a bad one
+	// stopped the start; each session reads its own workspace's file at
 	// session/new, where a bad one fails that session only.
-	src := settingsSourcesOf(env)
-	so := settingsLoadOptions{NoUser: noUser, TrustWorkspace: trustWorkspace, Required: required}
-	settingsPath, load, err := parseSettingsFile(raw, src, so)
-	if err != nil {
-		return "", err
-	}
-	so.Operator, so.Workspace = settingsPath, wd
-	opts.SettingsSources, opts.SettingsOptions = src, so
+	so := sh.so
+	so.Operator, so.Workspace = sh.settingsFile, wd
+	opts.SettingsSources, opts.SettingsOptions = sh.src, so
 	// The sandbox is the process's: it takes the start directory's
 	// workspace file too, when that loads.
-	if wsLoad, err := loadSettingsFiles(src, so); err == nil {
+	load := sh.load
+	if wsLoad, err := loadSettingsFiles(sh.src, so); err == nil {
 		load = wsLoad
 	}
 	opts.Settings, opts.SettingsLoad = load.Settings, load
-	return settingsPath, nil
+	return nil
 }
 
 // resolveACPSlashCommands sets the slash commands of opts: those allowed,
@@ -863,46 +620,27 @@ func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) er
 
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	fs := newFlagSet("serve")
+	shared := addSharedFlags(fs)
 	hostname := onceFlag(fs, "hostname", defaultServeHostname)
 	port := onceFlag(fs, "port", defaultServePort)
-	var workspaces, slash listValue
+	var workspaces listValue
 	fs.Var(&workspaces, "workspace", "")
-	settings := onceFlag(fs, "settings", "")
-	noUser := fs.Bool(flagNoUserSettings, false, "")
-	trustWorkspace := fs.Bool(flagTrustWorkspaceSettings, false, "")
 	token := onceFlag(fs, "token", "")
 	tokenFile := onceFlag(fs, flagHostTokenFile, "")
 	tokenless := fs.Bool(flagAllowTokenlessLoopback, false, "")
 	requireAuth := fs.Bool(flagRequireAuth, false, "")
-	guard := addGuardFlags(fs)
-	modelKeyFile := onceFlag(fs, flagModelKeyFile, "")
 	decisionLog := onceFlag(fs, "decision-log", "")
 	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
-	fs.Var(&slash, "allow-slash-command", "")
-	var disabledSlash listValue
-	fs.Var(&disabledSlash, "disabled-slash-commands", "")
 	limits := addServeLimitFlags(fs)
-	logFormat := onceFlag(fs, "log-format", "text")
-	logLevel := onceFlag(fs, "log-level", "info")
-	systemPromptFile := onceFlag(fs, flagSystemPromptFile, "")
-	sandbox := addSandboxFlags(fs)
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
-	// Not the decision log: it holds ids, names, digests and outcomes, no
-	// argument, and often lies in a large directory such as /tmp, where
-	// hiding costs a Landlock rule per entry (DESIGN.md §5).
-	hideSecretFiles(sandbox, guard.tokenFile, modelKeyFile, tokenFile)
 	env := envOf(sys)
 	opts := serveOptions{DecisionLog: decisionLog.value}
 	var err error
-	if opts.LogJSON, opts.LogLevel, err = parseLogFlags(logFormat.value, logLevel.value); err != nil {
-		return serveOptions{}, err
-	}
 	if opts.Limits, err = limits.resolve(); err != nil {
 		return serveOptions{}, err
 	}
-
 	if opts.Hostname, err = parseHostname(hostname.value); err != nil {
 		return serveOptions{}, err
 	}
@@ -912,27 +650,35 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
 		return serveOptions{}, err
 	}
-	opts.GuardModeGiven = guard.mode.count > 0
-	if opts.Guard, err = guard.resolve(env); err != nil {
-		return serveOptions{}, err
-	}
-	base, err := loadServeSettings(&opts, settings.value, env, *noUser, *trustWorkspace)
+	// serve reads the settings files of its first workspace at start, as a
+	// check; each session's child reads those of the session's workspace
+	// at session/new (DESIGN.md §10). The host token file is hidden too;
+	// not the decision log: it holds ids, names, digests and outcomes, no
+	// argument, and often lies in a large directory such as /tmp, where
+	// hiding costs a Landlock rule per entry (DESIGN.md §5).
+	sh, err := shared.resolve(env, opts.Workspaces[0], false, tokenFile)
 	if err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServeSystemPrompt(&opts, systemPromptFile.value, env); err != nil {
+	opts.Guard, opts.GuardModeGiven, opts.LogJSON, opts.LogLevel = sh.guard, sh.guardGiven, sh.logJSON, sh.logLevel
+	opts.NoUserSettings, opts.TrustWorkspaceSettings = *shared.noUser, *shared.trustWorkspace
+	base, err := loadServeSettings(&opts, sh)
+	if err != nil {
+		return serveOptions{}, err
+	}
+	if err := resolveServeSystemPrompt(&opts, shared.systemPromptFile.value, env); err != nil {
 		return serveOptions{}, err
 	}
 	if err := resolveServeAuth(&opts, token, tokenFile, *tokenless, *requireAuth, env, hostname.value); err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServeModel(&opts, modelKeyFile, env); err != nil {
+	if err := resolveServeModel(&opts, shared.modelKeyFile, env); err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServeSandbox(&opts, sandbox, base); err != nil {
+	if err := resolveServeSandbox(&opts, sh.sandbox, base); err != nil {
 		return serveOptions{}, err
 	}
-	if err := resolveServePrompts(&opts, maxPending, slash, disabledSlash); err != nil {
+	if err := resolveServePrompts(&opts, maxPending, shared.slash, shared.disabledSlash); err != nil {
 		return serveOptions{}, err
 	}
 	return opts, nil
@@ -967,6 +713,75 @@ func resolveServeAuth(opts *serveOptions, token, tokenFile *onceValue, tokenless
 	return nil
 }
 
+// resolveHostToken decides serve's host token from the flags and env: the
+// value of --token (which wins over QWEN_SERVER_TOKEN, as in Qwen Code) or
+// of the variable; or --token-file, read when the file exists and generated
+// at start when it does not. --token-file together with either of the
+// others is refused. In required mode a loopback daemon with none of them
+// gets a generated token unless --allow-tokenless-loopback is given.
+func resolveHostToken(opts *serveOptions, token, tokenFile *onceValue, tokenless bool, env *procEnv, hostname string, loopback bool) error {
+	var err error
+	switch {
+	case tokenFile.count > 0 && token.count > 0:
+		return usagef("--%s %q and --token: both set; give the host token one way", flagHostTokenFile, tokenFile.value)
+	case tokenFile.count > 0 && env.serverTokenSet:
+		return usagef("--%s %q and %s: both set; give the host token one way", flagHostTokenFile, tokenFile.value, envServerToken)
+	case tokenFile.count > 0:
+		err = hostTokenFromFile(opts, tokenFile.value)
+	// --token wins over QWEN_SERVER_TOKEN, as in Qwen Code.
+	case token.count > 0:
+		opts.Token, err = parseSecret("--token", token.value)
+		opts.TokenOnCommandLine = true
+	case env.serverTokenSet:
+		opts.Token, err = parseSecret(envServerToken, env.serverToken)
+	}
+	if err != nil {
+		return err
+	}
+	given := opts.Token != "" || opts.GenerateToken
+	if tokenless {
+		switch {
+		case given:
+			return usagef("--%s: a host token is also given (--token, --%s or %s); give one or the other", flagAllowTokenlessLoopback, flagHostTokenFile, envServerToken)
+		case !loopback:
+			return usagef("--%s: --hostname %q is not a loopback address, which always requires a host token", flagAllowTokenlessLoopback, hostname)
+		}
+		opts.AllowTokenlessLoopback = true
+		return nil
+	}
+	// A non-loopback address needs a host token.
+	if !loopback && !given {
+		return usagef("--hostname %q: a non-loopback address requires --token, --%s or %s", hostname, flagHostTokenFile, envServerToken)
+	}
+	if !given && opts.Guard.required() {
+		opts.GenerateToken = true
+	}
+	return nil
+}
+
+// hostTokenFromFile reads --token-file when the file exists; when nothing
+// is there yet, serve generates the token into it at start.
+func hostTokenFromFile(opts *serveOptions, path string) error {
+	if path == "" {
+		return usagef("--%s \"\": must name a file", flagHostTokenFile)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return usagef("--%s %q: %v", flagHostTokenFile, path, err)
+	}
+	exists, err := secretFileExists(flagHostTokenFile, abs)
+	if err != nil {
+		return err
+	}
+	opts.TokenFile = abs
+	if !exists {
+		opts.GenerateToken = true
+		return nil
+	}
+	opts.Token, err = readSecretFile(flagHostTokenFile, abs)
+	return err
+}
+
 // resolveServePrompts sets what bounds and opens each session's prompts:
 // --max-pending-prompts-per-session, the slash commands allowed and those
 // disabled.
@@ -986,31 +801,21 @@ func resolveServePrompts(opts *serveOptions, maxPending *onceValue, slash, disab
 	return nil
 }
 
-// loadServeSettings reads into opts the settings files of its first
-// workspace, with --settings raw and the user and workspace switches, and
-// the way each session's child finds its own. It returns the base: the
-// layers that are no workspace's file.
-func loadServeSettings(opts *serveOptions, raw string, env *procEnv, noUser, trustWorkspace bool) (*settingsLoad, error) {
-	// serve reads the settings files of its first workspace at start, as a
-	// check; each session's child reads those of the session's workspace
-	// at session/new (DESIGN.md §10).
-	opts.NoUserSettings, opts.TrustWorkspaceSettings = noUser, trustWorkspace
-	src := settingsSourcesOf(env)
-	so := settingsLoadOptions{Workspace: opts.Workspaces[0], NoUser: noUser, TrustWorkspace: trustWorkspace, Required: opts.Guard.required()}
-	var err error
-	if opts.SettingsFile, opts.SettingsLoad, err = parseSettingsFile(raw, src, so); err != nil {
-		return nil, err
-	}
-	opts.Settings = opts.SettingsLoad.Settings
+// loadServeSettings sets in opts the settings files of its first
+// workspace, as sh read them, and the way each session's child finds its
+// own. It returns the base: the layers that are no workspace's file.
+func loadServeSettings(opts *serveOptions, sh sharedOptions) (*settingsLoad, error) {
+	opts.SettingsFile, opts.SettingsLoad, opts.Settings = sh.settingsFile, sh.load, sh.load.Settings
 	// What serve gives its children is no workspace's: its own flags and
 	// environment, over the layers that are no workspace's file, so that
 	// one workspace's file never reaches another's sessions (DESIGN.md §10).
+	so := sh.so
 	so.Workspace, so.Operator = "", opts.SettingsFile
-	base, err := loadSettingsFiles(src, so)
+	base, err := loadSettingsFiles(sh.src, so)
 	if err != nil {
 		return nil, &usageError{err}
 	}
-	opts.SessionSettings.Sources, opts.SessionSettings.Options = src, so
+	opts.SessionSettings.Sources, opts.SessionSettings.Options = sh.src, so
 	return base, nil
 }
 
@@ -1033,10 +838,27 @@ func resolveServeModel(opts *serveOptions, modelKeyFile *onceValue, env *procEnv
 	return nil
 }
 
+// serveModelConfig is the model serve's children use, from serve's own
+// environment, named as for acp: the scripted model without OPENAI_BASE_URL.
+func serveModelConfig(env *procEnv, s *settings) (openAIConfig, error) {
+	base := env.lookup(envModelBaseURL)
+	if base == "" {
+		return openAIConfig{}, nil
+	}
+	cfg := openAIConfig{BaseURL: base, APIKey: env.modelKey, Model: env.lookup(envModelName)}
+	if cfg.Model == "" && s != nil {
+		cfg.Model = s.Model.Name
+	}
+	if _, err := newOpenAIModel(cfg); err != nil {
+		return openAIConfig{}, &usageError{err}
+	}
+	return cfg, nil
+}
+
 // resolveServeSandbox resolves opts' sandboxes from the sandbox flags: its
 // first workspace's, as that workspace's sessions' child will, and the one
 // serve reports and gives its children, from base.
-func resolveServeSandbox(opts *serveOptions, sandbox *sandboxFlags, base *settingsLoad) error {
+func resolveServeSandbox(opts *serveOptions, sandbox *sandboxChoice, base *settingsLoad) error {
 	// The first workspace's sandbox keys are checked as its sessions' child
 	// will resolve them; the sandbox serve reports and gives its children
 	// is the base, without any workspace's file.

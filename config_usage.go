@@ -407,3 +407,45 @@ Environment:
         as given. Children run on one slot unless it is set.
 
 ` + scrubUsage
+
+const sandboxFlagsUsage = `  --sandbox off|workspace
+        confine every process a tool, a hook or an MCP server starts with the
+        kernel's Landlock: writes only under the session cwd, its own temp
+        directory and --sandbox-write directories; no access to acpguard's
+        own processes; no capabilities. Default: workspace in required mode
+        (off, with one warning, on a kernel without Landlock), off in off
+        mode. workspace given explicitly on a kernel without Landlock exits 1.
+  --sandbox-read PATH
+        (repeatable) an existing absolute path confined processes may read
+        and run; the list replaces the whole filesystem (the default).
+  --sandbox-write DIR
+        (repeatable) an existing absolute directory confined processes may
+        also write beneath, such as a shared build cache.
+  --sandbox-hide PATH
+        (repeatable) an absolute path confined processes may not read or run,
+        nor anything beneath it, though its directory is readable: ~/.ssh,
+        a cloud credentials file. acpguard's own token and key files are
+        always hidden. It must not lie in a workspace or a --sandbox-write
+        directory, where Landlock cannot keep it out of reach.
+  --sandbox-protect PATH
+        (repeatable) an absolute path no confined process and no built-in
+        file tool may create, change, rename or remove, even beneath a
+        writable directory, existing or not; added to what acpguard always
+        protects (its trusted settings, its state directory, the home
+        directory's dot entries, every git repository's hooks and config).
+  --sandbox-network all|none
+        none refuses every socket but a Unix one (TCP, UDP, raw, packet,
+        netlink) and io_uring; it needs Landlock ABI 4 (Linux 6.7) and exits
+        1 on an older kernel (default all).
+  --sandbox-unix all|none
+        none refuses Unix sockets, so a tool cannot ask a user service manager
+        or a terminal multiplexer to start an unconfined process (default all).
+  --sandbox-private FILE
+        (repeatable) a private file of acpguard's, hidden like a --sandbox-hide
+        path whenever the sandbox is on, and no error while it is off; serve
+        gives its children its token and key files this way.
+  --sandbox-temp DIR
+        the existing directory each session's temp directory is made in
+        (default: the system's); serve gives each child one of its own and
+        removes it once the child has exited.
+`

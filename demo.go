@@ -63,6 +63,11 @@ var demoSteps = []demoStep{
 		`call write_file {"file_path":"after-stop.txt","content":"should never exist\n"}`, "after-stop.txt"},
 }
 
+// demoOptions are the validated flags of "acpguard demo".
+type demoOptions struct {
+	Keep bool // leave the stack running until interrupted
+}
+
 func runDemo(ctx context.Context, sys *system, args []string) error {
 	opts, err := parseDemoArgs(args, sys)
 	if err != nil {

@@ -56,12 +56,13 @@ var fileGroups = []fileGroup{
 	{"tools", []string{"tools*.go", "mcp*.go"}},
 	{"sandbox", []string{"sandbox*.go"}},
 	// Process groups, what /proc says, and the lifecycle of processes.
-	{"proc", []string{"proc*.go", "reaper.go", "lifeline.go"}},
+	{"proc", []string{"proc.go", "proc_stat.go", "reaper.go", "lifeline.go"}},
 	// The log reader: acpguard log.
 	{"log", []string{"log.go"}},
-	// What every layer may use: strict JSON, loopback, globs, the
-	// environment builder, secret files, the shell parser, metrics.
-	{"base", []string{"addr.go", "envscrub.go", "glob.go", "httpx.go", "json*.go", "metrics.go", "secret_files.go", "shell_parse.go", "slots.go"}},
+	// What every layer may use: the process a command is handed, strict
+	// JSON, loopback, globs, the environment builder, secret files, the
+	// shell parser, metrics.
+	{"base", []string{"proc_system.go", "addr.go", "envscrub.go", "glob.go", "httpx.go", "json*.go", "metrics.go", "secret_files.go", "shell_parse.go", "slots.go"}},
 }
 
 // groupOf names the group of a file name, "" when none claims it.

@@ -1,6 +1,7 @@
-// main.go owns subcommand dispatch, exit codes and `version`: it captures
-// secrets from the environment before anything else runs, then hands one run
-// function the arguments. Everything else lives in the subcommands' own files.
+// main.go owns subcommand dispatch, exit codes and `acpguard version`: it
+// captures secrets from the environment before anything else runs, then
+// hands one run function the arguments. Everything else lives in the
+// subcommands' own files.
 //
 // Error messages, everywhere (DESIGN.md §11): lower case, no final period,
 // the operation first, the offending value quoted with %q (never a secret),
@@ -18,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -32,15 +32,6 @@ const (
 	exitRuntime = 1
 	exitUsage   = 2
 )
-
-// system is what a subcommand may touch of the process it runs in. Tests
-// build their own; main builds the real one.
-type system struct {
-	env    *procEnv
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
-}
 
 func main() {
 	// A confined start's mount stage is this binary too (sandbox_stage.go).
@@ -59,16 +50,6 @@ func main() {
 
 // errHelp is returned after a subcommand printed its usage on request.
 var errHelp = errors.New("help requested")
-
-// usageError marks a bad argument or configuration: exit status 2.
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-func usagef(format string, a ...any) error {
-	return &usageError{fmt.Errorf(format, a...)}
-}
 
 func exitCode(err error) int {
 	var u *usageError
@@ -125,8 +106,32 @@ func run(ctx context.Context, args []string, sys *system) error {
 	}
 }
 
-// version is the release version; a release build may set it with -ldflags -X.
-var version = "0.1.0-dev"
+// runACP parses acp's options (config.go) and runs the agent (acp.go).
+func runACP(ctx context.Context, sys *system, args []string) error {
+	// A parent that dies closes our stdout: the write that finds it closed
+	// ends the connection, and the shutdown runs (lifeline.go).
+	catchBrokenPipe()
+	opts, err := parseACPArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	// A managed child's guard is its parent's, which warns once.
+	if sys.env.privateGuard == "" {
+		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
+	}
+	return runAgent(ctx, sys, opts)
+}
+
+// runServe parses serve's options (config.go) and runs the daemon
+// (serve.go).
+func runServe(ctx context.Context, sys *system, args []string) error {
+	opts, err := parseServeArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	warnUnguarded(sys.stderr, "serve", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
+	return runDaemon(ctx, sys, opts)
+}
 
 func runVersion(sys *system, args []string) error {
 	if len(args) > 0 {

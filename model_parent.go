@@ -26,9 +26,10 @@ func withPromptIdentity(ctx context.Context, sessionID, promptID string) context
 // errModelStreamDone ends the delivery of a reply nobody reads any more.
 var errModelStreamDone = errors.New("model reply no longer read")
 
-// parentModel is the model of serve's child: serve makes each call.
+// parentModel is the model of serve's child: serve makes each call, asked
+// over conn, the child's private channel.
 type parentModel struct {
-	a       *agent
+	conn    *rpcConn
 	mu      sync.Mutex
 	streams map[string]*modelStream
 }
@@ -41,8 +42,8 @@ type modelStream struct {
 	pw        *io.PipeWriter
 }
 
-func newParentModel(a *agent) *parentModel {
-	return &parentModel{a: a, streams: map[string]*modelStream{}}
+func newParentModel(conn *rpcConn) *parentModel {
+	return &parentModel{conn: conn, streams: map[string]*modelStream{}}
 }
 
 func (m *parentModel) next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error) {
@@ -67,7 +68,7 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 	defer stopCall()
 	called := make(chan error, 1)
 	go func() {
-		_, err := m.a.conn.call(callCtx, methodModelComplete, rpcCompact(appendModelCompleteParams(id, streamID, body)))
+		_, err := m.conn.call(callCtx, methodModelComplete, rpcCompact(appendModelCompleteParams(id, streamID, body)))
 		// The answer is read after every chunk before it was delivered.
 		if err != nil {
 			pw.CloseWithError(err)

@@ -2,7 +2,8 @@
 // processes: the one reader of /proc/<pid>/stat, the one scan of every
 // process, and the one walk of a process's descendants through the
 // kernel's children files. The reaper (reaper.go) and the peer check
-// (serve_peer.go) read processes only through these.
+// (serve_peer.go) read processes only through these. Its decimal reader
+// (parseDigits) is the one of flags and socket tables too.
 package main
 
 import (

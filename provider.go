@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,6 +22,26 @@ import (
 	"syscall"
 	"time"
 )
+
+// providerOptions are the validated flags of "acpguard provider". Every zero
+// value is the default.
+type providerOptions struct {
+	// SchedSlots: the provider sets its runtime's scheduler slots from the
+	// requests in progress (slots.go); the command sets it when GOMAXPROCS
+	// is unset.
+	SchedSlots     bool
+	Listen         loopbackAddr
+	PolicyFile     string
+	AuditPath      string // "" none, "-" stdout
+	AuditArguments bool
+	Token          string
+	Shadow         bool       // answer allow whatever the policy says, and log what it says
+	LogJSON        bool       // --log-format json; text otherwise
+	LogLevel       slog.Level // the zero Level is info
+	TLSCert        string     // with TLSKey: serve HTTPS; both or neither
+	TLSKey         string
+	OPA            *url.URL // --opa: OPA decides instead of PolicyFile
+}
 
 func runProvider(ctx context.Context, sys *system, args []string) error {
 	if len(args) > 0 && args[0] == "check" {

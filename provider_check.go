@@ -37,6 +37,18 @@ const maxProviderCasesFile = 4 << 20
 // enough to recognise the rule, short enough to keep one line per mismatch.
 const maxProviderRenderedPattern = 48
 
+// providerCheckOptions are the validated flags of "acpguard provider check".
+type providerCheckOptions struct {
+	PolicyFile string
+	CasesFile  string
+	// CasesGiven says --cases named the file: then it must exist. The
+	// default file beside the policy may be absent.
+	CasesGiven bool
+	// Explain is one call to decide and explain instead of the cases.
+	Explain      string
+	ExplainGiven bool
+}
+
 func runProviderCheck(sys *system, args []string) error {
 	opts, err := parseProviderCheckArgs(args, sys)
 	if err != nil {

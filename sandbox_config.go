@@ -1,8 +1,8 @@
 // sandbox_config.go owns the operator's sandbox choice as one validated value:
 // which profile confines the processes that tools, hooks and MCP servers
 // start, what they may read and write beyond the profile's defaults, and
-// whether they may use the network and Unix sockets. sandbox_flags.go fills
-// it from the flags and settings; sandbox.go enforces it.
+// whether they may use the network and Unix sockets. config_sandbox.go
+// fills it from the flags and settings; sandbox.go enforces it.
 package main
 
 import (

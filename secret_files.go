@@ -13,6 +13,17 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Where a user's runtime files live: the variable that names the runtime
+// directory, and the directory holding each user's, named by uid, where
+// systemd-logind makes them. serve's generated host token goes there; the
+// sandbox looks there for the user's service sockets.
+const (
+	envRuntimeDir   = "XDG_RUNTIME_DIR"
+	userRuntimeDirs = "/run/user"
 )
 
 // Flags that name a secret file.
@@ -21,6 +32,9 @@ const (
 	flagModelKeyFile   = "model-key-file"
 	flagHostTokenFile  = "token-file"
 )
+
+// maxTokenUTF16 is a token's bound (DESIGN.md §6).
+const maxTokenUTF16 = 8192
 
 // maxSecretFileBytes bounds what a secret file may hold: a token is at most
 // 8192 UTF-16 code units (at most 3 bytes of UTF-8 each) plus the white
@@ -175,4 +189,40 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// parseSecret applies the token rules (DESIGN.md §8) to the secret named
+// name: no control character, trimmed, not blank, at most maxTokenUTF16.
+func parseSecret(name, raw string) (string, error) {
+	if !utf8.ValidString(raw) {
+		return "", usagef("%s: must be valid UTF-8 (value not shown)", name)
+	}
+	if strings.IndexFunc(raw, isControl) >= 0 {
+		return "", usagef("%s: must not contain a control character (value not shown)", name)
+	}
+	// The white space of JavaScript's String.prototype.trim, which Qwen Code uses.
+	tok := strings.TrimFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
+	if tok == "" {
+		return "", usagef("%s: must not be blank", name)
+	}
+	units := 0
+	for _, r := range tok {
+		units += utf16Len(r)
+	}
+	if units > maxTokenUTF16 {
+		return "", usagef("%s: must be at most %d UTF-16 code units, got %d (value not shown)", name, maxTokenUTF16, units)
+	}
+	return tok, nil
+}
+
+// isControl is the control-character set of the token and reason rules.
+func isControl(r rune) bool {
+	return r < 0x20 || (r >= 0x7F && r <= 0x9F) || r == '\u2028' || r == '\u2029'
+}
+
+func utf16Len(r rune) int {
+	if r >= 0x10000 {
+		return 2
+	}
+	return 1
 }

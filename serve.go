@@ -25,12 +25,10 @@ import (
 	"time"
 )
 
-func runServe(ctx context.Context, sys *system, args []string) error {
-	opts, err := parseServeArgs(args, sys)
-	if err != nil {
-		return err
-	}
-	warnUnguarded(sys.stderr, "serve", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
+// runDaemon runs serve on opts until ctx is done: it logs what it read,
+// makes the host token when opts ask for one, and announces where it
+// listens on stdout.
+func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
 	logSettingsFiles(log, opts.SettingsLoad, opts.Guard.required())
 	warnSettings(log, opts.Settings)
@@ -50,6 +48,76 @@ func runServe(ctx context.Context, sys *system, args []string) error {
 		fmt.Fprintf(sys.stdout, "acpguard serve listening on %s (mode=%s, workspace=%s)\n", url, hostMode, opts.Workspaces[0])
 		tok.announce(sys.stdout)
 	})
+}
+
+// serveOptions are the validated options of "acpguard serve", as
+// config.go parses them from its flags, environment and settings.
+type serveOptions struct {
+	// SchedSlots: serve sets its runtime's scheduler slots from the prompts
+	// it runs (slots.go); the command sets it when GOMAXPROCS is unset.
+	SchedSlots   bool
+	Hostname     bindAddr
+	Port         int // 0: pick a free port
+	Workspaces   []string
+	SettingsFile string    // "" none
+	Settings     *settings // the merged settings files (settings_files.go), or the defaults
+	SettingsLoad *settingsLoad
+	// NoUserSettings and TrustWorkspaceSettings are the flags of the same
+	// names, passed on to every child.
+	NoUserSettings         bool
+	TrustWorkspaceSettings bool
+	Token                  string // host API token, "" none
+	// TokenOnCommandLine says --token gave it, where /proc shows it to
+	// every local process: serve warns at start.
+	TokenOnCommandLine bool
+	// TokenFile is the host token file from --token-file: read when it
+	// existed at start, else created by runDaemon (GenerateToken).
+	TokenFile string
+	// GenerateToken asks runDaemon for a new random host token, written to
+	// TokenFile or, when that is "", to a new file in a fresh directory.
+	GenerateToken bool
+	// AllowTokenlessLoopback is --allow-tokenless-loopback: in required mode
+	// a loopback daemon without a host token, as in off mode.
+	AllowTokenlessLoopback bool
+	RequireAuth            bool // --require-auth: /health needs the token on loopback too (DESIGN.md §7)
+	Guard                  guardConfig
+	GuardModeGiven         bool   // --external-tool-guard-mode on the command line (warnUnguarded)
+	DecisionLog            string // "" stderr
+	MaxPendingPrompts      int
+	AllowSlashCommands     []string // names without the leading "/"
+	// DisabledSlashCommands are refused with 400 and passed to every child.
+	DisabledSlashCommands []string
+	Limits                serveLimits
+	LogJSON               bool       // --log-format json; text otherwise
+	LogLevel              slog.Level // the zero Level is info
+	// Sandbox is the base the children confine with: serve's flags over
+	// the settings layers that are no workspace's file.
+	Sandbox sandboxConfig
+	// SandboxFlags are the --sandbox* flags serve was given, for its
+	// children; nil for a serve assembled without flags, whose children
+	// get Sandbox whole.
+	SandboxFlags *sandboxGiven
+	// FirstWorkspaceSandbox is the sandbox of the first workspace's
+	// sessions, checked against the kernel at start as Sandbox is.
+	FirstWorkspaceSandbox *sandboxConfig
+	// Model is the model service serve calls for its children
+	// (serve_model.go); BaseURL "" runs the scripted model. Its name is
+	// OPENAI_MODEL's, else the first workspace's model.name, checked at
+	// start; ModelNameFixed says OPENAI_MODEL named it, for every session.
+	Model          openAIConfig
+	ModelNameFixed bool
+	// SessionSettings find the settings files of a session's workspace,
+	// from which serve takes its model.name and model.maxSessionTurns;
+	// Sources zero (a serve assembled without flags): Settings for all.
+	SessionSettings struct {
+		Sources settingsSources
+		Options settingsLoadOptions // Workspace is set per session
+	}
+	// SystemPrompt is the operator's (the flag's or the process
+	// environment's); its File goes to every child as
+	// --system-prompt-file. One a settings env block names is each
+	// session's, found by its child.
+	SystemPrompt systemPromptSource
 }
 
 // daemon is one running "acpguard serve".
@@ -390,88 +458,15 @@ const hostTokenBytes = 32
 // A generated token without --token-file goes to a file of this name in a
 // fresh directory (mode 0700) under hostTokenBase; both are removed at exit.
 const (
-	envRuntimeDir         = "XDG_RUNTIME_DIR"
 	hostTokenDirPattern   = "acpguard-serve-*"
 	hostTokenFileName     = "host-token"
 	hostTokenAnnouncement = "acpguard serve: host token in "
-	// userRuntimeDirs holds each user's runtime directory, named by uid,
-	// where systemd-logind makes them.
-	userRuntimeDirs = "/run/user"
 	// sharedMemoryDir is the tmpfs every Linux system mounts for POSIX
 	// shared memory, writable by all and sticky, as the temporary
 	// directory is.
 	sharedMemoryDir = "/dev/shm"
 	accessWrite     = 2 // W_OK for access(2)
 )
-
-// resolveHostToken decides serve's host token from the flags and env: the
-// value of --token (which wins over QWEN_SERVER_TOKEN, as in Qwen Code) or
-// of the variable; or --token-file, read when the file exists and generated
-// at start when it does not. --token-file together with either of the
-// others is refused. In required mode a loopback daemon with none of them
-// gets a generated token unless --allow-tokenless-loopback is given.
-func resolveHostToken(opts *serveOptions, token, tokenFile *onceValue, tokenless bool, env *procEnv, hostname string, loopback bool) error {
-	var err error
-	switch {
-	case tokenFile.count > 0 && token.count > 0:
-		return usagef("--%s %q and --token: both set; give the host token one way", flagHostTokenFile, tokenFile.value)
-	case tokenFile.count > 0 && env.serverTokenSet:
-		return usagef("--%s %q and %s: both set; give the host token one way", flagHostTokenFile, tokenFile.value, envServerToken)
-	case tokenFile.count > 0:
-		err = hostTokenFromFile(opts, tokenFile.value)
-	// --token wins over QWEN_SERVER_TOKEN, as in Qwen Code.
-	case token.count > 0:
-		opts.Token, err = parseSecret("--token", token.value)
-		opts.TokenOnCommandLine = true
-	case env.serverTokenSet:
-		opts.Token, err = parseSecret(envServerToken, env.serverToken)
-	}
-	if err != nil {
-		return err
-	}
-	given := opts.Token != "" || opts.GenerateToken
-	if tokenless {
-		switch {
-		case given:
-			return usagef("--%s: a host token is also given (--token, --%s or %s); give one or the other", flagAllowTokenlessLoopback, flagHostTokenFile, envServerToken)
-		case !loopback:
-			return usagef("--%s: --hostname %q is not a loopback address, which always requires a host token", flagAllowTokenlessLoopback, hostname)
-		}
-		opts.AllowTokenlessLoopback = true
-		return nil
-	}
-	// A non-loopback address needs a host token.
-	if !loopback && !given {
-		return usagef("--hostname %q: a non-loopback address requires --token, --%s or %s", hostname, flagHostTokenFile, envServerToken)
-	}
-	if !given && opts.Guard.required() {
-		opts.GenerateToken = true
-	}
-	return nil
-}
-
-// hostTokenFromFile reads --token-file when the file exists; when nothing
-// is there yet, serve generates the token into it at start.
-func hostTokenFromFile(opts *serveOptions, path string) error {
-	if path == "" {
-		return usagef("--%s \"\": must name a file", flagHostTokenFile)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return usagef("--%s %q: %v", flagHostTokenFile, path, err)
-	}
-	exists, err := secretFileExists(flagHostTokenFile, abs)
-	if err != nil {
-		return err
-	}
-	opts.TokenFile = abs
-	if !exists {
-		opts.GenerateToken = true
-		return nil
-	}
-	opts.Token, err = readSecretFile(flagHostTokenFile, abs)
-	return err
-}
 
 // hostToken is the host token of a starting serve as the operator sees it.
 type hostToken struct {

@@ -1,7 +1,7 @@
 // serve_limits.go owns every limit of "acpguard serve" (DESIGN.md §6), each
 // with its reason, and the names under which the ones that end something are
-// logged and counted. The operator's flags and their defaults are parsed with
-// the other options (config.go).
+// logged and counted: the operator's limits (serveLimits) with their
+// defaults and ranges too, which config.go parses from the flags.
 package main
 
 import "time"
@@ -32,11 +32,6 @@ const (
 	// Shutdown ends within a few seconds (DESIGN.md §9): a child gets this
 	// long to end its tools after SIGTERM.
 	childStopGrace = 2 * time.Second
-	// How long serve keeps reading a channel after its child exited. What the
-	// child wrote before it exited is already queued and is read at once; the
-	// bound matters only when another process still holds a copy of the
-	// child's end, so that the end of the child is not missed.
-	channelExitDrain = time.Second
 )
 
 // Limits of the event streams.
@@ -139,3 +134,87 @@ const (
 	limitModelCalls = "model_calls_exceeded"
 	limitModelBytes = "model_bytes_exceeded"
 )
+
+// Prompts run one at a time, FIFO; a full queue is 503 (DESIGN.md §7). The
+// upper bound keeps one session's queue small enough to allocate up front.
+const (
+	defaultMaxPendingPrompts = 5
+	maxMaxPendingPrompts     = 1000
+)
+
+// serve's limits: flag defaults and bounds (DESIGN.md §6). Durations are
+// milliseconds.
+const (
+	// live sessions
+	defaultMaxSessions = 32
+	maxMaxSessions     = 10000
+	// ACP children sessions are placed on (serve_children.go). Sessions of
+	// every workspace share them. A child runs on one scheduler slot
+	// (runAgent) and costs about 8 MiB resident. Measured on two cores, 32
+	// busy sessions made 900-1,000 guarded calls a second on four children
+	// against 600-750 on two (a child waits in the kernel while it writes
+	// files), and 128 idle sessions in 128 workspaces fit in about 50 MiB
+	// with serve (two children: 33 MiB, one: 25 MiB), created in 1.5 ms at
+	// the median either way. One child's death ends only a quarter of the
+	// sessions. The bound is the most processes one daemon starts.
+	defaultMaxChildren = 4
+	maxMaxChildren     = 64
+	// SSE streams per session
+	defaultMaxSubscribers = 8
+	maxMaxSubscribers     = 1000
+	// events per session kept for Last-Event-ID replay
+	defaultEventRingSize = 4096
+	maxEventRingSize     = 1 << 20
+	// a child's initialize
+	defaultInitializeTimeoutMs = 10000
+	minInitializeTimeoutMs     = 100
+	maxInitializeTimeoutMs     = 600000
+	// A prompt deadline and a permission timeout (0 = none): at most a day.
+	maxPromptDeadlineMs    = 86400000
+	maxPermissionTimeoutMs = 86400000
+	// The idle timeout: at least a second, at most a week.
+	defaultSessionIdleTimeoutMs = 1800000
+	minSessionIdleTimeoutMs     = 1000
+	maxSessionIdleTimeoutMs     = 604800000
+)
+
+// serveLimits bound what callers can make the daemon hold. A zero count or
+// a zero InitializeTimeout or SessionIdleTimeout takes its default; a zero
+// PromptDeadline or PermissionTimeout means none.
+type serveLimits struct {
+	MaxSessions        int
+	MaxSubscribers     int // SSE streams per session
+	EventRingSize      int // events per session kept for Last-Event-ID replay
+	InitializeTimeout  time.Duration
+	PromptDeadline     time.Duration
+	PermissionTimeout  time.Duration
+	SessionIdleTimeout time.Duration
+	MaxEventMemory     int64 // bytes of events every ring and queue may hold together
+	MaxChildren        int   // ACP children sessions are placed on
+}
+
+// withDefaults fills every zero limit that has a default.
+func (l serveLimits) withDefaults() serveLimits {
+	if l.MaxSessions == 0 {
+		l.MaxSessions = defaultMaxSessions
+	}
+	if l.MaxChildren == 0 {
+		l.MaxChildren = defaultMaxChildren
+	}
+	if l.MaxSubscribers == 0 {
+		l.MaxSubscribers = defaultMaxSubscribers
+	}
+	if l.EventRingSize == 0 {
+		l.EventRingSize = defaultEventRingSize
+	}
+	if l.InitializeTimeout == 0 {
+		l.InitializeTimeout = defaultInitializeTimeoutMs * time.Millisecond
+	}
+	if l.SessionIdleTimeout == 0 {
+		l.SessionIdleTimeout = defaultSessionIdleTimeoutMs * time.Millisecond
+	}
+	if l.MaxEventMemory == 0 {
+		l.MaxEventMemory = defaultMaxEventMemory
+	}
+	return l
+}

@@ -21,23 +21,6 @@ import (
 	"sync"
 )
 
-// serveModelConfig is the model serve's children use, from serve's own
-// environment, named as for acp: the scripted model without OPENAI_BASE_URL.
-func serveModelConfig(env *procEnv, s *settings) (openAIConfig, error) {
-	base := env.lookup(envModelBaseURL)
-	if base == "" {
-		return openAIConfig{}, nil
-	}
-	cfg := openAIConfig{BaseURL: base, APIKey: env.modelKey, Model: env.lookup(envModelName)}
-	if cfg.Model == "" && s != nil {
-		cfg.Model = s.Model.Name
-	}
-	if _, err := newOpenAIModel(cfg); err != nil {
-		return openAIConfig{}, &usageError{err}
-	}
-	return cfg, nil
-}
-
 // setModel makes serve the model client of its children when the operator
 // configured a model service, and finds each session's model settings.
 func (d *daemon) setModel(opts serveOptions) error {

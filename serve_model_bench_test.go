@@ -117,9 +117,9 @@ func BenchmarkServeModelRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	a := &agent{}
-	pm := newParentModel(a)
-	a.model = pm
 	a.conn = newRPCConn(toChildR, toServeW, rpcConfig{MaxLine: acpMaxLine, OnNotify: a.handleNotify})
+	pm := newParentModel(a.conn)
+	a.model = pm
 	ch.conn = newRPCConn(toServeR, toChildW, rpcConfig{MaxLine: maxChildLine, OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 		return d.modelComplete(ctx, ch, params)
 	}})

@@ -21,6 +21,11 @@ import (
 	"unicode/utf8"
 )
 
+// envSystemMD is the one variable of a settings env block acpguard reads:
+// Qwen Code's QWEN_SYSTEM_MD, which names a replacement system prompt
+// (agent_prompt.go) and may also come from the process environment.
+const envSystemMD = "QWEN_SYSTEM_MD"
+
 // Settings limits and defaults: with no settings the mode is default, with
 // no rules and no hooks; past maxTurns a prompt stops with max_turn_requests.
 const (
@@ -52,8 +57,8 @@ type settings struct {
 	// DisableAllHooks true runs no hook at all (Qwen Code's key).
 	DisableAllHooks bool `json:"disableAllHooks"`
 	// Env is Qwen Code's fallback environment: acpguard reads only
-	// QWEN_SYSTEM_MD from it (agent_prompt.go); other names are listed
-	// with the ignored keys.
+	// envSystemMD from it (agent_prompt.go); other names are listed with
+	// the ignored keys.
 	Env map[string]string `json:"env"`
 
 	// Rules are the parsed permissions lists.

@@ -585,7 +585,7 @@ type sessionSettings struct {
 	MCP            []mcpServerConfig
 	MCPCallTimeout time.Duration
 	// Sandbox is the sandbox its sessions' tools, hooks and MCP servers
-	// start in, resolved from these settings (sandbox_flags.go); nil: the
+	// start in, resolved from these settings (config_sandbox.go); nil: the
 	// agent's.
 	Sandbox *sandboxConfig
 	// SystemPrompt is its sessions' replacement prompt when their settings
