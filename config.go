@@ -295,7 +295,7 @@ func parseFlags(fs *flag.FlagSet, cmd, usage string, args []string, sys *system)
 		fmt.Fprint(sys.stdout, usage)
 		return errHelp
 	case err != nil:
-		return usagef("%s; %s", flagErrorText(err), hint)
+		return usagef("%s; %s", flagErrorText(err, fs), hint)
 	case fs.NArg() > 0:
 		return usagef("unexpected argument %q; %s", fs.Arg(0), hint)
 	}
@@ -308,10 +308,16 @@ func parseFlags(fs *flag.FlagSet, cmd, usage string, args []string, sys *system)
 }
 
 // flagErrorText rewrites the flag package's messages in this program's
-// spelling of flags. None of them carries the value of a string flag.
-func flagErrorText(err error) string {
+// spelling of flags, offering the nearest of fs's flags for an unknown one.
+// None of them carries the value of a string flag.
+func flagErrorText(err error, fs *flag.FlagSet) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near := closestKey(name, names); near != "" {
+			return fmt.Sprintf("unknown flag %q (did you mean %q?)", "--"+name, "--"+near)
+		}
 		return fmt.Sprintf("unknown flag %q", "--"+name)
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {

@@ -526,6 +526,8 @@ func TestBadConfigExitCode(t *testing.T) {
 			`--external-tool-guard-timeout-ms "1500.5": must be an integer from 100 through 30000`},
 		{[]string{"provider", "--listen", "0.0.0.0:8787", "--policy", "p.json"}, `--listen "0.0.0.0:8787": host must be`},
 		{[]string{"provider", "--bogus"}, `unknown flag "--bogus"; run "acpguard provider --help"`},
+		{[]string{"serve", "--sandbx", "off"}, `acpguard: error: unknown flag "--sandbx" (did you mean "--sandbox"?); run "acpguard serve --help"`},
+		{[]string{"acp", "--external-tool-guard-mod=required"}, `unknown flag "--external-tool-guard-mod" (did you mean "--external-tool-guard-mode"?)`},
 		{[]string{"serve", "--disabled-slash-commands", "help,a b"}, `acpguard: error: --disabled-slash-commands "help,a b": "a b" is not a command name`},
 		{[]string{"acp", "--disabled-slash-commands", ","}, `acpguard: error: --disabled-slash-commands ",": "" is not a command name`},
 	}
