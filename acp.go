@@ -325,7 +325,10 @@ func (a *agent) takeGuard(ctx context.Context, env *procEnv, opts acpOptions) er
 		a.managed = true
 	case opts.Guard.required():
 		a.provider = newProviderClient(opts.Guard)
-		if err := a.provider.handshake(ctx); err != nil {
+		waiting := func() {
+			a.log.Info("provider not listening yet: retrying the handshake", "endpoint", opts.Guard.Endpoint.String(), "wait", opts.Guard.StartupWait)
+		}
+		if err := a.provider.startupHandshake(ctx, opts.Guard.StartupWait, waiting); err != nil {
 			return err // names the endpoint and the failure category
 		}
 	}

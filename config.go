@@ -27,6 +27,9 @@ const (
 	minGuardTimeoutMs     = 100
 	maxGuardTimeoutMs     = 30000
 	defaultGuardTimeoutMs = 3000
+	// A provider started together with serve or acp listens within a few
+	// seconds; the startup wait takes the timeout's form and bounds.
+	defaultGuardStartupWaitMs = 10000
 )
 
 // Default loopback addresses of the provider and of serve.
@@ -87,12 +90,13 @@ func parseHostname(raw string) (bindAddr, error) {
 	return a, nil
 }
 
-// parseTimeoutMs validates --external-tool-guard-timeout-ms. Only plain
+// parseGuardMillis validates a guard flag of milliseconds: --external-tool-guard-timeout-ms
+// or --external-tool-guard-startup-wait-ms. Only plain
 // decimal digits are an integer here: "+200", " 200", "2e2" and "0x64" are not.
-func parseTimeoutMs(raw string) (time.Duration, error) {
+func parseGuardMillis(flag, raw string) (time.Duration, error) {
 	n, ok := parseDigits[int](raw)
 	if !ok || n < minGuardTimeoutMs || n > maxGuardTimeoutMs {
-		return 0, usagef("--%s %q: must be an integer from %d through %d", flagGuardTimeout, raw, minGuardTimeoutMs, maxGuardTimeoutMs)
+		return 0, usagef("--%s %q: must be an integer from %d through %d", flag, raw, minGuardTimeoutMs, maxGuardTimeoutMs)
 	}
 	return time.Duration(n) * time.Millisecond, nil
 }
@@ -147,16 +151,18 @@ func (l *listValue) Set(s string) error {
 // guardFlags are the guard flags of a subcommand, not yet validated.
 type guardFlags struct {
 	mode, endpoint, timeout *onceValue
+	startupWait             *onceValue
 	tokenFile               *onceValue // --external-tool-guard-token-file
 }
 
 // addGuardFlags registers the guard flags on fs.
 func addGuardFlags(fs *flag.FlagSet) guardFlags {
 	return guardFlags{
-		mode:      onceFlag(fs, flagGuardMode, guardModeOff),
-		endpoint:  onceFlag(fs, flagGuardEndpoint, ""),
-		timeout:   onceFlag(fs, flagGuardTimeout, strconv.Itoa(defaultGuardTimeoutMs)),
-		tokenFile: onceFlag(fs, flagGuardTokenFile, ""),
+		mode:        onceFlag(fs, flagGuardMode, guardModeOff),
+		endpoint:    onceFlag(fs, flagGuardEndpoint, ""),
+		timeout:     onceFlag(fs, flagGuardTimeout, strconv.Itoa(defaultGuardTimeoutMs)),
+		startupWait: onceFlag(fs, flagGuardStartupWait, strconv.Itoa(defaultGuardStartupWaitMs)),
+		tokenFile:   onceFlag(fs, flagGuardTokenFile, ""),
 	}
 }
 
@@ -179,7 +185,11 @@ func (g guardFlags) resolve(env *procEnv) (guardConfig, error) {
 	if err != nil {
 		return guardConfig{}, err
 	}
-	timeout, err := parseTimeoutMs(g.timeout.value)
+	timeout, err := parseGuardMillis(flagGuardTimeout, g.timeout.value)
+	if err != nil {
+		return guardConfig{}, err
+	}
+	wait, err := parseGuardMillis(flagGuardStartupWait, g.startupWait.value)
 	if err != nil {
 		return guardConfig{}, err
 	}
@@ -195,7 +205,7 @@ func (g guardFlags) resolve(env *procEnv) (guardConfig, error) {
 	if err != nil {
 		return guardConfig{}, err
 	}
-	return guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: timeout, Token: token}, nil
+	return guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: timeout, Token: token, StartupWait: wait}, nil
 }
 
 // sharedFlags are the flags acp and serve share: the guard, the settings

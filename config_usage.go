@@ -30,6 +30,10 @@ const guardFlagsUsage = `  --external-tool-guard-mode off|required
   --external-tool-guard-timeout-ms N
         bound on one provider call, in milliseconds: 100 through 30000
         (default 3000).
+  --external-tool-guard-startup-wait-ms N
+        how long the first handshake is retried while nothing listens at
+        the endpoint (a provider started at the same time), in
+        milliseconds: 100 through 30000 (default 10000); then exit 1.
   --external-tool-guard-token-file FILE
         read the provider's bearer token from FILE once at start, instead of
         QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN (both is an error): a regular file
@@ -366,7 +370,8 @@ acpguard_serve_: decisions_total{outcome}, decision_failures_total{category},
 provider_request_duration_seconds (histogram), sessions, sessions_created_total,
 prompts_total{result}, tool_executions_total{tool,status}, children,
 max_children, children_started_total, children_died_total, limit_hits_total{code},
-event_memory_bytes, event_streams, sandbox_enabled, sandbox_landlock_abi.
+auth_failures_total{reason}, event_memory_bytes, event_streams, sandbox_enabled,
+sandbox_landlock_abi.
 
 Sandbox: serve checks the kernel once at start, gives its choice to every
 child as flags, and reports it in GET /capabilities ("sandbox") and the

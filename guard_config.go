@@ -20,6 +20,8 @@ const (
 	flagGuardMode     = "external-tool-guard-mode"
 	flagGuardEndpoint = "external-tool-guard-endpoint"
 	flagGuardTimeout  = "external-tool-guard-timeout-ms"
+	// How long serve and acp wait at start for a provider not listening yet.
+	flagGuardStartupWait = "external-tool-guard-startup-wait-ms"
 )
 
 // guardConfig is a validated guard configuration. In off mode only Mode is set.
@@ -28,6 +30,9 @@ type guardConfig struct {
 	Endpoint *url.URL // origin only: scheme, and Host always with its port
 	Timeout  time.Duration
 	Token    string // never printed, logged or put in an error
+	// StartupWait bounds the retries of the first handshake while the
+	// provider is not listening yet.
+	StartupWait time.Duration
 }
 
 func (g guardConfig) required() bool { return g.Mode == guardModeRequired }

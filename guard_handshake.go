@@ -15,7 +15,46 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
+
+// Retrying the startup handshake while nothing listens: a provider started
+// together with serve or acp (the quickstart pasted as one block, two
+// units started at once) is not listening yet.
+const (
+	handshakeRetryFirst = 100 * time.Millisecond
+	handshakeRetryMax   = time.Second
+)
+
+// startupHandshake runs the handshake until it succeeds, fails for another
+// reason than a refused connection, or wait has passed; the last error then
+// says how long it waited. waiting hears the first refusal, once. It fails
+// closed as the handshake does: nothing listens or runs before it returns
+// nil.
+func (c *providerClient) startupHandshake(ctx context.Context, wait time.Duration, waiting func()) error {
+	deadline := time.Now().Add(wait)
+	delay := handshakeRetryFirst
+	for first := true; ; first = false {
+		err := c.handshake(ctx)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return err
+		}
+		if first {
+			waiting()
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return fmt.Errorf("%w; waited %v for it to listen (--%s)", err, wait, flagGuardStartupWait)
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		delay = min(2*delay, handshakeRetryMax)
+	}
+}
 
 // handshake performs the startup handshake; any error means the provider is
 // unusable. The error (a *wireError) names the failure category. A

@@ -57,3 +57,44 @@ func TestHandshakeHintTexts(t *testing.T) {
 		}
 	}
 }
+
+// The first handshake is retried while nothing listens: a provider that
+// starts after the first refusal is met; one that never starts fails the
+// start naming the wait, and a provider that refuses the token is not
+// retried.
+func TestStartupHandshakeWaits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := testProviderClient(t, "http://"+addr, 10*time.Second)
+	waited := 0
+	err = c.startupHandshake(context.Background(), testTimeout(30*time.Second), func() {
+		waited++
+		startRefProvider(t, providerOptions{Listen: mustListen(addr), PolicyFile: "examples/policy.json"})
+	})
+	if err != nil || waited != 1 {
+		t.Fatalf("handshake with a provider started after the first refusal: %v (waiting called %d times)", err, waited)
+	}
+
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	code, _, stderr := runAcpguard(t, []string{"acp", "--external-tool-guard-mode=required", "--external-tool-guard-endpoint=http://" + closed,
+		"--external-tool-guard-startup-wait-ms=300"}, envGuardToken+"="+providerTestToken)
+	if want := "; waited 300ms for it to listen (--external-tool-guard-startup-wait-ms)\n"; code != exitRuntime || !strings.HasSuffix(stderr, want) || !strings.Contains(stderr, "provider not listening yet: retrying the handshake") {
+		t.Errorf("acp with no provider: exit %d, stderr %q; want 1 ending in %q", code, stderr, want)
+	}
+
+	other := startRefProvider(t, providerOptions{Token: "another-token", PolicyFile: "examples/policy.json"})
+	refused := 0
+	err = testProviderClient(t, other.url, 10*time.Second).startupHandshake(context.Background(), testTimeout(30*time.Second), func() { refused++ })
+	if err == nil || refused != 0 || !strings.Contains(err.Error(), "the token differs") {
+		t.Errorf("a provider with another token: %v, waiting called %d times; want the token error at once", err, refused)
+	}
+}

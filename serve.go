@@ -208,7 +208,10 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		// Required mode: the handshake (DESIGN.md §8) before the listener
 		// opens or any child starts.
 		pc := newProviderClient(opts.Guard)
-		if err := pc.handshake(ctx); err != nil {
+		waiting := func() {
+			d.obs.log.Info("provider not listening yet: retrying the handshake", "endpoint", opts.Guard.Endpoint.String(), "wait", opts.Guard.StartupWait)
+		}
+		if err := pc.startupHandshake(ctx, opts.Guard.StartupWait, waiting); err != nil {
 			return fmt.Errorf("external tool guard provider handshake failed: %w", err)
 		}
 		d.provider, d.guarded = pc, true

@@ -318,7 +318,7 @@ func TestServeUsageListsMetricFamilies(t *testing.T) {
 			t.Errorf("serve usage does not list the metric family %s", name)
 		}
 	}
-	if families != 16 {
-		t.Errorf("%d families, want 16", families)
+	if families != 17 {
+		t.Errorf("%d families, want 17", families)
 	}
 }
