@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -187,12 +188,13 @@ type acpOptions struct {
 // service (model_openai.go) the agent calls itself.
 const modelOpenAI = "openai"
 
-// runAgent runs the agent of opts on sys's stdin and stdout until its
-// client or ctx ends the connection.
-func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
+// startAgent builds the agent of opts and everything it needs before it
+// reads its client: the model, the guard, the sandbox. An error here is one
+// the client is told (refuseInitialize).
+func startAgent(ctx context.Context, sys *system, opts acpOptions) (*agent, sandboxInForce, error) {
 	a, err := newACPAgent(sys, opts)
 	if err != nil {
-		return err
+		return nil, sandboxInForce{}, err
 	}
 	// Each agent names the settings files it read: a child may read
 	// another workspace's than serve (DESIGN.md §10). The start
@@ -205,21 +207,21 @@ func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
 	}
 	if opts.Model == modelOpenAI {
 		if a.model, err = newOpenAIModel(opts.OpenAI); err != nil {
-			return &usageError{err}
+			return nil, sandboxInForce{}, &usageError{err}
 		}
 		a.modelNameFixed = opts.ModelNameFixed
 	}
 	// Every acp runs tools as its own user, and its start environment may hold
 	// the provider token or the model key.
 	if err := hideEnviron(a.log); err != nil {
-		return err
+		return nil, sandboxInForce{}, err
 	}
 	if err := a.takeGuard(ctx, sys.env, opts); err != nil {
-		return err
+		return nil, sandboxInForce{}, err
 	}
 	inForce, err := a.enforceSandbox(sys.env, opts)
 	if err != nil {
-		return err
+		return nil, sandboxInForce{}, err
 	}
 	// The runtime's Go work is short steps between waits on its client, its
 	// parent and its tools. On one scheduler slot the answer to a guard
@@ -234,8 +236,18 @@ func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
 	// them only over the socket pair serve made (channel.go).
 	if a.managed || opts.Model == modelParent {
 		if err := checkParentChannel(); err != nil {
-			return &usageError{err}
+			return nil, sandboxInForce{}, &usageError{err}
 		}
+	}
+	return a, inForce, nil
+}
+
+// runAgent runs the agent of opts on sys's stdin and stdout until its
+// client or ctx ends the connection.
+func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
+	a, inForce, err := startAgent(ctx, sys, opts)
+	if err != nil {
+		return refuseInitialize(sys, err)
 	}
 	a.conn = a.newConn(sys)
 	if opts.Model == modelParent {
@@ -250,6 +262,60 @@ func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
 		return fmt.Errorf("acp connection: %w", err)
 	}
 	return nil
+}
+
+// refusedInitializeWait bounds how long an acp that cannot start waits for
+// its client's initialize, to answer it with the reason: an editor shows a
+// JSON-RPC error; a connection that just closes shows nothing of why.
+const refusedInitializeWait = 10 * time.Second
+
+// refuseInitialize answers the client's initialize, when one arrives within
+// refusedInitializeWait, with a JSON-RPC internal error (-32603) whose
+// message is err, then returns err for the exit status and stderr. It waits
+// for no terminal (a person reads stderr) and answers nothing to serve (a
+// managed child's parent reads its exit).
+func refuseInitialize(sys *system, err error) error {
+	if sys.env.privateGuard != "" || isTerminal(sys.stdin) {
+		return err
+	}
+	id := make(chan json.RawMessage, 1)
+	go func() {
+		r := bufio.NewReaderSize(io.LimitReader(sys.stdin, acpMaxLine), 64<<10)
+		for {
+			line, rerr := r.ReadBytes('\n')
+			var req struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(line, &req) == nil && req.Method == methodInitialize && len(req.ID) > 0 {
+				id <- req.ID
+				return
+			}
+			if rerr != nil {
+				close(id)
+				return
+			}
+		}
+	}()
+	t := time.NewTimer(refusedInitializeWait)
+	defer t.Stop()
+	select {
+	case reqID, ok := <-id:
+		if ok {
+			type rpcErr struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			}
+			answer, _ := json.Marshal(struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   rpcErr          `json:"error"`
+			}{"2.0", reqID, rpcErr{rpcInternalError, err.Error()}})
+			sys.stdout.Write(append(answer, '\n'))
+		}
+	case <-t.C:
+	}
+	return err
 }
 
 // newACPAgent builds the agent of opts, with the scripted model, the

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -471,8 +472,9 @@ func TestACPStandaloneHandshakeFailureExits1(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	code, stdout, stderr := runAcpguard(t, []string{"acp", "--external-tool-guard-mode=required",
-		"--external-tool-guard-endpoint=http://" + addr}, envGuardToken+"="+providerTestToken)
-	if code != exitRuntime || stdout != "" || !strings.HasPrefix(stderr, "acpguard: error: provider handshake") {
+		"--external-tool-guard-endpoint=http://" + addr, "--external-tool-guard-startup-wait-ms=100"}, envGuardToken+"="+providerTestToken)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != exitRuntime || stdout != "" || !strings.HasPrefix(lines[len(lines)-1], "acpguard: error: provider handshake") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	if strings.Contains(stderr, providerTestToken) {
@@ -1152,5 +1154,24 @@ func TestACPCancelCoversAQueuedSecondPrompt(t *testing.T) {
 	}
 	if fileExists(filepath.Join(dir, "second.txt")) {
 		t.Error("the second prompt ran its call after the cancel")
+	}
+}
+
+// An acp that cannot start answers its editor's initialize with the reason
+// (a JSON-RPC -32603 error) before it exits 2; without an initialize it
+// exits as before.
+func TestACPConfigErrorAnswersInitialize(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(30*time.Second))
+	defer cancel()
+	cmd := acpguardCmd(t, ctx, []string{"acp", "--sandbx", "off"})
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1}}` + "\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := cmd.ProcessState.ExitCode()
+	msg := `unknown flag "--sandbx" (did you mean "--sandbox"?); run "acpguard acp --help"`
+	want := `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":` + strconv.Quote(msg) + "}}\n"
+	if code != exitUsage || string(out) != want || stderr.String() != "acpguard: error: "+msg+"\n" {
+		t.Errorf("exit %d (%v), stdout %q, stderr %q; want 2, %q", code, err, out, stderr.String(), want)
 	}
 }

@@ -112,8 +112,12 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	// ends the connection, and the shutdown runs (lifeline.go).
 	catchBrokenPipe()
 	opts, err := parseACPArgs(args, sys)
-	if err != nil {
+	if errors.Is(err, errHelp) {
 		return err
+	}
+	if err != nil {
+		// The editor that started acp is told why in its initialize.
+		return refuseInitialize(sys, err)
 	}
 	// A managed child's guard is its parent's, which warns once.
 	if sys.env.privateGuard == "" {

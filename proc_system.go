@@ -12,6 +12,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"syscall"
+	"unsafe"
 )
 
 // system is what a subcommand may touch of the process it runs in. Tests
@@ -73,4 +76,15 @@ func parseDigits[N int | uint32 | uint64, T string | []byte](raw T) (N, bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// isTerminal reports whether r is a terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
 }
