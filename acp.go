@@ -249,6 +249,14 @@ func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
 	if err != nil {
 		return refuseInitialize(sys, err)
 	}
+	if a.provider != nil {
+		// A provider restarted under the agent's own uid listens on a new
+		// socket: SIGHUP meets it, as serve's does.
+		var wg sync.WaitGroup
+		hupCtx, cancel := context.WithCancel(ctx)
+		stop := a.provider.handshakeOnSIGHUP(hupCtx, a.log, &wg)
+		defer func() { stop(); cancel(); wg.Wait() }()
+	}
 	a.conn = a.newConn(sys)
 	if opts.Model == modelParent {
 		a.model = newParentModel(a.conn)

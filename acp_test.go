@@ -464,6 +464,38 @@ func TestACPStandaloneProvider(t *testing.T) {
 	}
 }
 
+// A provider restarted under acpguard's own user listens on a new socket:
+// a standalone acp denies calls to it (identity) until SIGHUP runs the
+// handshake again, as serve does.
+func TestACPStandaloneSIGHUPMeetsARestartedProvider(t *testing.T) {
+	first := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json"})
+	c := startACP(t, nil, []string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + first.url},
+		envGuardToken+"="+providerTestToken)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	sid := c.newYoloSession(dir)
+	write := func(name string) string {
+		before := len(c.sessionUpdates(sid))
+		c.prompt(sid, "call write_file {\"file_path\":\""+name+"\",\"content\":\"x\"}", "")
+		return agentText(c.sessionUpdates(sid)[before:])
+	}
+	if got := write("one.txt"); got != "write_file: completed\n" {
+		t.Fatalf("first provider: %q", got)
+	}
+	first.stop()
+	startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", Listen: mustListen(strings.TrimPrefix(first.url, "http://"))})
+	if got := write("two.txt"); got != "write_file: denied\n" || fileExists(filepath.Join(dir, "two.txt")) {
+		t.Fatalf("restarted provider before SIGHUP: %q, want denied and no file", got)
+	}
+	if err := syscall.Kill(c.pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the SIGHUP's handshake", func() bool { return strings.Contains(c.stderrText(), logHUPAccepted) })
+	if got := write("three.txt"); got != "write_file: completed\n" || !fileExists(filepath.Join(dir, "three.txt")) {
+		t.Fatalf("restarted provider after SIGHUP: %q, want completed", got)
+	}
+}
+
 func TestACPStandaloneHandshakeFailureExits1(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,8 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -113,4 +117,43 @@ func (c *providerClient) handshakeHint(werr *wireError) string {
 		return fmt.Sprintf("the provider may serve HTTPS: try --%s https://%s", flagGuardEndpoint, c.hostPort)
 	}
 	return ""
+}
+
+// The log messages of a SIGHUP's handshake; the demo waits for them.
+const (
+	logHUPAccepted = "provider handshake on SIGHUP accepted"
+	logHUPFailed   = "provider handshake on SIGHUP failed: the provider of the last successful handshake stays the only one accepted"
+)
+
+// handshakeOnSIGHUP catches SIGHUP until the returned stop is called and
+// re-runs the handshake for each one, until ctx ends; wg owns the
+// goroutine. It is the one way to make a running serve or acp accept a
+// provider that now listens on another socket (restarted under the same
+// uid): until then every call to it fails with category identity, and a
+// failed handshake keeps the provider of the last successful one.
+func (c *providerClient) handshakeOnSIGHUP(ctx context.Context, log *slog.Logger, wg *sync.WaitGroup) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				c.rehandshake(ctx, log)
+			}
+		}
+	})
+	return func() { signal.Stop(hup) }
+}
+
+// rehandshake runs one handshake and logs its result.
+func (c *providerClient) rehandshake(ctx context.Context, log *slog.Logger) {
+	before := c.identity()
+	if err := c.handshake(ctx); err != nil {
+		log.Error(logHUPFailed, "provider", before.String(), "err", err)
+		return
+	}
+	after := c.identity()
+	log.Info(logHUPAccepted, "provider", after.String(), "changed", !before.same(after))
 }

@@ -1381,6 +1381,7 @@ func pinTestIdentity(c *providerClient) {
 type refProvider struct {
 	url            string
 	stdout, stderr *syncBuffer
+	stop           func() // ends it before the test does; once
 }
 
 // startRefProvider runs serveProvider until the test ends.
@@ -1406,12 +1407,13 @@ func startRefProvider(t testing.TB, opts providerOptions) *refProvider {
 		cancel()
 		t.Fatalf("provider did not start: %v", err)
 	}
-	t.Cleanup(func() {
+	p.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("provider returned %v", err)
 		}
 	})
+	t.Cleanup(p.stop)
 	return p
 }
 

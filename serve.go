@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -247,7 +246,7 @@ func (d *daemon) serve(ctx context.Context, ln net.Listener, ready func(url stri
 	defer stopRun()
 	d.runCtx = runCtx
 	if d.guarded {
-		defer d.handshakeOnSIGHUP(runCtx)()
+		defer d.provider.handshakeOnSIGHUP(runCtx, d.obs.logger(), &d.wg)()
 	}
 	srv := newHTTPServer(runCtx, d.routes(), d.obs.log)
 	srv.ConnContext = d.peerConnContext
@@ -368,47 +367,6 @@ func (d *daemon) shutdown(srv *http.Server, stopRun context.CancelFunc) {
 	if d.model != nil {
 		d.model.client.CloseIdleConnections()
 	}
-}
-
-// The log messages of a SIGHUP's handshake; the demo waits for them.
-const (
-	logHUPAccepted = "provider handshake on SIGHUP accepted"
-	logHUPFailed   = "provider handshake on SIGHUP failed: the provider of the last successful handshake stays the only one accepted"
-)
-
-// handshakeOnSIGHUP catches SIGHUP until the returned stop is called and
-// re-runs the provider handshake for each one, until ctx ends. It is the one
-// way to make a running serve accept a provider that now listens on another
-// socket; until then every call to it fails with category identity, and a
-// failed handshake keeps the provider of the last successful one. The
-// daemon's WaitGroup owns the goroutine.
-func (d *daemon) handshakeOnSIGHUP(ctx context.Context) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				d.rehandshake(ctx)
-			}
-		}
-	}()
-	return func() { signal.Stop(hup) }
-}
-
-// rehandshake runs one handshake and logs its result.
-func (d *daemon) rehandshake(ctx context.Context) {
-	before := d.provider.identity()
-	if err := d.provider.handshake(ctx); err != nil {
-		d.obs.logger().Error(logHUPFailed, "provider", before.String(), "err", err)
-		return
-	}
-	after := d.provider.identity()
-	d.obs.logger().Info(logHUPAccepted, "provider", after.String(), "changed", !before.same(after))
 }
 
 // hupWatch is a log writer that reports the result of each SIGHUP's
