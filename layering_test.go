@@ -56,7 +56,7 @@ var fileGroups = []fileGroup{
 	{"tools", []string{"tools*.go", "mcp*.go"}},
 	{"sandbox", []string{"sandbox*.go"}},
 	// Process groups, what /proc says, and the lifecycle of processes.
-	{"proc", []string{"proc.go", "proc_stat.go", "reaper.go", "lifeline.go"}},
+	{"proc", []string{"proc.go", "proc_stat.go", "proc_net.go", "reaper.go", "lifeline.go"}},
 	// The log reader: acpguard log.
 	{"log", []string{"log.go"}},
 	// What every layer may use: the process a command is handed, strict

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 )
 
 // Limits of the log reader.
@@ -252,19 +251,6 @@ func (s *logSummary) write(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	table("session", s.sessions)
-}
-
-// visibleText is s with every control character, and every character that
-// is not printable, written as a Go escape: a log line cannot move the
-// cursor or retitle a terminal.
-func visibleText(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) || r == '\\' {
-			q := strconv.Quote(s)
-			return q[1 : len(q)-1]
-		}
-	}
-	return s
 }
 
 // formatLogRecord is one record as text: time, outcome, tool, the ids, the

@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
 	"syscall"
+	"unicode"
 	"unsafe"
 )
 
@@ -87,4 +89,17 @@ func isTerminal(r io.Reader) bool {
 	var t syscall.Termios
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
 	return errno == 0
+}
+
+// visibleText is s with every control character, and every character that
+// is not printable, written as a Go escape: a log line cannot move the
+// cursor or retitle a terminal.
+func visibleText(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == '\\' {
+			q := strconv.Quote(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
 }

@@ -146,7 +146,7 @@ func serveProvider(ctx context.Context, sys *system, opts providerOptions, ready
 
 	ln, err := net.Listen("tcp", opts.Listen.String())
 	if err != nil {
-		return fmt.Errorf("listen on %q: %w", opts.Listen, err)
+		return listenError(opts.Listen.String(), opts.Listen.Port(), "listen", err)
 	}
 	addr := ln.Addr().String()
 	p.announceStart(sys, opts, scheme+"://"+addr)

@@ -3,7 +3,11 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"net"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -69,6 +73,37 @@ func TestProviderCheckArgs(t *testing.T) {
 		got, err := parseProviderCheckArgs(tt.args, sys)
 		if err != nil || got != tt.want {
 			t.Errorf("%q: %+v, %v; want %+v", tt.args, got, err, tt.want)
+		}
+	}
+}
+
+// A port in use is named with the process that holds it, and the flag that
+// chooses another.
+func TestListenPortInUseNamesTheHolder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := fmt.Sprintf("process %d (%s)", os.Getpid(), strings.TrimSpace(string(comm)))
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"provider", "--policy", "examples/policy.json", "--listen", addr},
+			fmt.Sprintf("acpguard: error: listen on %q: port %s is in use by %s: stop it, or choose another port with --listen\n", addr, port, holder)},
+		{[]string{"serve", "--port", port},
+			fmt.Sprintf("acpguard: error: listen on %q: port %s is in use by %s: stop it, or choose another port with --port\n", addr, port, holder)},
+	} {
+		code, _, stderr := runAcpguard(t, tt.args, envGuardToken+"="+providerTestToken)
+		if lines := strings.SplitAfter(stderr, "\n"); code != exitRuntime || len(lines) < 2 || lines[len(lines)-2] != tt.want {
+			t.Errorf("%v: exit %d, stderr %q; want 1 ending in %q", tt.args, code, stderr, tt.want)
 		}
 	}
 }

@@ -227,7 +227,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Hostname.host, strconv.Itoa(opts.Port)))
 	if err != nil {
-		return fmt.Errorf("listen on %q port %d: %w", opts.Hostname.host, opts.Port, err)
+		return listenError(net.JoinHostPort(opts.Hostname.host, strconv.Itoa(opts.Port)), uint16(opts.Port), "port", err)
 	}
 	bound, port, _ := net.SplitHostPort(ln.Addr().String())
 	d.port, d.bindHost = port, bound
