@@ -65,7 +65,14 @@ func freeLoopbackPort(t *testing.T) string {
 // ./acpguard. Between blocks it waits for what a person would see first (the
 // listener, the permission request, the end of the turn); the blocks
 // themselves are run as written.
-func TestREADMEQuickstart(t *testing.T) {
+func TestREADMEQuickstart(t *testing.T) { runQuickstart(t, false) }
+
+// TestREADMEQuickstartPastedAtOnce runs every block but the stop step as
+// one paste, with no wait of the test's between them: the README's own
+// waits must carry it.
+func TestREADMEQuickstartPastedAtOnce(t *testing.T) { runQuickstart(t, true) }
+
+func runQuickstart(t *testing.T, pasted bool) {
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed", tool)
@@ -159,20 +166,28 @@ func TestREADMEQuickstart(t *testing.T) {
 	}
 	votes := 0
 	checked := false
+	if pasted {
+		blocks = []string{strings.Join(blocks[:len(blocks)-1], "\n"), blocks[len(blocks)-1]}
+	}
 	for i, block := range blocks {
 		step := i + 1
-		if strings.Contains(block, "R=$(") {
+		if pasted {
+			if strings.Contains(block, `rm -rf "$D"`) {
+				checkQuickstartEffects(t, dir, read("decisions.jsonl"), read("events"))
+				checked = true
+			}
+		} else if strings.Contains(block, "R=$(") {
 			votes++
 			waitFor(step, "permission_request event", func() bool {
 				return strings.Count(read("events"), `"type":"permission_request"`) >= votes
 			})
 		}
-		if strings.Contains(block, `"$W`) {
+		if !pasted && strings.Contains(block, `"$W`) {
 			waitFor(step, "turn_complete event", func() bool {
 				return strings.Count(read("events"), "event: turn_complete") >= votes
 			})
 		}
-		if strings.Contains(block, `rm -rf "$D"`) {
+		if !pasted && strings.Contains(block, `rm -rf "$D"`) {
 			checkQuickstartEffects(t, dir, read("decisions.jsonl"), read("events"))
 			checked = true
 		}
@@ -190,6 +205,7 @@ func TestREADMEQuickstart(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(dir) })
 		}
 		switch {
+		case pasted:
 		case strings.Contains(block, "./acpguard provider"):
 			waitFor(step+1, "provider listening", dials(provPort))
 		case strings.Contains(block, "./acpguard serve"):
