@@ -288,81 +288,96 @@ func runLog(ctx context.Context, sys *system, args []string) error {
 	return err
 }
 
-// runLogRead reads the files in the order given, then, with --follow, what
-// is appended to them until ctx ends. A decision line and an audit line of
-// the same request are one record: the decision log's, with the rule (and,
-// for a line written before the decision log had one, the reason) of the
-// audit's. It returns the number of lines that were not records.
+// logRun is one "acpguard log": its files, what it joined, what it skipped.
+type logRun struct {
+	o       logOptions
+	sys     *system
+	readers []*logReader
+	// byRequest holds, by request id, a record whose line of the other log
+	// has not been read yet.
+	byRequest map[string]*logRecord
+	broken    int // lines that were not records
+}
+
+// join merges r into the record of the other log with its request id,
+// and reports whether it did: the decision log's record stays, with the
+// rule (and, for a line written before the decision log had one, the
+// reason) of the audit's.
+func (l *logRun) join(r *logRecord) bool {
+	first := l.byRequest[r.RequestID]
+	if r.RequestID == "" || first == nil || first.audit == r.audit {
+		if r.RequestID != "" {
+			l.byRequest[r.RequestID] = r
+		}
+		return false
+	}
+	dec, aud := *r, *first
+	if r.audit {
+		dec, aud = *first, *r
+	}
+	if dec.Reason == "" {
+		dec.Reason = aud.Reason
+	}
+	dec.Rule, dec.Shadow, dec.WouldDecide = aud.Rule, aud.Shadow, aud.WouldDecide
+	*first = dec
+	delete(l.byRequest, r.RequestID)
+	return true
+}
+
+// readAll reads every whole line the files hold now and emits each record
+// the filters keep; a line that is not a record is reported and counted.
+func (l *logRun) readAll(emit func(*logRecord)) error {
+	for _, lr := range l.readers {
+		for {
+			line, err := lr.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			var r logRecord
+			perr := err
+			switch {
+			case errors.Is(err, errLogLineTooLong):
+			case err != nil:
+				return err
+			case len(bytes.TrimSpace(line)) == 0:
+				continue
+			default:
+				r, perr = parseLogRecord(line)
+			}
+			if perr != nil {
+				l.broken++
+				fmt.Fprintf(l.sys.stderr, "acpguard log: %q line %d: %v: skipped\n", lr.name, lr.line, perr)
+				continue
+			}
+			if l.o.keep(&r) {
+				emit(&r)
+			}
+		}
+	}
+	return nil
+}
+
+// runLogRead reads the files in the order given and prints their records
+// in time order, or their summary; then, with --follow, what is appended
+// to them until ctx ends. It returns the number of lines that were not
+// records.
 func runLogRead(ctx context.Context, sys *system, o logOptions) (broken int, err error) {
-	var readers []*logReader
+	l := &logRun{o: o, sys: sys, byRequest: map[string]*logRecord{}}
 	for _, name := range o.Files {
 		lr, err := openLogReader(name)
 		if err != nil {
 			return 0, err
 		}
 		defer lr.f.Close()
-		readers = append(readers, lr)
+		l.readers = append(l.readers, lr)
 	}
 	var records []*logRecord
-	// byRequest finds the record a line of the other log joins.
-	byRequest := map[string]*logRecord{}
-	join := func(r *logRecord) bool {
-		first := byRequest[r.RequestID]
-		if r.RequestID == "" || first == nil || first.audit == r.audit {
-			if r.RequestID != "" {
-				byRequest[r.RequestID] = r
-			}
-			return false
-		}
-		dec, aud := *r, *first
-		if r.audit {
-			dec, aud = *first, *r
-		}
-		if dec.Reason == "" {
-			dec.Reason = aud.Reason
-		}
-		dec.Rule, dec.Shadow, dec.WouldDecide = aud.Rule, aud.Shadow, aud.WouldDecide
-		*first = dec
-		delete(byRequest, r.RequestID)
-		return true
-	}
-	readAll := func(emit func(*logRecord)) error {
-		for _, lr := range readers {
-			for {
-				line, err := lr.next()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				var r logRecord
-				perr := err
-				switch {
-				case errors.Is(err, errLogLineTooLong):
-				case err != nil:
-					return err
-				case len(bytes.TrimSpace(line)) == 0:
-					continue
-				default:
-					r, perr = parseLogRecord(line)
-				}
-				if perr != nil {
-					broken++
-					fmt.Fprintf(sys.stderr, "acpguard log: %q line %d: %v: skipped\n", lr.name, lr.line, perr)
-					continue
-				}
-				if !o.keep(&r) {
-					continue
-				}
-				emit(&r)
-			}
-		}
-		return nil
-	}
-	if err := readAll(func(r *logRecord) {
-		if !join(r) {
+	if err := l.readAll(func(r *logRecord) {
+		if !l.join(r) {
 			records = append(records, r)
 		}
 	}); err != nil {
-		return broken, err
+		return l.broken, err
 	}
 	sort.SliceStable(records, func(i, j int) bool { return records[i].at.Before(records[j].at) })
 	sum := &logSummary{tools: map[string]*logCounts{}, sessions: map[string]*logCounts{}, reasons: map[string]int{}}
@@ -377,21 +392,21 @@ func runLogRead(ctx context.Context, sys *system, o logOptions) (broken int, err
 		sum.write(sys.stdout)
 	}
 	if !o.Follow {
-		return broken, nil
+		return l.broken, nil
 	}
 	tick := time.NewTicker(logFollowPoll)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return broken, nil
+			return l.broken, nil
 		case <-tick.C:
 		}
-		for _, lr := range readers {
+		for _, lr := range l.readers {
 			lr.reopenIfTruncated()
 		}
-		if err := readAll(func(r *logRecord) { fmt.Fprintln(sys.stdout, formatLogRecord(r)) }); err != nil {
-			return broken, err
+		if err := l.readAll(func(r *logRecord) { fmt.Fprintln(sys.stdout, formatLogRecord(r)) }); err != nil {
+			return l.broken, err
 		}
 	}
 }
