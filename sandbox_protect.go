@@ -188,181 +188,220 @@ type protectPlan struct {
 	makeDirs, makeFiles []string
 }
 
+// protectPlanner builds one protectPlan: the read-only mounts, the
+// writable ones (pins and the holes of sealed directories), and the
+// sealed directories with the names they keep read-only.
+type protectPlanner struct {
+	pl        *protectPlan
+	realRoots []string
+	ro        map[string]bool     // read-only mounts
+	rw        map[string]bool     // writable mounts (pins and holes)
+	seal      map[string][]string // sealed directories and the names they keep read-only
+	dotSeal   map[string]bool     // sealed directories whose dot entries stay read-only
+}
+
 // planProtection plans the protection of a session whose writable roots
 // are roots (the cwd and the --sandbox-write directories) from the
 // protected paths given, adding each git repository found beneath a root.
 // It makes nothing: make does, once the plan is to be used.
 func planProtection(given []protectedPath, roots []string) (*protectPlan, error) {
-	pl := &protectPlan{}
-	realRoots := realPaths(roots)
-	ro := map[string]bool{}       // read-only mounts
-	rw := map[string]bool{}       // writable mounts (pins and holes)
-	seal := map[string][]string{} // sealed directories and the names they keep read-only
-	dotSeal := map[string]bool{}  // sealed directories whose dot entries stay read-only
-	rootOf := func(p string) string {
-		// The outermost root, so that every directory on the way is pinned.
-		out := ""
-		for _, r := range realRoots {
-			if pathUnder(p, r) && (out == "" || len(r) < len(out)) {
-				out = r
-			}
-		}
-		return out
-	}
-	note := func(p, rule, root string) {
-		if pl.First == "" {
-			pl.First, pl.FirstRule, pl.FirstRoot = p, rule, root
-		}
-	}
-	// roAt reports whether p is read-only once the mounts are in place,
-	// so that no writable mount reopens what a read-only one covers;
-	// coveredBy asks the same of the read-only mounts other than self.
-	coveredBy := func(p, self string) bool {
-		for q := range ro {
-			if q == self || !pathUnder(p, q) {
-				continue
-			}
-			names, sealed := seal[q]
-			if !sealed || p == q {
-				return true
-			}
-			first, _, _ := strings.Cut(strings.TrimPrefix(p, q+"/"), "/")
-			if !isHole(first, names, dotSeal[q]) {
-				return true
-			}
-		}
-		return false
-	}
-	roAt := func(p string) bool { return coveredBy(p, "") }
-	var place func(pp protectedPath) error
-	place = func(pp protectedPath) error {
-		real := realPathOf(pp.Path)
-		pl.Paths = append(pl.Paths, protectedPath{real, pp.Kind, pp.Rule})
-		root := rootOf(real)
-		if root == "" {
-			return nil
-		}
-		if fi, err := os.Lstat(pp.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			// A link a tool could replace, unless a read-only mount (the
-			// home's dot entries) already holds it.
-			parent := realPathOf(filepath.Dir(pp.Path))
-			if link := filepath.Join(parent, filepath.Base(pp.Path)); rootOf(parent) != "" && pp.Kind != protectDotEntries && !roAt(link) {
-				return fmt.Errorf("sandbox: protected %q (%s) is a symbolic link in the writable %q, which a tool could replace; make it the file or directory itself, or start the session where it is out of reach", pp.Path, pp.Rule, rootOf(parent))
-			}
-		}
-		mark := func(p string) {
-			ro[p] = true
-			note(real, pp.Rule, root)
-		}
-		fi, err := os.Lstat(real)
-		exists := err == nil
-		switch pp.Kind {
-		case protectTree:
-			if !exists {
-				pl.makeDirs = append(pl.makeDirs, real)
-			}
-			mark(real)
-		case protectGitConfig:
-			if !exists {
-				pl.makeFiles = append(pl.makeFiles, real)
-			}
-			mark(real)
-		case protectExisting:
-			if exists {
-				mark(real)
-			}
-		case protectFile, protectPath:
-			if exists {
-				mark(real)
-			} else {
-				d := filepath.Dir(real)
-				seal[d] = append(seal[d], filepath.Base(real))
-				mark(d)
-			}
-		case protectDotEntries:
-			if !exists || !fi.IsDir() {
-				return nil
-			}
-			dotSeal[real] = true
-			seal[real] = append(seal[real], "")
-			mark(real)
-			// A dot entry that links elsewhere in reach: what it leads to.
-			entries, err := os.ReadDir(real)
-			if err != nil {
-				return fmt.Errorf("sandbox: list %q to protect its dot entries: %w", real, err)
-			}
-			for _, e := range entries {
-				if strings.HasPrefix(e.Name(), ".") && e.Type()&fs.ModeSymlink != 0 {
-					target := realPathOf(filepath.Join(real, e.Name()))
-					if rootOf(target) == "" {
-						continue
-					}
-					if err := place(protectedPath{target, protectPath, pp.Rule}); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return nil
-	}
+	p := &protectPlanner{pl: &protectPlan{}, realRoots: realPaths(roots),
+		ro: map[string]bool{}, rw: map[string]bool{}, seal: map[string][]string{}, dotSeal: map[string]bool{}}
 	for _, pp := range given {
-		if err := place(pp); err != nil {
+		if err := p.place(pp); err != nil {
 			return nil, err
 		}
 	}
 	// The git repositories beneath each root, skipping what is read-only
 	// already.
-	deadline := time.Now().Add(maxGitWalkTime)
-	w := &gitWalk{deadline: deadline, skip: roAt}
-	for _, r := range realRoots {
+	w := &gitWalk{deadline: time.Now().Add(maxGitWalkTime), skip: p.roAt}
+	for _, r := range p.realRoots {
 		w.walk(r)
 	}
-	pl.Cut = w.cut
+	p.pl.Cut = w.cut
 	for _, pp := range w.found {
-		if err := place(pp); err != nil {
+		if err := p.place(pp); err != nil {
 			return nil, err
 		}
 	}
 	if w.err != nil {
 		return nil, w.err
 	}
-	// Sealed directories: read-only, every other entry writable again.
-	for d, names := range seal {
-		if coveredBy(d, d) {
-			delete(ro, d) // within another read-only mount already
+	if err := p.openHoles(); err != nil {
+		return nil, err
+	}
+	p.pin()
+	return p.mounts()
+}
+
+// rootOf is the outermost writable root p lies beneath, "" for none: the
+// outermost, so that every directory on the way is pinned.
+func (p *protectPlanner) rootOf(path string) string {
+	out := ""
+	for _, r := range p.realRoots {
+		if pathUnder(path, r) && (out == "" || len(r) < len(out)) {
+			out = r
+		}
+	}
+	return out
+}
+
+// coveredBy reports whether path is read-only once the mounts are in
+// place through a read-only mount other than self, so that no writable
+// mount reopens what a read-only one covers.
+func (p *protectPlanner) coveredBy(path, self string) bool {
+	for q := range p.ro {
+		if q == self || !pathUnder(path, q) {
+			continue
+		}
+		names, sealed := p.seal[q]
+		if !sealed || path == q {
+			return true
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(path, q+"/"), "/")
+		if !isHole(first, names, p.dotSeal[q]) {
+			return true
+		}
+	}
+	return false
+}
+
+// roAt reports whether path is read-only once the mounts are in place.
+func (p *protectPlanner) roAt(path string) bool { return p.coveredBy(path, "") }
+
+// mark makes path a read-only mount for the protected real, beneath root.
+func (p *protectPlanner) mark(path, real, rule, root string) {
+	p.ro[path] = true
+	if p.pl.First == "" {
+		p.pl.First, p.pl.FirstRule, p.pl.FirstRoot = real, rule, root
+	}
+}
+
+// place adds one protected path to the plan: a read-only mount of it, of
+// its directory sealed around it when it does not exist, or nothing when
+// no writable root holds it.
+func (p *protectPlanner) place(pp protectedPath) error {
+	real := realPathOf(pp.Path)
+	p.pl.Paths = append(p.pl.Paths, protectedPath{real, pp.Kind, pp.Rule})
+	root := p.rootOf(real)
+	if root == "" {
+		return nil
+	}
+	if fi, err := os.Lstat(pp.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// A link a tool could replace, unless a read-only mount (the
+		// home's dot entries) already holds it.
+		parent := realPathOf(filepath.Dir(pp.Path))
+		if link := filepath.Join(parent, filepath.Base(pp.Path)); p.rootOf(parent) != "" && pp.Kind != protectDotEntries && !p.roAt(link) {
+			return fmt.Errorf("sandbox: protected %q (%s) is a symbolic link in the writable %q, which a tool could replace; make it the file or directory itself, or start the session where it is out of reach", pp.Path, pp.Rule, p.rootOf(parent))
+		}
+	}
+	fi, err := os.Lstat(real)
+	exists := err == nil
+	switch pp.Kind {
+	case protectTree:
+		if !exists {
+			p.pl.makeDirs = append(p.pl.makeDirs, real)
+		}
+		p.mark(real, real, pp.Rule, root)
+	case protectGitConfig:
+		if !exists {
+			p.pl.makeFiles = append(p.pl.makeFiles, real)
+		}
+		p.mark(real, real, pp.Rule, root)
+	case protectExisting:
+		if exists {
+			p.mark(real, real, pp.Rule, root)
+		}
+	case protectFile, protectPath:
+		if exists {
+			p.mark(real, real, pp.Rule, root)
+		} else {
+			d := filepath.Dir(real)
+			p.seal[d] = append(p.seal[d], filepath.Base(real))
+			p.mark(d, real, pp.Rule, root)
+		}
+	case protectDotEntries:
+		if exists && fi.IsDir() {
+			return p.placeDotEntries(real, pp.Rule, root)
+		}
+	}
+	return nil
+}
+
+// placeDotEntries seals the directory real (a home in reach) around its
+// dot entries, existing or not, and protects what a dot entry that is a
+// link leads to, when that is in reach too.
+func (p *protectPlanner) placeDotEntries(real, rule, root string) error {
+	p.dotSeal[real] = true
+	p.seal[real] = append(p.seal[real], "")
+	p.mark(real, real, rule, root)
+	entries, err := os.ReadDir(real)
+	if err != nil {
+		return fmt.Errorf("sandbox: list %q to protect its dot entries: %w", real, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") && e.Type()&fs.ModeSymlink != 0 {
+			target := realPathOf(filepath.Join(real, e.Name()))
+			if p.rootOf(target) == "" {
+				continue
+			}
+			if err := p.place(protectedPath{target, protectPath, rule}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// openHoles makes each sealed directory read-only with every other entry
+// writable again.
+func (p *protectPlanner) openHoles() error {
+	for d, names := range p.seal {
+		if p.coveredBy(d, d) {
+			delete(p.ro, d) // within another read-only mount already
 			continue
 		}
 		entries, err := readDirBounded(d, maxSealEntries)
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: seal %q, which holds protected names: %w; start the session where it is out of reach", d, err)
+			return fmt.Errorf("sandbox: seal %q, which holds protected names: %w; start the session where it is out of reach", d, err)
 		}
 		for _, e := range entries {
-			p := filepath.Join(d, e.Name())
-			if e.Type()&fs.ModeSymlink != 0 || !isHole(e.Name(), names, dotSeal[d]) {
+			path := filepath.Join(d, e.Name())
+			if e.Type()&fs.ModeSymlink != 0 || !isHole(e.Name(), names, p.dotSeal[d]) {
 				continue
 			}
-			if !ro[p] {
-				rw[p] = true
+			if !p.ro[path] {
+				p.rw[path] = true
 			}
 		}
 	}
-	// Pins: every directory between a mount and its outermost root, so
-	// that no tool can move the way to a protected path and put another
-	// in its place.
-	for p := range ro {
-		root := rootOf(p)
-		for d := filepath.Dir(p); d != root && pathUnder(d, root) && len(d) > len(root); d = filepath.Dir(d) {
-			if !ro[d] && !roAt(d) {
-				rw[d] = true
+	return nil
+}
+
+// pin makes every directory between a mount and its outermost root a
+// writable mount of itself, so that no tool can move the way to a
+// protected path and put another in its place.
+func (p *protectPlanner) pin() {
+	for path := range p.ro {
+		root := p.rootOf(path)
+		for d := filepath.Dir(path); d != root && pathUnder(d, root) && len(d) > len(root); d = filepath.Dir(d) {
+			if !p.ro[d] && !p.roAt(d) {
+				p.rw[d] = true
 			}
 		}
 	}
-	for p := range ro {
-		pl.Mounts = append(pl.Mounts, stageMount{Path: p, ReadOnly: true})
+}
+
+// mounts puts the plan's mounts in order, shallowest first, within
+// maxProtectMounts.
+func (p *protectPlanner) mounts() (*protectPlan, error) {
+	pl := p.pl
+	for path := range p.ro {
+		pl.Mounts = append(pl.Mounts, stageMount{Path: path, ReadOnly: true})
 	}
-	for p := range rw {
-		if !ro[p] {
-			pl.Mounts = append(pl.Mounts, stageMount{Path: p})
+	for path := range p.rw {
+		if !p.ro[path] {
+			pl.Mounts = append(pl.Mounts, stageMount{Path: path})
 		}
 	}
 	slices.SortFunc(pl.Mounts, func(a, b stageMount) int {
