@@ -20,7 +20,7 @@ import (
 // acpguard serves. external_tool_guard is advertised only after a successful
 // handshake in required mode (DESIGN.md §1).
 var baseFeatures = []string{"health", "capabilities", "daemon_status", "session_create", "session_prompt",
-	"session_events", "session_cancel", "session_permission_vote", "session_scope_override"}
+	"session_events", "session_cancel", "session_permission_vote", "permission_vote", "session_scope_override"}
 
 const featureExternalToolGuard = "external_tool_guard"
 
@@ -144,9 +144,12 @@ func (d *daemon) routes() http.Handler {
 			// The mux's own 404 and 405 are plain text; hosts expect JSON.
 			rec := &statusRecorder{header: http.Header{}}
 			h.ServeHTTP(rec, r)
+			// A method a route does not take is a 404, as Qwen Code answers
+			// it (GET /session/:id among them), naming the methods it takes.
 			if rec.status == http.StatusMethodNotAllowed {
-				w.Header().Set("Allow", rec.header.Get("Allow"))
-				writeHostError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("method %q is not allowed on %q", r.Method, r.URL.Path))
+				allow := rec.header.Get("Allow")
+				w.Header().Set("Allow", allow)
+				writeHostError(w, http.StatusNotFound, codeMethodNotAllowed, fmt.Sprintf("no route for %s %q: it takes %s", r.Method, r.URL.Path, allow))
 				return
 			}
 			writeHostError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no route for %q", r.URL.Path))

@@ -166,8 +166,9 @@ func TestServeRequestErrors(t *testing.T) {
 		code               string
 	}{
 		{"GET", "/nope", "", 404, codeNotFound},
-		{"PUT", "/health", "", 405, codeMethodNotAllowed},
-		{"GET", "/session", "", 405, codeMethodNotAllowed},
+		{"PUT", "/health", "", 404, codeMethodNotAllowed},
+		{"GET", "/session", "", 404, codeMethodNotAllowed},
+		{"GET", "/session/x", "", 404, codeMethodNotAllowed},
 		{"POST", "/session/missing/prompt", `{"prompt":[{"type":"text","text":"hi"}]}`, 404, codeSessionNotFound},
 		{"GET", "/session/missing/events", "", 404, codeSessionNotFound},
 		{"POST", "/session/missing/cancel", "", 404, codeSessionNotFound},
@@ -376,8 +377,8 @@ func TestHostileHostRequests(t *testing.T) {
 		{"provider route on the daemon", "POST", "/v1/prepare", `{}`, nil, 404, codeNotFound},
 		{"deep unknown route", "POST", "/session/x/prompt/y", pwnedPrompt(`{"prompt":[`, `]}`), nil, 404, codeNotFound},
 		{"encoded traversal in id", "POST", "/session/..%2f..%2fetc/prompt", pwnedPrompt(`{"prompt":[`, `]}`), nil, 404, codeSessionNotFound},
-		{"wrong method on session", "PUT", "/session", `{}`, nil, 405, codeMethodNotAllowed},
-		{"wrong method on health", "DELETE", "/health", "", nil, 405, codeMethodNotAllowed},
+		{"wrong method on session", "PUT", "/session", `{}`, nil, 404, codeMethodNotAllowed},
+		{"wrong method on health", "DELETE", "/health", "", nil, 404, codeMethodNotAllowed},
 		{"foreign Host", "POST", "/session", `{}`, []string{"Host", "attacker.example"}, 403, codeHostNotAllowed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,7 +413,7 @@ func TestHostileHostRequests(t *testing.T) {
 		{"oversized cancel body", "POST", "/session/" + id + "/cancel", strings.Repeat(" ", maxHostBody+1), nil, 413, codeTooLarge},
 		{"trailing garbage", "POST", "/session/" + id + "/prompt", pwnedPrompt(`{"prompt":[`, `]}x`), nil, 400, codeBadRequest},
 		{"slash command", "POST", "/session/" + id + "/prompt", `{"prompt":[{"type":"text","text":"/fork"}]}`, nil, 400, codeSlashRejected},
-		{"wrong method on prompt", "GET", "/session/" + id + "/prompt", "", nil, 405, codeMethodNotAllowed},
+		{"wrong method on prompt", "GET", "/session/" + id + "/prompt", "", nil, 404, codeMethodNotAllowed},
 		{"vote for unknown request", "POST", "/session/" + id + "/permission/nope", `{"outcome":{"outcome":"selected","optionId":"proceed_always"}}`, nil, 404, codePermissionUnknown},
 		{"vote wrong type", "POST", "/session/" + id + "/permission/nope", `{"outcome":"allow"}`, nil, 400, codeBadRequest},
 		{"vote without outcome", "POST", "/session/" + id + "/permission/nope", `{}`, nil, 400, codeBadRequest},

@@ -1,9 +1,9 @@
 // serve_status.go owns the two documents a host reads about a running serve
 // (DESIGN.md §7): GET /capabilities and GET /daemon/status, in the shape
 // Qwen Code's serve answers them, filled only with what acpguard does.
-// Neither carries qwenCodeVersion: acpguard is not Qwen Code, and a host
-// that gates on that version would read a false claim; acpguardVersion
-// names acpguard's own.
+// qwenCodeVersion names the version of Qwen Code's host API acpguard
+// implements (qwenHostAPIVersion), never a claim to be Qwen Code;
+// acpguardVersion names acpguard's own.
 package main
 
 import (
@@ -18,6 +18,11 @@ type protocolVersions struct {
 	Supported []string `json:"supported"`
 }
 
+// qwenHostAPIVersion is the Qwen Code release whose host API, settings and
+// ACP surface acpguard implements: a host that gates on qwenCodeVersion
+// reads the API it gets.
+const qwenHostAPIVersion = "0.24.4"
+
 type hostPolicy struct {
 	Permission string `json:"permission"` // the first vote resolves a request
 }
@@ -25,7 +30,16 @@ type hostPolicy struct {
 // hostLimits are serve's limit options as a host reads them; a 0 duration
 // means none.
 type hostLimits struct {
-	MaxPendingPromptsPerSession int   `json:"maxPendingPromptsPerSession"`
+	MaxPendingPromptsPerSession int `json:"maxPendingPromptsPerSession"`
+	// Qwen Code's names of the same limits: every session of every
+	// workspace counts against --max-sessions, so one workspace may hold
+	// them all; the workspaces are the --workspace ones, none registered
+	// later. Qwen's limits acpguard has no counterpart of (file uploads,
+	// channel control, session restore) are absent.
+	MaxSessionsPerWorkspace int `json:"maxSessionsPerWorkspace"`
+	MaxTotalSessions        int `json:"maxTotalSessions"`
+	MaxRegisteredWorkspaces int `json:"maxRegisteredWorkspaces"`
+	// acpguard's own names.
 	MaxSessions                 int   `json:"maxSessions"`
 	MaxSubscribersPerSession    int   `json:"maxSubscribersPerSession"`
 	EventRingSize               int   `json:"eventRingSize"`
@@ -53,6 +67,7 @@ type hostWorkspace struct {
 type capabilitiesBody struct {
 	V                int              `json:"v"`
 	ProtocolVersions protocolVersions `json:"protocolVersions"`
+	QwenCodeVersion  string           `json:"qwenCodeVersion"`
 	AcpguardVersion  string           `json:"acpguardVersion"`
 	Mode             string           `json:"mode"`
 	// Guard is acpguard's own key: "required" when every tool call waits
@@ -65,6 +80,10 @@ type capabilitiesBody struct {
 	Limits       hostLimits      `json:"limits"`
 	Workspaces   []hostWorkspace `json:"workspaces"`
 	WorkspaceCwd string          `json:"workspaceCwd"`
+	// ModelServices and SupportedLanguages are Qwen Code's lists of
+	// services and languages a host may pick; acpguard offers neither.
+	ModelServices      []string `json:"modelServices"`
+	SupportedLanguages []string `json:"supportedLanguages"`
 	// Sandbox is what confines the children's tools; absent in off mode
 	// with the sandbox off.
 	Sandbox *sandboxReport `json:"sandbox,omitempty"`
@@ -76,6 +95,9 @@ func (d *daemon) hostLimits() hostLimits {
 	l := d.limits
 	return hostLimits{
 		MaxPendingPromptsPerSession: d.maxPending,
+		MaxSessionsPerWorkspace:     l.MaxSessions,
+		MaxTotalSessions:            l.MaxSessions,
+		MaxRegisteredWorkspaces:     len(d.workspaces),
 		MaxSessions:                 l.MaxSessions,
 		MaxSubscribersPerSession:    l.MaxSubscribers,
 		EventRingSize:               l.EventRingSize,
@@ -94,16 +116,19 @@ func (d *daemon) capabilities() capabilitiesBody {
 		features = append(features, featureExternalToolGuard)
 	}
 	body := capabilitiesBody{
-		V:                1,
-		ProtocolVersions: protocolVersions{Current: "v1", Supported: []string{"v1"}},
-		AcpguardVersion:  version,
-		Mode:             hostMode,
-		Guard:            d.guardMode(),
-		Features:         features,
-		Transports:       []string{"rest"},
-		Policy:           hostPolicy{Permission: "first-responder"},
-		Limits:           d.hostLimits(),
-		WorkspaceCwd:     d.workspaces[0],
+		V:                  1,
+		ProtocolVersions:   protocolVersions{Current: "v1", Supported: []string{"v1"}},
+		QwenCodeVersion:    qwenHostAPIVersion,
+		AcpguardVersion:    version,
+		Mode:               hostMode,
+		Guard:              d.guardMode(),
+		Features:           features,
+		Transports:         []string{"rest"},
+		Policy:             hostPolicy{Permission: "first-responder"},
+		Limits:             d.hostLimits(),
+		WorkspaceCwd:       d.workspaces[0],
+		ModelServices:      []string{},
+		SupportedLanguages: []string{},
 	}
 	for i, ws := range d.workspaces {
 		body.Workspaces = append(body.Workspaces, hostWorkspace{ID: ws, Cwd: ws, Primary: i == 0, Trusted: true})
@@ -129,15 +154,16 @@ func (d *daemon) handleCapabilities(w http.ResponseWriter, r *http.Request) {
 }
 
 type daemonStatusBody struct {
-	V           int            `json:"v"`
-	Detail      string         `json:"detail"`
-	GeneratedAt string         `json:"generatedAt"`
-	Status      string         `json:"status"`
-	Issues      []string       `json:"issues"`
-	Daemon      statusDaemon   `json:"daemon"`
-	Security    statusSecurity `json:"security"`
-	Limits      hostLimits     `json:"limits"`
-	Runtime     statusRuntime  `json:"runtime"`
+	V            int              `json:"v"`
+	Detail       string           `json:"detail"`
+	GeneratedAt  string           `json:"generatedAt"`
+	Status       string           `json:"status"`
+	Issues       []string         `json:"issues"`
+	Daemon       statusDaemon     `json:"daemon"`
+	Security     statusSecurity   `json:"security"`
+	Limits       hostLimits       `json:"limits"`
+	Capabilities capabilitiesBody `json:"capabilities"`
+	Runtime      statusRuntime    `json:"runtime"`
 }
 
 type statusDaemon struct {
@@ -145,6 +171,7 @@ type statusDaemon struct {
 	UptimeMs        int64  `json:"uptimeMs"`
 	Mode            string `json:"mode"`
 	WorkspaceCwd    string `json:"workspaceCwd"`
+	QwenCodeVersion string `json:"qwenCodeVersion"`
 	AcpguardVersion string `json:"acpguardVersion"`
 }
 
@@ -180,9 +207,10 @@ func (d *daemon) handleDaemonStatus(w http.ResponseWriter, r *http.Request) {
 		Status:      "ok",
 		Issues:      []string{},
 		Daemon: statusDaemon{PID: os.Getpid(), UptimeMs: now.Sub(d.started).Milliseconds(), Mode: hostMode,
-			WorkspaceCwd: d.workspaces[0], AcpguardVersion: version},
-		Security: statusSecurity{TokenConfigured: d.token != "", RequireAuth: d.requireAuth, LoopbackBind: d.checkHost},
-		Limits:   d.hostLimits(),
+			WorkspaceCwd: d.workspaces[0], QwenCodeVersion: qwenHostAPIVersion, AcpguardVersion: version},
+		Security:     statusSecurity{TokenConfigured: d.token != "", RequireAuth: d.requireAuth, LoopbackBind: d.checkHost},
+		Limits:       d.hostLimits(),
+		Capabilities: d.capabilities(),
 	}
 	d.mu.Lock()
 	sessions := make([]*hostSession, 0, len(d.sessions))

@@ -56,7 +56,7 @@ func TestServeStartupLineAndStatus(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("GET /capabilities = %d %s", r.status, r.body)
 	}
-	want := []string{"acpguardVersion", "features", "guard", "limits", "mode", "policy", "protocolVersions", "transports", "v", "workspaceCwd", "workspaces"}
+	want := []string{"acpguardVersion", "features", "guard", "limits", "mode", "modelServices", "policy", "protocolVersions", "qwenCodeVersion", "supportedLanguages", "transports", "v", "workspaceCwd", "workspaces"}
 	if got := topKeys(t, r.body); !slices.Equal(got, want) {
 		t.Errorf("capabilities keys = %v, want %v", got, want)
 	}
@@ -67,10 +67,12 @@ func TestServeStartupLineAndStatus(t *testing.T) {
 	if caps.ProtocolVersions.Current != "v1" || !slices.Equal(caps.ProtocolVersions.Supported, []string{"v1"}) ||
 		caps.AcpguardVersion != version || !slices.Equal(caps.Transports, []string{"rest"}) || caps.Policy.Permission != "first-responder" ||
 		caps.Limits.MaxPendingPromptsPerSession != defaultMaxPendingPrompts || caps.Limits.MaxSessions != defaultMaxSessions ||
+		caps.Limits.MaxTotalSessions != defaultMaxSessions || caps.Limits.MaxSessionsPerWorkspace != defaultMaxSessions || caps.Limits.MaxRegisteredWorkspaces != 1 ||
+		caps.QwenCodeVersion != "0.24.4" || caps.ModelServices == nil || caps.SupportedLanguages == nil ||
 		len(caps.Workspaces) != 1 || caps.Workspaces[0] != (hostWorkspace{ID: ws, Cwd: ws, Primary: true, Trusted: true}) {
 		t.Errorf("capabilities = %s", r.body)
 	}
-	if !slices.Contains(caps.Features, "daemon_status") || slices.Contains(caps.Features, featureExternalToolGuard) {
+	if !slices.Contains(caps.Features, "daemon_status") || !slices.Contains(caps.Features, "permission_vote") || slices.Contains(caps.Features, featureExternalToolGuard) {
 		t.Errorf("features = %v", caps.Features)
 	}
 
@@ -81,7 +83,7 @@ func TestServeStartupLineAndStatus(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("GET /daemon/status = %d %s", r.status, r.body)
 	}
-	want = []string{"daemon", "detail", "generatedAt", "issues", "limits", "runtime", "security", "status", "v"}
+	want = []string{"capabilities", "daemon", "detail", "generatedAt", "issues", "limits", "runtime", "security", "status", "v"}
 	if got := topKeys(t, r.body); !slices.Equal(got, want) {
 		t.Errorf("status keys = %v, want %v", got, want)
 	}
@@ -95,7 +97,8 @@ func TestServeStartupLineAndStatus(t *testing.T) {
 		t.Errorf("status = %s", r.body)
 	}
 	if st.Daemon.PID != cmd.Process.Pid || st.Daemon.UptimeMs < 0 || st.Daemon.Mode != "http-bridge" ||
-		st.Daemon.WorkspaceCwd != ws || st.Daemon.AcpguardVersion != version {
+		st.Daemon.WorkspaceCwd != ws || st.Daemon.AcpguardVersion != version || st.Daemon.QwenCodeVersion != "0.24.4" ||
+		st.Capabilities.Mode != "http-bridge" || st.Capabilities.QwenCodeVersion != "0.24.4" {
 		t.Errorf("status daemon = %+v, want pid %d", st.Daemon, cmd.Process.Pid)
 	}
 	if st.Security != (statusSecurity{TokenConfigured: true, RequireAuth: false, LoopbackBind: true}) || st.Limits != caps.Limits ||
