@@ -47,17 +47,23 @@ func TestExampleSettings(t *testing.T) {
 	if h.Timeout != 5000 {
 		t.Errorf("hook timeout = %d ms, want 5000 (5 seconds in the file)", h.Timeout)
 	}
-	// The file names the installed path (/etc/acpguard/hooks); run the
-	// script of this checkout.
-	abs, err := filepath.Abs("examples/hooks/deny-secrets.sh")
+	// Copied as the file says: the hook in ~/.qwen/hooks of a home of
+	// the test's own, the command run as written.
+	if want := `"$HOME/.qwen/hooks/deny-secrets.sh"`; h.Command != want {
+		t.Fatalf("hook command = %q, want %q", h.Command, want)
+	}
+	home := t.TempDir()
+	script, err := os.ReadFile("examples/hooks/deny-secrets.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	installed := "/etc/acpguard/hooks/deny-secrets.sh"
-	if h.Command != installed {
-		t.Fatalf("hook command = %q, want %q", h.Command, installed)
+	if err := os.MkdirAll(filepath.Join(home, ".qwen", "hooks"), 0o700); err != nil {
+		t.Fatal(err)
 	}
-	h.Command = abs
+	if err := os.WriteFile(filepath.Join(home, ".qwen", "hooks", "deny-secrets.sh"), script, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testHookEnv := spawnEnv{Env: newProcEnv([]string{"PATH=/usr/bin:/bin", "HOME=" + home})}
 
 	dir := t.TempDir()
 	in := testHookInput(dir)
@@ -243,7 +249,12 @@ func TestExampleUnitsStartTheStack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustWrite(t, filepath.Join(root, f[1]), string(data))
+		// The unit's install step: the settings' hook in /etc/acpguard/hooks.
+		text := strings.ReplaceAll(string(data), "$HOME/.qwen/hooks", "/etc/acpguard/hooks")
+		if f[0] == "examples/settings.json" && !strings.Contains(text, `"\"/etc/acpguard/hooks/deny-secrets.sh\""`) {
+			t.Fatalf("the unit's sed leaves the hook command elsewhere:\n%s", text)
+		}
+		mustWrite(t, filepath.Join(root, f[1]), text)
 	}
 	provPort, servePort := examplesFreePort(t), examplesFreePort(t)
 	moved := func(args []string) []string {
