@@ -5,6 +5,7 @@
 package main
 
 import (
+	"flag"
 	"slices"
 	"strings"
 	"time"
@@ -108,42 +109,57 @@ Environment: as for acp (see "acpguard acp --help").
 // maxRunToolCalls bounds --max-tool-calls: past every model turn's calls.
 const maxRunToolCalls = maxMaxTurns * 1000
 
+// runFlags are run's flags, not yet validated: acp's shared ones and its
+// own, a short name beside some (Qwen Code's).
+type runFlags struct {
+	shared                                         *sharedFlags
+	stateDir, model, prompt, format, approval      *onceValue
+	maxTurns, maxCalls, maxWall, sessionID, resume *onceValue
+	partial, yolo, cont                            *bool
+}
+
+// addRunFlags registers run's flags on fs.
+func addRunFlags(fs *flag.FlagSet) *runFlags {
+	f := &runFlags{shared: addSharedFlags(fs)}
+	// A person reads run's stderr: warnings, not every decision.
+	f.shared.logLevel.value = "warn"
+	f.stateDir = onceFlag(fs, flagStateDir, "")
+	f.model = onceFlag(fs, "model", "")
+	fs.Var(f.model, "m", "")
+	f.prompt = onceFlag(fs, "prompt", "")
+	fs.Var(f.prompt, "p", "")
+	f.format = onceFlag(fs, "output-format", runFormatText)
+	fs.Var(f.format, "o", "")
+	f.partial = fs.Bool("include-partial-messages", false, "")
+	f.approval = onceFlag(fs, "approval-mode", "")
+	f.yolo = fs.Bool("yolo", false, "")
+	fs.BoolVar(f.yolo, "y", false, "")
+	f.maxTurns = onceFlag(fs, flagMaxSessionTurns, "")
+	f.maxCalls = onceFlag(fs, flagMaxToolCalls, "")
+	f.maxWall = onceFlag(fs, flagMaxWallTime, "")
+	f.sessionID = onceFlag(fs, "session-id", "")
+	f.resume = onceFlag(fs, "resume", "")
+	fs.Var(f.resume, "r", "")
+	f.cont = fs.Bool("continue", false, "")
+	fs.BoolVar(f.cont, "c", false, "")
+	return f
+}
+
 // parseRunArgs parses "acpguard run"'s arguments; flags and prompt words mix.
 func parseRunArgs(args []string, sys *system) (runOptions, error) {
 	fs := newFlagSet("run")
-	shared := addSharedFlags(fs)
-	// A person reads run's stderr: warnings, not every decision.
-	shared.logLevel.value = "warn"
-	stateDir := onceFlag(fs, flagStateDir, "")
-	model := onceFlag(fs, "model", "")
-	fs.Var(model, "m", "")
-	prompt := onceFlag(fs, "prompt", "")
-	fs.Var(prompt, "p", "")
-	format := onceFlag(fs, "output-format", runFormatText)
-	fs.Var(format, "o", "")
-	partial := fs.Bool("include-partial-messages", false, "")
-	approval := onceFlag(fs, "approval-mode", "")
-	yolo := fs.Bool("yolo", false, "")
-	fs.BoolVar(yolo, "y", false, "")
-	maxTurns := onceFlag(fs, flagMaxSessionTurns, "")
-	maxCalls := onceFlag(fs, flagMaxToolCalls, "")
-	maxWall := onceFlag(fs, flagMaxWallTime, "")
-	sessionID := onceFlag(fs, "session-id", "")
-	resume := onceFlag(fs, "resume", "")
-	fs.Var(resume, "r", "")
-	cont := fs.Bool("continue", false, "")
-	fs.BoolVar(cont, "c", false, "")
+	f := addRunFlags(fs)
 	flags, words := splitFlagsAndArgs(fs, args)
 	if err := parseFlags(fs, "run", runUsage, flags, sys); err != nil {
 		return runOptions{}, err
 	}
-	opts := runOptions{Format: format.value, FormatGiven: format.count > 0, Partial: *partial,
-		SessionID: sessionID.value, Resume: resume.value, Continue: *cont}
+	opts := runOptions{Format: f.format.value, FormatGiven: f.format.count > 0, Partial: *f.partial,
+		SessionID: f.sessionID.value, Resume: f.resume.value, Continue: *f.cont}
 	switch {
-	case prompt.count > 0 && len(words) > 0:
-		return runOptions{}, usagef("--prompt %q and the prompt words %q: both given; give the prompt one way", prompt.value, strings.Join(words, " "))
-	case prompt.count > 0:
-		opts.Prompt = prompt.value
+	case f.prompt.count > 0 && len(words) > 0:
+		return runOptions{}, usagef("--prompt %q and the prompt words %q: both given; give the prompt one way", f.prompt.value, strings.Join(words, " "))
+	case f.prompt.count > 0:
+		opts.Prompt = f.prompt.value
 	default:
 		opts.Prompt = strings.Join(words, " ")
 	}
@@ -155,28 +171,28 @@ func parseRunArgs(args []string, sys *system) (runOptions, error) {
 		return runOptions{}, usagef("--include-partial-messages: only with --output-format %s", runFormatStreamJSON)
 	}
 	var err error
-	if opts.ApprovalMode, err = parseRunApprovalMode(approval, *yolo); err != nil {
+	if opts.ApprovalMode, err = parseRunApprovalMode(f.approval, *f.yolo); err != nil {
 		return runOptions{}, err
 	}
-	if opts.Limits, err = parseRunLimits(maxTurns, maxCalls, maxWall); err != nil {
+	if opts.Limits, err = parseRunLimits(f.maxTurns, f.maxCalls, f.maxWall); err != nil {
 		return runOptions{}, err
 	}
-	if err := checkRunSession(opts, sessionID, resume); err != nil {
+	if err := checkRunSession(opts, f.sessionID, f.resume); err != nil {
 		return runOptions{}, err
 	}
 	env := envOf(sys)
-	sd, sdGiven, err := parseStateDir(stateDir, env, false)
+	sd, sdGiven, err := parseStateDir(f.stateDir, env, false)
 	if err != nil {
 		return runOptions{}, err
 	}
 	// -m names the model; the service is the environment's, as for acp.
 	acp := acpOptions{StateDir: sd, StateDirGiven: sdGiven}
-	acp.OpenAI.Model = model.value
-	if opts.ACP, err = resolveACPOptions(shared, env, acp); err != nil {
+	acp.OpenAI.Model = f.model.value
+	if opts.ACP, err = resolveACPOptions(f.shared, env, acp); err != nil {
 		return runOptions{}, err
 	}
-	if model.count > 0 && opts.ACP.Model != modelOpenAI {
-		return runOptions{}, usagef("--model %q: names a model of the OpenAI-compatible service; set %s (without it the scripted model runs)", model.value, envModelBaseURL)
+	if f.model.count > 0 && opts.ACP.Model != modelOpenAI {
+		return runOptions{}, usagef("--model %q: names a model of the OpenAI-compatible service; set %s (without it the scripted model runs)", f.model.value, envModelBaseURL)
 	}
 	return opts, nil
 }
