@@ -385,6 +385,10 @@ func (c *runClient) openSession(ctx context.Context, opts runOptions, cwd string
 		res.SessionID = load
 	} else {
 		params := map[string]any{"cwd": cwd, "mcpServers": []any{}}
+		if sessionSaved(opts.ACP.StateDir, opts.SessionID) {
+			// A new session under its id would overwrite it.
+			return "", "", usagef("--session-id %q: a saved session has this id; go on with it with --resume %s", opts.SessionID, opts.SessionID)
+		}
 		if opts.SessionID != "" {
 			params["_meta"] = map[string]string{metaSessionID: opts.SessionID}
 		}
@@ -397,6 +401,19 @@ func (c *runClient) openSession(ctx context.Context, opts runOptions, cwd string
 		return "", "", fmt.Errorf("open the session: unreadable answer %s", raw)
 	}
 	return res.SessionID, res.Modes.CurrentModeID, nil
+}
+
+// sessionSaved reports whether dir holds a saved session of id.
+func sessionSaved(dir, id string) bool {
+	if dir == "" || id == "" {
+		return false
+	}
+	h, err := openHistoryStore(dir)
+	if err != nil {
+		return false // the agent saves nothing there either
+	}
+	_, err = os.Lstat(h.path(id))
+	return err == nil
 }
 
 // latestSession is the id of the session of cwd saved last in dir, "" when

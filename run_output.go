@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -292,6 +293,9 @@ type runTranscript struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	start   time.Time
+	// terminal: stdout is a terminal, where the final text is shown with
+	// its control characters made visible.
+	terminal bool
 
 	init     runInit
 	initSent bool
@@ -312,7 +316,8 @@ type runTranscript struct {
 // newRunTranscript is the transcript of a prompt in format; its init
 // message is set once the session is open, before the prompt is sent.
 func newRunTranscript(format string, partial bool, stdout, stderr io.Writer, start time.Time) *runTranscript {
-	t := &runTranscript{format: format, partial: partial, stdout: stdout, stderr: stderr, start: start,
+	out, _ := stdout.(*os.File)
+	t := &runTranscript{format: format, partial: partial, stdout: stdout, stderr: stderr, start: start, terminal: out != nil && isTerminal(out),
 		calls: map[string]*runCall{}, denials: []runDenial{},
 		stats: runStats{Models: map[string]*runModelStats{}, Tools: runToolStats{ByName: map[string]*runToolNameStat{}}}}
 	return t
@@ -509,7 +514,7 @@ func (t *runTranscript) toolEnd(u runUpdate) {
 	if denied {
 		t.denials = append(t.denials, runDenial{ToolName: c.name, ToolUseID: u.ToolCallID, ToolInput: c.input})
 		if t.format == runFormatText {
-			fmt.Fprintf(t.stderr, "acpguard run: %s not run: %s\n", c.name, text)
+			fmt.Fprintf(t.stderr, "acpguard run: %s not run: %s\n", visibleText(c.name), visibleText(text))
 		}
 	}
 	t.toolStats(c, failed, denied, added, removed)
@@ -662,6 +667,14 @@ func (t *runTranscript) finish(errText string) error {
 		}
 	case t.format == runFormatText && errText == "" && t.lastText != "":
 		text := t.lastText
+		if t.terminal {
+			// Model text cannot move the cursor or retitle the window.
+			lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+			for i, l := range lines {
+				lines[i] = visibleText(l)
+			}
+			text = strings.Join(lines, "\n")
+		}
 		if !strings.HasSuffix(text, "\n") {
 			text += "\n"
 		}

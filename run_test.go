@@ -391,7 +391,11 @@ func TestRunSessions(t *testing.T) {
 			t.Errorf("step %d: model request %s\nwant %q before the prompt", i, last, s.before)
 		}
 	}
-	code, _, stderr := runAcpguardIn(t, dir, "", []string{"run", offMode, "--resume", "no-such-session", "hi"}, env...)
+	code, _, stderr := runAcpguardIn(t, dir, "", []string{"run", offMode, "--session-id", "run-test-1", "hi"}, env...)
+	if code != exitUsage || !strings.Contains(stderr, `acpguard: error: --session-id "run-test-1": a saved session has this id; go on with it with --resume run-test-1`) {
+		t.Errorf("a saved session's id: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runAcpguardIn(t, dir, "", []string{"run", offMode, "--resume", "no-such-session", "hi"}, env...)
 	if code != exitRuntime || !strings.Contains(stderr, `acpguard: error: open the session: session/load: unknown session "no-such-session"`) {
 		t.Errorf("unknown session: exit %d, stderr %q", code, stderr)
 	}
