@@ -143,7 +143,10 @@ func runHeadless(ctx context.Context, sys *system, opts runOptions) error {
 		case <-done:
 			return
 		}
-		c.cancelPrompt()
+		if !c.cancelPrompt() {
+			stopAgent() // no prompt yet: nothing to end first
+			return
+		}
 		select {
 		case <-time.After(runCancelWait):
 			stopAgent()
@@ -353,14 +356,13 @@ func (c *runClient) converse(ctx context.Context, opts runOptions, cwd, prompt s
 	return res.StopReason, nil
 }
 
-// cancelPrompt sends session/cancel for the running prompt, if any.
-func (c *runClient) cancelPrompt() {
+// cancelPrompt sends session/cancel for the prompt; false when there is
+// none yet.
+func (c *runClient) cancelPrompt() bool {
 	c.mu.Lock()
 	sid := c.sessionID
 	c.mu.Unlock()
-	if sid != "" {
-		c.conn.notify(methodSessionCancel, map[string]string{"sessionId": sid})
-	}
+	return sid != "" && c.conn.notify(methodSessionCancel, map[string]string{"sessionId": sid}) == nil
 }
 
 // openSession opens run's session: a new one (under --session-id's id),
