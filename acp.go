@@ -98,6 +98,10 @@ type agent struct {
 	// systemPrompt replaces the built-in system prompt when its Text is
 	// set (agent_prompt.go).
 	systemPrompt systemPromptSource
+	// declineAsks and wrapModel are acpOptions.DeclinePermissions and
+	// acpOptions.WrapModel.
+	declineAsks bool
+	wrapModel   func(model) model
 
 	mu          sync.Mutex
 	initialized bool
@@ -182,6 +186,13 @@ type acpOptions struct {
 	// SessionSystemPrompt finds a session's replacement prompt from its
 	// settings; nil: SystemPrompt for every session.
 	SessionSystemPrompt func(*settings) (systemPromptSource, error)
+
+	// DeclinePermissions: the client answers no permission request (run
+	// without a terminal), so a call that needs one is declined unasked.
+	DeclinePermissions bool
+	// WrapModel, when set, wraps each session's model: run's budgets see
+	// every model call and what it proposes (run_budget.go).
+	WrapModel func(model) model
 }
 
 // modelOpenAI is --model openai: an OpenAI-compatible chat completions
@@ -343,6 +354,8 @@ func newACPAgent(sys *system, opts acpOptions) (*agent, error) {
 
 		permTimeout:  opts.PermissionTimeout,
 		systemPrompt: opts.SystemPrompt,
+		declineAsks:  opts.DeclinePermissions,
+		wrapModel:    opts.WrapModel,
 	}
 	if sandboxTestOverride != nil {
 		// What the test confines with, in the places serve chose.
@@ -717,6 +730,9 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	var err error
 	if s.model, err = a.sessionModel(ss, s.cwd); err != nil {
 		return invalidParams("%s: %v", op, err)
+	}
+	if a.wrapModel != nil {
+		s.model = a.wrapModel(s.model)
 	}
 	if s.workspace, err = openWorkspace(s.cwd); err != nil {
 		return invalidParams("%s: %v", op, err)
@@ -1335,6 +1351,9 @@ func (a *agent) callPolicy(s *session, rejected *bool) *callPolicy {
 		Mode:     mode,
 		Home:     a.home,
 		Ask: func(ctx context.Context, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
+			if a.declineAsks {
+				return permissionDeclined // not a reject: the turn goes on
+			}
 			out := a.askPermission(ctx, s, call, spec, args)
 			if out == permissionRejected {
 				*rejected = true

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -505,14 +506,23 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 	if !ok || ms > maxPermissionTimeoutMs {
 		return acpOptions{}, usagef("--permission-response-timeout-ms %q: must be an integer from 0 through %d", permTimeout.value, maxPermissionTimeoutMs)
 	}
+	return resolveACPOptions(shared, env, acpOptions{Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond,
+		StateDir: sd, StateDirGiven: sdGiven})
+}
+
+// resolveACPOptions completes opts, which holds what the command's own
+// flags chose (the model, the state directory, ...), with the options of
+// the shared flags, parsed: the guard, the log, the settings files of the
+// current directory, the sandbox, the slash commands, the system prompt and
+// the model. acp and run build their agent's options here alike.
+func resolveACPOptions(shared *sharedFlags, env *procEnv, opts acpOptions) (acpOptions, error) {
 	// A managed child runs only under serve in required mode. Its
 	// workspace, as a standalone agent's, is the directory it starts in.
 	sh, err := shared.resolve(env, "", env.privateGuard != "")
 	if err != nil {
 		return acpOptions{}, err
 	}
-	opts := acpOptions{Guard: sh.guard, GuardModeGiven: sh.guardGiven, LogJSON: sh.logJSON, LogLevel: sh.logLevel,
-		Model: modelName.value, PermissionTimeout: time.Duration(ms) * time.Millisecond, StateDir: sd, StateDirGiven: sdGiven}
+	opts.Guard, opts.GuardModeGiven, opts.LogJSON, opts.LogLevel = sh.guard, sh.guardGiven, sh.logJSON, sh.logLevel
 	if err := loadACPSettings(&opts, sh); err != nil {
 		return acpOptions{}, err
 	}
@@ -617,7 +627,8 @@ func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) er
 	switch opts.Model {
 	case modelScripted, modelParent:
 	case modelOpenAI:
-		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: modelKey, Model: env.lookup(envModelName)}
+		// A model name the command chose (run's --model) wins over OPENAI_MODEL.
+		opts.OpenAI = openAIConfig{BaseURL: env.lookup(envModelBaseURL), APIKey: modelKey, Model: cmp.Or(opts.OpenAI.Model, env.lookup(envModelName))}
 		opts.ModelNameFixed = opts.OpenAI.Model != ""
 		if opts.OpenAI.Model == "" {
 			opts.OpenAI.Model = opts.Settings.Model.Name

@@ -28,7 +28,7 @@ var completionShells = []string{"bash", "zsh", "fish"}
 // "provider".
 func completedCommands() []struct{ name, usage string } {
 	return []struct{ name, usage string }{
-		{"serve", serveUsage}, {"acp", acpUsage}, {"provider", providerUsage},
+		{"serve", serveUsage}, {"acp", acpUsage}, {"run", runUsage}, {"provider", providerUsage},
 		{"provider check", providerCheckUsage}, {"demo", demoUsage}, {"log", logUsage},
 		{"completion", completionUsage}, {"version", ""}, {"help", ""},
 	}

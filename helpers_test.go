@@ -119,6 +119,28 @@ func runAcpguard(t testing.TB, args []string, extraEnv ...string) (code int, std
 	return code, out.String(), errb.String()
 }
 
+// runAcpguardIn runs acpguard with args in dir, stdin its standard input,
+// to completion, as runAcpguard does; QWEN_HOME is an empty directory, so
+// no user settings file is read.
+func runAcpguardIn(t testing.TB, dir, stdin string, args []string, extraEnv ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(30*time.Second))
+	defer cancel()
+	cmd := acpguardCmd(t, ctx, args, append([]string{envQwenHome + "=" + t.TempDir()}, extraEnv...)...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("run acpguard %s: %v", strings.Join(args, " "), err)
+		}
+		code = ee.ExitCode()
+	}
+	return code, out.String(), errb.String()
+}
+
 // quickRaceExit keeps a race-enabled ACP child from sleeping a second at
 // exit, as acpguardCmd does for the processes it starts.
 const quickRaceExit = "GORACE=atexit_sleep_ms=0"

@@ -41,6 +41,9 @@ var fileGroups = []fileGroup{
 	{"model", []string{"model*.go"}},
 	// The daemon: the host API, sessions, children and the bridge.
 	{"serve", []string{"serve*.go", "bridge.go"}},
+	// acpguard run: the ACP client of an agent it starts in-process, its
+	// output formats and budgets.
+	{"run", []string{"run*.go"}},
 	// The private channel's names and framing, which both ends share.
 	{"channel", []string{"channel*.go"}},
 	// The reference policy provider.
@@ -97,6 +100,9 @@ func everyGroupBut(names ...string) []string {
 var layerRules = []layerRule{
 	{"the agent uses nothing of the command entry", []string{"agent", "model"}, []string{"entry"}},
 	{"serve uses nothing of the command entry", []string{"serve"}, []string{"entry"}},
+	{"run uses nothing of the command entry", []string{"run"}, []string{"entry"}},
+	{"run uses nothing of serve: it reaches its agent as an editor does", []string{"run"}, []string{"serve"}},
+	{"the agent and serve use nothing of run: it is only a client", []string{"agent", "model", "serve"}, []string{"run"}},
 	{"the sandbox uses nothing of the command entry", []string{"sandbox", "proc"}, []string{"entry"}},
 	{"base files use nothing above them", []string{"base"}, everyGroupBut("base")},
 	{"the agent uses nothing of serve: both ends share only the channel", []string{"agent", "model"}, []string{"serve"}},
@@ -104,12 +110,12 @@ var layerRules = []layerRule{
 	{"the channel uses nothing of either end", []string{"channel"}, []string{"agent", "serve"}},
 	{"settings do not use the agent", []string{"rules"}, []string{"agent", "model"}},
 	{"the model does not hold the agent", []string{"model"}, []string{"agent"}},
-	{"the provider uses nothing of the tools, the agent or serve", []string{"provider"}, []string{"tools", "agent", "model", "serve", "boundary"}},
+	{"the provider uses nothing of the tools, the agent, serve or run", []string{"provider"}, []string{"tools", "agent", "model", "serve", "run", "boundary"}},
 	{"serve uses nothing of the provider: they share only the wire contract", []string{"serve"}, []string{"provider"}},
 	{"the rules and hooks use nothing of the boundary", []string{"rules"}, []string{"boundary"}},
 	{"the executors use nothing of the boundary, the rules or settings", []string{"tools"}, []string{"boundary", "rules"}},
-	{"the boundary uses nothing of the agent or serve", []string{"boundary", "call"}, []string{"agent", "model", "serve"}},
-	{"what runs a call uses nothing of the agent, serve or the provider", []string{"tools", "rules", "sandbox", "proc", "wire"}, []string{"agent", "model", "serve", "provider"}},
+	{"the boundary uses nothing of the agent, serve or run", []string{"boundary", "call"}, []string{"agent", "model", "serve", "run"}},
+	{"what runs a call uses nothing of the agent, serve, run or the provider", []string{"tools", "rules", "sandbox", "proc", "wire"}, []string{"agent", "model", "serve", "run", "provider"}},
 }
 
 // inAny reports whether a file of the given name is in one of the groups or

@@ -42,7 +42,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], &system{env: env, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
 	stop()
-	if err != nil && !errors.Is(err, errHelp) {
+	var status *exitStatusError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+	case errors.As(err, &status) && status.err == nil:
+		// The command reported it in its own form (run's JSON line).
+	default:
 		fmt.Fprintf(os.Stderr, "acpguard: error: %v\n", err)
 	}
 	os.Exit(exitCode(err))
@@ -53,9 +58,12 @@ var errHelp = errors.New("help requested")
 
 func exitCode(err error) int {
 	var u *usageError
+	var status *exitStatusError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
+	case errors.As(err, &status):
+		return status.code
 	case errors.As(err, &u):
 		return exitUsage
 	default:
@@ -68,6 +76,7 @@ const mainUsage = `acpguard: a guarded ACP agent runtime and its policy provider
 Usage:
   acpguard serve           [flags]   the managed daemon (host HTTP API, private ACP children)
   acpguard acp             [flags]   the guarded ACP agent on stdin/stdout
+  acpguard run     [flags] PROMPT    the guarded agent in this directory on one prompt, without an editor
   acpguard provider        [flags]   the reference policy provider
   acpguard provider check  [flags]   test a policy against its cases, without serving
   acpguard demo            [--keep]  the guarded path end to end, on loopback, in a temporary workspace
@@ -90,6 +99,8 @@ func run(ctx context.Context, args []string, sys *system) error {
 		return runServe(ctx, sys, rest)
 	case "acp":
 		return runACP(ctx, sys, rest)
+	case "run":
+		return runRun(ctx, sys, rest)
 	case "provider":
 		return runProvider(ctx, sys, rest)
 	case "demo":
@@ -127,6 +138,17 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 		warnUnguarded(sys.stderr, "acp", opts.Guard, opts.GuardModeGiven, opts.LogJSON)
 	}
 	return runAgent(ctx, sys, opts)
+}
+
+// runRun parses run's options (config_run.go) and runs the prompt
+// (run.go), after the off-mode warning.
+func runRun(ctx context.Context, sys *system, args []string) error {
+	opts, err := parseRunArgs(args, sys)
+	if err != nil {
+		return err
+	}
+	warnUnguarded(sys.stderr, "run", opts.ACP.Guard, opts.ACP.GuardModeGiven, opts.ACP.LogJSON)
+	return runPrompt(ctx, sys, opts)
 }
 
 // runServe parses serve's options (config.go) and runs the daemon

@@ -565,6 +565,9 @@ const (
 	permissionRejected permissionOutcome = iota // also any answer we cannot read
 	permissionAllowed
 	permissionCancelled
+	// permissionDeclined: nobody can be asked (a run without a terminal),
+	// so the call is declined unasked, as Qwen Code's headless mode does.
+	permissionDeclined
 )
 
 // hookDeniedDefaultText is the text of a PreToolUse hook's deny that gave
@@ -585,6 +588,12 @@ func policyCancelled() toolResult {
 // the model and the client alike (DESIGN.md §10).
 func canceledByUserText(tool string) string {
 	return `Tool "` + tool + `" was canceled by the user.`
+}
+
+// declinedPermissionText is Qwen Code's headless text of a call that needed
+// the user's approval where nobody can be asked, under this product's name.
+func declinedPermissionText(tool string) string {
+	return `acpguard requires permission to use "` + tool + `", but that permission was declined.`
 }
 
 // callPolicy is what a session applies before the guard.
@@ -660,6 +669,8 @@ func askUser(ctx context.Context, p *callPolicy, call toolCall, spec *toolSpec, 
 		return toolResult{}, true
 	case permissionCancelled:
 		return policyCancelled(), false
+	case permissionDeclined:
+		return failed(errTypeExecutionDenied, "%s", declinedPermissionText(spec.Name)), false
 	default:
 		return failed(errTypeExecutionDenied, "%s", canceledByUserText(spec.Name)), false
 	}

@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -292,15 +291,6 @@ func setChildMode(ctx context.Context, ch *acpChannel, id, mode string) *hostErr
 // in use (DESIGN.md §7).
 func invalidSessionID(format string, a ...any) *hostError {
 	return &hostError{http.StatusBadRequest, codeInvalidSessionID, fmt.Sprintf(format, a...)}
-}
-
-// newUUID is a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // newSession creates a session in ws: with the host's id unless id is "",
