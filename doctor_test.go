@@ -37,6 +37,7 @@ type doctorSetup struct {
 	stateDir        string
 	workspace       string
 	extraArgs       []string
+	extraEnv        []string
 }
 
 func newDoctorSetup(t *testing.T, p *refProvider, model *httptest.Server) *doctorSetup {
@@ -68,9 +69,10 @@ func (s *doctorSetup) run(t *testing.T, more ...string) (code int, stdout, stder
 	}
 	file := writeFileAll(t, filepath.Join(t.TempDir(), "settings.json"), string(b))
 	args := append([]string{"doctor", "--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + s.endpoint,
-		"--settings", file, "--no-user-settings", "--workspace", s.workspace, "--state-dir", s.stateDir, "--port", "0"}, s.extraArgs...)
+		"--settings", file, "--workspace", s.workspace, "--state-dir", s.stateDir, "--port", "0"}, s.extraArgs...)
 	env := append(isolatedSettingsEnv(t), envGuardToken+"="+s.token, envModelBaseURL+"="+s.modelURL,
 		envModelName+"="+doctorModelName, envModelKey+"="+doctorModelKey)
+	env = append(env, s.extraEnv...)
 	return runAcpguard(t, append(args, more...), env...)
 }
 
@@ -163,6 +165,51 @@ func TestDoctorNamesTheFixOfEachBrokenSetup(t *testing.T) {
 			}
 			if !strings.Contains(stderr, "acpguard: error: doctor: 1 of ") {
 				t.Errorf("stderr %q, want the count of failed checks", stderr)
+			}
+		})
+	}
+}
+
+// TestDoctorSandboxAndSettings: what the kernel lacks, and the keys of an
+// untrusted workspace file, are named with their fix; only a sandbox asked
+// for explicitly that the kernel cannot give fails.
+func TestDoctorSandboxAndSettings(t *testing.T) {
+	p := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json"})
+	model := startDoctorModel(t)
+	tests := []struct {
+		name       string
+		setup      func(s *doctorSetup)
+		code       int
+		line, also string // a line starts with line and holds also; WS is the workspace
+	}{
+		{"workspace hooks dropped in required mode", func(s *doctorSetup) {
+			writeFileAll(t, filepath.Join(s.workspace, ".qwen", "settings.json"), `{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"/nonexistent/hook"}]}]}}`)
+		}, exitOK, `warn  settings: settings "WS/.qwen/settings.json": drop key "hooks": the workspace file is untrusted in required mode; give --trust-workspace-settings to apply it`, ""},
+		{"no Landlock, default sandbox", func(s *doctorSetup) { s.extraEnv = []string{envTestLandlock + "=ENOSYS"} }, exitOK,
+			"warn  landlock: none (landlock_create_ruleset version probe: function not implemented): the sandbox turns off at start, and tools, hooks and MCP servers run unconfined; enable Landlock (CONFIG_SECURITY_LANDLOCK and landlock in the lsm= boot parameter), or pass --sandbox off to accept this", ""},
+		{"no Landlock, sandbox asked for", func(s *doctorSetup) {
+			s.extraEnv = []string{envTestLandlock + "=EOPNOTSUPP"}
+			s.extraArgs = []string{"--sandbox", "workspace"}
+		}, exitRuntime, "FAIL  landlock: confine tools with --sandbox workspace: the kernel has no Landlock (landlock_create_ruleset version probe: operation not supported); enable it (CONFIG_SECURITY_LANDLOCK and landlock in the lsm= boot parameter) or pass --sandbox off", ""},
+		{"network none on ABI 3", func(s *doctorSetup) {
+			s.extraEnv = []string{envTestLandlock + "=3"}
+			s.extraArgs = []string{"--sandbox-network", "none"}
+		}, exitRuntime, "FAIL  landlock: confine tools with --sandbox-network none: the kernel's Landlock ABI is 3 and denying TCP bind and connect needs ABI 4 (Linux 6.7); pass --sandbox-network all or run on a newer kernel", ""},
+		{"no user namespaces", func(s *doctorSetup) { s.extraEnv = []string{envTestUserNS + "=off"} }, exitOK,
+			"warn  user namespaces: the mount stage fails (", "): a session with a protected path in reach is refused; enable unprivileged user namespaces"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newDoctorSetup(t, p, model)
+			tt.setup(s)
+			code, stdout, stderr := s.run(t)
+			want := strings.ReplaceAll(tt.line, "WS", s.workspace)
+			found := false
+			for line := range strings.Lines(stdout) {
+				found = found || strings.HasPrefix(line, want) && strings.Contains(line, tt.also)
+			}
+			if code != tt.code || !found {
+				t.Fatalf("exit %d, want %d and a line starting\n%s\nstdout:\n%s\nstderr:\n%s", code, tt.code, want, stdout, stderr)
 			}
 		})
 	}
