@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -96,20 +97,30 @@ func openHistoryStore(dir string) (*historyStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory %q: %v", dir, err)
 	}
+	if _, err := checkStateDir(dir); err != nil {
+		return nil, err
+	}
+	return &historyStore{dir: dir}, nil
+}
+
+// checkStateDir refuses an existing state directory that is not a
+// directory this user owns, or that another user could write; it returns
+// the directory's mode.
+func checkStateDir(dir string) (fs.FileMode, error) {
 	fi, err := os.Lstat(dir)
 	if err != nil {
-		return nil, fmt.Errorf("state directory %q: %v", dir, err)
+		return 0, fmt.Errorf("state directory %q: %v", dir, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.IsDir():
-		return nil, fmt.Errorf("state directory %q: not a directory (a symbolic link is refused)", dir)
+		return 0, fmt.Errorf("state directory %q: not a directory (a symbolic link is refused)", dir)
 	case !ok || int(st.Uid) != os.Getuid():
-		return nil, fmt.Errorf("state directory %q: not owned by this user (uid %d)", dir, os.Getuid())
+		return 0, fmt.Errorf("state directory %q: not owned by this user (uid %d)", dir, os.Getuid())
 	case fi.Mode().Perm()&0o022 != 0:
-		return nil, fmt.Errorf("state directory %q: mode %04o lets other users write it; chmod 700 it", dir, fi.Mode().Perm())
+		return 0, fmt.Errorf("state directory %q: mode %04o lets other users write it; chmod 700 it", dir, fi.Mode().Perm())
 	}
-	return &historyStore{dir: dir}, nil
+	return fi.Mode().Perm(), nil
 }
 
 // path is a session's file. Session ids are validSessionID's alphabet, so

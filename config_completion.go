@@ -29,7 +29,7 @@ var completionShells = []string{"bash", "zsh", "fish"}
 func completedCommands() []struct{ name, usage string } {
 	return []struct{ name, usage string }{
 		{"serve", serveUsage}, {"acp", acpUsage}, {"run", runUsage}, {"provider", providerUsage},
-		{"provider check", providerCheckUsage}, {"demo", demoUsage}, {"log", logUsage},
+		{"provider check", providerCheckUsage}, {"demo", demoUsage}, {"log", logUsage}, {"doctor", doctorUsage},
 		{"completion", completionUsage}, {"version", ""}, {"help", ""},
 	}
 }

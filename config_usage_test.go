@@ -17,7 +17,7 @@ func TestMainUsageListsEveryCommand(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  acpguard ([a-z]+(?: [a-z]+)?) +`).FindAllStringSubmatch(stdout, -1) {
 		listed = append(listed, strings.TrimSpace(m[1]))
 	}
-	want := []string{"serve", "acp", "run", "provider", "provider check", "demo", "log", "completion", "version", "help"}
+	want := []string{"serve", "acp", "run", "provider", "provider check", "demo", "log", "doctor", "completion", "version", "help"}
 	if strings.Join(listed, ",") != strings.Join(want, ",") {
 		t.Errorf("usage lists %q, want %q:\n%s", listed, want, stdout)
 	}

@@ -62,6 +62,8 @@ var fileGroups = []fileGroup{
 	{"proc", []string{"proc.go", "proc_stat.go", "proc_net.go", "reaper.go", "lifeline.go"}},
 	// The log reader: acpguard log.
 	{"log", []string{"log.go"}},
+	// The setup checker: acpguard doctor.
+	{"doctor", []string{"doctor*.go"}},
 	// What every layer may use: the process a command is handed, strict
 	// JSON, loopback, globs, the environment builder, secret files, the
 	// shell parser, metrics.

@@ -81,6 +81,7 @@ Usage:
   acpguard provider check  [flags]   test a policy against its cases, without serving
   acpguard demo            [--keep]  the guarded path end to end, on loopback, in a temporary workspace
   acpguard log     [flags] FILE...   read, filter, follow and sum up the decision and audit logs
+  acpguard doctor          [flags]   check what acp and serve would start on, each problem with its fix
   acpguard completion bash|zsh|fish  print the shell completion script
   acpguard version                   print the version
   acpguard help                      print this text
@@ -107,6 +108,8 @@ func run(ctx context.Context, args []string, sys *system) error {
 		return runDemo(ctx, sys, rest)
 	case "log":
 		return runLog(ctx, sys, rest)
+	case "doctor":
+		return runDoctor(ctx, sys, rest)
 	case "completion":
 		return runCompletion(sys, rest)
 	case "version", "--version":
