@@ -33,11 +33,10 @@ const (
 	defaultGuardStartupWaitMs = 10000
 )
 
-// Default loopback addresses of the provider and of serve.
+// Default loopback address of serve (the provider's is defaultProviderListen).
 const (
-	defaultProviderListen = "127.0.0.1:8787"
-	defaultServeHostname  = "127.0.0.1"
-	defaultServePort      = "4170"
+	defaultServeHostname = "127.0.0.1"
+	defaultServePort     = "4170"
 )
 
 // warnUnguarded prints the one warning line of serve and acp in off mode

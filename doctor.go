@@ -157,13 +157,10 @@ func (r *doctorReport) redact(secrets []string) {
 
 // runDoctor parses doctor's flags (config_doctor.go), runs every check and
 // prints the report; an error when a check failed makes the exit status 1.
-func runDoctor(ctx context.Context, sys *system, args []string) error {
-	opts, err := parseDoctorArgs(args, sys)
-	if err != nil {
-		return err
-	}
+func runDoctor(ctx context.Context, sys *system, opts doctorOptions) error {
 	r := doctorRun(ctx, opts)
 	r.redact(opts.secrets)
+	var err error
 	if opts.JSON {
 		err = writeDoctorJSON(sys.stdout, r)
 	} else {

@@ -105,6 +105,8 @@ var layerRules = []layerRule{
 	{"run uses nothing of the command entry", []string{"run"}, []string{"entry"}},
 	{"run uses nothing of serve: it reaches its agent as an editor does", []string{"run"}, []string{"serve"}},
 	{"the agent and serve use nothing of run: it is only a client", []string{"agent", "model", "serve"}, []string{"run"}},
+	{"the commands doctor and log are leaves: only the entry uses them", everyGroupBut("entry", "doctor", "log"), []string{"doctor", "log"}},
+	{"doctor and log use nothing of the command entry", []string{"doctor", "log"}, []string{"entry"}},
 	{"the sandbox uses nothing of the command entry", []string{"sandbox", "proc"}, []string{"entry"}},
 	{"base files use nothing above them", []string{"base"}, everyGroupBut("base")},
 	{"the agent uses nothing of serve: both ends share only the channel", []string{"agent", "model"}, []string{"serve"}},

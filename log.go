@@ -278,16 +278,6 @@ func formatLogRecord(r *logRecord) string {
 	return b.String()
 }
 
-// runLog is "acpguard log".
-func runLog(ctx context.Context, sys *system, args []string) error {
-	opts, err := parseLogArgs(args, sys, time.Now())
-	if err != nil {
-		return err
-	}
-	_, err = runLogRead(ctx, sys, opts)
-	return err
-}
-
 // logRun is one "acpguard log": its files, what it joined, what it skipped.
 type logRun struct {
 	o       logOptions

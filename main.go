@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
+	"time"
 )
 
 // Exit statuses of every subcommand.
@@ -107,9 +108,18 @@ func run(ctx context.Context, args []string, sys *system) error {
 	case "demo":
 		return runDemo(ctx, sys, rest)
 	case "log":
-		return runLog(ctx, sys, rest)
+		opts, err := parseLogArgs(rest, sys, time.Now())
+		if err != nil {
+			return err
+		}
+		_, err = runLogRead(ctx, sys, opts)
+		return err
 	case "doctor":
-		return runDoctor(ctx, sys, rest)
+		opts, err := parseDoctorArgs(rest, sys)
+		if err != nil {
+			return err
+		}
+		return runDoctor(ctx, sys, opts)
 	case "completion":
 		return runCompletion(sys, rest)
 	case "version", "--version":

@@ -23,6 +23,10 @@ import (
 	"time"
 )
 
+// defaultProviderListen is where the reference provider listens without
+// --listen, and where doctor looks for it.
+const defaultProviderListen = "127.0.0.1:8787"
+
 // providerOptions are the validated flags of "acpguard provider". Every zero
 // value is the default.
 type providerOptions struct {
