@@ -258,7 +258,9 @@ func startAgent(ctx context.Context, sys *system, opts acpOptions) (*agent, sand
 func runAgent(ctx context.Context, sys *system, opts acpOptions) error {
 	a, inForce, err := startAgent(ctx, sys, opts)
 	if err != nil {
-		return refuseInitialize(sys, err)
+		// A child of serve (its marker, or a model over the channel)
+		// answers nothing: serve reads its exit.
+		return refuseInitialize(sys, err, opts.Model == modelParent)
 	}
 	if a.provider != nil {
 		// A provider restarted under the agent's own uid listens on a new
@@ -292,9 +294,10 @@ const refusedInitializeWait = 10 * time.Second
 // refusedInitializeWait, with a JSON-RPC internal error (-32603) whose
 // message is err, then returns err for the exit status and stderr. It waits
 // for no terminal (a person reads stderr) and answers nothing to serve (a
-// managed child's parent reads its exit).
-func refuseInitialize(sys *system, err error) error {
-	if sys.env.privateGuard != "" || isTerminal(sys.stdin) {
+// managed child, by its marker or when managed says so, whose parent reads
+// its exit).
+func refuseInitialize(sys *system, err error, managed bool) error {
+	if managed || sys.env.privateGuard != "" || isTerminal(sys.stdin) {
 		return err
 	}
 	id := make(chan json.RawMessage, 1)

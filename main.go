@@ -144,7 +144,7 @@ func runACP(ctx context.Context, sys *system, args []string) error {
 	}
 	if err != nil {
 		// The editor that started acp is told why in its initialize.
-		return refuseInitialize(sys, err)
+		return refuseInitialize(sys, err, false)
 	}
 	// A managed child's guard is its parent's, which warns once.
 	if sys.env.privateGuard == "" {
