@@ -985,10 +985,17 @@ func startACP(t testing.TB, onRequest func(string, json.RawMessage) (any, *rpcEr
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := acpguardCmd(t, ctx, append([]string{"acp"}, args...), extraEnv...)
+	return driveACP(t, cmd, cancel, onRequest, managedStart(args, extraEnv))
+}
+
+// driveACP starts cmd, an acp agent, and is its client until the test
+// ends; cancel ends cmd's context. A managed agent gets a socket pair.
+func driveACP(t testing.TB, cmd *exec.Cmd, cancel context.CancelFunc, onRequest func(string, json.RawMessage) (any, *rpcError), managed bool) *acpClient {
+	t.Helper()
 	var stdin io.WriteCloser
 	var stdout io.Reader
 	var ends *channelEnds
-	if managedStart(args, extraEnv) {
+	if managed {
 		var err error
 		if ends, err = newChannel(); err != nil {
 			t.Fatal(err)

@@ -262,6 +262,63 @@ func TestModelTurnReleaseBinary(t *testing.T) {
 	}
 }
 
+// TestModelTurnReleaseBinaryStandalone times the same turns through a
+// standalone acp of the built binary, driven as an editor drives it: the
+// floor serve's turn is measured against (ACPGUARD_LOAD=1,
+// ACPGUARD_BENCH_BIN).
+func TestModelTurnReleaseBinaryStandalone(t *testing.T) {
+	skipUnlessLoad(t)
+	bin := releaseBinary(t)
+	model := httptest.NewServer(http.HandlerFunc(serveTwoCallTurn))
+	defer model.Close()
+	prov := newTestProvider(t)
+	for _, shape := range []struct {
+		name   string
+		model  bool
+		guard  bool
+		prompt string
+	}{
+		{"openai-guard-off", true, false, "write out.txt"},
+		{"openai-guard-required", true, true, "write out.txt"},
+		{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
+	} {
+		ws := t.TempDir()
+		args := []string{"acp", "--settings", yoloSettings(t), "--no-user-settings"}
+		env := os.Environ()
+		if shape.guard {
+			args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
+			env = append(env, envGuardToken+"="+prov.token)
+		}
+		if shape.model {
+			env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = env
+		c := driveACP(t, cmd, cancel, nil, false)
+		c.mustCall(methodInitialize, initializeParams(""), nil)
+		sid := c.newYoloSession(ws)
+		turn := func() time.Duration {
+			start := time.Now()
+			c.prompt(sid, shape.prompt, "")
+			return time.Since(start)
+		}
+		for range 5 {
+			turn()
+		}
+		took := make([]time.Duration, 0, modelTurnTurns)
+		for range modelTurnTurns {
+			took = append(took, turn())
+		}
+		if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
+			t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape.name, data, err)
+		}
+		slices.Sort(took)
+		at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
+		t.Logf("model-turn-acp: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f", bin, shape.name, len(took), at(0.5), at(0.9))
+	}
+}
+
 // startBuiltServe starts bin with args and env and returns its host API
 // once it printed its listening line, whose wording older builds word
 // otherwise: the line's first http:// URL is the API. serve is stopped
