@@ -46,7 +46,7 @@ const (
 	wireClientName      = "qwen-code"
 	wirePathHandshake   = "/v1/handshake"
 	wirePathPrepare     = "/v1/prepare"
-	wireContentType     = "application/json"
+	wireContentType     = jsonContentType
 	maxWireRequest      = 1 << 20
 	maxWireResponse     = 64 << 10
 	maxReasonUTF16      = 500
