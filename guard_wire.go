@@ -405,11 +405,11 @@ func canonicalArgumentBytes(args map[string]any) ([]byte, error) {
 }
 
 // Bounds of the arguments serve forwards. They travel inside one request
-// body, so no more than its bound; their nesting is encoding/json's limit,
-// so the provider decodes whatever serve forwards.
+// body, so no more than its bound; their nesting is the strict walk's,
+// encoding/json's limit, so the provider decodes whatever serve forwards.
 const (
 	maxWireArguments      = maxWireRequest
-	maxWireArgumentsDepth = 10000
+	maxWireArgumentsDepth = maxJSONDepth
 )
 
 // checkWireArguments checks the final arguments of a call as a child sent
@@ -422,8 +422,8 @@ func checkWireArguments(raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := strictWalk{wireWalk: wireWalk{data: raw}}
-	if err := w.value(0); err != nil {
+	w := wireWalk{data: raw, check: walkStrict}
+	if err := w.checked(0); err != nil {
 		return nil, fmt.Errorf(`field "arguments": %w`, err)
 	}
 	if w.i != len(raw) {
