@@ -740,20 +740,6 @@ func strPlainBytes(high bool) (plain [256]bool) {
 	return plain
 }
 
-// checkStringLen refuses a string value longer than max bytes.
-func checkStringLen(at, s string, max int) error {
-	if len(s) > max {
-		return fmt.Errorf("key %q: string longer than %d bytes", at, max)
-	}
-	return nil
-}
-
-// tokenChecker is a type of one JSON scalar that may take more than one JSON
-// type (tools.sandbox: a boolean or a string), checked by the type itself.
-type tokenChecker interface {
-	checkToken(at string, tok json.Token) error
-}
-
 // shapeTypeError is the settings walker's (settings_schema.go) error for
 // a value of the wrong JSON type at path at.
 func shapeTypeError(at, want, got string) error {
@@ -761,30 +747,6 @@ func shapeTypeError(at, want, got string) error {
 		return fmt.Errorf("want %s, got %s", want, got)
 	}
 	return fmt.Errorf("key %q: want %s, got %s", at, want, got)
-}
-
-func shapeSyntaxError(dec *json.Decoder, err error) error {
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("invalid JSON at byte %d: %w", dec.InputOffset(), err)
-}
-
-func jsonTokenKind(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '{' {
-			return "object"
-		}
-		return "array"
-	case string:
-		return "string"
-	case json.Number:
-		return "number"
-	case bool:
-		return "boolean"
-	}
-	return "null"
 }
 
 // maxErrorQuote bounds another process's bytes quoted in an error message,
