@@ -40,6 +40,7 @@ var trustedCoreFiles = []string{
 	"guard_wire.go",
 	"hooks.go",
 	"jsonstrict.go",
+	"jsonwrite.go",
 	"metrics.go",
 	"perms.go",
 	"perms_shell.go",
