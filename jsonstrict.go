@@ -282,9 +282,6 @@ func (w *wireWalk) members(names []string, out []json.RawMessage) (named, err er
 				return named, nil
 			}
 		}
-		if err := w.colon(); err != nil {
-			return named, err
-		}
 		start := w.i
 		if err := w.checked(1); err != nil {
 			return named, fmt.Errorf("field %q: %w", key, err)
@@ -316,9 +313,6 @@ func (w *wireWalk) objectBytes(member func(key []byte) error) error {
 	for n := 0; ; n++ {
 		key, more, err := w.nextMember(n, true)
 		if err != nil || !more {
-			return err
-		}
-		if err := w.colon(); err != nil {
 			return err
 		}
 		if err := member(key); err != nil {
@@ -419,12 +413,11 @@ func (w *wireWalk) open() error {
 	return nil
 }
 
-// nextMember moves past the name of the next member of the object the
-// walk is in, after n members of it, and returns the name (key): as
+// nextMember moves to the value of the next member of the object the walk
+// is in, after n members of it, and returns the member's name (key): as
 // encoding/json reads it when named, else as written, only checked. more
-// is false at the object's end, which it moves past. With colon, which
-// moves on to the member's value, it is the one walk of an object's
-// members; a name is refused, if at all, before what follows it is read.
+// is false at the object's end, which it moves past. It is the one walk of
+// an object's members.
 func (w *wireWalk) nextMember(n int, named bool) (key []byte, more bool, err error) {
 	w.space()
 	if w.eat('}') {
@@ -437,17 +430,12 @@ func (w *wireWalk) nextMember(n int, named bool) (key []byte, more bool, err err
 	if key, err = w.key(named); err != nil {
 		return nil, false, err
 	}
-	return key, true, nil
-}
-
-// colon moves past the ':' after a member's name, to the member's value.
-func (w *wireWalk) colon() error {
 	w.space()
 	if !w.eat(':') {
-		return errMalformedObject
+		return nil, false, errMalformedObject
 	}
 	w.space()
-	return nil
+	return key, true, nil
 }
 
 // nextElement moves to the next element of the array the walk is in, after
@@ -470,27 +458,18 @@ func (w *wireWalk) nextElement(n int) (more bool, err error) {
 // are not UTF-8), the name as encoding/json reads it.
 func (w *wireWalk) key(named bool) ([]byte, error) {
 	start := w.i
-	var inner []byte
-	if w.check == walkBounds {
-		raw := w.value()
-		if len(raw) < 2 || raw[0] != '"' {
-			return nil, errMalformedObject
-		}
-		inner = raw[1 : len(raw)-1]
-	} else {
-		if w.i >= len(w.data) || w.data[w.i] != '"' {
-			return nil, errMalformedObject
-		}
-		var err error
-		if inner, err = w.str(); err != nil {
-			return nil, err
-		}
+	if w.i >= len(w.data) || w.data[w.i] != '"' {
+		return nil, errMalformedObject
+	}
+	inner, err := w.str()
+	if err != nil {
+		return nil, err
 	}
 	if !named || bytes.IndexByte(inner, '\\') < 0 && (w.check == walkStrict || utf8.Valid(inner)) {
 		return inner, nil
 	}
 	var key string
-	if err := json.Unmarshal(w.data[start:min(w.i, len(w.data))], &key); err != nil {
+	if err := json.Unmarshal(w.data[start:w.i], &key); err != nil {
 		return nil, fmt.Errorf("member name: %w", err)
 	}
 	return []byte(key), nil
@@ -581,9 +560,6 @@ func (w *wireWalk) checkedObject(depth int) error {
 				return err
 			}
 		}
-		if err := w.colon(); err != nil {
-			return err
-		}
 		if err := w.checked(depth); err != nil {
 			return err
 		}
@@ -672,7 +648,8 @@ func (w *wireWalk) number() error {
 }
 
 // str checks the string at the walk's position and returns what is
-// between its quotes as written. It steps in a local index, the walk's
+// between its quotes as written; a walk that checks nothing (walkBounds)
+// reads it as walkSyntax does. It steps in a local index, the walk's
 // hottest loop, and moves the walk only past a string it accepts.
 func (w *wireWalk) str() ([]byte, error) {
 	data, start := w.data, w.i

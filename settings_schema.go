@@ -248,9 +248,6 @@ func (w *settingsWalker) object(at string, member func(key, p string) error) err
 		if err != nil || !more {
 			return w.syntax(err)
 		}
-		if err := w.walk.colon(); err != nil {
-			return w.syntax(err)
-		}
 		key := string(name)
 		p := joinKey(at, key)
 		if seen[key] {
