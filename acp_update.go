@@ -4,14 +4,6 @@
 // no HTML escaping on the wire), without building the map (DESIGN.md §7).
 package main
 
-import (
-	"bytes"
-	"encoding/json"
-	"maps"
-	"slices"
-	"strconv"
-)
-
 // toolEvent is one tool_call or tool_call_update as it is sent: a JSON
 // object, compact, members in key order.
 type toolEvent struct {
@@ -46,17 +38,6 @@ func (a *agent) sendToolUpdate(sessionID string, u toolEvent) {
 	if err := a.conn.notifyLine(methodSessionUpdate, b); err != nil {
 		a.log.Warn("send session/update", "session", sessionID, "err", err)
 	}
-}
-
-// htmlEscaped is raw as json.Marshal has it: <, > and & escaped inside
-// strings (they appear nowhere else in JSON). raw itself when none appears.
-func htmlEscaped(raw []byte) []byte {
-	if !bytes.ContainsAny(raw, "<>&") {
-		return raw
-	}
-	var b bytes.Buffer
-	json.HTMLEscape(&b, raw)
-	return b.Bytes()
 }
 
 // toolPendingUpdate is the tool_call update of toolPending; rawInput is
@@ -131,51 +112,4 @@ func appendDiff(b []byte, d *fileDiff) []byte {
 	b = append(b, `,"path":`...)
 	b = appendJSONString(b, d.Path, false)
 	return append(b, `,"type":"diff"}`...)
-}
-
-// appendJSONValue appends v as the wire's encoder has it: map members in key
-// order, no HTML escaping. The shapes arguments and outputs take are
-// appended directly, any other by the encoder itself.
-func appendJSONValue(b []byte, v any) ([]byte, error) {
-	switch v := v.(type) {
-	case nil:
-		return append(b, "null"...), nil
-	case string:
-		return appendJSONString(b, v, false), nil
-	case bool:
-		if v {
-			return append(b, "true"...), nil
-		}
-		return append(b, "false"...), nil
-	case int:
-		return strconv.AppendInt(b, int64(v), 10), nil
-	case int64:
-		return strconv.AppendInt(b, v, 10), nil
-	case map[string]any:
-		return appendSortedObject(b, v, appendJSONValue)
-	case map[string]string:
-		return appendSortedObject(b, v, func(b []byte, s string) ([]byte, error) { return appendJSONString(b, s, false), nil })
-	}
-	return appendEncoded(b, v)
-}
-
-// appendSortedObject appends m as the encoder writes a map: members in key
-// order, a nil map as null; value appends each member's value.
-func appendSortedObject[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
-	if m == nil {
-		return append(b, "null"...), nil
-	}
-	b = append(b, '{')
-	for i, k := range slices.Sorted(maps.Keys(m)) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, k, false)
-		b = append(b, ':')
-		var err error
-		if b, err = value(b, m[k]); err != nil {
-			return nil, err
-		}
-	}
-	return append(b, '}'), nil
 }

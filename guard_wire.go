@@ -46,7 +46,7 @@ const (
 	wireClientName      = "qwen-code"
 	wirePathHandshake   = "/v1/handshake"
 	wirePathPrepare     = "/v1/prepare"
-	wireContentType     = "application/json"
+	wireContentType     = jsonContentType
 	maxWireRequest      = 1 << 20
 	maxWireResponse     = 64 << 10
 	maxReasonUTF16      = 500
@@ -405,11 +405,11 @@ func canonicalArgumentBytes(args map[string]any) ([]byte, error) {
 }
 
 // Bounds of the arguments serve forwards. They travel inside one request
-// body, so no more than its bound; their nesting is encoding/json's limit,
-// so the provider decodes whatever serve forwards.
+// body, so no more than its bound; their nesting is the strict walk's,
+// encoding/json's limit, so the provider decodes whatever serve forwards.
 const (
 	maxWireArguments      = maxWireRequest
-	maxWireArgumentsDepth = 10000
+	maxWireArgumentsDepth = maxJSONDepth
 )
 
 // checkWireArguments checks the final arguments of a call as a child sent
@@ -422,8 +422,8 @@ func checkWireArguments(raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := strictWalk{wireWalk: wireWalk{data: raw}}
-	if err := w.value(0); err != nil {
+	w := wireWalk{data: raw, check: walkStrict}
+	if err := w.checked(0); err != nil {
 		return nil, fmt.Errorf(`field "arguments": %w`, err)
 	}
 	if w.i != len(raw) {
@@ -475,71 +475,3 @@ func appendPrepareRequest(dst []byte, call prepareRequest) []byte {
 // prepareRequestFrame is the bytes of a prepare body besides its strings and
 // arguments, a capacity hint.
 const prepareRequestFrame = 128
-
-// appendEncoded appends v as encoding/json has it without HTML escaping.
-func appendEncoded(b []byte, v any) ([]byte, error) {
-	buf := bytes.NewBuffer(b)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	out := buf.Bytes()
-	return out[:len(out)-1], nil // Encode ends the value with a newline
-}
-
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// writes it (with escapeHTML as json.Marshal, without as an Encoder after
-// SetEscapeHTML(false)): invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendJSONString(dst []byte, s string, escapeHTML bool) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || c != '<' && c != '>' && c != '&') {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-const hexDigits = "0123456789abcdef"

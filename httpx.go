@@ -78,6 +78,10 @@ func writeUnauthorized(w http.ResponseWriter, v errorBody, newline bool) {
 	writeJSON(w, http.StatusUnauthorized, v, newline)
 }
 
+// jsonContentType is the media type of a JSON body, the one both servers'
+// replies carry and the provider wire requires (wireContentType).
+const jsonContentType = "application/json"
+
 // errorBody is a JSON error: {"error":...,"code":...} on the host API,
 // {"error":...} (no code) on the provider's wire.
 type errorBody struct {
@@ -96,7 +100,7 @@ func writeJSON(w http.ResponseWriter, status int, v any, newline bool) {
 	if newline {
 		b = append(b, '\n')
 	}
-	writeReply(w, status, wireContentType, b)
+	writeReply(w, status, jsonContentType, b)
 }
 
 // writeReply sends one whole reply, never cached.

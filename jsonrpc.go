@@ -817,16 +817,6 @@ func appendRPCParams(b []byte, params any) ([]byte, error) {
 	return appendEncoded(b, params)
 }
 
-// appendCompactJSON appends raw compacted, or fails if it is not one valid
-// JSON value.
-func appendCompactJSON(b []byte, raw []byte) ([]byte, error) {
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, raw); err != nil {
-		return b, err
-	}
-	return buf.Bytes(), nil
-}
-
 // appendNotifyStart opens a notification line up to its params, which the
 // caller appends compact, as appendRPCOut has them, then closes with
 // "}\n": the line is the one notify would write.

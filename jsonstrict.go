@@ -1,9 +1,11 @@
 // jsonstrict.go owns the one strict JSON decoder that every reader of
 // another process's bytes, and of the settings file, uses: member names
 // spelled exactly, none given twice, no trailing data, numbers kept as
-// written; and its walks over raw bytes: one over JSON already checked
-// (wireWalk) and one that checks by the same rules without building a Go
-// value (strictWalk), for bytes forwarded as they came, or by json.Valid's
+// written; and the one walk over raw bytes (wireWalk) its readers share,
+// whose objects are all walked by nextMember: over JSON already checked,
+// finding bounds only (decodeWireObject, duplicateMember, exactNames), or
+// checking as it goes without building a Go value, as encoding/json reads
+// JSON, for bytes forwarded as they came (strictMembers), or by json.Valid's
 // rules only, for a JSON-RPC line whose members are then read each on its
 // own (syntaxMembers).
 package main
@@ -166,7 +168,7 @@ func within(err error, seg string) error {
 func (w *wireWalk) noDuplicates() error {
 	w.space()
 	if w.i >= len(w.data) {
-		return errors.New("unexpected end of JSON")
+		return errStrictEnd
 	}
 	switch w.data[w.i] {
 	case '{':
@@ -181,12 +183,8 @@ func (w *wireWalk) noDuplicates() error {
 	case '[':
 		w.i++
 		for n := 0; ; n++ {
-			w.space()
-			if w.eat(']') {
-				break
-			}
-			if n > 0 && !w.eat(',') {
-				return errors.New("malformed array")
+			if more, err := w.nextElement(n); !more || err != nil {
+				return err
 			}
 			if err := w.noDuplicates(); err != nil {
 				return within(err, "["+strconv.Itoa(n)+"]")
@@ -231,6 +229,74 @@ func decodeWireObject(data []byte, allowed ...string) (map[string]json.RawMessag
 	return m, nil
 }
 
+// strictMembers checks data, one JSON object, as checkWireArguments checks
+// arguments (without their bound), and sets out[i] to the value of the member
+// named names[i]; a member of another name, spelled otherwise, or given
+// twice is an error. The values alias data.
+func strictMembers(data []byte, names []string, out []json.RawMessage) error {
+	w := wireWalk{data: data, check: walkStrict}
+	named, err := w.members(names, out)
+	if named != nil {
+		return named
+	}
+	return err
+}
+
+// syntaxMembers is strictMembers by the rules of json.Valid instead
+// (walkSyntax), for a JSON-RPC envelope, whose members are then checked
+// each by its reader: valid is false when data is not JSON. A member
+// refused by name does not end the walk, since bytes that are not JSON
+// anywhere outrank it; named is the first one.
+func syntaxMembers(data []byte, names []string, out []json.RawMessage) (named error, valid bool) {
+	w := wireWalk{data: data, check: walkSyntax}
+	named, err := w.members(names, out)
+	return named, err == nil
+}
+
+// members checks the object at the walk's position to its end, setting
+// out[i] to the value of the member named names[i]. named is the first
+// member refused by name (of another name, spelled otherwise, or given
+// twice); a strict walk stops there, one that checks syntax only walks on.
+// err is anything else that ends the walk.
+func (w *wireWalk) members(names []string, out []json.RawMessage) (named, err error) {
+	if err := w.open(); err != nil {
+		return nil, err
+	}
+	for n := 0; ; n++ {
+		key, more, err := w.nextMember(n, true)
+		if err != nil {
+			return named, err
+		}
+		if !more {
+			break
+		}
+		k := slices.Index(names, string(key))
+		if named == nil {
+			switch {
+			case k < 0:
+				named = fmt.Errorf("unknown field %q", key)
+			case out[k] != nil:
+				named = fmt.Errorf("duplicate field %q", key)
+			}
+			if named != nil && w.check == walkStrict {
+				return named, nil
+			}
+		}
+		start := w.i
+		if err := w.checked(1); err != nil {
+			return named, fmt.Errorf("field %q: %w", key, err)
+		}
+		if named == nil {
+			out[k] = w.data[start:w.i]
+		}
+	}
+	w.space()
+	if w.i != len(w.data) {
+		return named, errors.New("trailing data after the object")
+	}
+	return named, nil
+}
+
 // object walks the object at the walk's position, calling member with each
 // name and the walk at its value, which member must move past.
 func (w *wireWalk) object(member func(key string) error) error {
@@ -241,39 +307,64 @@ func (w *wireWalk) object(member func(key string) error) error {
 // written where they need no unescaping (aliasing the walk's data, valid
 // only for the call), so that a caller comparing names allocates nothing.
 func (w *wireWalk) objectBytes(member func(key []byte) error) error {
-	w.space()
-	if !w.eat('{') {
-		return fmt.Errorf("%s instead of an object", w.describe())
+	if err := w.open(); err != nil {
+		return err
 	}
 	for n := 0; ; n++ {
-		w.space()
-		if w.eat('}') {
-			return nil
-		}
-		if n > 0 && !w.eat(',') {
-			return errors.New("malformed object")
-		}
-		w.space()
-		key, err := w.keyBytes()
-		if err != nil {
+		key, more, err := w.nextMember(n, true)
+		if err != nil || !more {
 			return err
 		}
-		w.space()
-		if !w.eat(':') {
-			return errors.New("malformed object")
-		}
-		w.space()
 		if err := member(key); err != nil {
 			return err
 		}
 	}
 }
 
-// wireWalk walks valid JSON; on other input it stops early, never panics.
+// wireWalk walks the JSON in data from i on, one value after another; what
+// it checks of the bytes it crosses is its check. Every reader of raw JSON
+// bytes walks with it, and every object is walked by nextMember.
 type wireWalk struct {
-	data []byte
-	i    int
+	data  []byte
+	i     int
+	check walkCheck
+	// keys holds the member names of the objects open now, innermost
+	// last, for a walk that refuses a name given twice (walkStrict).
+	keys [][]byte
 }
+
+// walkCheck is what a walk checks of the bytes it crosses.
+type walkCheck uint8
+
+const (
+	// walkBounds, the zero walk's, checks nothing: data is valid JSON
+	// (json.Valid) and the walk finds the bounds of values. On other input
+	// it stops early, never panics.
+	walkBounds walkCheck = iota
+	// walkSyntax checks what json.Valid checks and no more: a string may
+	// hold any byte but a control character, and a name may be given twice
+	// below the top level (members still refuses it there).
+	walkSyntax
+	// walkStrict checks JSON as encoding/json reads it, plus what
+	// jsonstrict.go refuses: invalid UTF-8 and a member name given twice in
+	// one object. It builds no Go value: names are compared as the bytes
+	// they are (unescaped only when written with an escape).
+	walkStrict
+)
+
+// maxJSONDepth bounds the nesting a checking walk accepts: encoding/json's
+// own limit, so that the decoders read whatever a walk accepts.
+const maxJSONDepth = 10000
+
+// strictWalkLinear is how many names an object's duplicate check compares
+// one by one; an object with more builds a set.
+const strictWalkLinear = 16
+
+var (
+	errStrictEnd       = errors.New("unexpected end of JSON")
+	errMalformedObject = errors.New("malformed object")
+	errMalformedArray  = errors.New("malformed array")
+)
 
 func (w *wireWalk) space() {
 	for w.i < len(w.data) {
@@ -312,232 +403,127 @@ func (w *wireWalk) describe() string {
 	return "a number"
 }
 
-// key reads one member name, unescaped.
-func (w *wireWalk) key() (string, error) {
-	key, err := w.keyBytes()
-	return string(key), err
+// open moves past white space and the '{' of an object, or says what
+// stands there instead.
+func (w *wireWalk) open() error {
+	w.space()
+	if !w.eat('{') {
+		return fmt.Errorf("%s instead of an object", w.describe())
+	}
+	return nil
 }
 
-// keyBytes is key as bytes, aliasing the walk's data where the name needs
-// no unescaping.
-func (w *wireWalk) keyBytes() ([]byte, error) {
-	raw := w.value()
-	if len(raw) < 2 || raw[0] != '"' {
-		return nil, errors.New("malformed object")
+// nextMember moves to the value of the next member of the object the walk
+// is in, after n members of it, and returns the member's name (key): as
+// encoding/json reads it when named, else as written, only checked. more
+// is false at the object's end, which it moves past. It is the one walk of
+// an object's members.
+func (w *wireWalk) nextMember(n int, named bool) (key []byte, more bool, err error) {
+	w.space()
+	if w.eat('}') {
+		return nil, false, nil
 	}
-	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+	if n > 0 && !w.eat(',') {
+		return nil, false, errMalformedObject
+	}
+	w.space()
+	if key, err = w.key(named); err != nil {
+		return nil, false, err
+	}
+	w.space()
+	if !w.eat(':') {
+		return nil, false, errMalformedObject
+	}
+	w.space()
+	return key, true, nil
+}
+
+// nextElement moves to the next element of the array the walk is in, after
+// n elements of it; more is false at the array's end, which it moves past.
+func (w *wireWalk) nextElement(n int) (more bool, err error) {
+	w.space()
+	if w.eat(']') {
+		return false, nil
+	}
+	if n > 0 && !w.eat(',') {
+		return false, errMalformedArray
+	}
+	w.space()
+	return true, nil
+}
+
+// key reads a member name and returns the bytes between its quotes
+// (aliasing the walk's data) or, when named and the name needs unescaping
+// (it holds an escape or, where the walk lets a string hold them, bytes that
+// are not UTF-8), the name as encoding/json reads it.
+func (w *wireWalk) key(named bool) ([]byte, error) {
+	start := w.i
+	if w.i >= len(w.data) || w.data[w.i] != '"' {
+		return nil, errMalformedObject
+	}
+	inner, err := w.str()
+	if err != nil {
+		return nil, err
+	}
+	if !named || bytes.IndexByte(inner, '\\') < 0 && (w.check == walkStrict || utf8.Valid(inner)) {
 		return inner, nil
 	}
 	var key string
-	if err := json.Unmarshal(raw, &key); err != nil {
+	if err := json.Unmarshal(w.data[start:w.i], &key); err != nil {
 		return nil, fmt.Errorf("member name: %w", err)
 	}
 	return []byte(key), nil
 }
 
-// value returns the next value as written and moves past it.
+// value returns the next value as written and moves past it, finding its
+// bounds only (walkBounds). Like str, it steps in a local index.
 func (w *wireWalk) value() json.RawMessage {
-	start, depth := w.i, 0
-	for w.i < len(w.data) {
-		switch w.data[w.i] {
+	data, start := w.data, w.i
+	i, depth := start, 0
+	for i < len(data) {
+		switch data[i] {
 		case '"':
-			w.i++
-			for w.i < len(w.data) && w.data[w.i] != '"' {
-				if w.data[w.i] == '\\' {
-					w.i++
+			i++
+			for i < len(data) && data[i] != '"' {
+				if data[i] == '\\' {
+					i++
 				}
-				w.i++
+				i++
 			}
 		case '{', '[':
 			depth++
 		case '}', ']':
 			if depth == 0 {
-				return w.data[start:w.i]
+				w.i = i
+				return data[start:i]
 			}
 			depth--
 		case ',', ' ', '\t', '\r', '\n', ':':
 			if depth == 0 {
-				return w.data[start:w.i]
+				w.i = i
+				return data[start:i]
 			}
 		}
-		w.i++
-		if depth == 0 && w.i > start && (w.data[start] == '"' || w.data[start] == '{' || w.data[start] == '[') {
-			return w.data[start:min(w.i, len(w.data))]
-		}
-	}
-	return w.data[start:min(w.i, len(w.data))]
-}
-
-// checkStringLen refuses a string value longer than max bytes.
-func checkStringLen(at, s string, max int) error {
-	if len(s) > max {
-		return fmt.Errorf("key %q: string longer than %d bytes", at, max)
-	}
-	return nil
-}
-
-// tokenChecker is a type of one JSON scalar that may take more than one JSON
-// type (tools.sandbox: a boolean or a string), checked by the type itself.
-type tokenChecker interface {
-	checkToken(at string, tok json.Token) error
-}
-
-// shapeTypeError is the settings walker's (settings_schema.go) error for
-// a value of the wrong JSON type at path at.
-func shapeTypeError(at, want, got string) error {
-	if at == "" {
-		return fmt.Errorf("want %s, got %s", want, got)
-	}
-	return fmt.Errorf("key %q: want %s, got %s", at, want, got)
-}
-
-func shapeSyntaxError(dec *json.Decoder, err error) error {
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("invalid JSON at byte %d: %w", dec.InputOffset(), err)
-}
-
-func jsonTokenKind(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '{' {
-			return "object"
-		}
-		return "array"
-	case string:
-		return "string"
-	case json.Number:
-		return "number"
-	case bool:
-		return "boolean"
-	}
-	return "null"
-}
-
-// maxErrorQuote bounds another process's bytes quoted in an error message,
-// so a peer cannot make a log line or a reply as large as its message.
-const maxErrorQuote = 200
-
-// truncateForError shortens another process's bytes for an error message.
-func truncateForError(b []byte) string {
-	if len(b) > maxErrorQuote {
-		return string(b[:maxErrorQuote]) + "..."
-	}
-	return string(b)
-}
-
-// strictMembers checks data, one JSON object, as checkWireArguments checks
-// arguments (without their bound), and sets out[i] to the value of the member
-// named names[i]; a member of another name, spelled otherwise, or given
-// twice is an error. The values alias data.
-func strictMembers(data []byte, names []string, out []json.RawMessage) error {
-	w := strictWalk{wireWalk: wireWalk{data: data}}
-	named, err := w.members(names, out)
-	if named != nil {
-		return named
-	}
-	return err
-}
-
-// syntaxMembers is strictMembers by the rules of json.Valid instead
-// (strictWalk.syntaxOnly), for a JSON-RPC envelope, whose members are then
-// checked each by its reader: valid is false when data is not JSON. A
-// member refused by name does not end the walk, since bytes that are not
-// JSON anywhere outrank it; named is the first one.
-func syntaxMembers(data []byte, names []string, out []json.RawMessage) (named error, valid bool) {
-	w := strictWalk{wireWalk: wireWalk{data: data}, syntaxOnly: true}
-	named, err := w.members(names, out)
-	return named, err == nil
-}
-
-// members walks the object at the walk's position to its end, setting out[i]
-// to the value of the member named names[i]. named is the first member
-// refused by name (of another name, spelled otherwise, or given twice); a
-// strict walk stops there, one that checks syntax only walks on. err is
-// anything else that ends the walk.
-func (w *strictWalk) members(names []string, out []json.RawMessage) (named, err error) {
-	w.space()
-	if !w.eat('{') {
-		return nil, fmt.Errorf("%s instead of an object", (&wireWalk{data: w.data, i: w.i}).describe())
-	}
-	for n := 0; ; n++ {
-		w.space()
-		if w.eat('}') {
+		i++
+		if depth == 0 && i > start && (data[start] == '"' || data[start] == '{' || data[start] == '[') {
 			break
 		}
-		if n > 0 && !w.eat(',') {
-			return named, errors.New("malformed object")
-		}
-		w.space()
-		key, err := w.key()
-		if err != nil {
-			return named, err
-		}
-		k := slices.Index(names, string(key))
-		if named == nil {
-			switch {
-			case k < 0:
-				named = fmt.Errorf("unknown field %q", key)
-			case out[k] != nil:
-				named = fmt.Errorf("duplicate field %q", key)
-			}
-			if named != nil && !w.syntaxOnly {
-				return named, nil
-			}
-		}
-		w.space()
-		if !w.eat(':') {
-			return named, errors.New("malformed object")
-		}
-		w.space()
-		start := w.i
-		if err := w.value(1); err != nil {
-			return named, fmt.Errorf("field %q: %w", key, err)
-		}
-		if named == nil {
-			out[k] = w.data[start:w.i]
-		}
 	}
-	w.space()
-	if w.i != len(w.data) {
-		return named, errors.New("trailing data after the object")
-	}
-	return named, nil
+	w.i = i
+	return data[start:min(i, len(data))]
 }
 
-// strictWalk checks JSON as encoding/json reads it, plus what jsonstrict.go
-// refuses: invalid UTF-8 and a member name given twice in one object. It
-// builds no Go value: member names are compared as the bytes they are
-// (unescaped only when written with an escape).
-type strictWalk struct {
-	wireWalk
-	// keys holds the member names of the objects open now, innermost last.
-	keys [][]byte
-	// syntaxOnly checks what json.Valid checks and no more: a string may
-	// hold any byte but a control character, and a name may be given twice
-	// below the top level (members still refuses it there). The nesting
-	// bound, maxWireArgumentsDepth, is encoding/json's own.
-	syntaxOnly bool
-}
-
-// strictWalkLinear is how many names an object's duplicate check compares
-// one by one; an object with more builds a set.
-const strictWalkLinear = 16
-
-var errStrictEnd = errors.New("unexpected end of JSON")
-
-// value checks one value at the walk's position, inside depth containers.
-func (w *strictWalk) value(depth int) error {
+// checked checks one value at the walk's position, inside depth
+// containers, and moves past it (walkSyntax, walkStrict).
+func (w *wireWalk) checked(depth int) error {
 	if w.i >= len(w.data) {
 		return errStrictEnd
 	}
 	switch c := w.data[w.i]; {
 	case c == '{':
-		return w.object(depth + 1)
+		return w.checkedObject(depth + 1)
 	case c == '[':
-		return w.array(depth + 1)
+		return w.checkedArray(depth + 1)
 	case c == '"':
 		_, err := w.str()
 		return err
@@ -554,7 +540,75 @@ func (w *strictWalk) value(depth int) error {
 	}
 }
 
-func (w *strictWalk) literal(lit string) error {
+func (w *wireWalk) checkedObject(depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("nested more than %d deep", maxJSONDepth)
+	}
+	w.i++ // '{'
+	base := len(w.keys)
+	defer func() { w.keys = w.keys[:base] }()
+	var set map[string]struct{} // the names, once there are many
+	for n := 0; ; n++ {
+		// Below the top level, a walk of the syntax only checks a name:
+		// it may repeat.
+		key, more, err := w.nextMember(n, w.check == walkStrict)
+		if err != nil || !more {
+			return err
+		}
+		if w.check == walkStrict {
+			if set, err = w.uniqueKey(key, base, set); err != nil {
+				return err
+			}
+		}
+		if err := w.checked(depth); err != nil {
+			return err
+		}
+	}
+}
+
+// uniqueKey refuses key, a member name of the object whose names start at
+// w.keys[base], when it was given before in it; set holds the names once
+// there are many, and is returned, made when they become many.
+func (w *wireWalk) uniqueKey(key []byte, base int, set map[string]struct{}) (map[string]struct{}, error) {
+	if set != nil {
+		if _, dup := set[string(key)]; dup {
+			return set, fmt.Errorf("duplicate field %q", key)
+		}
+		set[string(key)] = struct{}{}
+		return set, nil
+	}
+	for _, k := range w.keys[base:] {
+		if bytes.Equal(k, key) {
+			return set, fmt.Errorf("duplicate field %q", key)
+		}
+	}
+	w.keys = append(w.keys, key)
+	if len(w.keys)-base > strictWalkLinear {
+		set = make(map[string]struct{}, 2*strictWalkLinear)
+		for _, k := range w.keys[base:] {
+			set[string(k)] = struct{}{}
+		}
+		w.keys = w.keys[:base]
+	}
+	return set, nil
+}
+
+func (w *wireWalk) checkedArray(depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("nested more than %d deep", maxJSONDepth)
+	}
+	w.i++ // '['
+	for n := 0; ; n++ {
+		if more, err := w.nextElement(n); !more || err != nil {
+			return err
+		}
+		if err := w.checked(depth); err != nil {
+			return err
+		}
+	}
+}
+
+func (w *wireWalk) literal(lit string) error {
 	if !bytes.HasPrefix(w.data[w.i:], []byte(lit)) {
 		return fmt.Errorf("invalid literal at byte %d", w.i)
 	}
@@ -562,7 +616,7 @@ func (w *strictWalk) literal(lit string) error {
 	return nil
 }
 
-func (w *strictWalk) digits() int {
+func (w *wireWalk) digits() int {
 	n := 0
 	for w.i < len(w.data) && w.data[w.i] >= '0' && w.data[w.i] <= '9' {
 		w.i++
@@ -571,7 +625,7 @@ func (w *strictWalk) digits() int {
 	return n
 }
 
-func (w *strictWalk) number() error {
+func (w *wireWalk) number() error {
 	start := w.i
 	w.eat('-')
 	switch {
@@ -594,56 +648,58 @@ func (w *strictWalk) number() error {
 }
 
 // str checks the string at the walk's position and returns what is
-// between its quotes as written.
-func (w *strictWalk) str() ([]byte, error) {
-	start := w.i
-	w.i++ // the opening quote
+// between its quotes as written; a walk that checks nothing (walkBounds)
+// reads it as walkSyntax does. It steps in a local index, the walk's
+// hottest loop, and moves the walk only past a string it accepts.
+func (w *wireWalk) str() ([]byte, error) {
+	data, start := w.data, w.i
+	i := start + 1 // past the opening quote
 	plain := &strPlainUTF8
-	if w.syntaxOnly {
+	if w.check != walkStrict {
 		plain = &strPlainAny
 	}
-	for w.i < len(w.data) {
-		for w.i < len(w.data) && plain[w.data[w.i]] {
-			w.i++
+	for i < len(data) {
+		for i < len(data) && plain[data[i]] {
+			i++
 		}
-		if w.i >= len(w.data) {
+		if i >= len(data) {
 			break
 		}
-		switch c := w.data[w.i]; {
+		switch c := data[i]; {
 		case c == '"':
-			w.i++
-			return w.data[start+1 : w.i-1], nil
+			w.i = i + 1
+			return data[start+1 : i], nil
 		case c == '\\':
-			w.i++
-			if w.i >= len(w.data) {
+			i++
+			if i >= len(data) {
 				return nil, errStrictEnd
 			}
-			switch w.data[w.i] {
+			switch data[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				w.i++
+				i++
 			case 'u':
-				if w.i+4 >= len(w.data) {
+				if i+4 >= len(data) {
 					return nil, errStrictEnd
 				}
-				for _, h := range w.data[w.i+1 : w.i+5] {
+				for _, h := range data[i+1 : i+5] {
 					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return nil, fmt.Errorf("invalid \\u escape at byte %d", w.i-1)
+						return nil, fmt.Errorf("invalid \\u escape at byte %d", i-1)
 					}
 				}
-				w.i += 5
+				i += 5
 			default:
-				return nil, fmt.Errorf("invalid escape at byte %d", w.i-1)
+				return nil, fmt.Errorf("invalid escape at byte %d", i-1)
 			}
 		case c < 0x20:
-			return nil, fmt.Errorf("control character in a string at byte %d", w.i)
-		case c < utf8.RuneSelf || w.syntaxOnly:
-			w.i++
+			return nil, fmt.Errorf("control character in a string at byte %d", i)
+		case c < utf8.RuneSelf || w.check != walkStrict:
+			i++
 		default:
-			r, size := utf8.DecodeRune(w.data[w.i:])
+			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size == 1 {
-				return nil, fmt.Errorf("invalid UTF-8 at byte %d", w.i)
+				return nil, fmt.Errorf("invalid UTF-8 at byte %d", i)
 			}
-			w.i += size
+			i += size
 		}
 	}
 	return nil, errStrictEnd
@@ -661,127 +717,25 @@ func strPlainBytes(high bool) (plain [256]bool) {
 	return plain
 }
 
-// key checks a member name and returns it as encoding/json reads it.
-func (w *strictWalk) key() ([]byte, error) {
-	if w.i >= len(w.data) || w.data[w.i] != '"' {
-		return nil, errors.New("malformed object")
+// shapeTypeError is the settings walker's (settings_schema.go) error for
+// a value of the wrong JSON type at path at.
+func shapeTypeError(at, want, got string) error {
+	if at == "" {
+		return fmt.Errorf("want %s, got %s", want, got)
 	}
-	start := w.i
-	inner, err := w.str()
-	if err != nil {
-		return nil, err
-	}
-	// Unescaped, as encoding/json reads it: a name it would change (an
-	// escape, or bytes that are not UTF-8 where syntaxOnly lets them be)
-	// is decoded.
-	if bytes.IndexByte(inner, '\\') < 0 && (!w.syntaxOnly || utf8.Valid(inner)) {
-		return inner, nil
-	}
-	var s string
-	if err := json.Unmarshal(w.data[start:w.i], &s); err != nil {
-		return nil, fmt.Errorf("member name: %w", err)
-	}
-	return []byte(s), nil
+	return fmt.Errorf("key %q: want %s, got %s", at, want, got)
 }
 
-func (w *strictWalk) object(depth int) error {
-	if depth > maxWireArgumentsDepth {
-		return fmt.Errorf("nested more than %d deep", maxWireArgumentsDepth)
-	}
-	w.i++ // '{'
-	base := len(w.keys)
-	defer func() { w.keys = w.keys[:base] }()
-	var set map[string]struct{} // the names, once there are many
-	for n := 0; ; n++ {
-		w.space()
-		if n == 0 && w.eat('}') {
-			return nil
-		}
-		if w.syntaxOnly {
-			// Below the top level only the name's syntax matters.
-			if w.i >= len(w.data) || w.data[w.i] != '"' {
-				return errors.New("malformed object")
-			}
-			if _, err := w.str(); err != nil {
-				return err
-			}
-		} else {
-			var err error
-			if set, err = w.uniqueKey(base, set); err != nil {
-				return err
-			}
-		}
-		w.space()
-		if !w.eat(':') {
-			return errors.New("malformed object")
-		}
-		w.space()
-		if err := w.value(depth); err != nil {
-			return err
-		}
-		w.space()
-		if w.eat('}') {
-			return nil
-		}
-		if !w.eat(',') {
-			return errors.New("malformed object")
-		}
-	}
-}
+// maxErrorQuote bounds another process's bytes quoted in an error message,
+// so a peer cannot make a log line or a reply as large as its message.
+const maxErrorQuote = 200
 
-// uniqueKey reads a member name of the object whose names start at
-// w.keys[base] and refuses one given before in it; set holds the names
-// once there are many, and is returned, made when they become many.
-func (w *strictWalk) uniqueKey(base int, set map[string]struct{}) (map[string]struct{}, error) {
-	key, err := w.key()
-	if err != nil {
-		return set, err
+// truncateForError shortens another process's bytes for an error message.
+func truncateForError(b []byte) string {
+	if len(b) > maxErrorQuote {
+		return string(b[:maxErrorQuote]) + "..."
 	}
-	switch {
-	case set != nil:
-		if _, dup := set[string(key)]; dup {
-			return set, fmt.Errorf("duplicate field %q", key)
-		}
-		set[string(key)] = struct{}{}
-	default:
-		for _, k := range w.keys[base:] {
-			if bytes.Equal(k, key) {
-				return set, fmt.Errorf("duplicate field %q", key)
-			}
-		}
-		w.keys = append(w.keys, key)
-		if len(w.keys)-base > strictWalkLinear {
-			set = make(map[string]struct{}, 2*strictWalkLinear)
-			for _, k := range w.keys[base:] {
-				set[string(k)] = struct{}{}
-			}
-			w.keys = w.keys[:base]
-		}
-	}
-	return set, nil
-}
-
-func (w *strictWalk) array(depth int) error {
-	if depth > maxWireArgumentsDepth {
-		return fmt.Errorf("nested more than %d deep", maxWireArgumentsDepth)
-	}
-	w.i++ // '['
-	for n := 0; ; n++ {
-		w.space()
-		if n == 0 && w.eat(']') {
-			return nil
-		}
-		if err := w.value(depth); err != nil {
-			return err
-		}
-		w.space()
-		if w.eat(']') {
-			return nil
-		}
-		if !w.eat(',') {
-			return errors.New("malformed array")
-		}
-	}
+	return string(b)
 }
 
 // isJSONNull reports whether v, one JSON value as a strict walk returned

@@ -67,7 +67,7 @@ var fileGroups = []fileGroup{
 	// What every layer may use: the process a command is handed, strict
 	// JSON, loopback, globs, the environment builder, secret files, the
 	// shell parser, metrics.
-	{"base", []string{"proc_system.go", "addr.go", "envscrub.go", "glob.go", "httpx.go", "json*.go", "metrics.go", "secret_files.go", "shell_parse.go", "slots.go"}},
+	{"base", []string{"proc_system.go", "ids.go", "addr.go", "envscrub.go", "glob.go", "httpx.go", "json*.go", "metrics.go", "secret_files.go", "shell_parse.go", "slots.go"}},
 }
 
 // groupOf names the group of a file name, "" when none claims it.

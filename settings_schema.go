@@ -5,11 +5,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -115,23 +112,22 @@ func (e *settingsError) Error() string {
 // known name), a value of the wrong type, a duplicate key, an overlong
 // string. A syntax error ends the walk.
 func checkSettingsKeys(data []byte) (ignored []string, problems []string) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	w := &settingsWalker{dec: dec}
+	w := &settingsWalker{walk: wireWalk{data: data, check: walkSyntax}}
 	if err := w.value(reflect.TypeFor[settings](), "", ""); err != nil {
 		return w.ignored, append(w.problems, err.Error())
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if w.walk.space(); w.walk.i != len(data) {
 		w.problems = append(w.problems, "more than one JSON value")
 	}
 	return w.ignored, w.problems
 }
 
-// settingsWalker follows the tokens of a settings file along the settings
-// types. Its methods' error is a syntax error, which ends the walk; every
-// other problem is collected and the walk goes on.
+// settingsWalker follows a settings file along the settings types, on the
+// one JSON walk (jsonstrict.go), which checks the syntax as it goes. Its
+// methods' error is a syntax error, which ends the walk; every other
+// problem is collected and the walk goes on.
 type settingsWalker struct {
-	dec      *json.Decoder
+	walk     wireWalk
 	ignored  []string
 	problems []string
 }
@@ -141,22 +137,24 @@ func (w *settingsWalker) problem(err error) { w.problems = append(w.problems, er
 // value walks one value of type t at path at; spath is the same path in
 // the key tree's spelling (map names as "*", indexes as "[]").
 func (w *settingsWalker) value(t reflect.Type, at, spath string) error {
-	tok, err := w.dec.Token()
-	if err != nil {
-		return shapeSyntaxError(w.dec, err)
+	if w.walk.space(); w.walk.i >= len(w.walk.data) {
+		return w.syntax(errStrictEnd)
 	}
-	got := jsonTokenKind(tok)
+	got := jsonKind(w.walk.data[w.walk.i])
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	wrong := func(want string) error {
 		w.problem(shapeTypeError(at, want, got))
-		return w.skipRest(tok)
+		return w.skip()
 	}
 	if c, ok := reflect.Zero(t).Interface().(tokenChecker); ok {
+		tok, err := w.token()
+		if err != nil {
+			return err
+		}
 		if err := c.checkToken(at, tok); err != nil {
 			w.problem(err)
-			return w.skipRest(tok)
 		}
 		return nil
 	}
@@ -196,15 +194,23 @@ func (w *settingsWalker) value(t reflect.Type, at, spath string) error {
 		if got != "array" {
 			return wrong("an array")
 		}
-		for i := 0; w.dec.More(); i++ {
+		w.walk.i++ // '['
+		for i := 0; ; i++ {
+			more, err := w.walk.nextElement(i)
+			if err != nil || !more {
+				return w.syntax(err)
+			}
 			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", at, i), spath+"[]"); err != nil {
 				return err
 			}
 		}
-		return w.end()
 	case reflect.String:
 		if got != "string" {
 			return wrong("a string")
+		}
+		tok, err := w.token()
+		if err != nil {
+			return err
 		}
 		if err := checkStringLen(at, tok.(string), maxSettingsStringBytes); err != nil {
 			w.problem(err)
@@ -213,30 +219,36 @@ func (w *settingsWalker) value(t reflect.Type, at, spath string) error {
 		if got != "boolean" {
 			return wrong("a boolean")
 		}
+		return w.skip()
 	case reflect.Int:
 		if got != "number" {
 			return wrong("an integer")
 		}
-		if _, err := strconv.ParseInt(tok.(json.Number).String(), 10, 32); err != nil {
-			w.problem(fmt.Errorf("key %q: want an integer, got %s", at, tok))
+		raw, err := w.raw()
+		if err != nil {
+			return err
+		}
+		if _, err := strconv.ParseInt(string(raw), 10, 32); err != nil {
+			w.problem(fmt.Errorf("key %q: want an integer, got %s", at, raw))
 		}
 	default:
 		w.problem(fmt.Errorf("key %q: unsupported type %s", at, t))
-		return w.skipRest(tok)
+		return w.skip()
 	}
 	return nil
 }
 
-// object walks the members of an object whose '{' was read, refusing a
-// key given twice.
+// object walks the members of the object at the walk's position, refusing
+// a key given twice.
 func (w *settingsWalker) object(at string, member func(key, p string) error) error {
+	w.walk.i++ // '{'
 	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return shapeSyntaxError(w.dec, err)
+	for n := 0; ; n++ {
+		name, more, err := w.walk.nextMember(n, true)
+		if err != nil || !more {
+			return w.syntax(err)
 		}
-		key := tok.(string)
+		key := string(name)
 		p := joinKey(at, key)
 		if seen[key] {
 			w.problem(fmt.Errorf("duplicate key %q", p))
@@ -250,43 +262,100 @@ func (w *settingsWalker) object(at string, member func(key, p string) error) err
 			return err
 		}
 	}
-	return w.end()
 }
 
-// end reads the closing token of an object or array.
-func (w *settingsWalker) end() error {
-	if _, err := w.dec.Token(); err != nil {
-		return shapeSyntaxError(w.dec, err)
+// raw moves past one whole value, checking its syntax, and returns it as
+// written.
+func (w *settingsWalker) raw() ([]byte, error) {
+	start := w.walk.i
+	if err := w.walk.checked(0); err != nil {
+		return nil, w.syntax(err)
 	}
-	return nil
+	return w.walk.data[start:w.walk.i], nil
 }
 
-// skip reads one whole value.
+// skip moves past one whole value.
 func (w *settingsWalker) skip() error {
-	tok, err := w.dec.Token()
-	if err != nil {
-		return shapeSyntaxError(w.dec, err)
-	}
-	return w.skipRest(tok)
+	_, err := w.raw()
+	return err
 }
 
-// skipRest reads the rest of a value whose first token was tok.
-func (w *settingsWalker) skipRest(tok json.Token) error {
-	d, ok := tok.(json.Delim)
-	if !ok || d == '}' || d == ']' {
+// token moves past one whole value and returns it as a json.Decoder with
+// UseNumber reads its first token: a scalar decoded, a number as written,
+// an object or an array as its opening delimiter.
+func (w *settingsWalker) token() (json.Token, error) {
+	raw, err := w.raw()
+	if err != nil {
+		return nil, err
+	}
+	switch raw[0] {
+	case '{', '[':
+		return json.Delim(raw[0]), nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, w.syntax(err)
+		}
+		return s, nil
+	case 't', 'f':
+		return raw[0] == 't', nil
+	case 'n':
+		return nil, nil
+	}
+	return json.Number(raw), nil
+}
+
+// syntax is the error of a syntax error err found at the walk's position,
+// nil when err is.
+func (w *settingsWalker) syntax(err error) error {
+	if err == nil {
 		return nil
 	}
-	for depth := 1; depth > 0; {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return shapeSyntaxError(w.dec, err)
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
+	return fmt.Errorf("invalid JSON at byte %d: %w", w.walk.i, err)
+}
+
+// tokenChecker is a type of one JSON scalar that may take more than one JSON
+// type (tools.sandbox: a boolean or a string), checked by the type itself.
+type tokenChecker interface {
+	checkToken(at string, tok json.Token) error
+}
+
+// jsonTokenKind names the JSON type of tok, a json.Decoder token.
+func jsonTokenKind(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		return jsonKind(byte(v))
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
+}
+
+// jsonKind names the JSON type of the value that starts with c.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// checkStringLen refuses a string value longer than max bytes.
+func checkStringLen(at, s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("key %q: string longer than %d bytes", at, max)
 	}
 	return nil
 }

@@ -32,22 +32,23 @@ var trustedCoreRoots = []string{"runTool", "daemon.prepare"}
 var trustedCoreFiles = []string{
 	"bridge.go",
 	"call.go",
-	"envscrub.go",
 	"guard.go",
 	"guard_client.go",
 	"guard_wire.go",
+	"ids.go",
 	"jsonl.go",
 	"jsonstrict.go",
+	"jsonwrite.go",
 	"metrics.go",
 	"tools.go",
 }
 
 // trustedCoreBudget bounds the code lines (neither blank nor comment) of
-// trustedCoreFiles together: the path is 87 functions, about 1,480 lines,
-// in files of 2,367 code lines, the whole-line appender of the decision log
+// trustedCoreFiles together: the path is 89 functions, about 1,450 lines,
+// in files of 2,272 code lines, the whole-line appender of the decision log
 // (jsonl.go), which an allow waits on, among them. A change may raise it
 // only with a line in its note saying why.
-const trustedCoreBudget = 2400
+const trustedCoreBudget = 2300
 
 // reachableFuncs returns the package's functions reachable from roots
 // ("name" or "Type.method"), each with the file it is declared in.
