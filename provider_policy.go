@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -160,7 +161,7 @@ func parseProviderPolicy(orig []byte) (*providerPolicy, error) {
 	}
 	var pf providerPolicyFile
 	if err := decodeStrict(data, &pf); err != nil {
-		return nil, err
+		return nil, nearestMember(err, &pf)
 	}
 	pol := &providerPolicy{defaultReason: pf.DefaultReason}
 	switch pf.Default {
@@ -176,7 +177,7 @@ func parseProviderPolicy(orig []byte) (*providerPolicy, error) {
 	for i, raw := range pf.Rules {
 		var fr providerPolicyFileRule
 		if err := decodeStrict(raw, &fr); err != nil {
-			return nil, fmt.Errorf("rule %d: %w", i, err)
+			return nil, fmt.Errorf("rule %d: %w", i, nearestMember(err, &fr))
 		}
 		r, warning, err := compileProviderRule(fr)
 		if err != nil {
@@ -189,6 +190,28 @@ func parseProviderPolicy(orig []byte) (*providerPolicy, error) {
 		pol.rules = append(pol.rules, r)
 	}
 	return pol, nil
+}
+
+// nearestMember adds to an unknown-member error of decoding into v the
+// member of v nearest to the one given, as the settings files offer one.
+func nearestMember(err error, v any) error {
+	msg := err.Error()
+	i := strings.Index(msg, `unknown field "`)
+	if i < 0 {
+		return err
+	}
+	name, _, ok := strings.Cut(msg[i+len(`unknown field "`):], `"`)
+	if !ok {
+		return err
+	}
+	var names []string
+	for _, f := range jsonFields(reflect.TypeOf(v).Elem()) {
+		names = append(names, f.name)
+	}
+	if near := closestKey(name, names); near != "" {
+		return fmt.Errorf("%w (did you mean %q?)", err, near)
+	}
+	return err
 }
 
 func compileProviderRule(fr providerPolicyFileRule) (r providerPolicyRule, warning string, err error) {

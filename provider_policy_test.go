@@ -18,7 +18,8 @@ func TestParsePolicy(t *testing.T) {
 		{"comments and trailing commas", "\uFEFF// the team's policy\n{\"rules\":[{\"tool\":\"read_file\",\"decision\":\"deny\", /* for now */},],\"default\":\"allow\",}", ""},
 		{"a comment left open", "{\"default\":\"allow\"} /* open", "trailing data"},
 		{"full", `{"rules":[{"tool":"mcp__*","match":{"/a/0":"^x$","/b~1c":"y"},"decision":"deny","reason":"No"}],"default":"allow"}`, ""},
-		{"unknown top field", `{"rule":[]}`, `json: unknown field "rule"`},
+		{"unknown top field", `{"rule":[]}`, `json: unknown field "rule" (did you mean "rules"?)`},
+		{"a member misspelt in a rule", `{"rules":[{"tool":"read_file","desicion":"deny"}]}`, `rule 0: json: unknown field "desicion" (did you mean "decision"?)`},
 		{"unknown rule field", `{"rules":[{"tool":"mcp__s__x","decision":"allow"},{"tool":"mcp__s__x","decision":"allow","why":"x"}]}`, `rule 1: json: unknown field "why"`},
 		{"rule field of another type", `{"rules":[{"tool":5,"decision":"allow"}]}`, `rule 0: json: cannot unmarshal number`},
 		// encoding/json alone lets the last of two members win.
