@@ -94,6 +94,8 @@ func runTerminal(ctx context.Context, sys *system, opts runOptions) error {
 	if ctx.Err() != nil {
 		return &exitStatusError{code: exitInterrupted, err: errors.New("run interrupted")}
 	}
+	stdin, _ := sys.stdin.(*os.File)
+	releaseTerminal(stdin)
 	start := time.Now()
 	budget := newRunBudget(opts.Limits, start)
 	agentOpts := opts.ACP
@@ -130,7 +132,6 @@ func runTerminal(ctx context.Context, sys *system, opts runOptions) error {
 		return err
 	}
 	c.watch(sid)
-	stdin, _ := sys.stdin.(*os.File)
 	l := &runTermLoop{c: c, term: term, sid: sid, agentCtx: agentCtx, budget: budget, sigs: sigs,
 		stdin: stdin, lines: make(chan runTermInput), abort: make(chan struct{}), done: make(chan struct{})}
 	defer close(l.done)
@@ -154,6 +155,22 @@ func runTerminal(ctx context.Context, sys *system, opts runOptions) error {
 		return endErr
 	}
 	return agentErr
+}
+
+// releaseTerminal gives up run's controlling terminal (TIOCNOTTY on f, its
+// descriptors kept), before the agent starts anything: what it starts
+// (tools, hooks, MCP servers) has no controlling terminal, so /dev/tty
+// opens nothing and what a tool prints reaches the terminal only through
+// visibleText. Ctrl-C still signals run, which stays in the terminal's
+// foreground process group. A session leader keeps its terminal: giving
+// it up would hang the terminal up for run's own process group and end
+// Ctrl-C's signal.
+func releaseTerminal(f *os.File) {
+	sid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	if f == nil || errno != 0 || int(sid) == os.Getpid() {
+		return
+	}
+	syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TIOCNOTTY, 0)
 }
 
 // runTermInput is one read of the terminal: a line, or the end of the

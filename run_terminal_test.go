@@ -9,8 +9,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,10 +42,12 @@ type termRun struct {
 	seen  int          // how much of it expect has passed
 }
 
-// startTermRun starts "acpguard run" with args in dir, the slave of a new
-// pseudo-terminal its controlling terminal and its stdin, stdout and
-// stderr; sessions are not saved and no user settings file is read.
-// Colours are off (NO_COLOR=1) unless env sets NO_COLOR.
+// startTermRun starts "acpguard run" with args in dir as a shell on a
+// terminal does: the slave of a new pseudo-terminal its stdin, stdout and
+// stderr, the controlling terminal of its session, whose leader is the
+// shell (the tty-shell role), and run in the foreground process group.
+// Sessions are not saved and no user settings file is read. Colours are
+// off (NO_COLOR=1) unless env sets NO_COLOR.
 func startTermRun(t *testing.T, dir string, args []string, env ...string) *termRun {
 	t.Helper()
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, envNoColor+"=") }) {
@@ -52,7 +57,7 @@ func startTermRun(t *testing.T, dir string, args []string, env ...string) *termR
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(time.Minute))
 	t.Cleanup(cancel)
 	args = append([]string{"run", offMode, "--state-dir", "off"}, args...)
-	cmd := acpguardCmd(t, ctx, args, append([]string{envQwenHome + "=" + t.TempDir()}, env...)...)
+	cmd := acpguardCmd(t, ctx, args, append([]string{envQwenHome + "=" + t.TempDir(), roleEnv("tty-shell")}, env...)...)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -81,6 +86,32 @@ func startTermRun(t *testing.T, dir string, args []string, env ...string) *termR
 		}
 	})
 	return r
+}
+
+// runTTYShell plays the shell of a terminal for startTermRun: the leader
+// of the terminal's session, it runs acpguard with its own arguments in
+// its process group, the foreground one, leaves Ctrl-C's SIGINT to it and
+// exits with its status.
+func runTTYShell(string) int {
+	signal.Notify(make(chan os.Signal, 1), os.Interrupt)
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitRuntime
+	}
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), roleEnv("main"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	fmt.Fprintln(os.Stderr, err)
+	return exitRuntime
 }
 
 // all is everything the terminal showed so far.
@@ -262,14 +293,21 @@ func TestRunTerminalCtrlCAtPrompt(t *testing.T) {
 
 // TestRunTerminalEscapes: escape sequences a tool prints (a window title,
 // a screen clear, a bidi override, a C1 CSI) and one in the model's text
-// reach the terminal as visible escapes: with NO_COLOR set, not one ESC
-// byte, U+202E or U+009B comes out of the terminal.
+// reach the terminal as visible escapes, and a tool cannot open /dev/tty
+// to write one past run: with NO_COLOR set, not one ESC byte, U+202E or
+// U+009B comes out of the terminal.
 func TestRunTerminalEscapes(t *testing.T) {
 	r := startTermRun(t, t.TempDir(), []string{"-y"}, envNoColor+"=1")
 	r.expect(termPromptMark)
 	r.typeKeys(`call run_shell_command {"command":"printf '\\033]0;pwned\\007\\033[2J\\342\\200\\256\\302\\233fake? allow'"}` + keyEnter)
 	r.expect("run_shell_command: completed")
 	r.expect(termGutter + `Output: \x1b]0;pwned\a\x1b[2J\u202e\u009bfake? allow`)
+	r.expect(termPromptMark)
+	// A tool has no controlling terminal to write to.
+	r.typeKeys(`call run_shell_command {"command":"printf '\\033[2J' > /dev/tty; echo rc=$?"}` + keyEnter)
+	r.expect(termGutter + "Output: bash: ")
+	r.expect("/dev/tty: No such device or address")
+	r.expect(termGutter + "rc=1")
 	r.expect(termPromptMark)
 	// The kernel echoes the typed ESC as ^[; the model's text has it.
 	r.typeKeys("model \x1b[2J text" + keyEnter)
