@@ -63,8 +63,9 @@ const ioctlTCFLSH = 0x540b
 // termPromptMark starts the prompt line.
 const termPromptMark = "> "
 
-// termGutter starts every line of a call's output and diff: no line a
-// tool prints starts where the face's own lines do.
+// termGutter starts every line of a call's output (a diff's lines start
+// with "  - " and "  + "): no line a tool prints starts where the face's
+// own lines do.
 const termGutter = "  | "
 
 // runPermissionDismissed answers a permission request nobody chose an
@@ -332,6 +333,9 @@ func (l *runTermLoop) turn(text string) error {
 		}
 		select {
 		case r := <-done:
+			if q != nil {
+				l.term.notef("the question was withdrawn") // with its turn
+			}
 			if r.err != nil {
 				var failed *runPromptError
 				if !errors.As(r.err, &failed) {
@@ -373,8 +377,8 @@ func (l *runTermLoop) turn(text string) error {
 					l.term.askAgain(q)
 					continue
 				}
+				l.term.answered(o) // before the call it lets run shows anything
 				q.answer <- runPermissionAnswer(o.OptionID)
-				l.term.answered(o)
 				q = nil
 			}
 		case s := <-l.sigs:
@@ -434,39 +438,19 @@ func (q *runQuestion) choose(line string) *permissionOption {
 		return &q.options[n-1]
 	}
 	for i, o := range q.options {
-		if k := termOptionKey(o.Kind); k != "" && (s == k || s == termOptionWord(o.Kind)) {
+		if k, ok := termOptionKeys[o.Kind]; ok && (s == k[0] || s == k[1]) {
 			return &q.options[i]
 		}
 	}
 	return nil
 }
 
-// termOptionKey is the letter that chooses an option of kind, "" for a
-// kind without one.
-func termOptionKey(kind string) string {
-	switch kind {
-	case kindAllowOnce:
-		return "y"
-	case kindAllowAlways:
-		return "a"
-	case kindRejectOnce:
-		return "n"
-	}
-	return ""
-}
-
-// termOptionWord is the word that chooses an option of kind as its letter
-// does.
-func termOptionWord(kind string) string {
-	switch kind {
-	case kindAllowOnce:
-		return "yes"
-	case kindAllowAlways:
-		return "always"
-	case kindRejectOnce:
-		return "no"
-	}
-	return ""
+// termOptionKeys are the letter and the word that choose an option of
+// each kind that has them.
+var termOptionKeys = map[string][2]string{
+	kindAllowOnce:   {"y", "yes"},
+	kindAllowAlways: {"a", "always"},
+	kindRejectOnce:  {"n", "no"},
 }
 
 // runTerm is the terminal's side of the run: what it shows, and the
@@ -485,34 +469,9 @@ func newRunTerm(out io.Writer, colour bool) *runTerm {
 	return &runTerm{out: out, colour: colour, questions: make(chan *runQuestion), shown: map[string]string{}}
 }
 
-// runTermUpdate is what the terminal shows of one session/update.
-type runTermUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate"`
-	Content       json.RawMessage `json:"content"`
-	ToolCallID    string          `json:"toolCallId"`
-	Status        string          `json:"status"`
-	Title         string          `json:"title"`
-	RawInput      json.RawMessage `json:"rawInput"`
-	RawOutput     json.RawMessage `json:"rawOutput"`
-	Meta          struct {
-		ToolName string `json:"toolName"`
-	} `json:"_meta"`
-}
-
-// runTermContent is one item of a tool call's content: text, or a diff.
-type runTermContent struct {
-	Type    string `json:"type"` // content or diff
-	Content struct {
-		Text string `json:"text"`
-	} `json:"content"`
-	Path    string  `json:"path"`
-	OldText *string `json:"oldText"` // nil: a new file
-	NewText string  `json:"newText"`
-}
-
 // update shows one session/update of the prompt.
 func (t *runTerm) update(raw json.RawMessage) {
-	var u runTermUpdate
+	var u runUpdate
 	if json.Unmarshal(raw, &u) != nil {
 		return
 	}
@@ -646,12 +605,12 @@ func termLine(s string) string {
 
 // toolCall shows a call as it is proposed: its tool, its arguments and,
 // for an edit, its diff.
-func (t *runTerm) toolCall(u runTermUpdate) {
+func (t *runTerm) toolCall(u runUpdate) {
 	t.freshLine()
 	name := cmp.Or(u.Meta.ToolName, u.Title, "tool")
 	t.shown[u.ToolCallID] = name
 	t.write(t.paint(sgrBold, "* "+visibleText(name)) + " " + termArgs(u.RawInput) + "\n")
-	var items []runTermContent
+	var items []runToolContent
 	json.Unmarshal(u.Content, &items)
 	for _, it := range items {
 		if it.Type == "diff" {
@@ -703,7 +662,7 @@ func termBounded(s string) string {
 
 // diff shows an edit's change: the lines between the texts' common first
 // and last lines, removed then added, within maxTermDiffLines.
-func (t *runTerm) diff(d runTermContent) {
+func (t *runTerm) diff(d runToolContent) {
 	head := "  ~ " + visibleText(d.Path)
 	if d.OldText == nil {
 		head += " (new file)"
@@ -755,13 +714,13 @@ func termDiffLines(oldText *string, newText string) (removed, added []string) {
 
 // toolUpdate shows how a call goes on: allowed and running, or its end
 // (its output; the reason of a denial).
-func (t *runTerm) toolUpdate(u runTermUpdate) {
+func (t *runTerm) toolUpdate(u runUpdate) {
 	name, ok := t.shown[u.ToolCallID]
 	if !ok {
 		name = cmp.Or(u.Meta.ToolName, u.Title, "tool")
 	}
 	var text strings.Builder
-	var items []runTermContent
+	var items []runToolContent
 	json.Unmarshal(u.Content, &items)
 	for _, it := range items {
 		if it.Type == "content" {
@@ -850,8 +809,8 @@ func (t *runTerm) askAgain(q *runQuestion) {
 func (t *runTerm) question(q *runQuestion) string {
 	var keys []string
 	for _, o := range q.options {
-		if k := termOptionKey(o.Kind); k != "" {
-			keys = append(keys, k)
+		if k, ok := termOptionKeys[o.Kind]; ok {
+			keys = append(keys, k[0])
 		}
 	}
 	s := "answer 1-" + strconv.Itoa(len(q.options))

@@ -271,6 +271,37 @@ func TestRunTerminalCtrlC(t *testing.T) {
 	}
 }
 
+// TestRunTerminalCtrlCAtQuestion: Ctrl-C while a question waits cancels
+// the turn: the question is withdrawn, the call not made, and a line typed
+// after it is a prompt, not an answer.
+func TestRunTerminalCtrlCAtQuestion(t *testing.T) {
+	dir := t.TempDir()
+	r := startTermRun(t, dir, nil)
+	r.expect(termPromptMark)
+	r.typeKeys(`call write_file {"file_path":"a.txt","content":"x"}` + keyEnter)
+	r.expect("answer 1-3 or a/y/n: ")
+	r.typeKeys(keyCtrlC)
+	r.expect("cancelling the turn; Ctrl-C again exits")
+	r.expect("turn cancelled")
+	r.expect(termPromptMark)
+	// The call's end and the withdrawal come in either order.
+	for _, want := range []string{"write_file: cancelled", "the question was withdrawn"} {
+		if !strings.Contains(r.all(), want) {
+			t.Errorf("the terminal did not show %q:\n%s", want, r.all())
+		}
+	}
+	r.typeKeys("y" + keyEnter)
+	r.expect("y\r\ny\r\n") // the echo, then the model's answer to the prompt "y"
+	r.expect(termPromptMark)
+	if fileExists(filepath.Join(dir, "a.txt")) {
+		t.Errorf("a.txt written after the question was cancelled")
+	}
+	r.typeKeys(keyCtrlD)
+	if code := r.exitCode(); code != exitOK {
+		t.Errorf("exit %d, want 0", code)
+	}
+}
+
 // TestRunTerminalCtrlCAtPrompt: at the prompt line one Ctrl-C only says
 // how to leave; a line typed after it starts over, so two more are needed.
 func TestRunTerminalCtrlCAtPrompt(t *testing.T) {
