@@ -25,6 +25,15 @@ approval is declined, with the text
 and the model goes on. Flags may come before or after the prompt words;
 "--" ends them.
 
+On a terminal (stdin and stdout) without -o, run is interactive: after the
+prompt words, if any, it reads one prompt per line, shows each call with
+its arguments, an edit's diff and how it was decided, and asks on the
+terminal about a call that needs approval (answer its number, or y allow
+once, a always, n reject; nothing is chosen by default). Ctrl-C cancels
+the running turn, a second Ctrl-C exits (130), Ctrl-D at the prompt line
+exits (0). Control characters from tools and the model are shown as
+escapes; NO_COLOR turns colour off. The budgets bound the whole run.
+
 Flags:
   -p, --prompt TEXT
         the prompt, instead of the words.

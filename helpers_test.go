@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Starting acpguard, the timeout scale, waiting for an effect, processes and files.
@@ -683,7 +684,7 @@ func fileIs(name, want string) func(t *testing.T, cwd string) {
 	}
 }
 
-// Pipes and the private channel's files.
+// Pipes, pseudo-terminals and the private channel's files.
 
 func mustPipe(t testing.TB) (*os.File, *os.File) {
 	t.Helper()
@@ -693,6 +694,32 @@ func mustPipe(t testing.TB) (*os.File, *os.File) {
 	}
 	t.Cleanup(func() { r.Close(); w.Close() })
 	return r, w
+}
+
+// openPTY opens a pseudo-terminal: its master, where a test types and
+// reads what the terminal shows, and its slave, a child's terminal. The
+// test skips where there is none.
+func openPTY(t testing.TB) (master, slave *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	var unlock int32
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatalf("unlock the pseudo-terminal: %v", e)
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatalf("the pseudo-terminal's number: %v", e)
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slave.Close() })
+	return master, slave
 }
 
 // channelWriter is serve's writing end of a channel as a test's stdin for a

@@ -40,6 +40,8 @@ var testRoles = map[string]func(arg string) int{
 	"sandbox-reexec": runSandboxReexec,
 	// appends log records on a full tmpfs at ARG (jsonl_test.go)
 	"full-disk-log": runFullDiskLog,
+	// a terminal's shell: runs its arguments as acpguard, Ctrl-C being theirs (run_terminal_test.go)
+	"tty-shell": runTTYShell,
 	// a stdio MCP server (mcp_client_test.go)
 	"mcp-server": func(string) int { return serveHelperMCP(os.Stdin, os.Stdout) },
 }

@@ -14,8 +14,10 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"unicode"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -91,15 +93,48 @@ func isTerminal(r io.Reader) bool {
 	return errno == 0
 }
 
-// visibleText is s with every control character, and every character that
-// is not printable, written as a Go escape: a log line cannot move the
-// cursor or retitle a terminal.
+// visibleText is s with every character a terminal could act on written
+// as a Go escape: the control characters (C0 and C1: ESC, CR, BEL,
+// backspace, CSI as U+009B), the formatting characters (the bidi overrides
+// such as U+202E), every other character that is not printable, and each
+// byte that is not UTF-8 (\x9b); a backslash is doubled, so that an escape
+// of s is told from one made here. A log line, a tool's output or a
+// model's text cannot move the cursor, retitle the window or reorder what
+// the terminal shows.
 func visibleText(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) || r == '\\' {
-			q := strconv.Quote(s)
-			return q[1 : len(q)-1]
+	i := 0
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !visibleRune(r, n) {
+			break
 		}
+		i += n
 	}
-	return s
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case visibleRune(r, n):
+			b.WriteString(s[i : i+n])
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// visibleRune reports whether the rune r, n bytes of its text, is shown as
+// it is by visibleText.
+func visibleRune(r rune, n int) bool {
+	return unicode.IsPrint(r) && r != '\\' && !(r == utf8.RuneError && n == 1)
 }

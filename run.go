@@ -5,7 +5,7 @@
 // one execution boundary stays the only way a tool runs: run never runs one.
 // The headless face is Qwen Code's `qwen PROMPT`: one prompt, the output of
 // run_output.go, the budgets of run_budget.go, the exit statuses; its flags
-// are config_run.go's.
+// are config_run.go's. The terminal face is run_terminal.go's.
 package main
 
 import (
@@ -69,14 +69,6 @@ func (o runOptions) interactive(sys *system) bool {
 	return !o.FormatGiven && ok && isTerminal(sys.stdin) && isTerminal(out)
 }
 
-// runTerminal is the place of run's terminal face (a prompt line, streamed
-// text, permission questions answered on the terminal). Until it exists, a
-// terminal runs headless, with -o text.
-func runTerminal(ctx context.Context, sys *system, opts runOptions) error {
-	opts.Format = runFormatText
-	return runHeadless(ctx, sys, opts)
-}
-
 // exitStatusError ends a command with a status of its own: run's aborts
 // (53, 55) after their JSON line on stderr, an interrupt (130). main prints
 // err when it is set.
@@ -120,7 +112,8 @@ func runHeadless(ctx context.Context, sys *system, opts runOptions) error {
 	// context ends only if that takes too long.
 	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAgent()
-	c, err := startRunAgent(agentCtx, sys, agentOpts, newRunTranscript(opts.Format, opts.Partial, sys.stdout, sys.stderr, start))
+	transcript := newRunTranscript(opts.Format, opts.Partial, sys.stdout, sys.stderr, start)
+	c, err := startRunAgent(agentCtx, sys, agentOpts, transcript)
 	if err != nil {
 		return err
 	}
@@ -153,7 +146,7 @@ func runHeadless(ctx context.Context, sys *system, opts runOptions) error {
 		case <-done:
 		}
 	}()
-	stop, runErr := c.converse(agentCtx, opts, cwd, prompt)
+	stop, runErr := c.converse(agentCtx, opts, cwd, prompt, transcript)
 	agentErr := c.close()
 	var failed *runPromptError
 	switch abort := budget.abort(); {
@@ -171,7 +164,7 @@ func runHeadless(ctx context.Context, sys *system, opts runOptions) error {
 		return runErr
 	case errors.As(runErr, &failed):
 		// The prompt failed (the model service): the output says so too.
-		if err := c.transcript.finish(failed.msg); err != nil {
+		if err := transcript.finish(failed.msg); err != nil {
 			return err
 		}
 		return runErr
@@ -185,7 +178,7 @@ func runHeadless(ctx context.Context, sys *system, opts runOptions) error {
 	case stop != stopEndTurn:
 		return fmt.Errorf("prompt: ended %q", stop)
 	}
-	if err := c.transcript.finish(""); err != nil {
+	if err := transcript.finish(""); err != nil {
 		return err
 	}
 	return agentErr
@@ -236,17 +229,30 @@ type runClient struct {
 	served    chan error
 	agentDone chan error
 
-	// transcript reads the prompt's updates; those of its session only,
-	// once sessionID is set (before the prompt is sent).
-	transcript *runTranscript
-	mu         sync.Mutex
-	sessionID  string
+	// face reads the prompt's updates, those of its session only, once
+	// sessionID is set (before the prompt is sent), and answers the
+	// agent's permission requests.
+	face      runFace
+	mu        sync.Mutex
+	sessionID string
+}
+
+// runFace is what a run shows its prompts on and asks about calls: the
+// headless transcript (run_output.go), which asks nobody, or the terminal
+// (run_terminal.go), which asks the person at it.
+type runFace interface {
+	// update reads one session/update's update member, in the order sent.
+	update(raw json.RawMessage)
+	// askPermission answers one session/request_permission; it returns
+	// once ctx ends (the agent withdrew the request).
+	askPermission(ctx context.Context, params json.RawMessage) (any, error)
 }
 
 // startRunAgent starts the agent of opts in this process on one end of a
 // socket pair (its stdin and stdout, as runAgent takes them) and connects
-// to the other end. The agent ends when the connection or ctx does.
-func startRunAgent(ctx context.Context, sys *system, opts acpOptions, t *runTranscript) (*runClient, error) {
+// to the other end, face showing what it does. The agent ends when the
+// connection or ctx does.
+func startRunAgent(ctx context.Context, sys *system, opts acpOptions, face runFace) (*runClient, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("start the agent: socketpair: %w", err)
@@ -260,7 +266,7 @@ func startRunAgent(ctx context.Context, sys *system, opts acpOptions, t *runTran
 		}
 	}
 	agentEnd := os.NewFile(uintptr(fds[0]), "acpguard-run-agent")
-	c := &runClient{end: os.NewFile(uintptr(fds[1]), "acpguard-run-client"), served: make(chan error, 1), agentDone: make(chan error, 1), transcript: t}
+	c := &runClient{end: os.NewFile(uintptr(fds[1]), "acpguard-run-client"), served: make(chan error, 1), agentDone: make(chan error, 1), face: face}
 	agentSys := &system{env: sys.env, stdin: agentEnd, stdout: agentEnd, stderr: sys.stderr}
 	go func() {
 		err := runAgent(ctx, agentSys, opts)
@@ -282,19 +288,31 @@ func (c *runClient) close() error {
 	return <-c.agentDone
 }
 
-// request answers the agent's requests. A headless run asks nobody: the
-// agent declines a call that needs approval itself, and a permission
-// request that comes all the same is rejected.
-func (c *runClient) request(_ context.Context, method string, _ json.RawMessage) (any, error) {
+// request answers the agent's requests: a permission request is the
+// face's to answer.
+func (c *runClient) request(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	if method == methodRequestPermission {
-		return map[string]any{"outcome": map[string]string{"outcome": outcomeSelected, "optionId": optionCancel}}, nil
+		return c.face.askPermission(ctx, params)
 	}
 	return nil, methodNotFound(method)
 }
 
-// notify hands the prompt's session/update notifications to the
-// transcript, in the order they were sent. Those before the prompt (a
-// loaded session's replay) were shown when they happened.
+// askPermission rejects: a headless run asks nobody. The agent declines a
+// call that needs approval itself; a request that comes all the same is
+// rejected.
+func (*runTranscript) askPermission(context.Context, json.RawMessage) (any, error) {
+	return runPermissionAnswer(optionCancel), nil
+}
+
+// runPermissionAnswer is the answer to a permission request that selects
+// the option optionID.
+func runPermissionAnswer(optionID string) any {
+	return map[string]any{"outcome": map[string]string{"outcome": outcomeSelected, "optionId": optionID}}
+}
+
+// notify hands the prompt's session/update notifications to the face, in
+// the order they were sent. Those before the prompt (a loaded session's
+// replay) were shown when they happened.
 func (c *runClient) notify(method string, params json.RawMessage) {
 	if method != methodSessionUpdate {
 		return
@@ -309,34 +327,54 @@ func (c *runClient) notify(method string, params json.RawMessage) {
 	if sid == "" || json.Unmarshal(params, &p) != nil || p.SessionID != sid {
 		return
 	}
-	c.transcript.update(p.Update)
+	c.face.update(p.Update)
 }
 
 // converse opens the session of opts in cwd and sends it the prompt,
-// with the transcript ready for its updates; it returns the prompt's stop
-// reason.
-func (c *runClient) converse(ctx context.Context, opts runOptions, cwd, prompt string) (string, error) {
+// with the transcript t ready for its updates; it returns the prompt's
+// stop reason.
+func (c *runClient) converse(ctx context.Context, opts runOptions, cwd, prompt string, t *runTranscript) (string, error) {
+	sid, mode, err := c.open(ctx, opts, cwd)
+	if err != nil {
+		return "", err
+	}
+	t.init = runInitOf(opts, sid, cwd, mode)
+	c.watch(sid)
+	return c.prompt(ctx, sid, prompt)
+}
+
+// open initializes the agent and opens the session of opts in cwd, in its
+// approval mode; it returns the session's id and mode.
+func (c *runClient) open(ctx context.Context, opts runOptions, cwd string) (sid, mode string, err error) {
 	if _, err := c.conn.call(ctx, methodInitialize, map[string]any{
 		"protocolVersion":    acpProtocolVersion,
 		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false},
 		"clientInfo":         map[string]string{"name": "acpguard run", "version": version},
 	}); err != nil {
-		return "", fmt.Errorf("%w: %v", errAgentStart, err)
+		return "", "", fmt.Errorf("%w: %v", errAgentStart, err)
 	}
-	sid, mode, err := c.openSession(ctx, opts, cwd)
+	sid, mode, err = c.openSession(ctx, opts, cwd)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if opts.ApprovalMode != "" && opts.ApprovalMode != mode {
 		if _, err := c.conn.call(ctx, methodSessionSetMode, map[string]string{"sessionId": sid, "modeId": opts.ApprovalMode}); err != nil {
-			return "", fmt.Errorf("set the approval mode %q: %s", opts.ApprovalMode, rpcMessage(err))
+			return "", "", fmt.Errorf("set the approval mode %q: %s", opts.ApprovalMode, rpcMessage(err))
 		}
 		mode = opts.ApprovalMode
 	}
-	c.transcript.init = runInitOf(opts, sid, cwd, mode)
+	return sid, mode, nil
+}
+
+// watch hands the updates of session sid to the face from now on.
+func (c *runClient) watch(sid string) {
 	c.mu.Lock()
 	c.sessionID = sid
 	c.mu.Unlock()
+}
+
+// prompt sends one prompt to session sid and returns its stop reason.
+func (c *runClient) prompt(ctx context.Context, sid, prompt string) (string, error) {
 	raw, err := c.conn.call(ctx, methodSessionPrompt, map[string]any{
 		"sessionId": sid,
 		"prompt":    []contentBlock{{Type: "text", Text: prompt}},

@@ -240,6 +240,7 @@ type runUpdate struct {
 	Content       json.RawMessage `json:"content"`
 	ToolCallID    string          `json:"toolCallId"`
 	Status        string          `json:"status"`
+	Title         string          `json:"title"`
 	RawInput      json.RawMessage `json:"rawInput"`
 	RawOutput     json.RawMessage `json:"rawOutput"`
 	Meta          struct {
@@ -253,13 +254,14 @@ type runUpdate struct {
 	CurrentModeID string `json:"currentModeId"`
 }
 
-// runToolContent is one item of a tool_call_update's content.
+// runToolContent is one item of a tool call's content.
 type runToolContent struct {
 	Type    string `json:"type"` // content or diff
 	Content struct {
 		Text string `json:"text"`
 	} `json:"content"`
-	OldText *string `json:"oldText"`
+	Path    string  `json:"path"`
+	OldText *string `json:"oldText"` // nil: a new file
 	NewText string  `json:"newText"`
 }
 
