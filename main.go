@@ -77,7 +77,7 @@ const mainUsage = `acpguard: a guarded ACP agent runtime and its policy provider
 Usage:
   acpguard serve           [flags]   the managed daemon (host HTTP API, private ACP children)
   acpguard acp             [flags]   the guarded ACP agent on stdin/stdout
-  acpguard run     [flags] PROMPT    the guarded agent in this directory on one prompt, without an editor
+  acpguard run   [flags] [PROMPT]    the guarded agent in this directory, without an editor
   acpguard provider        [flags]   the reference policy provider
   acpguard provider check  [flags]   test a policy against its cases, without serving
   acpguard demo            [--keep]  the guarded path end to end, on loopback, in a temporary workspace
