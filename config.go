@@ -644,20 +644,38 @@ func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) er
 	return nil
 }
 
+// serveFlags are serve's own flags, beyond those it shares with acp.
+type serveFlags struct {
+	hostname, port, token, tokenFile, decisionLog, maxPending *onceValue
+	workspaces                                                *listValue
+	tokenless, requireAuth                                    *bool
+	limits                                                    serveLimitFlags
+}
+
+// addServeFlags registers serve's own flags on fs: serve's and doctor's.
+func addServeFlags(fs *flag.FlagSet) serveFlags {
+	f := serveFlags{
+		hostname:   onceFlag(fs, "hostname", defaultServeHostname),
+		port:       onceFlag(fs, "port", defaultServePort),
+		workspaces: &listValue{},
+	}
+	fs.Var(f.workspaces, "workspace", "")
+	f.token = onceFlag(fs, "token", "")
+	f.tokenFile = onceFlag(fs, flagHostTokenFile, "")
+	f.tokenless = fs.Bool(flagAllowTokenlessLoopback, false, "")
+	f.requireAuth = fs.Bool(flagRequireAuth, false, "")
+	f.decisionLog = onceFlag(fs, "decision-log", "")
+	f.maxPending = onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
+	f.limits = addServeLimitFlags(fs)
+	return f
+}
+
 func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	fs := newFlagSet("serve")
 	shared := addSharedFlags(fs)
-	hostname := onceFlag(fs, "hostname", defaultServeHostname)
-	port := onceFlag(fs, "port", defaultServePort)
-	var workspaces listValue
-	fs.Var(&workspaces, "workspace", "")
-	token := onceFlag(fs, "token", "")
-	tokenFile := onceFlag(fs, flagHostTokenFile, "")
-	tokenless := fs.Bool(flagAllowTokenlessLoopback, false, "")
-	requireAuth := fs.Bool(flagRequireAuth, false, "")
-	decisionLog := onceFlag(fs, "decision-log", "")
-	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
-	limits := addServeLimitFlags(fs)
+	sf := addServeFlags(fs)
+	hostname, port, token, tokenFile := sf.hostname, sf.port, sf.token, sf.tokenFile
+	tokenless, requireAuth, decisionLog, maxPending, limits := sf.tokenless, sf.requireAuth, sf.decisionLog, sf.maxPending, sf.limits
 	if err := parseFlags(fs, "serve", serveUsage, args, sys); err != nil {
 		return serveOptions{}, err
 	}
@@ -673,7 +691,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.Port, err = parsePort(port.value); err != nil {
 		return serveOptions{}, usagef("--port %q: %v", port.value, err)
 	}
-	if opts.Workspaces, err = parseWorkspaces(workspaces); err != nil {
+	if opts.Workspaces, err = parseWorkspaces(*sf.workspaces); err != nil {
 		return serveOptions{}, err
 	}
 	// serve reads the settings files of its first workspace at start, as a

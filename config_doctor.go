@@ -7,7 +7,6 @@ package main
 
 import (
 	"os"
-	"strconv"
 )
 
 const doctorUsage = `Usage: acpguard doctor [flags]
@@ -89,17 +88,9 @@ func parseDoctorArgs(args []string, sys *system) (doctorOptions, error) {
 	modelName := onceFlag(fs, "model", "")
 	stateDir := onceFlag(fs, flagStateDir, "")
 	// serve's own flags.
-	hostname := onceFlag(fs, "hostname", defaultServeHostname)
-	port := onceFlag(fs, "port", defaultServePort)
-	var workspaces listValue
-	fs.Var(&workspaces, "workspace", "")
-	token := onceFlag(fs, "token", "")
-	tokenFile := onceFlag(fs, flagHostTokenFile, "")
-	tokenless := fs.Bool(flagAllowTokenlessLoopback, false, "")
-	requireAuth := fs.Bool(flagRequireAuth, false, "")
-	onceFlag(fs, "decision-log", "")
-	maxPending := onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
-	limits := addServeLimitFlags(fs)
+	sf := addServeFlags(fs)
+	hostname, port, token, tokenFile := sf.hostname, sf.port, sf.token, sf.tokenFile
+	tokenless, requireAuth, maxPending, limits := sf.tokenless, sf.requireAuth, sf.maxPending, sf.limits
 	if err := parseFlags(fs, "doctor", doctorUsage, args, sys); err != nil {
 		return doctorOptions{}, err
 	}
@@ -111,7 +102,7 @@ func parseDoctorArgs(args []string, sys *system) (doctorOptions, error) {
 
 	// The workspace of the settings files: serve's first, else acp's, the
 	// current directory.
-	dirs, err := parseWorkspaces(workspaces)
+	dirs, err := parseWorkspaces(*sf.workspaces)
 	if err != nil {
 		// A bad --workspace leaves the current directory's files to check.
 		o.flagErr(err)
