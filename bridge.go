@@ -98,6 +98,9 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	if err == nil {
 		// The digest of exactly the bytes forwarded, taken here once (DESIGN.md §8).
 		rec.ArgumentsSha256 = argumentsDigest(p.Arguments)
+		if d.decisions.arguments {
+			rec.Arguments = p.Arguments
+		}
 	}
 	if err != nil || p.ToolName == "" {
 		return deny(outcomeMalformed, guardFailedReason)
@@ -240,11 +243,15 @@ type decisionRecord struct {
 	Outcome         string `json:"outcome"`
 	Reason          string `json:"reason,omitempty"` // what the model and client are shown of a denial
 	LatencyUs       int64  `json:"latencyUs"`
+	// Arguments are the bytes forwarded, only with --decision-log-arguments:
+	// arguments are the sensitive part of a call.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // decisionLog writes one JSON line per decision, whole lines only.
 type decisionLog struct {
-	lines *lineLog
+	lines     *lineLog
+	arguments bool // --decision-log-arguments: each line carries the arguments
 }
 
 // newDecisionLog writes the decision log to a stream it shares.
@@ -293,6 +300,12 @@ func appendDecisionRecord(dst []byte, rec decisionRecord) []byte {
 	}
 	dst = append(dst, `,"latencyUs":`...)
 	dst = strconv.AppendInt(dst, rec.LatencyUs, 10)
+	if len(rec.Arguments) > 0 {
+		// Checked JSON, compacted as forwarded: escaped as json.Marshal
+		// escapes a RawMessage.
+		dst = append(dst, `,"arguments":`...)
+		dst = append(dst, htmlEscaped(rec.Arguments)...)
+	}
 	return append(dst, "}\n"...)
 }
 

@@ -449,7 +449,8 @@ func TestServeE2EForgingChild(t *testing.T) {
 func TestDecisionRecordLine(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"uo\te`, "<a>&b", "ctl\x00\x1f\n\t", "bad\xffutf8\xc3", "\u2028\u2029", "é✓😀", strings.Repeat("x", 300)} {
 		rec := decisionRecord{Time: "2026-01-02T03:04:05.123456789Z", SessionID: s, PromptID: "p" + s, ToolCallID: s + "c",
-			RequestID: "r", ToolName: s, ArgumentsSha256: "abc", Outcome: outcomeDenied, Reason: s, LatencyUs: -7 + int64(len(s))}
+			RequestID: "r", ToolName: s, ArgumentsSha256: "abc", Outcome: outcomeDenied, Reason: s, LatencyUs: -7 + int64(len(s)),
+			Arguments: json.RawMessage(`{"content":` + string(appendJSONString(nil, s, false)) + `,"n":[1,2.5,null]}`)}
 		want, err := json.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)

@@ -648,7 +648,7 @@ func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) er
 type serveFlags struct {
 	hostname, port, token, tokenFile, decisionLog, maxPending *onceValue
 	workspaces                                                *listValue
-	tokenless, requireAuth                                    *bool
+	tokenless, requireAuth, decisionLogArgs                   *bool
 	limits                                                    serveLimitFlags
 }
 
@@ -665,6 +665,7 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 	f.tokenless = fs.Bool(flagAllowTokenlessLoopback, false, "")
 	f.requireAuth = fs.Bool(flagRequireAuth, false, "")
 	f.decisionLog = onceFlag(fs, "decision-log", "")
+	f.decisionLogArgs = fs.Bool("decision-log-arguments", false, "")
 	f.maxPending = onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
 	f.limits = addServeLimitFlags(fs)
 	return f
@@ -680,7 +681,7 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 	env := envOf(sys)
-	opts := serveOptions{DecisionLog: decisionLog.value}
+	opts := serveOptions{DecisionLog: decisionLog.value, DecisionLogArguments: *sf.decisionLogArgs}
 	var err error
 	if opts.Limits, err = limits.resolve(); err != nil {
 		return serveOptions{}, err

@@ -59,7 +59,8 @@ what is checked; the others are checked for their values only:
   --hostname HOST, --port N
         serve's address (default 127.0.0.1:4170).
   --token T, --token-file FILE, --allow-tokenless-loopback, --require-auth,
-  --decision-log FILE, --max-pending-prompts-per-session N, --max-sessions N,
+  --decision-log FILE, --decision-log-arguments,
+  --max-pending-prompts-per-session N, --max-sessions N,
   --max-children N, --max-subscribers-per-session N, --event-ring-size N,
   --initialize-timeout-ms N, --prompt-deadline-ms N,
   --permission-response-timeout-ms N, --session-idle-timeout-ms N,

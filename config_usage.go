@@ -308,6 +308,10 @@ Flags:
         OPENAI_API_KEY (both is an error); the same file rules as --token-file.
   --decision-log FILE
         append one JSON line per guard decision to FILE (default: stderr).
+  --decision-log-arguments
+        put each call's arguments, as forwarded to the provider, in its
+        decision line (as the provider's --audit-arguments); they are the
+        sensitive part of a call, so the default is their SHA-256 only.
   --max-pending-prompts-per-session N
         prompts one session may queue, 1 through 1000 (default 5).
   --allow-slash-command NAME

@@ -188,3 +188,47 @@ func TestLogFollow(t *testing.T) {
 		t.Fatalf("followed line %q, %v", lines.Text(), lines.Err())
 	}
 }
+
+// Over the logs of a real run (serve in required mode, the reference
+// provider on examples/policy.json, allowed and denied calls), acpguard log
+// --summary counts each decision once, both logs joined; with
+// --decision-log-arguments each decision line carries the arguments.
+func TestLogSummaryOfARealRun(t *testing.T) {
+	dir := t.TempDir()
+	audit, decisions := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "decisions.jsonl")
+	prov := startRefProvider(t, providerOptions{PolicyFile: "examples/policy.json", AuditPath: audit})
+	ws := t.TempDir()
+	sp := startServe(t, []string{"--workspace", ws, "--decision-log", decisions, "--decision-log-arguments", "--settings", yoloSettings(t),
+		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.url},
+		envGuardToken+"="+providerTestToken)
+	id := sp.newSession(t, "")
+	const allowed, denied = 3, 2
+	for i := range allowed {
+		sp.runTurn(t, id, writeCall(fmt.Sprintf("f%d.txt", i)))
+	}
+	for range denied {
+		sp.runTurn(t, id, `call run_shell_command {"command":"sudo true"}`)
+	}
+	sp.stop()
+	code, stdout, stderr := runAcpguard(t, []string{"log", "--summary", decisions, audit})
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("%-40s %8d %8d %8d", toolShell, 0, denied, 0),
+		fmt.Sprintf("%-40s %8d %8d %8d", toolWriteFile, allowed, 0, 0),
+		fmt.Sprintf("%8d  %s", denied, "Destructive and network shell commands are not allowed by policy"),
+		fmt.Sprintf("%-40s %8d %8d %8d", id, allowed, denied, 0),
+	} {
+		if !strings.Contains(stdout, want+"\n") {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	data, err := os.ReadFile(decisions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), `"arguments":{`); n != allowed+denied {
+		t.Errorf("%d decision lines carry arguments, want %d:\n%s", n, allowed+denied, data)
+	}
+}

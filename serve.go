@@ -82,6 +82,7 @@ type serveOptions struct {
 	Guard                  guardConfig
 	GuardModeGiven         bool   // --external-tool-guard-mode on the command line (warnUnguarded)
 	DecisionLog            string // "" stderr
+	DecisionLogArguments   bool   // each decision line carries the arguments
 	MaxPendingPrompts      int
 	AllowSlashCommands     []string // names without the leading "/"
 	// DisabledSlashCommands are refused with 400 and passed to every child.
@@ -224,6 +225,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		defer l.close()
 		d.decisions = &decisionLog{lines: l}
 	}
+	d.decisions.arguments = opts.DecisionLogArguments
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Hostname.host, strconv.Itoa(opts.Port)))
 	if err != nil {
