@@ -698,10 +698,16 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	// serve reads the settings files of its first workspace at start, as a
 	// check; each session's child reads those of the session's workspace
 	// at session/new (DESIGN.md §10). The host token file is hidden too;
-	// not the decision log: it holds ids, names, digests and outcomes, no
-	// argument, and often lies in a large directory such as /tmp, where
-	// hiding costs a Landlock rule per entry (DESIGN.md §5).
-	sh, err := shared.resolve(env, opts.Workspaces[0], false, tokenFile)
+	// the decision log only with --decision-log-arguments: otherwise it
+	// holds ids, names, digests and outcomes, no argument, and often lies
+	// in a large directory such as /tmp, where hiding costs a Landlock rule
+	// per entry (DESIGN.md §5). With the arguments, one session's tools
+	// would read what another's calls carried.
+	secrets := []*onceValue{tokenFile}
+	if opts.DecisionLogArguments {
+		secrets = append(secrets, decisionLog)
+	}
+	sh, err := shared.resolve(env, opts.Workspaces[0], false, secrets...)
 	if err != nil {
 		return serveOptions{}, err
 	}

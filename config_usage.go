@@ -312,6 +312,7 @@ Flags:
         put each call's arguments, as forwarded to the provider, in its
         decision line (as the provider's --audit-arguments); they are the
         sensitive part of a call, so the default is their SHA-256 only.
+        The decision log is then hidden from every tool, as a secret file.
   --max-pending-prompts-per-session N
         prompts one session may queue, 1 through 1000 (default 5).
   --allow-slash-command NAME
