@@ -231,14 +231,7 @@ Environment:
         Unix socket. Read and removed at start.
   QWEN_CODE_PRIVATE_ACP_CAPABILITY
         read and removed at start; not used.
-  HOME, QWEN_HOME
-        find the user settings file: $QWEN_HOME/settings.json, else
-        $HOME/.qwen/settings.json. $VAR and ${VAR} in settings string values
-        are replaced from the environment.
-  QWEN_CODE_SYSTEM_SETTINGS_PATH, QWEN_CODE_SYSTEM_DEFAULTS_PATH
-        the system settings file (default /etc/qwen-code/settings.json) and
-        the system defaults file (default system-defaults.json beside it).
-  GOMAXPROCS
+` + settingsEnvUsage + `  GOMAXPROCS
         unset, the runtime runs on one scheduler slot: its work is short steps
         between waits, and one slot answers a guard decision sooner.
 
@@ -393,14 +386,7 @@ Environment:
   QWEN_SERVER_TOKEN
         bearer token for host requests when --token is not given; read and
         removed from the environment at start.
-  HOME, QWEN_HOME
-        find the user settings file: $QWEN_HOME/settings.json, else
-        $HOME/.qwen/settings.json. $VAR and ${VAR} in settings string values
-        are replaced from the environment.
-  QWEN_CODE_SYSTEM_SETTINGS_PATH, QWEN_CODE_SYSTEM_DEFAULTS_PATH
-        the system settings file (default /etc/qwen-code/settings.json) and
-        the system defaults file (default system-defaults.json beside it).
-  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
+` + settingsEnvUsage + `  QWEN_CODE_EXTERNAL_TOOL_GUARD_TOKEN
         the provider's bearer token, required in required mode unless
         --external-tool-guard-token-file is given; read and removed at start,
         kept in the daemon only.
@@ -458,4 +444,15 @@ const sandboxFlagsUsage = `  --sandbox off|workspace
         the existing directory each session's temp directory is made in
         (default: the system's); serve gives each child one of its own and
         removes it once the child has exited.
+`
+
+// settingsEnvUsage is the environment that finds the settings files, in
+// the --help of each command that reads them.
+const settingsEnvUsage = `  HOME, QWEN_HOME
+        find the user settings file: $QWEN_HOME/settings.json, else
+        $HOME/.qwen/settings.json. $VAR and ${VAR} in settings string values
+        are replaced from the environment.
+  QWEN_CODE_SYSTEM_SETTINGS_PATH, QWEN_CODE_SYSTEM_DEFAULTS_PATH
+        the system settings file (default /etc/qwen-code/settings.json) and
+        the system defaults file (default system-defaults.json beside it).
 `
