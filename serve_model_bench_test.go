@@ -210,16 +210,7 @@ func TestModelTurnReleaseBinary(t *testing.T) {
 	defer model.Close()
 	prov := newTestProvider(t)
 	const hostToken = "host-token-for-the-turn-harness"
-	for _, shape := range []struct {
-		name   string
-		model  bool
-		guard  bool
-		prompt string
-	}{
-		{"openai-guard-off", true, false, "write out.txt"},
-		{"openai-guard-required", true, true, "write out.txt"},
-		{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
-	} {
+	for _, shape := range modelTurnShapes {
 		ws := t.TempDir()
 		args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t)}
 		env := append(os.Environ(), envServerToken+"="+hostToken)
@@ -245,21 +236,41 @@ func TestModelTurnReleaseBinary(t *testing.T) {
 			}
 			return took
 		}
-		for range 5 {
-			turn()
-		}
-		took := make([]time.Duration, 0, modelTurnTurns)
-		for range modelTurnTurns {
-			took = append(took, turn())
-		}
-		if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
-			t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape.name, data, err)
-		}
+		timeModelTurns(t, "model-turn", bin, shape.name, ws, turn)
 		stop()
-		slices.Sort(took)
-		at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
-		t.Logf("model-turn: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f", bin, shape.name, len(took), at(0.5), at(0.9))
 	}
+}
+
+// modelTurnShapes are the turns both harnesses time: a model call pair
+// with the guard off and required, and the scripted model's one call.
+var modelTurnShapes = []struct {
+	name   string
+	model  bool
+	guard  bool
+	prompt string
+}{
+	{"openai-guard-off", true, false, "write out.txt"},
+	{"openai-guard-required", true, true, "write out.txt"},
+	{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
+}
+
+// timeModelTurns runs turn 5 times to warm up, then modelTurnTurns times,
+// checks the turns wrote ws/out.txt, and logs the p50 and p90 under label.
+func timeModelTurns(t *testing.T, label, bin, shape, ws string, turn func() time.Duration) {
+	t.Helper()
+	for range 5 {
+		turn()
+	}
+	took := make([]time.Duration, 0, modelTurnTurns)
+	for range modelTurnTurns {
+		took = append(took, turn())
+	}
+	if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
+		t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape, data, err)
+	}
+	slices.Sort(took)
+	at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
+	t.Logf("%s: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f", label, bin, shape, len(took), at(0.5), at(0.9))
 }
 
 // TestModelTurnReleaseBinaryStandalone times the same turns through a
@@ -272,16 +283,7 @@ func TestModelTurnReleaseBinaryStandalone(t *testing.T) {
 	model := httptest.NewServer(http.HandlerFunc(serveTwoCallTurn))
 	defer model.Close()
 	prov := newTestProvider(t)
-	for _, shape := range []struct {
-		name   string
-		model  bool
-		guard  bool
-		prompt string
-	}{
-		{"openai-guard-off", true, false, "write out.txt"},
-		{"openai-guard-required", true, true, "write out.txt"},
-		{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
-	} {
+	for _, shape := range modelTurnShapes {
 		ws := t.TempDir()
 		args := []string{"acp", "--settings", yoloSettings(t), "--no-user-settings"}
 		env := os.Environ()
@@ -303,19 +305,7 @@ func TestModelTurnReleaseBinaryStandalone(t *testing.T) {
 			c.prompt(sid, shape.prompt, "")
 			return time.Since(start)
 		}
-		for range 5 {
-			turn()
-		}
-		took := make([]time.Duration, 0, modelTurnTurns)
-		for range modelTurnTurns {
-			took = append(took, turn())
-		}
-		if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
-			t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape.name, data, err)
-		}
-		slices.Sort(took)
-		at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
-		t.Logf("model-turn-acp: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f", bin, shape.name, len(took), at(0.5), at(0.9))
+		timeModelTurns(t, "model-turn-acp", bin, shape.name, ws, turn)
 	}
 }
 
