@@ -2137,6 +2137,8 @@ type testDaemon struct {
 	// token is sent as the bearer token by every request that names no
 	// Authorization header of its own; "" sends none.
 	token string
+	// pid is serve's process, where the test started one of its own.
+	pid int
 }
 
 // do sends one host request; body "" sends none.

@@ -483,13 +483,7 @@ func (w *wireWalk) value() json.RawMessage {
 	for i < len(data) {
 		switch data[i] {
 		case '"':
-			i++
-			for i < len(data) && data[i] != '"' {
-				if data[i] == '\\' {
-					i++
-				}
-				i++
-			}
+			i = stringEnd(data, i+1)
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -511,6 +505,28 @@ func (w *wireWalk) value() json.RawMessage {
 	}
 	w.i = i
 	return data[start:min(i, len(data))]
+}
+
+// stringEnd is the index of the quote that ends the string whose content
+// starts at i in checked JSON, or len(data): the first quote after an even
+// run of backslashes. It finds quotes with bytes.IndexByte, which reads a
+// long string many bytes at a time.
+func stringEnd(data []byte, i int) int {
+	for {
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			return len(data)
+		}
+		i += q
+		n := 0
+		for n < i && data[i-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return i
+		}
+		i++
+	}
 }
 
 // checked checks one value at the walk's position, inside depth

@@ -285,27 +285,6 @@ func thoughtSink(ctx context.Context) func(string) {
 	return func(string) {}
 }
 
-// openAIText is content that is the string s.
-func openAIText(s string) *openAIContent { return &openAIContent{Text: s} }
-
-// userContent is a user message's content: its text alone, or, with
-// images, a text part (when there is text) then one image part per image
-// as a data URL.
-func userContent(m message) *openAIContent {
-	if len(m.Images) == 0 {
-		return openAIText(m.Text)
-	}
-	c := &openAIContent{Parts: make([]openAIContentPart, 0, len(m.Images)+1)}
-	if m.Text != "" {
-		c.Parts = append(c.Parts, openAIContentPart{Type: openAIPartText, Text: m.Text})
-	}
-	for _, img := range m.Images {
-		url := "data:" + img.MimeType + ";base64," + img.Data
-		c.Parts = append(c.Parts, openAIContentPart{Type: openAIPartImage, ImageURL: &openAIImageURL{URL: url}})
-	}
-	return c
-}
-
 func (c openAIContent) MarshalJSON() ([]byte, error) {
 	if c.Parts != nil {
 		return json.Marshal(c.Parts)
@@ -429,50 +408,115 @@ func readOpenAIReply(ctx context.Context, mediaType string, r io.Reader, t *open
 
 // openAIRequestBody converts the history and tools to a streaming request.
 // Arguments go back as the string the model sent, so arguments that are not
-// JSON cannot break the request.
+// JSON cannot break the request. The body is byte for byte json.Marshal's
+// of openAIRequest (the test holds it there); the messages, which grow with
+// the session and are sent again on every call, are appended by hand.
 func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]byte, error) {
-	req := openAIRequest{Model: model, Stream: true, StreamOptions: &openAIStreamOptions{IncludeUsage: true}, Messages: make([]openAIMessage, 0, len(history))}
+	var toolsJSON []byte
+	if len(tools) > 0 {
+		list := make([]openAITool, 0, len(tools))
+		for _, s := range tools {
+			list = append(list, openAITool{
+				Type:     openAIToolType,
+				Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: s.parametersSchema()},
+			})
+		}
+		var err error
+		if toolsJSON, err = json.Marshal(list); err != nil {
+			return nil, fmt.Errorf("build chat completions request: %w", err)
+		}
+	}
+	size := len(toolsJSON) + len(model) + len(openAIRequestTail) + 64
+	for _, h := range history {
+		size += len(h.Text) + len(h.Result.Output) + 64
+		for _, c := range h.Calls {
+			size += len(c.Args) + len(c.ID) + len(c.Name) + 64
+		}
+	}
+	b := make([]byte, 0, size)
+	b = appendJSONString(append(b, `{"model":`...), model, true)
+	b = append(b, `,"messages":[`...)
 	for i, h := range history {
-		switch h.Role {
-		case roleSystem:
-			req.Messages = append(req.Messages, openAIMessage{Role: roleSystem, Content: openAIText(h.Text)})
-		case roleUser:
-			req.Messages = append(req.Messages, openAIMessage{Role: roleUser, Content: userContent(h)})
-		case roleAssistant:
-			msg := openAIMessage{Role: roleAssistant}
-			// content may be absent only when the turn proposed calls.
-			if h.Text != "" || len(h.Calls) == 0 {
-				msg.Content = openAIText(h.Text)
-			}
-			for _, c := range h.Calls {
-				args := string(c.Args)
-				if args == "" {
-					args = openAIEmptyArgs
-				}
-				msg.ToolCalls = append(msg.ToolCalls, openAIToolCall{
-					ID: c.ID, Type: openAIToolType,
-					Function: openAIFunctionCall{Name: c.Name, Arguments: args},
-				})
-			}
-			req.Messages = append(req.Messages, msg)
-		case roleTool:
-			req.Messages = append(req.Messages, openAIMessage{Role: roleTool, ToolCallID: h.CallID, Content: openAIText(h.Result.Output)})
-		default:
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = appendOpenAIMessage(b, h); !ok {
 			return nil, fmt.Errorf("build chat completions request: history message %d has role %q", i, h.Role)
 		}
 	}
-	for _, s := range tools {
-		params := s.parametersSchema()
-		req.Tools = append(req.Tools, openAITool{
-			Type:     openAIToolType,
-			Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: params},
-		})
+	b = append(b, ']')
+	if toolsJSON != nil {
+		b = append(append(b, `,"tools":`...), toolsJSON...)
 	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("build chat completions request: %w", err)
+	return append(b, openAIRequestTail...), nil
+}
+
+// openAIRequestTail ends every request: streamed, with usage on the last
+// chunk (openAIRequest's Stream and StreamOptions).
+const openAIRequestTail = `,"stream":true,"stream_options":{"include_usage":true}}`
+
+// appendOpenAIMessage appends h as the openAIMessage json.Marshal would
+// write for it; ok is false for a role the API has no message of.
+func appendOpenAIMessage(b []byte, h message) (_ []byte, ok bool) {
+	switch h.Role {
+	case roleSystem, roleUser, roleAssistant, roleTool:
+	default:
+		return b, false
 	}
-	return body, nil
+	b = appendJSONString(append(b, `{"role":`...), h.Role, true)
+	switch {
+	case h.Role == roleUser && len(h.Images) > 0:
+		b = appendOpenAIParts(append(b, `,"content":`...), h)
+	case h.Role == roleTool:
+		b = appendJSONString(append(b, `,"content":`...), h.Result.Output, true)
+	case h.Role != roleAssistant || h.Text != "" || len(h.Calls) == 0:
+		// An assistant's content may be absent only when it proposed calls.
+		b = appendJSONString(append(b, `,"content":`...), h.Text, true)
+	}
+	if h.Role == roleAssistant && len(h.Calls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i, c := range h.Calls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			if c.ID != "" {
+				b = append(appendJSONString(append(b, `"id":`...), c.ID, true), ',')
+			}
+			b = append(b, `"type":"`+openAIToolType+`","function":{"name":`...)
+			b = appendJSONString(b, c.Name, true)
+			args := string(c.Args)
+			if args == "" {
+				args = openAIEmptyArgs
+			}
+			b = append(appendJSONString(append(b, `,"arguments":`...), args, true), '}', '}')
+		}
+		b = append(b, ']')
+	}
+	if h.Role == roleTool && h.CallID != "" {
+		b = appendJSONString(append(b, `,"tool_call_id":`...), h.CallID, true)
+	}
+	return append(b, '}'), true
+}
+
+// appendOpenAIParts appends a user message's content with images as
+// userContent's parts: its text (when there is text), then one image part
+// per image as a data URL.
+func appendOpenAIParts(b []byte, h message) []byte {
+	b = append(b, '[')
+	if h.Text != "" {
+		b = append(b, `{"type":"`+openAIPartText+`","text":`...)
+		b = append(appendJSONString(b, h.Text, true), '}')
+	}
+	for i, img := range h.Images {
+		if i > 0 || h.Text != "" {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"`+openAIPartImage+`","image_url":{"url":`...)
+		b = append(appendJSONString(b, "data:"+img.MimeType+";base64,"+img.Data, true), '}', '}')
+	}
+	return append(b, ']')
 }
 
 // openAITurn assembles one assistant turn from reply chunks.

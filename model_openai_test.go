@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1082,5 +1083,100 @@ func TestOpenAINotFoundNamesTheURL(t *testing.T) {
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("base %q: error\n%v\nwant\n%s", tt.base, err, tt.want)
 		}
+	}
+}
+
+// openAIRequestOracle is the request as json.Marshal writes openAIRequest
+// for history and tools: what openAIRequestBody must write byte for byte.
+func openAIRequestOracle(t *testing.T, model string, history []message, tools []*toolSpec) []byte {
+	t.Helper()
+	text := func(s string) *openAIContent { return &openAIContent{Text: s} }
+	req := openAIRequest{Model: model, Stream: true, StreamOptions: &openAIStreamOptions{IncludeUsage: true}, Messages: []openAIMessage{}}
+	for _, h := range history {
+		msg := openAIMessage{Role: h.Role}
+		switch h.Role {
+		case roleSystem:
+			msg.Content = text(h.Text)
+		case roleUser:
+			msg.Content = text(h.Text)
+			if len(h.Images) > 0 {
+				msg.Content = &openAIContent{Parts: []openAIContentPart{}}
+				if h.Text != "" {
+					msg.Content.Parts = append(msg.Content.Parts, openAIContentPart{Type: openAIPartText, Text: h.Text})
+				}
+				for _, img := range h.Images {
+					url := "data:" + img.MimeType + ";base64," + img.Data
+					msg.Content.Parts = append(msg.Content.Parts, openAIContentPart{Type: openAIPartImage, ImageURL: &openAIImageURL{URL: url}})
+				}
+			}
+		case roleAssistant:
+			if h.Text != "" || len(h.Calls) == 0 {
+				msg.Content = text(h.Text)
+			}
+			for _, c := range h.Calls {
+				args := cmp.Or(string(c.Args), openAIEmptyArgs)
+				msg.ToolCalls = append(msg.ToolCalls, openAIToolCall{ID: c.ID, Type: openAIToolType, Function: openAIFunctionCall{Name: c.Name, Arguments: args}})
+			}
+		case roleTool:
+			msg.Content, msg.ToolCallID = text(h.Result.Output), h.CallID
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	for _, s := range tools {
+		req.Tools = append(req.Tools, openAITool{Type: openAIToolType, Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: s.parametersSchema()}})
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// TestOpenAIRequestBodyIsMarshals holds the hand-written request to
+// json.Marshal's bytes for every kind of message, the strings encoding/json
+// escapes, and a tool schema written with spaces and HTML characters.
+func TestOpenAIRequestBodyIsMarshals(t *testing.T) {
+	odd := "a<b>&\u2028\u2029\xff\"\\\n\t\x01é😀"
+	img := promptImage{MimeType: "image/png", Data: "aGk="}
+	mcpTool := &toolSpec{Name: "mcp__s__t", Description: "runs <t> & more", Schema: json.RawMessage("{ \"type\" : \"object\",\n \"description\": \"<x>\" }")}
+	cases := []struct {
+		name    string
+		history []message
+		tools   []*toolSpec
+	}{
+		{"empty", nil, nil},
+		{"system and user", []message{{Role: roleSystem, Text: "sys " + odd}, {Role: roleUser, Text: odd}}, nil},
+		{"empty user text", []message{{Role: roleUser}}, nil},
+		{"images with text", []message{{Role: roleUser, Text: "look", Images: []promptImage{img, img}}}, nil},
+		{"images alone", []message{{Role: roleUser, Images: []promptImage{img}}}, nil},
+		{"assistant text", []message{{Role: roleAssistant, Text: odd}}, nil},
+		{"assistant nothing", []message{{Role: roleAssistant}}, nil},
+		{"assistant calls", []message{{Role: roleAssistant, Calls: []toolCall{
+			{ID: "c1", Name: "write_file", Args: json.RawMessage(`{"file_path":"a<b>.txt","content":"` + "x" + `"}`)},
+			{ID: "", Name: "ls", Args: nil},
+			{ID: "c3", Name: "n" + odd, Args: json.RawMessage(`not json ` + odd)},
+		}}}, nil},
+		{"assistant text and calls", []message{{Role: roleAssistant, Text: "t", Calls: []toolCall{{ID: "c", Name: "ls", Args: json.RawMessage(`{}`)}}}}, nil},
+		{"tool results", []message{
+			{Role: roleTool, CallID: "c1", Tool: "ls", Result: toolResult{Output: odd}},
+			{Role: roleTool, Tool: "ls", Result: toolResult{Output: ""}},
+		}, nil},
+		{"tools", benchModelExchanges(3), append(offeredTools(&toolEnv{}), mcpTool)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, model := range []string{"", "m<" + odd} {
+				got, err := openAIRequestBody(model, c.history, c.tools)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := openAIRequestOracle(t, model, c.history, c.tools); !bytes.Equal(got, want) {
+					t.Errorf("model %q:\n got %s\nwant %s", model, got, want)
+				}
+			}
+		})
+	}
+	if _, err := openAIRequestBody("", []message{{Role: "narrator"}}, nil); err == nil || err.Error() != `build chat completions request: history message 0 has role "narrator"` {
+		t.Errorf("a message of an unknown role: %v", err)
 	}
 }

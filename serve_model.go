@@ -199,8 +199,9 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 		return fail(errors.New("not an object"))
 	}
 	rest := make([]byte, 0, len(req)+1)
-	err := modelShapeObject(req, "", modelRequestMembers, func(key string, v json.RawMessage) error {
+	err := modelShapeObject(req, modelAt{}, modelRequestMembers, func(key string, v json.RawMessage) error {
 		var err error
+		at := modelAt{}.key(key)
 		switch key {
 		case "model":
 			if isJSONNull(v) {
@@ -209,20 +210,20 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 			name, err := wireStringValue(v)
 			switch {
 			case err != nil:
-				return modelShapeType("model", "a string")
+				return modelShapeType(at, "a string")
 			case name != "":
 				return &modelNamedError{name: name}
 			}
 			return nil // serve's name goes in its place
 		case "messages":
-			err = modelShapeArray(v, "messages", checkModelMessage)
+			err = modelShapeArray(v, at, checkModelMessage)
 		case "tools":
-			err = modelShapeArray(v, "tools", checkModelTool)
+			err = modelShapeArray(v, at, checkModelTool)
 		case "stream":
-			err = modelShapeBool(v, "stream")
+			err = modelShapeBool(v, at)
 		case "stream_options":
-			err = modelShapeObject(v, "stream_options", modelStreamMembers, func(key string, v json.RawMessage) error {
-				return modelShapeBool(v, "stream_options."+key)
+			err = modelShapeObject(v, at, modelStreamMembers, func(key string, v json.RawMessage) error {
+				return modelShapeBool(v, at.key(key))
 			})
 		}
 		rest = append(append(append(append(rest, ',', '"'), key...), '"', ':'), v...)
@@ -242,22 +243,21 @@ type modelNamedError struct{ name string }
 
 func (e *modelNamedError) Error() string { return "request names a model" }
 
-func checkModelMessage(at string, v json.RawMessage) error {
+func checkModelMessage(at modelAt, v json.RawMessage) error {
 	return modelShapeObject(v, at, modelMessageMembers, func(key string, v json.RawMessage) error {
 		switch key {
 		case "content":
 			if len(v) > 0 && v[0] == '[' {
-				return modelShapeArray(v, at+".content", checkModelPart)
+				return modelShapeArray(v, at.key(key), checkModelPart)
 			}
-			return modelShapeString(v, at+".content")
 		case "tool_calls":
-			return modelShapeArray(v, at+".tool_calls", checkModelToolCall)
+			return modelShapeArray(v, at.key(key), checkModelToolCall)
 		}
-		return modelShapeString(v, at+"."+key) // role, tool_call_id, reasoning
+		return modelShapeString(v, at.key(key)) // content, role, tool_call_id, reasoning
 	})
 }
 
-func checkModelToolCall(at string, v json.RawMessage) error {
+func checkModelToolCall(at modelAt, v json.RawMessage) error {
 	return modelShapeObject(v, at, modelToolCallMembers, func(key string, v json.RawMessage) error {
 		switch key {
 		case "index":
@@ -265,46 +265,99 @@ func checkModelToolCall(at string, v json.RawMessage) error {
 				return nil
 			}
 			if _, err := strconv.Atoi(string(v)); err != nil {
-				return modelShapeType(at+".index", "an integer")
+				return modelShapeType(at.key(key), "an integer")
 			}
 			return nil
 		case "function":
-			return modelShapeObject(v, at+".function", modelCallFnMembers, func(key string, v json.RawMessage) error {
-				return modelShapeString(v, at+".function."+key)
+			at := at.key(key)
+			return modelShapeObject(v, at, modelCallFnMembers, func(key string, v json.RawMessage) error {
+				return modelShapeString(v, at.key(key))
 			})
 		}
-		return modelShapeString(v, at+"."+key)
+		return modelShapeString(v, at.key(key))
 	})
 }
 
-func checkModelTool(at string, v json.RawMessage) error {
+func checkModelTool(at modelAt, v json.RawMessage) error {
 	return modelShapeObject(v, at, modelToolMembers, func(key string, v json.RawMessage) error {
 		if key == "type" {
-			return modelShapeString(v, at+".type")
+			return modelShapeString(v, at.key(key))
 		}
-		return modelShapeObject(v, at+".function", modelFunctionMembers, func(key string, v json.RawMessage) error {
+		at := at.key(key)
+		return modelShapeObject(v, at, modelFunctionMembers, func(key string, v json.RawMessage) error {
 			if key == "parameters" {
 				return nil // any JSON: a tool's schema, forwarded as it is
 			}
-			return modelShapeString(v, at+".function."+key)
+			return modelShapeString(v, at.key(key))
 		})
 	})
 }
 
-func checkModelPart(at string, v json.RawMessage) error {
+func checkModelPart(at modelAt, v json.RawMessage) error {
 	return modelShapeObject(v, at, modelPartMembers, func(key string, v json.RawMessage) error {
 		if key == "image_url" {
-			return modelShapeObject(v, at+".image_url", modelImageMembers, func(key string, v json.RawMessage) error {
-				return modelShapeString(v, at+".image_url.url")
+			at := at.key(key)
+			return modelShapeObject(v, at, modelImageMembers, func(key string, v json.RawMessage) error {
+				return modelShapeString(v, at.key(key))
 			})
 		}
-		return modelShapeString(v, at+"."+key)
+		return modelShapeString(v, at.key(key))
 	})
+}
+
+// modelAt is where in a request a check is, as the error names it
+// ("messages[3].tool_calls[0].function.name"). It is a value, built into
+// text only for an error, so that a check allocates nothing per member.
+type modelAt struct {
+	n    int
+	segs [modelAtDepth]modelAtSeg
+}
+
+// modelAtDepth is the deepest place a check names:
+// messages[i].content[j].image_url.url.
+const modelAtDepth = 6
+
+// modelAtSeg is a member's name, or an element's index when key is "".
+type modelAtSeg struct {
+	key   string
+	index int
+}
+
+func (a modelAt) key(k string) modelAt {
+	if a.n < modelAtDepth {
+		a.segs[a.n] = modelAtSeg{key: k}
+		a.n++
+	}
+	return a
+}
+
+func (a modelAt) elem(i int) modelAt {
+	if a.n < modelAtDepth {
+		a.segs[a.n] = modelAtSeg{index: i}
+		a.n++
+	}
+	return a
+}
+
+func (a modelAt) String() string {
+	var b []byte
+	for _, s := range a.segs[:a.n] {
+		switch {
+		case s.key == "":
+			b = append(strconv.AppendInt(append(b, '['), int64(s.index), 10), ']')
+		case len(b) > 0:
+			b = append(append(b, '.'), s.key...)
+		default:
+			b = append(b, s.key...)
+		}
+	}
+	return string(b)
 }
 
 // modelShapeObject calls member with each member of v, an object or null,
 // whose names must be among names, spelled exactly (v has none twice).
-func modelShapeObject(v json.RawMessage, at string, names []string, member func(key string, v json.RawMessage) error) error {
+// member gets the name as names spells it, so a check allocates nothing.
+func modelShapeObject(v json.RawMessage, at modelAt, names []string, member func(key string, v json.RawMessage) error) error {
 	if isJSONNull(v) {
 		return nil
 	}
@@ -312,20 +365,21 @@ func modelShapeObject(v json.RawMessage, at string, names []string, member func(
 		return modelShapeType(at, "an object")
 	}
 	w := wireWalk{data: v}
-	return w.object(func(key string) error {
-		if !slices.Contains(names, key) {
-			if at == "" {
+	return w.objectBytes(func(key []byte) error {
+		i := slices.IndexFunc(names, func(name string) bool { return name == string(key) })
+		if i < 0 {
+			if at.n == 0 {
 				return fmt.Errorf("unknown field %q", key)
 			}
 			return fmt.Errorf("%s: unknown field %q", at, key)
 		}
-		return member(key, w.value())
+		return member(names[i], w.value())
 	})
 }
 
 // modelShapeArray calls elem with each element of v, an array or null;
 // an element is never null (a message, tool, call or part of nothing).
-func modelShapeArray(v json.RawMessage, at string, elem func(at string, v json.RawMessage) error) error {
+func modelShapeArray(v json.RawMessage, at modelAt, elem func(at modelAt, v json.RawMessage) error) error {
 	if isJSONNull(v) {
 		return nil
 	}
@@ -342,7 +396,7 @@ func modelShapeArray(v json.RawMessage, at string, elem func(at string, v json.R
 			return errors.New("malformed array")
 		}
 		w.space()
-		at := at + "[" + strconv.Itoa(n) + "]"
+		at := at.elem(n)
 		v := w.value()
 		if isJSONNull(v) {
 			return modelShapeType(at, "an object")
@@ -353,14 +407,14 @@ func modelShapeArray(v json.RawMessage, at string, elem func(at string, v json.R
 	}
 }
 
-func modelShapeString(v json.RawMessage, at string) error {
+func modelShapeString(v json.RawMessage, at modelAt) error {
 	if isJSONNull(v) || len(v) > 0 && v[0] == '"' {
 		return nil
 	}
 	return modelShapeType(at, "a string")
 }
 
-func modelShapeBool(v json.RawMessage, at string) error {
+func modelShapeBool(v json.RawMessage, at modelAt) error {
 	switch string(v) {
 	case "true", "false", "null":
 		return nil
@@ -368,7 +422,7 @@ func modelShapeBool(v json.RawMessage, at string) error {
 	return modelShapeType(at, "a boolean")
 }
 
-func modelShapeType(at, want string) error { return fmt.Errorf("%s: want %s", at, want) }
+func modelShapeType(at modelAt, want string) error { return fmt.Errorf("%s: want %s", at, want) }
 
 // modelComplete makes one model call for a child: the channel must own the
 // session and the prompt must be its running one, or no HTTP request is

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,19 +30,36 @@ import (
 
 // benchModelHistory is a session's history after one tool call: the system
 // prompt, the user's prompt, the assistant's call and its result.
-func benchModelHistory() []message {
-	return []message{
-		{Role: roleSystem, Text: strings.Repeat("You are a coding agent. Follow the project's instructions. ", 20)},
-		{Role: roleUser, Text: "write the file out.txt with hello"},
-		{Role: roleAssistant, Calls: []toolCall{{ID: "call_1", Name: "write_file", Args: json.RawMessage(`{"file_path":"out.txt","content":"hello"}`)}}},
-		{Role: roleTool, CallID: "call_1", Tool: "write_file", Result: toolResult{Status: statusCompleted, Output: "Successfully wrote out.txt"}},
+func benchModelHistory() []message { return benchModelExchanges(1) }
+
+// benchModelExchanges is the system prompt and n exchanges of the turn
+// harness (TestModelTurnReleaseBinary): a prompt, the assistant's
+// write_file call, its result, and the assistant's text but in the last,
+// which ends at the result.
+func benchModelExchanges(n int) []message {
+	history := []message{{Role: roleSystem, Text: strings.Repeat("You are a coding agent. Follow the project's instructions. ", 20)}}
+	for i := range n {
+		id := "call_" + strconv.Itoa(i)
+		history = append(history,
+			message{Role: roleUser, Text: "write the file out.txt with hello"},
+			message{Role: roleAssistant, Calls: []toolCall{{ID: id, Name: "write_file", Args: json.RawMessage(`{"file_path":"out.txt","content":"hello"}`)}}},
+			message{Role: roleTool, CallID: id, Tool: "write_file", Result: toolResult{Status: statusCompleted, Output: "Successfully wrote out.txt"}})
+		if i < n-1 {
+			history = append(history, message{Role: roleAssistant, Text: "done"})
+		}
 	}
+	return history
 }
 
-// benchModelCall is the params of a child's model call of the history above
-// with the built-in tools, as the child encodes them.
-func benchModelCall(b *testing.B) json.RawMessage {
-	body, err := openAIRequestBody("", benchModelHistory(), offeredTools(&toolEnv{}))
+// benchModelSizes are the histories the model benchmarks encode and check:
+// a session's first call, and one two hundred turns on, as the turn
+// harness's last turns send.
+var benchModelSizes = []int{1, 200}
+
+// benchModelCall is the params of a child's model call of n exchanges with
+// the built-in tools, as the child encodes them.
+func benchModelCall(b *testing.B, n int) json.RawMessage {
+	body, err := openAIRequestBody("", benchModelExchanges(n), offeredTools(&toolEnv{}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,27 +73,36 @@ func benchModelCall(b *testing.B) json.RawMessage {
 // BenchmarkServeModelCheck is serve's check of one child's model call and
 // the body it sends the model service.
 func BenchmarkServeModelCheck(b *testing.B) {
-	params := benchModelCall(b)
-	b.ReportMetric(float64(len(params)), "request-bytes")
-	b.ReportAllocs()
-	for range b.N {
-		if _, _, err := decodeModelComplete(params, "serve-model"); err != nil {
-			b.Fatal(err)
-		}
+	for _, n := range benchModelSizes {
+		b.Run("exchanges="+strconv.Itoa(n), func(b *testing.B) {
+			params := benchModelCall(b, n)
+			b.ReportMetric(float64(len(params)), "request-bytes")
+			b.ReportAllocs()
+			for range b.N {
+				if _, _, err := decodeModelComplete(params, "serve-model"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
 // BenchmarkServeModelEncode is the child's encoding of one model call: the
 // request body, then the params that carry it.
 func BenchmarkServeModelEncode(b *testing.B) {
-	history, tools := benchModelHistory(), offeredTools(&toolEnv{})
-	b.ReportAllocs()
-	for range b.N {
-		body, err := openAIRequestBody("", history, tools)
-		if err != nil {
-			b.Fatal(err)
-		}
-		appendModelCompleteParams(promptIdentity{"s1", "p1"}, "x", body)
+	tools := offeredTools(&toolEnv{})
+	for _, n := range benchModelSizes {
+		b.Run("exchanges="+strconv.Itoa(n), func(b *testing.B) {
+			history := benchModelExchanges(n)
+			b.ReportAllocs()
+			for range b.N {
+				body, err := openAIRequestBody("", history, tools)
+				if err != nil {
+					b.Fatal(err)
+				}
+				appendModelCompleteParams(promptIdentity{"s1", "p1"}, "x", body)
+			}
+		})
 	}
 }
 
@@ -236,7 +263,7 @@ func TestModelTurnReleaseBinary(t *testing.T) {
 			}
 			return took
 		}
-		timeModelTurns(t, "model-turn", bin, shape.name, ws, turn)
+		timeModelTurns(t, "model-turn", bin, shape.name, ws, td.pid, turn)
 		stop()
 	}
 }
@@ -255,22 +282,30 @@ var modelTurnShapes = []struct {
 }
 
 // timeModelTurns runs turn 5 times to warm up, then modelTurnTurns times,
-// checks the turns wrote ws/out.txt, and logs the p50 and p90 under label.
-func timeModelTurns(t *testing.T, label, bin, shape, ws string, turn func() time.Duration) {
+// checks the turns wrote ws/out.txt, and logs the p50 and p90 under label,
+// with the CPU time and the context switches per turn of pid and its
+// descendants: figures a loaded machine moves less than it moves time.
+func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn func() time.Duration) {
 	t.Helper()
 	for range 5 {
 		turn()
 	}
 	took := make([]time.Duration, 0, modelTurnTurns)
+	cpu0 := treeCPU(t, pid)
+	sw0, _ := treeCtxSwitches(t, pid)
 	for range modelTurnTurns {
 		took = append(took, turn())
 	}
+	cpu := treeCPU(t, pid) - cpu0
+	sw, _ := treeCtxSwitches(t, pid)
 	if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
 		t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape, data, err)
 	}
 	slices.Sort(took)
 	at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
-	t.Logf("%s: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f", label, bin, shape, len(took), at(0.5), at(0.9))
+	perTurn := float64(len(took))
+	t.Logf("%s: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f cpu-us/turn=%.0f ctxsw/turn=%.1f",
+		label, bin, shape, len(took), at(0.5), at(0.9), float64(cpu.Microseconds())/perTurn, float64(sw-sw0)/perTurn)
 }
 
 // TestModelTurnReleaseBinaryStandalone times the same turns through a
@@ -305,7 +340,7 @@ func TestModelTurnReleaseBinaryStandalone(t *testing.T) {
 			c.prompt(sid, shape.prompt, "")
 			return time.Since(start)
 		}
-		timeModelTurns(t, "model-turn-acp", bin, shape.name, ws, turn)
+		timeModelTurns(t, "model-turn-acp", bin, shape.name, ws, cmd.Process.Pid, turn)
 	}
 }
 
@@ -326,6 +361,7 @@ func startBuiltServe(t *testing.T, bin string, args, env []string) *testDaemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	td.pid = cmd.Process.Pid
 	var once sync.Once
 	td.stop = func() error {
 		once.Do(func() {
