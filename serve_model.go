@@ -199,11 +199,13 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 		return fail(errors.New("not an object"))
 	}
 	rest := make([]byte, 0, len(req)+1)
-	err := modelShapeObject(req, modelAt{}, modelRequestMembers, func(key string, v json.RawMessage) error {
+	w := &wireWalk{data: req}
+	err := modelShapeObject(w, modelAt{}, modelRequestMembers, func(key string) error {
 		var err error
-		at := modelAt{}.key(key)
+		at, start := modelAt{}.key(key), w.i
 		switch key {
 		case "model":
+			v := w.value()
 			if isJSONNull(v) {
 				return nil
 			}
@@ -216,17 +218,17 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 			}
 			return nil // serve's name goes in its place
 		case "messages":
-			err = modelShapeArray(v, at, checkModelMessage)
+			err = modelShapeArray(w, at, checkModelMessage)
 		case "tools":
-			err = modelShapeArray(v, at, checkModelTool)
+			err = modelShapeArray(w, at, checkModelTool)
 		case "stream":
-			err = modelShapeBool(v, at)
+			err = modelShapeBool(w, at)
 		case "stream_options":
-			err = modelShapeObject(v, at, modelStreamMembers, func(key string, v json.RawMessage) error {
-				return modelShapeBool(v, at.key(key))
+			err = modelShapeObject(w, at, modelStreamMembers, func(key string) error {
+				return modelShapeBool(w, at.key(key))
 			})
 		}
-		rest = append(append(append(append(rest, ',', '"'), key...), '"', ':'), v...)
+		rest = append(append(append(append(rest, ',', '"'), key...), '"', ':'), req[start:w.i]...)
 		return err
 	})
 	if named, ok := err.(*modelNamedError); ok {
@@ -243,65 +245,68 @@ type modelNamedError struct{ name string }
 
 func (e *modelNamedError) Error() string { return "request names a model" }
 
-func checkModelMessage(at modelAt, v json.RawMessage) error {
-	return modelShapeObject(v, at, modelMessageMembers, func(key string, v json.RawMessage) error {
+// The checks of a request's parts. Each starts with the walk at its value
+// and moves past it, so the request is walked once.
+
+func checkModelMessage(w *wireWalk, at modelAt) error {
+	return modelShapeObject(w, at, modelMessageMembers, func(key string) error {
 		switch key {
 		case "content":
-			if len(v) > 0 && v[0] == '[' {
-				return modelShapeArray(v, at.key(key), checkModelPart)
+			if w.i < len(w.data) && w.data[w.i] == '[' {
+				return modelShapeArray(w, at.key(key), checkModelPart)
 			}
 		case "tool_calls":
-			return modelShapeArray(v, at.key(key), checkModelToolCall)
+			return modelShapeArray(w, at.key(key), checkModelToolCall)
 		}
-		return modelShapeString(v, at.key(key)) // content, role, tool_call_id, reasoning
+		return modelShapeString(w, at.key(key)) // content, role, tool_call_id, reasoning
 	})
 }
 
-func checkModelToolCall(at modelAt, v json.RawMessage) error {
-	return modelShapeObject(v, at, modelToolCallMembers, func(key string, v json.RawMessage) error {
+func checkModelToolCall(w *wireWalk, at modelAt) error {
+	return modelShapeObject(w, at, modelToolCallMembers, func(key string) error {
 		switch key {
 		case "index":
-			if isJSONNull(v) {
-				return nil
-			}
-			if _, err := strconv.Atoi(string(v)); err != nil {
-				return modelShapeType(at.key(key), "an integer")
+			if v := w.value(); !isJSONNull(v) {
+				if _, err := strconv.Atoi(string(v)); err != nil {
+					return modelShapeType(at.key(key), "an integer")
+				}
 			}
 			return nil
 		case "function":
 			at := at.key(key)
-			return modelShapeObject(v, at, modelCallFnMembers, func(key string, v json.RawMessage) error {
-				return modelShapeString(v, at.key(key))
+			return modelShapeObject(w, at, modelCallFnMembers, func(key string) error {
+				return modelShapeString(w, at.key(key))
 			})
 		}
-		return modelShapeString(v, at.key(key))
+		return modelShapeString(w, at.key(key))
 	})
 }
 
-func checkModelTool(at modelAt, v json.RawMessage) error {
-	return modelShapeObject(v, at, modelToolMembers, func(key string, v json.RawMessage) error {
+func checkModelTool(w *wireWalk, at modelAt) error {
+	return modelShapeObject(w, at, modelToolMembers, func(key string) error {
 		if key == "type" {
-			return modelShapeString(v, at.key(key))
+			return modelShapeString(w, at.key(key))
 		}
 		at := at.key(key)
-		return modelShapeObject(v, at, modelFunctionMembers, func(key string, v json.RawMessage) error {
+		return modelShapeObject(w, at, modelFunctionMembers, func(key string) error {
 			if key == "parameters" {
-				return nil // any JSON: a tool's schema, forwarded as it is
+				w.value() // any JSON: a tool's schema, forwarded as it is
+				return nil
 			}
-			return modelShapeString(v, at.key(key))
+			return modelShapeString(w, at.key(key))
 		})
 	})
 }
 
-func checkModelPart(at modelAt, v json.RawMessage) error {
-	return modelShapeObject(v, at, modelPartMembers, func(key string, v json.RawMessage) error {
+func checkModelPart(w *wireWalk, at modelAt) error {
+	return modelShapeObject(w, at, modelPartMembers, func(key string) error {
 		if key == "image_url" {
 			at := at.key(key)
-			return modelShapeObject(v, at, modelImageMembers, func(key string, v json.RawMessage) error {
-				return modelShapeString(v, at.key(key))
+			return modelShapeObject(w, at, modelImageMembers, func(key string) error {
+				return modelShapeString(w, at.key(key))
 			})
 		}
-		return modelShapeString(v, at.key(key))
+		return modelShapeString(w, at.key(key))
 	})
 }
 
@@ -354,17 +359,17 @@ func (a modelAt) String() string {
 	return string(b)
 }
 
-// modelShapeObject calls member with each member of v, an object or null,
-// whose names must be among names, spelled exactly (v has none twice).
-// member gets the name as names spells it, so a check allocates nothing.
-func modelShapeObject(v json.RawMessage, at modelAt, names []string, member func(key string, v json.RawMessage) error) error {
-	if isJSONNull(v) {
+// modelShapeObject walks the object or null at w, whose members' names
+// must be among names, spelled exactly (it has none twice), calling member
+// with each name as names spells it (so a check allocates nothing) and the
+// walk at its value, which member must move past.
+func modelShapeObject(w *wireWalk, at modelAt, names []string, member func(key string) error) error {
+	if modelShapeNull(w) {
 		return nil
 	}
-	if len(v) == 0 || v[0] != '{' {
+	if w.i >= len(w.data) || w.data[w.i] != '{' {
 		return modelShapeType(at, "an object")
 	}
-	w := wireWalk{data: v}
 	return w.objectBytes(func(key []byte) error {
 		i := slices.IndexFunc(names, func(name string) bool { return name == string(key) })
 		if i < 0 {
@@ -373,49 +378,57 @@ func modelShapeObject(v json.RawMessage, at modelAt, names []string, member func
 			}
 			return fmt.Errorf("%s: unknown field %q", at, key)
 		}
-		return member(names[i], w.value())
+		return member(names[i])
 	})
 }
 
-// modelShapeArray calls elem with each element of v, an array or null;
-// an element is never null (a message, tool, call or part of nothing).
-func modelShapeArray(v json.RawMessage, at modelAt, elem func(at modelAt, v json.RawMessage) error) error {
-	if isJSONNull(v) {
+// modelShapeArray walks the array or null at w, calling elem with the walk
+// at each element; an element is never null (a message, tool, call or part
+// of nothing).
+func modelShapeArray(w *wireWalk, at modelAt, elem func(w *wireWalk, at modelAt) error) error {
+	if modelShapeNull(w) {
 		return nil
 	}
-	if len(v) == 0 || v[0] != '[' {
+	if !w.eat('[') {
 		return modelShapeType(at, "an array")
 	}
-	w := wireWalk{data: v, i: 1}
 	for n := 0; ; n++ {
-		w.space()
-		if w.eat(']') {
-			return nil
+		more, err := w.nextElement(n)
+		if err != nil || !more {
+			return err
 		}
-		if n > 0 && !w.eat(',') {
-			return errors.New("malformed array")
-		}
-		w.space()
 		at := at.elem(n)
-		v := w.value()
-		if isJSONNull(v) {
+		if modelShapeNull(w) {
 			return modelShapeType(at, "an object")
 		}
-		if err := elem(at, v); err != nil {
+		if err := elem(w, at); err != nil {
 			return err
 		}
 	}
 }
 
-func modelShapeString(v json.RawMessage, at modelAt) error {
-	if isJSONNull(v) || len(v) > 0 && v[0] == '"' {
+// modelShapeNull moves past a null at w and says whether there was one.
+func modelShapeNull(w *wireWalk) bool {
+	if bytes.HasPrefix(w.data[w.i:], []byte("null")) {
+		w.i += len("null")
+		return true
+	}
+	return false
+}
+
+func modelShapeString(w *wireWalk, at modelAt) error {
+	switch {
+	case modelShapeNull(w):
+		return nil
+	case w.i < len(w.data) && w.data[w.i] == '"':
+		w.i = min(stringEnd(w.data, w.i+1)+1, len(w.data))
 		return nil
 	}
 	return modelShapeType(at, "a string")
 }
 
-func modelShapeBool(v json.RawMessage, at modelAt) error {
-	switch string(v) {
+func modelShapeBool(w *wireWalk, at modelAt) error {
+	switch string(w.value()) {
 	case "true", "false", "null":
 		return nil
 	}
