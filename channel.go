@@ -330,10 +330,14 @@ func fcntlGetfl(fd int) (int, error) {
 // its children ("_" names are free for extensions in ACP).
 const (
 	// methodModelComplete is the child's request: modelCompleteParams; its
-	// result, {}, comes after every chunk of the reply.
+	// result, a modelChunk with the reply's last bytes or none and no
+	// streamId, comes after every chunk of the reply: so the end of a
+	// reply costs no notification of its own.
 	methodModelComplete = "_acpguard/model/complete"
-	// methodModelChunk is serve's notification: first the reply's media
-	// type, then its bytes, in order.
+	// methodModelChunk is serve's notification: the reply's bytes, in
+	// order, the first chunk with the reply's media type (alone only when
+	// the reply ends before its first byte). One chunk carries every byte
+	// one read of the reply gave: each is a wake of the child.
 	methodModelChunk = "_acpguard/model/chunk"
 )
 

@@ -68,8 +68,12 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 	defer stopCall()
 	called := make(chan error, 1)
 	go func() {
-		_, err := m.conn.call(callCtx, methodModelComplete, rpcCompact(appendModelCompleteParams(id, streamID, body)))
-		// The answer is read after every chunk before it was delivered.
+		result, err := m.conn.call(callCtx, methodModelComplete, rpcCompact(appendModelCompleteParams(id, streamID, body)))
+		// The answer is read after every chunk before it was delivered; it
+		// holds the reply's last bytes.
+		if err == nil {
+			err = m.lastBytes(st, result)
+		}
 		if err != nil {
 			pw.CloseWithError(err)
 		} else {
@@ -111,6 +115,26 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 		return modelTurn{}, errors.New("model call through serve: answered without a reply")
 	}
 	return t.turn(history)
+}
+
+// lastBytes delivers the reply's last bytes, which came in the call's
+// result: a modelChunk with neither a stream id nor a media type.
+func (m *parentModel) lastBytes(st *modelStream, result json.RawMessage) error {
+	c, err := decodeModelChunk(result)
+	switch {
+	case err != nil:
+		return fmt.Errorf("model reply from serve: invalid result: %v", err)
+	case c.StreamID != "" || c.ContentType != "":
+		return errors.New("model reply from serve: a result that names a stream or a content type")
+	case len(c.Data) == 0:
+		return nil
+	case !st.typed:
+		return errors.New("model reply from serve: bytes before the content type")
+	}
+	if _, err := st.pw.Write(c.Data); err != nil && !errors.Is(err, errModelStreamDone) {
+		return err
+	}
+	return nil
 }
 
 // modelCallFrame is the room modelCompleteParams' member names take.

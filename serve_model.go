@@ -485,19 +485,21 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
 	}
 	defer reply.Close()
-	if err := ch.conn.notify(methodModelChunk, rpcCompact(appendModelChunk(nil, modelChunk{StreamID: p.StreamID, ContentType: mediaType}))); err != nil {
-		return nil, err
-	}
 	r := http.MaxBytesReader(nil, reply, openAIMaxReply)
 	red := redactor{secret: []byte(d.model.apiKey)}
 	buf := make([]byte, modelChunkSize)
 	var line []byte
+	typed := false
 	send := func(b []byte) error {
-		if len(b) == 0 {
+		if len(b) == 0 && typed {
 			return nil
 		}
+		c := modelChunk{StreamID: p.StreamID, Data: b}
+		if !typed {
+			c.ContentType, typed = mediaType, true
+		}
 		// notify copies the params into its line: line is reused.
-		line = appendModelChunk(line[:0], modelChunk{StreamID: p.StreamID, Data: b})
+		line = appendModelChunk(line[:0], c)
 		return ch.conn.notify(methodModelChunk, rpcCompact(line))
 	}
 	for {
@@ -520,10 +522,10 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 			return nil, &rpcError{Code: rpcInternalError, Message: openAIReadError(rerr).Error()}
 		}
 	}
-	if err := send(red.flush()); err != nil {
+	if err := send(nil); err != nil { // the media type, if no byte came
 		return nil, err
 	}
-	return struct{}{}, nil
+	return rpcCompact(appendModelChunk(nil, modelChunk{Data: red.flush()})), nil
 }
 
 // appendModelChunk appends c as json.Marshal writes it: a reply's chunks

@@ -118,30 +118,53 @@ var benchModelReply = []string{
 // the child's parentModel and serve's modelComplete joined by two pipes
 // with the JSON-RPC framing of the channel, and a local streaming service.
 func BenchmarkServeModelRoundTrip(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	call := startModelRoundTrip(b, "sk-bench-key", func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", openAIEventStream)
 		for _, ev := range benchModelReply {
 			fmt.Fprintf(w, "data: %s\n\n", ev)
 			w.(http.Flusher).Flush()
 		}
-	}))
-	defer srv.Close()
+	})
+	check := func(i int) {
+		turn, err := call(i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if turn.Text != "wrote out.txt" {
+			b.Fatalf("turn text %q", turn.Text)
+		}
+	}
+	check(-1) // the first connection
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		check(i)
+	}
+}
+
+// startModelRoundTrip joins a child's parentModel and serve's
+// modelComplete by two pipes with the channel's JSON-RPC framing, serve's
+// model being service with apiKey; call(i) makes one model call of a
+// prompt of its own, numbered i, with the one-exchange history.
+func startModelRoundTrip(tb testing.TB, apiKey string, service http.HandlerFunc) (call func(i int) (modelTurn, error)) {
+	srv := httptest.NewServer(service)
+	tb.Cleanup(srv.Close)
 	d, ch, s := fuzzDaemon(io.Discard)
-	m, err := newOpenAIModel(openAIConfig{BaseURL: srv.URL + "/v1", APIKey: "sk-bench-key", Model: "serve-model"})
+	m, err := newOpenAIModel(openAIConfig{BaseURL: srv.URL + "/v1", APIKey: apiKey, Model: "serve-model"})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	d.model = m
 	s.model = sessionModel{name: m.name, callLimit: maxModelCallsPerPrompt}
 
 	toChildR, toChildW, err := os.Pipe()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	toServeR, toServeW, err := os.Pipe()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	a := &agent{}
 	a.conn = newRPCConn(toChildR, toServeW, rpcConfig{MaxLine: acpMaxLine, OnNotify: a.handleNotify})
@@ -151,12 +174,12 @@ func BenchmarkServeModelRoundTrip(b *testing.B) {
 		return d.modelComplete(ctx, ch, params)
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	tb.Cleanup(cancel)
 	go a.conn.serve(ctx)
 	go ch.conn.serve(ctx)
 
 	history, tools := benchModelHistory(), offeredTools(&toolEnv{})
-	call := func(i int) {
+	return func(i int) (modelTurn, error) {
 		// A prompt of its own for each call: its bounds start afresh.
 		jctx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -164,19 +187,7 @@ func BenchmarkServeModelRoundTrip(b *testing.B) {
 		s.mu.Lock()
 		s.active = job
 		s.mu.Unlock()
-		turn, err := pm.next(withPromptIdentity(ctx, s.id, job.id), history, tools, func(string) {})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if turn.Text != "wrote out.txt" {
-			b.Fatalf("turn text %q", turn.Text)
-		}
-	}
-	call(-1) // the first connection
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		call(i)
+		return pm.next(withPromptIdentity(ctx, s.id, job.id), history, tools, func(string) {})
 	}
 }
 

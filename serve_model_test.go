@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -347,5 +348,21 @@ func TestAppendModelChunk(t *testing.T) {
 		if serr := decodeStrict(want, &strict); err != nil || serr != nil || !reflect.DeepEqual(back, strict) {
 			t.Errorf("chunk %s read back as %+v (%v), the strict decode as %+v (%v)", want, back, err, strict, serr)
 		}
+	}
+}
+
+// TestModelReplyLastBytes: a reply whose last bytes could begin serve's
+// key reaches the child whole, those bytes held back by the redaction until
+// the reply ends and sent in the call's result.
+func TestModelReplyLastBytes(t *testing.T) {
+	const key = "]}-a-key-whose-start-ends-every-json-reply"
+	call := startModelRoundTrip(t, key, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"whole"},"finish_reason":"stop"}]}`)
+	})
+	turn, err := call(0)
+	if err != nil || turn.Text != "whole" {
+		t.Fatalf("turn %q, %v; want the reply whole", turn.Text, err)
 	}
 }
