@@ -1,0 +1,188 @@
+// Drives serve's console in Debian's headless Chromium with playwright-core,
+// as a person would: sign in, create a session, send a write in default
+// mode, answer its permission request (allow, then reject), see a guard
+// denial with the provider's reason, see a vote from another host remove a
+// request, and see hostile tool and model output shown as text with no
+// script run. It saves a screenshot. Exits non-zero on the first
+// unexpected thing, naming it.
+// Usage: node drive.mjs <chromium> <console URL> <host token> <workspace> <user data dir> <screenshot.png>
+// ACPGUARD_BROWSER_TIMEOUT_MS bounds each wait (default 30000).
+import { chromium } from "playwright-core";
+import fs from "node:fs";
+import path from "node:path";
+
+const [exe, base, token, ws, userDataDir, shot] = process.argv.slice(2);
+const timeout = Number(process.env.ACPGUARD_BROWSER_TIMEOUT_MS || 30000);
+const step = (what) => console.log("step: " + what);
+function fail(what) {
+  console.error("FAIL: " + what);
+  process.exitCode = 1;
+  throw new Error(what);
+}
+function check(ok, what) {
+  if (!ok) fail(what);
+}
+
+const args = [
+  "--headless",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+if (process.getuid && process.getuid() === 0) args.push("--no-sandbox");
+
+// Every request the page makes must go to serve: anything else is a failure.
+const foreign = [];
+const ctx = await chromium.launchPersistentContext(userDataDir, { executablePath: exe, headless: true, args, timeout });
+ctx.setDefaultTimeout(timeout);
+await ctx.addInitScript(() => {
+  window.__violations = [];
+  document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective + " " + e.blockedURI));
+});
+const dialogs = [];
+ctx.on("page", (p) => p.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss(); }));
+ctx.on("request", (r) => {
+  if (!r.url().startsWith(base)) foreign.push(r.url());
+});
+const page = ctx.pages()[0] || (await ctx.newPage());
+page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss(); });
+
+async function host(method, p, body) {
+  const r = await fetch(base + p, {
+    method,
+    headers: { Authorization: "Bearer " + token, "X-Qwen-Client-Id": "other-host", "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const t = await r.text();
+  return { status: r.status, body: t ? JSON.parse(t) : null };
+}
+
+async function send(text) {
+  await page.locator("#prompt").fill(text);
+  await page.locator("#prompt").press("Control+Enter");
+}
+
+// lastStatus waits until the newest tool call's status holds want.
+async function lastStatus(want) {
+  const st = page.locator("#conversation .tool .status").last();
+  await st.filter({ hasText: want }).waitFor();
+  return st.textContent();
+}
+
+try {
+  step("the page asks for the token; a wrong one is refused");
+  await page.goto(base + "/");
+  await page.locator("#signin").waitFor();
+  await page.locator("#token").fill("not-the-token");
+  await page.locator("#token").press("Enter");
+  await page.locator("#notice", { hasText: "serve refused the token" }).waitFor();
+
+  step("sign in");
+  await page.locator("#token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator("#app").waitFor();
+  await page.locator("#health", { hasText: "guard required" }).waitFor();
+  check(!(await page.content()).includes(token), "the token is in the page's markup");
+  check(!page.url().includes(token), "the token is in the URL");
+
+  step("create a session in default mode");
+  await page.locator("#mode").selectOption("default");
+  await page.getByRole("button", { name: "Create session" }).click();
+  await page.locator("#session-title", { hasText: "Session " }).waitFor();
+
+  step("a write asks; Allow runs it");
+  const allowed = path.join(ws, "allowed.txt");
+  await send(`call write_file {"file_path":${JSON.stringify(allowed)},"content":"hello\\n"}`);
+  await page.locator("#pending .request", { hasText: "waiting for your decision" }).waitFor();
+  await page.locator("#conversation .tool .status", { hasText: "waiting for your decision" }).waitFor();
+  await page.locator("#pending").getByRole("button", { name: "Allow", exact: true }).click();
+  await lastStatus("completed");
+  await page.locator("#pending .request").waitFor({ state: "detached" });
+  check(fs.existsSync(allowed), "allowed.txt was not written after Allow");
+  await page.locator("#conversation", { hasText: "+ hello" }).waitFor();
+
+  step("a write asks; Reject leaves no file");
+  const rejected = path.join(ws, "rejected.txt");
+  await send(`call write_file {"file_path":${JSON.stringify(rejected)},"content":"no"}`);
+  await page.locator("#pending").getByRole("button", { name: "Reject", exact: true }).click();
+  await lastStatus("rejected:");
+  check(!fs.existsSync(rejected), "rejected.txt was written after Reject");
+
+  step("a guard denial shows the provider's reason (the vote by keyboard)");
+  await send(`call run_shell_command {"command":"sudo true"}`);
+  const allow = page.locator("#pending").getByRole("button", { name: "Allow", exact: true });
+  await allow.focus();
+  await page.keyboard.press("Enter");
+  await lastStatus("denied by policy: Destructive and network shell commands are not allowed by policy");
+  await page.locator("#decisions td", { hasText: "Destructive and network shell commands are not allowed by policy" }).waitFor({ timeout: timeout + 6000 });
+
+  step("a vote from another host removes the request from the page");
+  const elsewhere = path.join(ws, "elsewhere.txt");
+  await send(`call write_file {"file_path":${JSON.stringify(elsewhere)},"content":"x"}`);
+  await page.locator("#pending .request").waitFor();
+  const sessions = (await host("GET", "/console/api/sessions")).body.sessions;
+  const pending = sessions.flatMap((s) => s.pendingPermissions);
+  check(pending.length === 1, "the sessions route lists " + pending.length + " pending requests, want 1");
+  const v = await host("POST", "/permission/" + pending[0].requestId, { outcome: { outcome: "selected", optionId: "cancel" } });
+  check(v.status === 200, "the other host's vote got " + v.status);
+  await page.locator("#pending .request").waitFor({ state: "detached" });
+  await page.locator("#conversation .note", { hasText: "another host chose “Reject”" }).waitFor();
+  await lastStatus("rejected:");
+
+  step("hostile output in a yolo session is shown as text");
+  await page.locator("#mode").selectOption("yolo");
+  await page.getByRole("button", { name: "Create session" }).click();
+  await page.locator("#conversation li").first().waitFor({ state: "detached" });
+  const hostile = '<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=2"> <a href="javascript:window.__pwned=3">click</a> \u001b[31mred\u001b[0m';
+  const evilName = "<img src=x onerror=window.__pwned=4>.txt";
+  await send([
+    `call write_file {"file_path":${JSON.stringify(path.join(ws, "hostile.txt"))},"content":${JSON.stringify(hostile)}}`,
+    `call write_file {"file_path":${JSON.stringify(path.join(ws, evilName))},"content":"x"}`,
+    `call run_shell_command {"command":"cat hostile.txt"}`,
+    `call run_shell_command {"command":"ls"}`,
+  ].join("\n"));
+  await page.locator("#conversation .note", { hasText: "turn ended" }).waitFor();
+  await send("[x](javascript:window.__pwned=5) " + hostile);
+  await page.locator("#conversation .note", { hasText: "turn ended" }).nth(1).waitFor();
+  const seen = await page.locator("#conversation").innerText();
+  for (const want of ["<script>window.__pwned=1</script>", '<img src=x onerror="window.__pwned=2">', '<a href="javascript:window.__pwned=3">click</a>',
+    "\\x1b[31mred\\x1b[0m", evilName, "[x](javascript:window.__pwned=5)"]) {
+    check(seen.includes(want), "the page does not show " + JSON.stringify(want) + " as text:\n" + seen);
+  }
+  const tags = await page.evaluate(() => document.querySelectorAll("#app img, #app script, #app a, #app iframe, #app object").length);
+  check(tags === 0, tags + " elements made of tool or model output");
+  const pwned = await page.evaluate(() => window.__pwned);
+  check(pwned === undefined, "a script ran: window.__pwned = " + pwned);
+  const violations = await page.evaluate(() => window.__violations);
+  check(violations.length === 0, "the page tried what its policy forbids: " + violations.join(", "));
+  check(dialogs.length === 0, "dialogs opened: " + dialogs.join(", "));
+
+  step("screenshot");
+  await page.screenshot({ path: shot, fullPage: true });
+
+  step("a #token= fragment signs in and leaves the address bar at once");
+  const second = await ctx.newPage();
+  await second.goto(base + "/#token=" + encodeURIComponent(token));
+  await second.locator("#app").waitFor();
+  check(!second.url().includes("#"), "the fragment stayed in the address bar: " + second.url());
+
+  step("sign out clears the token");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.locator("#signin").waitFor();
+  const stored = await page.evaluate((t) => Object.values(sessionStorage).includes(t), token);
+  check(!stored, "sessionStorage still holds the token");
+
+  check(foreign.length === 0, "the page requested other addresses: " + foreign.join(", "));
+  console.log("ok: the console drove serve in Chromium");
+} catch (e) {
+  if (!process.exitCode) console.error("FAIL: " + e.message);
+  process.exitCode = 1;
+  try {
+    await page.screenshot({ path: shot, fullPage: true });
+  } catch {}
+} finally {
+  await ctx.close();
+}
