@@ -225,6 +225,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	sp := startServe(t, []string{"--workspace", ws, "--decision-log", decisions,
 		"--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.url},
 		envGuardToken+"="+providerTestToken, envServerToken+"="+consoleTestToken)
+	// Off mode without a host token: the page asks for none.
+	tokenless := startServe(t, []string{"--workspace", t.TempDir()})
 	shot := os.Getenv(envBrowserShot)
 	if shot == "" {
 		shot = filepath.Join(t.TempDir(), "console.png")
@@ -232,7 +234,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	wait := testTimeout(30 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*wait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "drive.mjs", chromiumPath, sp.url, consoleTestToken, ws, t.TempDir(), shot)
+	cmd := exec.CommandContext(ctx, node, "drive.mjs", chromiumPath, sp.url, consoleTestToken, ws, t.TempDir(), shot, tokenless.url)
 	cmd.Dir = "testdata/browser"
 	cmd.Env = append(os.Environ(), "ACPGUARD_BROWSER_TIMEOUT_MS="+strconv.FormatInt(wait.Milliseconds(), 10))
 	out, err := cmd.CombinedOutput()
@@ -245,12 +247,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "allowed.txt")); err != nil || string(b) != "hello\n" {
 		t.Errorf("allowed.txt = %q, %v; want %q", b, err, "hello\n")
 	}
-	for _, name := range []string{"rejected.txt", "elsewhere.txt"} {
+	for _, name := range []string{"rejected.txt", "elsewhere.txt", "cancelled.txt"} {
 		if _, err := os.Stat(filepath.Join(ws, name)); !os.IsNotExist(err) {
 			t.Errorf("%s: %v, want it never written", name, err)
 		}
 	}
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Errorf("screenshot %s: %v", shot, err)
+	}
+	if sp.stop(); strings.Contains(sp.stderr.String(), consoleTestToken) {
+		t.Errorf("serve logged the host token:\n%s", sp.stderr.String())
 	}
 }

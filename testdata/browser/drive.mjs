@@ -5,13 +5,13 @@
 // request, and see hostile tool and model output shown as text with no
 // script run. It saves a screenshot. Exits non-zero on the first
 // unexpected thing, naming it.
-// Usage: node drive.mjs <chromium> <console URL> <host token> <workspace> <user data dir> <screenshot.png>
+// Usage: node drive.mjs <chromium> <console URL> <host token> <workspace> <user data dir> <screenshot.png> <tokenless console URL>
 // ACPGUARD_BROWSER_TIMEOUT_MS bounds each wait (default 30000).
 import { chromium } from "playwright-core";
 import fs from "node:fs";
 import path from "node:path";
 
-const [exe, base, token, ws, userDataDir, shot] = process.argv.slice(2);
+const [exe, base, token, ws, userDataDir, shot, tokenless] = process.argv.slice(2);
 const timeout = Number(process.env.ACPGUARD_BROWSER_TIMEOUT_MS || 30000);
 const step = (what) => console.log("step: " + what);
 function fail(what) {
@@ -43,12 +43,16 @@ await ctx.addInitScript(() => {
   document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective + " " + e.blockedURI));
 });
 const dialogs = [];
-ctx.on("page", (p) => p.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss(); }));
 ctx.on("request", (r) => {
-  if (!r.url().startsWith(base)) foreign.push(r.url());
+  if (!r.url().startsWith(base + "/") && !r.url().startsWith(tokenless + "/")) foreign.push(r.url());
 });
 const page = ctx.pages()[0] || (await ctx.newPage());
-page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss(); });
+page.on("dialog", (d) => {
+  if (d.type() !== "confirm") {
+    dialogs.push(d.message());
+    d.dismiss();
+  }
+});
 
 async function host(method, p, body) {
   const r = await fetch(base + p, {
@@ -132,6 +136,25 @@ try {
   await page.locator("#conversation .note", { hasText: "another host chose “Reject”" }).waitFor();
   await lastStatus("rejected:");
 
+  step("Cancel turn ends a turn waiting on a request");
+  await send(`call write_file {"file_path":${JSON.stringify(path.join(ws, "cancelled.txt"))},"content":"x"}`);
+  await page.locator("#pending .request").waitFor();
+  await page.getByRole("button", { name: "Cancel turn" }).click();
+  await page.locator("#pending .request").waitFor({ state: "detached" });
+  await page.locator("#conversation .note", { hasText: "turn ended: cancelled" }).waitFor();
+  check(!fs.existsSync(path.join(ws, "cancelled.txt")), "cancelled.txt was written after Cancel turn");
+
+  step("the decisions filter by outcome and tool");
+  await page.locator("#f-outcome").selectOption("allowed");
+  await page.locator("#f-tool").fill("write_file");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await page.locator("#decisions tr").first().waitFor();
+  const rows = await page.locator("#decisions tr").allInnerTexts();
+  check(rows.length === 1 && rows[0].includes("write_file") && rows[0].includes("allowed"), "filtered decisions: " + JSON.stringify(rows));
+  await page.locator("#f-outcome").selectOption("");
+  await page.locator("#f-tool").fill("");
+  await page.getByRole("button", { name: "Filter" }).click();
+
   step("hostile output in a yolo session is shown as text");
   await page.locator("#mode").selectOption("yolo");
   await page.getByRole("button", { name: "Create session" }).click();
@@ -160,14 +183,30 @@ try {
   check(violations.length === 0, "the page tried what its policy forbids: " + violations.join(", "));
   check(dialogs.length === 0, "dialogs opened: " + dialogs.join(", "));
 
-  step("screenshot");
+  step("screenshots, light and dark");
   await page.screenshot({ path: shot, fullPage: true });
+  await page.emulateMedia({ colorScheme: "dark" });
+  await page.screenshot({ path: shot.replace(/\.png$/, "") + "-dark.png", fullPage: true });
+  await page.emulateMedia({ colorScheme: "light" });
+
+  step("Delete session closes it");
+  page.once("dialog", (d) => d.accept());
+  await page.getByRole("button", { name: "Delete session" }).click();
+  await page.locator("#session-title", { hasText: "No session selected" }).waitFor();
+  await page.waitForFunction(() => document.querySelectorAll("#sessions li").length === 1);
 
   step("a #token= fragment signs in and leaves the address bar at once");
   const second = await ctx.newPage();
   await second.goto(base + "/#token=" + encodeURIComponent(token));
   await second.locator("#app").waitFor();
   check(!second.url().includes("#"), "the fragment stayed in the address bar: " + second.url());
+
+  step("a serve without a host token asks for none");
+  const third = await ctx.newPage();
+  await third.goto(tokenless + "/");
+  await third.locator("#app").waitFor();
+  check(await third.locator("#signin").isHidden(), "the sign-in shows without a host token");
+  check(await third.locator("#signout").isHidden(), "Sign out shows without a host token");
 
   step("sign out clears the token");
   await page.getByRole("button", { name: "Sign out" }).click();
