@@ -56,8 +56,8 @@ var consoleAssets = []consoleAsset{
 const consoleCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// consoleHeaders sets the headers every console reply carries; the reply
-// itself adds Cache-Control: no-store (writeReply).
+// consoleHeaders sets the headers every console reply carries, its
+// errors included.
 func consoleHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", consoleCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -119,7 +119,7 @@ type consoleSession struct {
 	ActivePromptID string              `json:"activePromptId,omitempty"`
 	QueuedPrompts  int                 `json:"queuedPrompts"`
 	Pending        []consolePermission `json:"pendingPermissions"`
-	// Sandbox is the profile the session's child confines its tools with.
+	// Sandbox is the sandbox profile serve gives the session's child.
 	Sandbox string `json:"sandbox"`
 }
 
@@ -351,7 +351,6 @@ func openConsole(env *procEnv, log *slog.Logger, base, token string) {
 		opener = b
 	}
 	cmd := exec.Command(opener, consoleURL(base, token))
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 	if err := cmd.Start(); err != nil {
 		log.Warn("open the console: the browser did not start; open the page yourself", "browser", opener, "url", base+consolePagePath, "err", err)
 		return

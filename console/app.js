@@ -391,6 +391,7 @@ function toolUpdate(u) {
     const li = addItem("tool");
     t = { head: el("span", "who"), title: el("div", "text"), status: el("div", "status"), input: el("pre"), diff: el("pre"), out: el("pre"), state: "pending", text: "", answer: "" };
     t.status.setAttribute("data-call", u.toolCallId);
+    t.waiting = [...conv.requests.values()].some((r) => r.call === u.toolCallId && !r.done);
     li.append(t.head, t.title, t.status, t.input, t.diff, t.out);
     conv.tools.set(u.toolCallId, t);
   }
