@@ -9,11 +9,13 @@
 // ACPGUARD_BROWSER_TIMEOUT_MS bounds each wait (default 30000).
 import { chromium } from "playwright-core";
 import fs from "node:fs";
+import http from "node:http";
 import path from "node:path";
 
 const [exe, base, token, ws, userDataDir, shot, tokenless] = process.argv.slice(2);
 const timeout = Number(process.env.ACPGUARD_BROWSER_TIMEOUT_MS || 30000);
-const step = (what) => console.log("step: " + what);
+const t0 = Date.now();
+const step = (what) => console.log("step: " + what + " (" + (Date.now() - t0) + " ms)");
 function fail(what) {
   console.error("FAIL: " + what);
   process.exitCode = 1;
@@ -44,7 +46,7 @@ await ctx.addInitScript(() => {
 });
 const dialogs = [];
 ctx.on("request", (r) => {
-  if (!r.url().startsWith(base + "/") && !r.url().startsWith(tokenless + "/")) foreign.push(r.url());
+  if (![base, tokenless, proxied].some((b) => r.url().startsWith(b + "/"))) foreign.push(r.url());
 });
 const page = ctx.pages()[0] || (await ctx.newPage());
 page.on("dialog", (d) => {
@@ -53,6 +55,34 @@ page.on("dialog", (d) => {
     d.dismiss();
   }
 });
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitUntil(f, what) {
+  for (const end = Date.now() + timeout; Date.now() < end; await sleep(50)) if (f()) return;
+  fail(what);
+}
+
+// A loopback proxy in front of serve that can cut the event streams it
+// carries, as a network drop would; it tells which resumed and from where.
+const up = new URL(base);
+const streams = new Set();
+const resumed = [];
+const proxy = http.createServer((req, res) => {
+  const fwd = http.request({ host: up.hostname, port: up.port, path: req.url, method: req.method, headers: { ...req.headers, host: up.host } }, (ur) => {
+    res.writeHead(ur.statusCode, ur.headers);
+    ur.pipe(res);
+  });
+  fwd.on("error", () => res.destroy());
+  res.on("close", () => fwd.destroy());
+  if (req.url.endsWith("/events")) {
+    streams.add(res);
+    res.on("close", () => streams.delete(res));
+    if (req.headers["last-event-id"]) resumed.push(req.headers["last-event-id"]);
+  }
+  req.pipe(fwd);
+});
+await new Promise((r) => proxy.listen(0, "127.0.0.1", r));
+const proxied = "http://127.0.0.1:" + proxy.address().port;
 
 async function host(method, p, body) {
   const r = await fetch(base + p, {
@@ -144,6 +174,25 @@ try {
   await page.locator("#conversation .note", { hasText: "turn ended: cancelled" }).waitFor();
   check(!fs.existsSync(path.join(ws, "cancelled.txt")), "cancelled.txt was written after Cancel turn");
 
+  step("a dropped event stream resumes with Last-Event-ID, nothing shown twice");
+  const other = await ctx.newPage();
+  await other.goto(proxied + "/#token=" + encodeURIComponent(token));
+  const sid = (await page.locator("#session-title").textContent()).replace("Session ", "");
+  await other.locator("#sessions button", { hasText: sid.slice(0, 8) }).click();
+  await other.locator("#conversation .note", { hasText: "turn ended: cancelled" }).waitFor();
+  const items = await other.locator("#conversation li").count();
+  check(streams.size === 1, streams.size + " event streams through the proxy, want 1");
+  for (const res of streams) res.destroy();
+  await waitUntil(() => resumed.length === 1, "no event stream resumed with Last-Event-ID");
+  const r = await host("POST", "/session/" + sid + "/prompt", { prompt: [{ type: "text", text: "after the drop" }] });
+  check(r.status === 202, "prompt after the drop: " + r.status);
+  await other.locator("#conversation .assistant", { hasText: "after the drop" }).waitFor();
+  await other.waitForFunction((n) => document.querySelectorAll("#conversation li").length >= n, items + 3);
+  await other.locator("#conversation .note").last().filter({ hasText: "turn ended: done" }).waitFor();
+  const now = await other.locator("#conversation li").count();
+  check(now === items + 3, "after the resume the page shows " + (now - items) + " more items, want 3 (no event twice)");
+  await other.close();
+
   step("the decisions filter by outcome and tool");
   await page.locator("#f-outcome").selectOption("allowed");
   await page.locator("#f-tool").fill("write_file");
@@ -223,5 +272,7 @@ try {
     await page.screenshot({ path: shot, fullPage: true });
   } catch {}
 } finally {
+  proxy.close();
+  proxy.closeAllConnections();
   await ctx.close();
 }
