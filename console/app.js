@@ -186,6 +186,8 @@ const STATE_TEXT = {
 
 function renderSessions(list) {
   const ul = $("sessions");
+  // A keyboard user's place in the list survives the refresh.
+  const focused = ul.contains(document.activeElement) ? document.activeElement.dataset.sid : null;
   ul.textContent = "";
   let found = false;
   for (const s of list) {
@@ -193,6 +195,7 @@ function renderSessions(list) {
     const b = el("button", "", s.sessionId.slice(0, 8) + "… " + s.workspace);
     b.type = "button";
     b.title = s.sessionId;
+    b.dataset.sid = s.sessionId;
     let state = STATE_TEXT[s.state] || s.state;
     if (s.queuedPrompts) state += `, ${s.queuedPrompts} queued`;
     b.append(el("span", "state " + (s.state === "waiting_for_decision" ? "waiting" : ""), state + " · sandbox " + s.sandbox));
@@ -200,6 +203,7 @@ function renderSessions(list) {
     b.addEventListener("click", () => select(s.sessionId));
     li.append(b);
     ul.append(li);
+    if (s.sessionId === focused) b.focus();
     if (s.sessionId === selected) {
       found = true;
       setText($("session-meta"), `${s.workspace} · ${state} · sandbox ${s.sandbox}` + (s.activePromptId ? ` · prompt ${s.activePromptId}` : ""));
