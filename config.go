@@ -648,7 +648,7 @@ func resolveACPModel(opts *acpOptions, modelKeyFile *onceValue, env *procEnv) er
 type serveFlags struct {
 	hostname, port, token, tokenFile, decisionLog, maxPending *onceValue
 	workspaces                                                *listValue
-	tokenless, requireAuth, decisionLogArgs                   *bool
+	tokenless, requireAuth, decisionLogArgs, noWeb, open      *bool
 	limits                                                    serveLimitFlags
 }
 
@@ -666,6 +666,8 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 	f.requireAuth = fs.Bool(flagRequireAuth, false, "")
 	f.decisionLog = onceFlag(fs, "decision-log", "")
 	f.decisionLogArgs = fs.Bool("decision-log-arguments", false, "")
+	f.noWeb = fs.Bool(flagNoWeb, false, "")
+	f.open = fs.Bool(flagOpen, false, "")
 	f.maxPending = onceFlag(fs, "max-pending-prompts-per-session", strconv.Itoa(defaultMaxPendingPrompts))
 	f.limits = addServeLimitFlags(fs)
 	return f
@@ -681,7 +683,10 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 		return serveOptions{}, err
 	}
 	env := envOf(sys)
-	opts := serveOptions{DecisionLog: decisionLog.value, DecisionLogArguments: *sf.decisionLogArgs}
+	opts := serveOptions{DecisionLog: decisionLog.value, DecisionLogArguments: *sf.decisionLogArgs, NoWeb: *sf.noWeb, Open: *sf.open}
+	if opts.NoWeb && opts.Open {
+		return serveOptions{}, usagef("--%s and --%s: both given; --%s opens the console that --%s turns off", flagOpen, flagNoWeb, flagOpen, flagNoWeb)
+	}
 	var err error
 	if opts.Limits, err = limits.resolve(); err != nil {
 		return serveOptions{}, err

@@ -59,6 +59,7 @@ what is checked; the others are checked for their values only:
   --hostname HOST, --port N
         serve's address (default 127.0.0.1:4170).
   --token T, --token-file FILE, --allow-tokenless-loopback, --require-auth,
+  --no-web, --open,
   --decision-log FILE, --decision-log-arguments,
   --max-pending-prompts-per-session N, --max-sessions N,
   --max-children N, --max-subscribers-per-session N, --event-ring-size N,

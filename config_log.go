@@ -55,7 +55,7 @@ func parseLogArgs(args []string, sys *system, now time.Time) (logOptions, error)
 	if err := parseFlags(fs, "log", logUsage, flags, sys); err != nil {
 		return logOptions{}, err
 	}
-	opts := logOptions{Files: files, Follow: *follow, Summary: *summary, Session: session.value, Tool: tool.value, Outcome: outcome.value}
+	opts := logOptions{Files: files, Follow: *follow, Summary: *summary, logFilter: logFilter{Session: session.value, Tool: tool.value, Outcome: outcome.value}}
 	if len(files) == 0 {
 		return opts, usagef(`no log file given: name serve's --decision-log file, the provider's --audit file, or both; run "acpguard log --help"`)
 	}

@@ -296,6 +296,14 @@ Flags:
         address, /health is answered without one, as in Qwen Code. Every
         other route always needs the token when one is set. Without a host
         token, exit 2.
+  --no-web
+        no console: GET / and everything under /console/ answer 404, and
+        /capabilities says "console": false.
+  --open
+        once serve listens, start the system browser ($BROWSER, else
+        xdg-open) at the console, the host token in the URL fragment, which
+        the browser never sends; the page removes it at once. Local
+        processes can read it on the browser's command line while it starts.
 ` + guardFlagsUsage + `  --model-key-file FILE
         read the model's API key from FILE once at start, instead of
         OPENAI_API_KEY (both is an error); the same file rules as --token-file.

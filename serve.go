@@ -46,6 +46,12 @@ func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 		// finds it (DESIGN.md §7); every other line goes to stderr.
 		fmt.Fprintf(sys.stdout, "acpguard serve listening on %s (mode=%s, workspace=%s)\n", url, hostMode, opts.Workspaces[0])
 		tok.announce(sys.stdout)
+		if !opts.NoWeb {
+			log.Info("console", "url", url+consolePagePath, "signIn", consoleSignIn(opts))
+		}
+		if opts.Open {
+			openConsole(sys.env, log, url, opts.Token)
+		}
 	})
 }
 
@@ -82,9 +88,14 @@ type serveOptions struct {
 	Guard                  guardConfig
 	GuardModeGiven         bool   // --external-tool-guard-mode on the command line (warnUnguarded)
 	DecisionLog            string // "" stderr
-	DecisionLogArguments   bool   // each decision line carries the arguments
-	MaxPendingPrompts      int
-	AllowSlashCommands     []string // names without the leading "/"
+	// NoWeb is --no-web: no console page, assets or console API (404).
+	NoWeb bool
+	// Open is --open: the system browser is started at the console once
+	// serve listens, the host token in the URL fragment.
+	Open                 bool
+	DecisionLogArguments bool // each decision line carries the arguments
+	MaxPendingPrompts    int
+	AllowSlashCommands   []string // names without the leading "/"
 	// DisabledSlashCommands are refused with 400 and passed to every child.
 	DisabledSlashCommands []string
 	Limits                serveLimits
@@ -145,7 +156,12 @@ type daemon struct {
 	bindHost     string // the bound address as a Host header spells it
 	checkHost    bool
 	requireAuth  bool // --require-auth: no route is open without the token
-	started      time.Time
+	// console: serve answers the console (serve_console.go), unless --no-web.
+	console bool
+	// decisionLogPath is --decision-log's file, which the console reads;
+	// "": the decision log goes to stderr.
+	decisionLogPath string
+	started         time.Time
 
 	model *openAIModel // the children's model service; nil: the scripted model
 	// modelDefault is a session's model name and call bound when serve
@@ -224,6 +240,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 		}
 		defer l.close()
 		d.decisions = &decisionLog{lines: l}
+		d.decisionLogPath = opts.DecisionLog
 	}
 	d.decisions.arguments = opts.DecisionLogArguments
 
@@ -295,6 +312,7 @@ func newDaemon(sys *system, opts serveOptions) *daemon {
 		systemFile:   opts.SystemPrompt.File,
 		checkHost:    opts.Hostname.loopback,
 		requireAuth:  opts.RequireAuth,
+		console:      !opts.NoWeb,
 		poolChanged:  make(chan struct{}),
 		chans:        map[*acpChannel]struct{}{},
 		sessions:     map[string]*hostSession{},

@@ -118,6 +118,9 @@ func (d *daemon) routes() http.Handler {
 	mux.HandleFunc("POST /permission/{requestId}", d.handlePermission)
 	mux.HandleFunc("DELETE /session/{id}", d.handleDelete)
 	mux.HandleFunc("GET "+metricsPath, d.handleMetrics)
+	if d.console {
+		d.consoleRoutes(mux)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.checkHost && !loopbackHostHeader(r.Host, d.port, d.bindHost) {
 			writeHostError(w, http.StatusForbidden, codeHostNotAllowed, "Invalid Host header")
@@ -132,7 +135,7 @@ func (d *daemon) routes() http.Handler {
 		if !d.peerAllowed(w, r) {
 			return
 		}
-		if d.token != "" && !d.healthOpen(r) {
+		if d.token != "" && !d.healthOpen(r) && !d.consoleOpen(r) {
 			if why := bearerFailure(r.Header.Get("Authorization"), d.token); why != "" {
 				// The 401 closes the connection: one line and one count per connection.
 				d.obs.authFailed(why, r)

@@ -120,6 +120,7 @@ type hostPendingPermission struct {
 	options  []hostPermissionOption // as the child offered them
 	resolved chan permissionVote    // capacity 1
 	promptID string                 // the turn that asked
+	toolCall json.RawMessage        // as the child sent it, for the console
 }
 
 // permissionVote is how a permission request was resolved, and by which
@@ -686,7 +687,7 @@ type hostPermissionOption struct {
 // for its vote; anything but a vote is the cancelled outcome.
 func (s *hostSession) askPermission(ctx context.Context, p hostPermissionParams) hostVoteOutcome {
 	requestID := randomHex(randomIDBytes)
-	pend := &hostPendingPermission{resolved: make(chan permissionVote, 1), options: p.Options}
+	pend := &hostPendingPermission{resolved: make(chan permissionVote, 1), options: p.Options, toolCall: p.ToolCall}
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()

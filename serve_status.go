@@ -73,7 +73,10 @@ type capabilitiesBody struct {
 	// Guard is acpguard's own key: "required" when every tool call waits
 	// for the provider's decision, "off" when none is asked (DESIGN.md §1).
 	// Qwen Code's policy object is about permission votes, not this.
-	Guard        string          `json:"guard"`
+	Guard string `json:"guard"`
+	// Console is acpguard's own: serve answers its console at / and
+	// /console/ (off with --no-web).
+	Console      bool            `json:"console"`
 	Features     []string        `json:"features"`
 	Transports   []string        `json:"transports"`
 	Policy       hostPolicy      `json:"policy"`
@@ -122,6 +125,7 @@ func (d *daemon) capabilities() capabilitiesBody {
 		AcpguardVersion:    version,
 		Mode:               hostMode,
 		Guard:              d.guardMode(),
+		Console:            d.console,
 		Features:           features,
 		Transports:         []string{"rest"},
 		Policy:             hostPolicy{Permission: "first-responder"},

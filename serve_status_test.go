@@ -56,7 +56,7 @@ func TestServeStartupLineAndStatus(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("GET /capabilities = %d %s", r.status, r.body)
 	}
-	want := []string{"acpguardVersion", "features", "guard", "limits", "mode", "modelServices", "policy", "protocolVersions", "qwenCodeVersion", "supportedLanguages", "transports", "v", "workspaceCwd", "workspaces"}
+	want := []string{"acpguardVersion", "console", "features", "guard", "limits", "mode", "modelServices", "policy", "protocolVersions", "qwenCodeVersion", "supportedLanguages", "transports", "v", "workspaceCwd", "workspaces"}
 	if got := topKeys(t, r.body); !slices.Equal(got, want) {
 		t.Errorf("capabilities keys = %v, want %v", got, want)
 	}
