@@ -303,20 +303,29 @@ func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn fu
 	}
 	took := make([]time.Duration, 0, modelTurnTurns)
 	cpu0 := treeCPU(t, pid)
-	sw0, _ := treeCtxSwitches(t, pid)
+	own0, err := procOwnCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw0, ownSw0 := treeCtxSwitches(t, pid)
 	for range modelTurnTurns {
 		took = append(took, turn())
 	}
 	cpu := treeCPU(t, pid) - cpu0
-	sw, _ := treeCtxSwitches(t, pid)
+	own, err := procOwnCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, ownSw := treeCtxSwitches(t, pid)
 	if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
 		t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape, data, err)
 	}
 	slices.Sort(took)
 	at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
 	perTurn := float64(len(took))
-	t.Logf("%s: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f cpu-us/turn=%.0f ctxsw/turn=%.1f",
-		label, bin, shape, len(took), at(0.5), at(0.9), float64(cpu.Microseconds())/perTurn, float64(sw-sw0)/perTurn)
+	t.Logf("%s: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f cpu-us/turn=%.0f ctxsw/turn=%.1f own-cpu-us/turn=%.0f own-ctxsw/turn=%.1f",
+		label, bin, shape, len(took), at(0.5), at(0.9), float64(cpu.Microseconds())/perTurn, float64(sw-sw0)/perTurn,
+		float64((own-own0).Microseconds())/perTurn, float64(ownSw-ownSw0)/perTurn)
 }
 
 // TestModelTurnReleaseBinaryStandalone times the same turns through a
