@@ -140,6 +140,9 @@ type session struct {
 	record    sessionRecord
 	saved     []historyMessage
 	savedUpTo int
+	// savedEncoded is the encoding of each saved message as the file holds
+	// it: a save encodes only what is new.
+	savedEncoded [][]byte
 }
 
 // promptSeqKey carries a prompt's number (session.promptsRead) in its context.

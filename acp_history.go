@@ -42,7 +42,11 @@ type historyFile struct {
 	Version   int              `json:"version"`
 	SessionID string           `json:"sessionId"`
 	Cwd       string           `json:"cwd"`
-	Messages  []historyMessage `json:"messages"`
+	Messages  []historyMessage `json:"messages"` // last: encodeHistory appends to it
+	// encoded holds the encoding of each of the first len(encoded)
+	// Messages as an earlier save wrote it, so that a save encodes only the
+	// messages new since (a session's file is written after every prompt).
+	encoded [][]byte
 }
 
 type historyMessage struct {
@@ -131,17 +135,17 @@ func (h *historyStore) path(id string) string {
 
 // save writes f atomically, its oldest exchanges dropped past
 // historyMaxBytes, then prunes the oldest sessions past historyMaxSessions.
-// It returns the messages it kept.
-func (h *historyStore) save(f *historyFile) ([]historyMessage, error) {
-	data, kept, err := encodeHistory(f)
+// It returns the messages it kept and their encodings.
+func (h *historyStore) save(f *historyFile) ([]historyMessage, [][]byte, error) {
+	data, kept, encoded, err := encodeHistory(f)
 	if err != nil {
-		return f.Messages, err
+		return f.Messages, f.encoded, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	tmp, err := os.CreateTemp(h.dir, historyTempPrefix+"*")
 	if err != nil {
-		return kept, fmt.Errorf("save session %q: %v", f.SessionID, err)
+		return kept, encoded, fmt.Errorf("save session %q: %v", f.SessionID, err)
 	}
 	_, err = tmp.Write(data)
 	if cerr := tmp.Close(); err == nil {
@@ -152,51 +156,62 @@ func (h *historyStore) save(f *historyFile) ([]historyMessage, error) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return kept, fmt.Errorf("save session %q: %v", f.SessionID, err)
+		return kept, encoded, fmt.Errorf("save session %q: %v", f.SessionID, err)
 	}
-	return kept, h.prune(f.SessionID)
+	return kept, encoded, h.prune(f.SessionID)
 }
 
 // encodeHistory is f's file, at most historyMaxBytes, and the messages it
-// holds: whole exchanges are dropped from the front until it fits, so the
-// model never sees a tool result without the call it answers. Each message
-// is measured once.
-func encodeHistory(f *historyFile) ([]byte, []historyMessage, error) {
+// holds with their encodings: whole exchanges are dropped from the front
+// until it fits, so the model never sees a tool result without the call it
+// answers. Each message is encoded once, here or by an earlier save, and
+// the file is json.Marshal's of what it holds.
+func encodeHistory(f *historyFile) ([]byte, []historyMessage, [][]byte, error) {
 	out := *f
 	out.Version = historyVersion
 	out.Messages = []historyMessage{}
 	head, err := json.Marshal(&out)
 	if err != nil {
-		return nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
+		return nil, nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
 	}
-	sizes := make([]int, len(f.Messages))
-	total := len(head)
+	// The messages go where the empty array closes the object.
+	head, ok := bytes.CutSuffix(head, []byte("[]}"))
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("save session %q: the file does not end with its messages", f.SessionID)
+	}
+	encoded := make([][]byte, len(f.Messages))
+	copy(encoded, f.encoded)
+	total := len(head) + len("[]}")
 	for i := range f.Messages {
-		b, err := json.Marshal(&f.Messages[i])
-		if err != nil {
-			return nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
+		if encoded[i] == nil {
+			if encoded[i], err = json.Marshal(&f.Messages[i]); err != nil {
+				return nil, nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
+			}
 		}
-		sizes[i] = len(b) + 1 // and its comma
-		total += sizes[i]
+		total += len(encoded[i]) + 1 // and its comma
 	}
 	first := 0
-	for total > historyMaxBytes && first < len(sizes) {
-		total -= sizes[first]
+	for total > historyMaxBytes && first < len(encoded) {
+		total -= len(encoded[first]) + 1
 		first++
-		for first < len(sizes) && f.Messages[first].Role != roleUser {
-			total -= sizes[first]
+		for first < len(encoded) && f.Messages[first].Role != roleUser {
+			total -= len(encoded[first]) + 1
 			first++
 		}
 	}
-	out.Messages = f.Messages[first:]
-	if out.Messages == nil {
-		out.Messages = []historyMessage{}
+	data := append(make([]byte, 0, total), head...)
+	data = append(data, '[')
+	for i, b := range encoded[first:] {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, b...)
 	}
-	data, err := json.Marshal(&out)
-	if err != nil {
-		return nil, nil, fmt.Errorf("save session %q: %v", f.SessionID, err)
+	kept := f.Messages[first:]
+	if kept == nil {
+		kept = []historyMessage{}
 	}
-	return data, out.Messages, nil
+	return append(data, ']', '}'), kept, encoded[first:], nil
 }
 
 // prune removes the least recently written sessions past
@@ -472,11 +487,12 @@ func (a *agent) saveSession(s *session) {
 	s.mu.Lock()
 	s.saved = append(s.saved, historyOf(s.history[s.savedUpTo:], shown)...)
 	s.savedUpTo = len(s.history)
-	f := &historyFile{SessionID: s.id, Cwd: s.cwd, Messages: s.saved}
+	f := &historyFile{SessionID: s.id, Cwd: s.cwd, Messages: s.saved, encoded: s.savedEncoded}
 	s.mu.Unlock()
-	kept, err := a.history.save(f)
+	kept, encoded, err := a.history.save(f)
 	s.mu.Lock()
 	s.saved = kept[:len(kept):len(kept)]
+	s.savedEncoded = encoded[:len(encoded):len(encoded)]
 	s.mu.Unlock()
 	if err != nil {
 		a.log.Warn("session not saved: session/load will not find its last prompt", "session", s.id, "err", err)

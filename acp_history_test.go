@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -225,7 +226,7 @@ func TestHistoryBoundsAndPrune(t *testing.T) {
 			historyMessage{Role: roleUser, Text: fmt.Sprint(i, big)},
 			historyMessage{Role: roleAssistant, Text: "ok"})
 	}
-	data, kept, err := encodeHistory(f)
+	data, kept, _, err := encodeHistory(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestHistoryBoundsAndPrune(t *testing.T) {
 		mustWrite(t, p, "{}")
 		os.Chtimes(p, old, old.Add(time.Duration(i)*time.Second))
 	}
-	if _, err := h.save(&historyFile{SessionID: "new", Cwd: "/"}); err != nil {
+	if _, _, err := h.save(&historyFile{SessionID: "new", Cwd: "/"}); err != nil {
 		t.Fatal(err)
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -276,7 +277,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 		{Role: roleAssistant, Text: "done"},
 	}
 	shown := map[string][]json.RawMessage{"c1": {json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"c1","title":"read"}`)}}
-	data, _, err := encodeHistory(&historyFile{SessionID: "s", Cwd: "/w", Messages: historyOf(msgs, shown)})
+	data, _, _, err := encodeHistory(&historyFile{SessionID: "s", Cwd: "/w", Messages: historyOf(msgs, shown)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func FuzzDecodeHistory(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, _, err := encodeHistory(h)
+		again, _, _, err := encodeHistory(h)
 		if err != nil {
 			t.Fatalf("a decoded file does not encode: %v", err)
 		}
@@ -352,5 +353,37 @@ func TestACPSessionLoadModelGoesOn(t *testing.T) {
 	}
 	if got := countLines(t, filepath.Join(cwd, "marker")); got != 1 {
 		t.Errorf("marker has %d lines, want 1", got)
+	}
+}
+
+// TestHistoryEncodedOnce: a save that reuses the earlier save's encodings
+// writes the bytes a save of every message writes, json.Marshal's of the
+// file, and encodes nothing it was handed again.
+func TestHistoryEncodedOnce(t *testing.T) {
+	f := &historyFile{SessionID: "s", Cwd: "/w", Messages: []historyMessage{
+		{Role: roleUser, Text: "a<b>&\u2028"},
+		{Role: roleAssistant, Calls: []historyCall{{ID: "c", Name: "ls", Args: json.RawMessage(`{ "path" : "." }`)}}},
+		{Role: roleTool, CallID: "c", Tool: "ls", Status: statusCompleted, Output: "x", Shown: []json.RawMessage{json.RawMessage(`{"a" : 1}`)}},
+	}}
+	first, kept, encoded, err := encodeHistory(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(&historyFile{Version: historyVersion, SessionID: f.SessionID, Cwd: f.Cwd, Messages: f.Messages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, want) {
+		t.Fatalf("file\n got %s\nwant %s", first, want)
+	}
+	more := append(kept, historyMessage{Role: roleAssistant, Text: "done"})
+	// An encoding handed in is used as it is: a marker shows it was.
+	marked := append([][]byte{[]byte(`{"role":"user","text":"marker"}`)}, encoded[1:]...)
+	again, _, encodedAgain, err := encodeHistory(&historyFile{SessionID: "s", Cwd: "/w", Messages: more, encoded: marked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(again, []byte("marker")) || len(encodedAgain) != 4 || string(encodedAgain[3]) != `{"role":"assistant","text":"done"}` {
+		t.Errorf("second save %s with %d encodings, want the handed encodings reused and the new one added", again, len(encodedAgain))
 	}
 }
