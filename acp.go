@@ -760,7 +760,8 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 		if ss.SystemPrompt != nil {
 			sp = *ss.SystemPrompt
 		}
-		s.system = sessionSystemPrompt(sp, s.cwd, a.offeredTools(s, &toolEnv{}), a.log.With("session", id))
+		files := instructionSources{Names: ss.Settings.Context.FileName, QwenHome: settingsSourcesOf(a.env).qwenHome()}
+		s.system = sessionSystemPrompt(sp, s.cwd, a.offeredTools(s, &toolEnv{}), files, a.log.With("session", id))
 	}
 	a.mu.Lock()
 	if _, taken := a.sessions[id]; taken {

@@ -134,11 +134,11 @@ func TestProjectInstructionsBounded(t *testing.T) {
 	cwd := t.TempDir()
 	mustWrite(t, filepath.Join(cwd, "QWEN.md"), strings.Repeat("q", maxInstructionsBytes-10))
 	mustWrite(t, filepath.Join(cwd, "AGENTS.md"), strings.Repeat("a", 100))
-	got := projectInstructions(cwd, slog.New(slog.DiscardHandler))
+	got := sessionInstructions(cwd, instructionSources{}, slog.New(slog.DiscardHandler))
 	if n := strings.Count(got, "q") + strings.Count(got, "a"); n > maxInstructionsBytes+200 {
 		t.Errorf("instructions hold %d bytes of files, bound %d", n, maxInstructionsBytes)
 	}
-	if !strings.Contains(got, "[truncated: the project instructions are limited to") {
+	if !strings.Contains(got, "[truncated: the instructions are limited to") {
 		t.Errorf("no truncation note in %d bytes", len(got))
 	}
 }
@@ -336,5 +336,92 @@ func TestProviderClientTakesNoProxy(t *testing.T) {
 	}
 	if n := p.connCount(); n != 0 {
 		t.Errorf("the proxy got %d connections", n)
+	}
+}
+
+// TestSystemPromptInstructionFiles: the model's prompt holds the Qwen
+// home's instruction files in their own block, then the project's, under
+// the names context.fileName gives.
+func TestSystemPromptInstructionFiles(t *testing.T) {
+	tests := []struct {
+		name     string
+		settings string // "" none
+		qwenHome bool   // QWEN_HOME names another directory than ~/.qwen
+		user     map[string]string
+		project  map[string]string
+		want     []string // in this order
+		absent   []string
+	}{
+		{name: "global QWEN.md", user: map[string]string{"QWEN.md": "GLOBAL RULE"},
+			project: map[string]string{"AGENTS.md": "PROJECT RULE"},
+			want:    []string{userInstructionsPreamble, "GLOBAL RULE", "</user-instructions>", instructionsPreamble, "PROJECT RULE"}},
+		{name: "QWEN_HOME", qwenHome: true, user: map[string]string{"QWEN.md": "QWEN_HOME RULE"},
+			want: []string{userInstructionsPreamble, "QWEN_HOME RULE"}},
+		{name: "fileName string", settings: `{"context": {"fileName": " RULES.md "}}`,
+			user:    map[string]string{"QWEN.md": "GLOBAL QWEN", "RULES.md": "GLOBAL RULES"},
+			project: map[string]string{"QWEN.md": "PROJECT QWEN", "RULES.md": "PROJECT RULES"},
+			want:    []string{"GLOBAL RULES", "PROJECT RULES"}, absent: []string{"GLOBAL QWEN", "PROJECT QWEN"}},
+		{name: "fileName list", settings: `{"context": {"fileName": ["A.md", "B.md"]}}`,
+			project: map[string]string{"A.md": "RULE A", "B.md": "RULE B", "AGENTS.md": "PROJECT AGENTS"},
+			want:    []string{instructionsPreamble, "RULE A", "RULE B"}, absent: []string{"PROJECT AGENTS", userInstructionsPreamble}},
+		{name: "empty fileName keeps the defaults", settings: `{"context": {"fileName": ""}}`,
+			project: map[string]string{"QWEN.md": "PROJECT QWEN"}, want: []string{"PROJECT QWEN"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			qwenHome := filepath.Join(home, ".qwen")
+			env := []string{"HOME=" + home}
+			if tt.qwenHome {
+				qwenHome = filepath.Join(t.TempDir(), "qh")
+				env = append(env, envQwenHome+"="+qwenHome)
+				mustWrite(t, filepath.Join(home, ".qwen", "QWEN.md"), "NOT THE QWEN HOME")
+				tt.absent = append(tt.absent, "NOT THE QWEN HOME")
+			}
+			os.MkdirAll(qwenHome, 0o700)
+			for name, body := range tt.user {
+				mustWrite(t, filepath.Join(qwenHome, name), body)
+			}
+			var args []string
+			if tt.settings != "" {
+				args = []string{"--settings", writeSettings(t, tt.settings)}
+			}
+			c, rec := startModelACP(t, args, env...)
+			cwd := t.TempDir()
+			for name, body := range tt.project {
+				mustWrite(t, filepath.Join(cwd, name), body)
+			}
+			got := systemMessage(t, c, rec, cwd)
+			at := 0
+			for _, w := range tt.want {
+				i := strings.Index(got[at:], w)
+				if i < 0 {
+					t.Fatalf("prompt lacks %q after byte %d:\n%s", w, at, got)
+				}
+				at += i + len(w)
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(got, a) {
+					t.Errorf("prompt holds %q:\n%s", a, got)
+				}
+			}
+		})
+	}
+}
+
+func TestContextFileNameRefused(t *testing.T) {
+	tests := []struct{ name, settings, want string }{
+		{"a path", `{"context": {"fileName": "../secret.md"}}`, `key "context.fileName[0]": "../secret.md" is not a file name`},
+		{"a directory path", `{"context": {"fileName": ["QWEN.md", "docs/AI.md"]}}`, `key "context.fileName[1]": "docs/AI.md" is not a file name`},
+		{"a number", `{"context": {"fileName": 3}}`, `key "context.fileName": want a string or an array of strings, got number`},
+		{"unknown context key", `{"context": {"fileNames": "A.md"}}`, `key "context.fileNames": unknown key (did you mean "context.fileName"?)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runAcpguard(t, []string{"acp", "--settings", writeSettings(t, tt.settings)}, "HOME="+t.TempDir(), envQwenHome+"=")
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %s; want 2 and %q", code, stderr, tt.want)
+			}
+		})
 	}
 }

@@ -56,6 +56,8 @@ type settings struct {
 	MCP           mcpSettings                  `json:"mcp"`
 	// DisableAllHooks true runs no hook at all (Qwen Code's key).
 	DisableAllHooks bool `json:"disableAllHooks"`
+	// Context is Qwen Code's context key: acpguard acts on fileName only.
+	Context contextSettings `json:"context"`
 	// Env is Qwen Code's fallback environment: acpguard reads only
 	// envSystemMD from it (agent_prompt.go); other names are listed with
 	// the ignored keys.
@@ -161,6 +163,71 @@ type modelSettings struct {
 	MaxSessionTurns *int   `json:"maxSessionTurns"`
 	LegacyMaxTurns  *int   `json:"maxTurns"`
 	MaxTurns        int    `json:"-"`
+}
+
+// contextSettings: FileName names the instruction files read from the Qwen
+// home and the project (agent_prompt.go) in place of QWEN.md and AGENTS.md.
+type contextSettings struct {
+	FileName contextFileNames `json:"fileName"`
+}
+
+// maxContextFileNames bounds context.fileName: each name is looked for in
+// every directory from the project root down to a session's cwd, at every
+// session start.
+const maxContextFileNames = 16
+
+// contextFileNames is context.fileName: Qwen Code's one name or list of
+// names, each trimmed; an empty string or list keeps the default names.
+type contextFileNames []string
+
+func (n *contextFileNames) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*n = nil
+		if strings.TrimSpace(one) != "" {
+			*n = contextFileNames{strings.TrimSpace(one)}
+		}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("key %q: want a string or an array of strings", keyContextFileName)
+	}
+	*n = nil
+	for _, name := range list {
+		*n = append(*n, strings.TrimSpace(name))
+	}
+	return nil
+}
+
+// walkAs is the settings shape check (settings_schema.go): a string or an
+// array of strings.
+func (contextFileNames) walkAs(got string) (reflect.Type, string) {
+	switch got {
+	case "string":
+		return reflect.TypeFor[string](), ""
+	case "array":
+		return reflect.TypeFor[[]string](), ""
+	}
+	return nil, "a string or an array of strings"
+}
+
+const keyContextFileName = "context.fileName"
+
+// validate refuses a name that is not one plain file name: the names are
+// joined to the Qwen home and to workspace directories, and a path ("../x",
+// "docs/x") would read a file outside them into the model's context.
+func (n contextFileNames) validate() []string {
+	var problems []string
+	if len(n) > maxContextFileNames {
+		problems = append(problems, fmt.Sprintf("key %q: %d names, at most %d", keyContextFileName, len(n), maxContextFileNames))
+	}
+	for i, name := range n {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+			problems = append(problems, fmt.Sprintf("key %q: %q is not a file name; give plain names such as %q, read in each directory", fmt.Sprintf("%s[%d]", keyContextFileName, i), name, "QWEN.md"))
+		}
+	}
+	return problems
 }
 
 type slashCommandsSettings struct {
@@ -396,6 +463,7 @@ func (s *settings) validate() []string {
 			add("key %q: invalid slash command %q", fmt.Sprintf("slashCommands.disabled[%d]", i), c)
 		}
 	}
+	problems = append(problems, s.Context.FileName.validate()...)
 	for _, name := range slices.Sorted(maps.Keys(s.MCPServers)) {
 		problems = append(problems, validateMCPServer(name, s.MCPServers[name])...)
 	}

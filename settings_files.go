@@ -78,6 +78,18 @@ func settingsSourcesOf(env *procEnv) settingsSources {
 	return src
 }
 
+// qwenHome is the Qwen home directory: $QWEN_HOME, else ~/.qwen; "" when
+// neither is set.
+func (s settingsSources) qwenHome() string {
+	switch {
+	case s.QwenHome != "":
+		return s.QwenHome
+	case s.Home != "":
+		return filepath.Join(s.Home, qwenDirName)
+	}
+	return ""
+}
+
 // settingsLoadOptions are the flags and mode that choose the layers.
 type settingsLoadOptions struct {
 	Operator       string // the --settings file, absolute; "" none
@@ -193,11 +205,8 @@ func settingsLayers(src settingsSources, o settingsLoadOptions) []settingsLayer 
 	var layers []layer
 	layers = append(layers, layer{scopeSystemDefaults, src.SystemDefaults})
 	if !o.NoUser {
-		switch {
-		case src.QwenHome != "":
-			layers = append(layers, layer{scopeUser, filepath.Join(src.QwenHome, settingsFileName)})
-		case src.Home != "":
-			layers = append(layers, layer{scopeUser, filepath.Join(src.Home, qwenDirName, settingsFileName)})
+		if dir := src.qwenHome(); dir != "" {
+			layers = append(layers, layer{scopeUser, filepath.Join(dir, settingsFileName)})
 		}
 		if o.Workspace != "" && !sameDir(o.Workspace, src.Home) {
 			layers = append(layers, layer{scopeWorkspace, filepath.Join(o.Workspace, qwenDirName, settingsFileName)})
@@ -489,14 +498,14 @@ var workspaceAlwaysDropped = []string{"tools.executionSandbox", "tools.workflows
 
 // workspaceUntrustedKeys are what an untrusted workspace file may not set
 // (DESIGN.md §10): what runs commands (hooks, MCP servers, tool discovery),
-// what allows without asking, the sandbox, where model calls go and the
-// environment. tools.approvalMode is checked apart: it may only tighten.
+// what allows without asking, the sandbox, where model calls go, the
+// environment, and which files of the Qwen home reach the model's context. tools.approvalMode is checked apart: it may only tighten.
 var workspaceUntrustedKeys = []string{
 	"hooks", "disableAllHooks", "mcpServers", "mcp.allowed", "mcp.serverCommand",
 	"permissions.allow", "permissions.autoMode.hints.allow",
 	"tools.allowed", "tools.core", "tools.autoAccept", "tools.discoveryCommand", "tools.callCommand",
 	"tools.sandbox", "tools.sandboxImage", "tools.sandboxRead", "tools.sandboxWrite", "tools.sandboxHide", "tools.sandboxProtect",
-	"tools.sandboxNetwork", "tools.sandboxUnix", "model.baseUrl", "modelProviders", "providerProtocol", "security.auth", "security.allowedHttpHookUrls", "proxy", "env",
+	"tools.sandboxNetwork", "tools.sandboxUnix", "context.fileName", "model.baseUrl", "modelProviders", "providerProtocol", "security.auth", "security.allowedHttpHookUrls", "proxy", "env",
 }
 
 // approvalModeRank orders the approval modes from strictest: a workspace

@@ -24,10 +24,13 @@ var qwenSettingsWarn = map[string]bool{"hooks.json": true, "approval-auto.json":
 // cover each key group load as (TestLoadQwenSettingsFiles loads them all).
 var qwenSettingsChecks = map[string]func(t *testing.T, s *settings){
 	"cli-and-telemetry.json": func(t *testing.T, s *settings) {
-		for _, k := range []string{"general", "ui", "telemetry", "security", "model.baseUrl", "model.generationConfig", "modelProviders", "context", "env", "proxy", "omni", "stopHookBlockingCap"} {
+		for _, k := range []string{"general", "ui", "telemetry", "security", "model.baseUrl", "model.generationConfig", "modelProviders", "context.includeDirectories", "context.fileFiltering", "env", "proxy", "omni", "stopHookBlockingCap"} {
 			if !slices.Contains(s.Ignored, k) {
 				t.Errorf("ignored keys %q lack %q", s.Ignored, k)
 			}
+		}
+		if !slices.Equal(s.Context.FileName, []string{"QWEN.md", "AGENTS.md"}) {
+			t.Errorf("context.fileName %q", s.Context.FileName)
 		}
 		if s.Model.Name != "qwen3-coder-plus" || s.Model.MaxTurns != maxMaxTurns {
 			t.Errorf("model: %+v", s.Model)

@@ -22,11 +22,14 @@ var qwenIgnoredKeys = []string{
 	"general", "ui", "ide", "privacy", "telemetry", "outboundCorrelation",
 	"output", "dualOutput", "review", "memory", "agents", "experimental",
 	"artifact", "worktree", "goals", "channels", "modelPricing", "omni",
-	"advanced", "context", "skills", "modelProviders", "providerProtocol",
+	"advanced", "skills", "modelProviders", "providerProtocol",
 	"proxy", "plansDirectory", "policy", "serve", "stopHookBlockingCap",
 	"fastModel", "advisorModel", "visionModel", "compactionModel", "imageModel",
 	"voiceModel", "modelFallbacks", "visionBridgeTimeoutMs",
 	"security",
+	// context: what the CLI's file discovery, imports and compaction use.
+	"context.fileFiltering", "context.includeDirectories", "context.loadFromIncludeDirectories",
+	"context.importFormat", "context.autoCompactThreshold", "context.clearContextOnIdle",
 	// tools: the CLI's own tool behaviour.
 	"tools.autoAccept", "tools.visible", "tools.eager", "tools.executionSandbox",
 	"tools.codeModeOnly", "tools.shell", "tools.truncateToolOutputThreshold",
@@ -147,6 +150,13 @@ func (w *settingsWalker) value(t reflect.Type, at, spath string) error {
 	wrong := func(want string) error {
 		w.problem(shapeTypeError(at, want, got))
 		return w.skip()
+	}
+	if c, ok := reflect.Zero(t).Interface().(kindChooser); ok {
+		alt, want := c.walkAs(got)
+		if alt == nil {
+			return wrong(want)
+		}
+		t = alt
 	}
 	if c, ok := reflect.Zero(t).Interface().(tokenChecker); ok {
 		tok, err := w.token()
@@ -318,6 +328,14 @@ func (w *settingsWalker) syntax(err error) error {
 // type (tools.sandbox: a boolean or a string), checked by the type itself.
 type tokenChecker interface {
 	checkToken(at string, tok json.Token) error
+}
+
+// kindChooser is a type that takes more than one JSON shape, not all of
+// them scalars (context.fileName: a string or an array of strings): it
+// names the type a value of JSON type got is walked as, or nil and what it
+// wants.
+type kindChooser interface {
+	walkAs(got string) (reflect.Type, string)
 }
 
 // jsonTokenKind names the JSON type of tok, a json.Decoder token.
