@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,6 +53,7 @@ type settingsSources struct {
 	QwenHome       string // $QWEN_HOME, "" unset
 	System         string // the System file
 	SystemDefaults string // the SystemDefaults file
+	TrustedFolders string // the trust rules file (settings_trust.go), "" none
 	// Lookup returns a variable for $VAR expansion; ok false when unset.
 	Lookup func(name string) (string, bool)
 }
@@ -74,6 +76,11 @@ func settingsSourcesOf(env *procEnv) settingsSources {
 	src.SystemDefaults = filepath.Join(filepath.Dir(src.System), systemDefaultsFileName)
 	if p := env.lookup(envSystemDefaultsPath); p != "" {
 		src.SystemDefaults = p
+	}
+	if p := env.lookup(envTrustedFoldersPath); p != "" {
+		src.TrustedFolders = p
+	} else if dir := src.qwenHome(); dir != "" {
+		src.TrustedFolders = filepath.Join(dir, trustedFoldersFileName)
 	}
 	return src
 }
@@ -111,6 +118,8 @@ type settingsLoad struct {
 	Settings *settings
 	Files    []settingsFileRead
 	Warnings []string // legacy keys ignored, workspace keys dropped
+	// Trust is what the trust rules say of the workspace (settings_trust.go).
+	Trust folderTrust
 	// origin maps a top-level key and its first nested key ("tools.sandbox")
 	// to the last file that set it, for errors found after the merge.
 	origin map[string]string
@@ -149,10 +158,8 @@ func logSettingsFiles(log *slog.Logger, l *settingsLoad, required bool) {
 // skipped; one that cannot be read or is invalid stops the start with its
 // path. acpguard never rewrites a settings file.
 func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoad, error) {
-	layers := settingsLayers(src, o)
-	l := &settingsLoad{origin: map[string]string{}}
-	merged := map[string]any{}
-	for _, ly := range layers {
+	var read []settingsLayerObject
+	for _, ly := range settingsLayers(src, o) {
 		if ly.path == "" {
 			continue
 		}
@@ -160,17 +167,38 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 		if err != nil {
 			return nil, err
 		}
-		if obj == nil {
-			continue // missing
+		if obj != nil { // nil: missing
+			read = append(read, settingsLayerObject{ly, obj, raw, warnings})
+		}
+	}
+	l := &settingsLoad{origin: map[string]string{}}
+	// Folder trust is the other layers' to enable, as in Qwen Code: a
+	// workspace file cannot decide its own trust.
+	enabled, err := folderTrustEnabled(slices.DeleteFunc(slices.Clone(read), func(x settingsLayerObject) bool { return x.scope == scopeWorkspace }))
+	if err != nil {
+		return nil, err
+	}
+	l.Trust = folderTrust{Enabled: enabled, Trusted: true, File: src.TrustedFolders}
+	if o.Workspace != "" {
+		if l.Trust, err = decideFolderTrust(enabled, src.TrustedFolders, o.Workspace); err != nil {
+			return nil, err
+		}
+	}
+	merged := map[string]any{}
+	for _, ly := range read {
+		obj := ly.obj
+		if ly.scope == scopeWorkspace && l.Trust.untrusted() {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("settings %q: not read: the folder is not trusted: %s", ly.path, l.Trust.why()))
+			continue
 		}
 		l.Files = append(l.Files, settingsFileRead{ly.scope, ly.path})
-		l.Warnings = append(l.Warnings, warnings...)
+		l.Warnings = append(l.Warnings, ly.warnings...)
 		if ly.scope == scopeWorkspace {
 			l.Warnings = append(l.Warnings, filterWorkspaceSettings(obj, merged, ly.path, o)...)
 		}
 		// Each layer is checked alone, after what the workspace file may
 		// not set is gone, so an error names its file.
-		if err := checkSettingsLayer(obj, raw); err != nil {
+		if err := checkSettingsLayer(obj, ly.raw); err != nil {
 			return nil, fmt.Errorf("settings %q: %w", ly.path, err)
 		}
 		for k, v := range obj {
@@ -183,6 +211,9 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 		}
 		merged = mergeSettingsLayer(merged, obj, "")
 	}
+	if l.Trust.untrusted() {
+		l.Warnings = append(l.Warnings, untrustedFolderApprovalMode(merged, o.Workspace)...)
+	}
 	data, err := json.Marshal(merged)
 	if err != nil {
 		return nil, fmt.Errorf("merge settings: %w", err)
@@ -193,6 +224,30 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 	}
 	l.Settings = st
 	return l, nil
+}
+
+// settingsLayerObject is one settings file read: its layer, its decoded
+// object, its bytes as written and the warnings of its reading.
+type settingsLayerObject struct {
+	settingsLayer
+	obj      map[string]any
+	raw      []byte
+	warnings []string
+}
+
+// untrustedFolderApprovalMode makes the merged approval mode at most
+// default, plan staying plan, as Qwen Code does in a folder it does not
+// trust, and says so when it was looser.
+func untrustedFolderApprovalMode(merged map[string]any, dir string) []string {
+	tools, _ := merged["tools"].(map[string]any)
+	mode, _ := tools["approvalMode"].(string)
+	if mode == "" || approvalModeRank(mode) <= approvalModeRank(modeDefault) {
+		return nil
+	}
+	tools = maps.Clone(tools)
+	tools["approvalMode"] = modeDefault
+	merged["tools"] = tools
+	return []string{fmt.Sprintf("settings: approval mode %q runs as %q in %q: the folder is not trusted", mode, modeDefault, dir)}
 }
 
 // settingsLayer is one settings file to read: its scope and path.
@@ -655,7 +710,7 @@ func newSettingsCache(src settingsSources, o settingsLoadOptions, derive func(*s
 func (c *settingsCache) get(workspace string) (v *sessionSettings, fresh bool, err error) {
 	o := c.opts
 	o.Workspace = workspace
-	layers := settingsLayers(c.src, o)
+	layers := append(settingsLayers(c.src, o), settingsLayer{"trusted folders", c.src.TrustedFolders})
 	// The stamps are taken before the files are read: a file that changes
 	// during the read is read again by the next call.
 	stamps := stampSettingsFiles(layers)
@@ -690,6 +745,12 @@ func deriveSessionSettings(l *settingsLoad, disabledSlash []string) (*sessionSet
 		return nil, fmt.Errorf("settings %q: %w", l.originOf("mcpServers", "mcpServers"), err)
 	}
 	resolveMCPCwds(servers, func(name string) string { return l.workspaceOf("mcpServers." + name) })
+	if l.Trust.untrusted() {
+		// A server's trust counts in a trusted folder only, as in Qwen Code.
+		for i := range servers {
+			servers[i].Trust = false
+		}
+	}
 	return &sessionSettings{Load: l, Settings: &st, MCP: servers,
 		MCPCallTimeout: time.Duration(st.MCP.CallTimeoutMs) * time.Millisecond}, nil
 }
