@@ -213,6 +213,7 @@ func startAgent(ctx context.Context, sys *system, opts acpOptions) (*agent, sand
 	// Each agent names the settings files it read: a child may read
 	// another workspace's than serve (DESIGN.md §10). The start
 	// directory's are read now, so its sessions find them cached.
+	logDotEnv(a.log, opts.SettingsLoad, a.settingsRequired)
 	if _, err := a.settingsFor(opts.SettingsOptions.Workspace, ""); err != nil {
 		logSettingsFiles(a.log, opts.SettingsLoad, a.settingsRequired)
 		if sys.env.privateGuard == "" {

@@ -28,6 +28,8 @@ type modelRequests struct {
 	reqs []openAIRequest
 	// hosts are the Host of each request: the proxy test checks it.
 	hosts []string
+	// auths are the Authorization of each request.
+	auths []string
 }
 
 func (m *modelRequests) handler(t *testing.T) http.HandlerFunc {
@@ -39,6 +41,7 @@ func (m *modelRequests) handler(t *testing.T) http.HandlerFunc {
 		m.mu.Lock()
 		m.reqs = append(m.reqs, req)
 		m.hosts = append(m.hosts, r.Host)
+		m.auths = append(m.auths, r.Header.Get("Authorization"))
 		m.mu.Unlock()
 		sseReply(events(textChunk("ok"), "[DONE]"))(w, r)
 	}

@@ -261,10 +261,11 @@ type sharedOptions struct {
 
 // resolve builds the shared options from f and env: the guard, the log,
 // the settings files of workspace ("" none: every layer but a
-// workspace's) and the sandbox flags, checked once. managed is a managed
-// child's. The guard token and model key files, and each of secrets, are
-// hidden from tools.
-func (f *sharedFlags) resolve(env *procEnv, workspace string, managed bool, secrets ...*onceValue) (sharedOptions, error) {
+// workspace's), the .env files found from dotEnvDir ("" the user's only)
+// set into env, and the sandbox flags, checked once. managed is a managed
+// child's; servedChild is serve's child, whose model is serve's. The guard
+// token and model key files, and each of secrets, are hidden from tools.
+func (f *sharedFlags) resolve(env *procEnv, workspace string, managed bool, dotEnvDir string, servedChild bool, secrets ...*onceValue) (sharedOptions, error) {
 	hideSecretFiles(f.sandbox, append([]*onceValue{f.guard.tokenFile, f.modelKeyFile}, secrets...)...)
 	var o sharedOptions
 	var err error
@@ -280,10 +281,40 @@ func (f *sharedFlags) resolve(env *procEnv, workspace string, managed bool, secr
 	if o.settingsFile, o.load, err = parseSettingsFile(f.settings.value, o.src, o.so); err != nil {
 		return sharedOptions{}, err
 	}
+	if !*f.noUser {
+		if o.load.DotEnv, err = f.applyDotEnv(env, o, dotEnvDir, servedChild); err != nil {
+			return sharedOptions{}, err
+		}
+	}
 	if o.sandbox, err = f.sandbox.check(); err != nil {
 		return sharedOptions{}, err
 	}
 	return o, nil
+}
+
+// applyDotEnv reads the .env files found from dir ("" the user's only)
+// with the trust of o's settings and sets in env what they may set, the
+// names env has unset or empty only, as Qwen Code does. A file that gave
+// the model key is hidden from tools like a key file.
+func (f *sharedFlags) applyDotEnv(env *procEnv, o sharedOptions, dir string, servedChild bool) (*dotEnvLoad, error) {
+	folder := o.load.Trust
+	if dir != "" {
+		var err error
+		if folder, err = decideFolderTrust(folder.Enabled, o.src.TrustedFolders, dir); err != nil {
+			return nil, &usageError{err}
+		}
+	}
+	l, err := loadDotEnv(o.src, dotEnvOptions{Dir: dir, Required: o.required, TrustWorkspace: *f.trustWorkspace,
+		Folder: folder, NoModelKey: servedChild, Excluded: o.load.ExcludedEnvVars})
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	for _, v := range l.Vars {
+		if env.setUnset(v.Name, v.Value) && v.Name == envModelKey {
+			f.sandbox.addSecret(v.File)
+		}
+	}
+	return l, nil
 }
 
 // newFlagSet returns a flag set that prints nothing: parseFlags writes the
@@ -517,7 +548,16 @@ func parseACPArgs(args []string, sys *system) (acpOptions, error) {
 func resolveACPOptions(shared *sharedFlags, env *procEnv, opts acpOptions) (acpOptions, error) {
 	// A managed child runs only under serve in required mode. Its
 	// workspace, as a standalone agent's, is the directory it starts in.
-	sh, err := shared.resolve(env, "", env.privateGuard != "")
+	wd, err := os.Getwd()
+	if err != nil {
+		return acpOptions{}, fmt.Errorf("find the current directory, where the .env files are looked for: %w", err)
+	}
+	// serve's child starts in no workspace and takes only the user's .env.
+	servedChild := env.privateGuard != "" || opts.Model == modelParent
+	if servedChild {
+		wd = ""
+	}
+	sh, err := shared.resolve(env, "", env.privateGuard != "", wd, servedChild)
 	if err != nil {
 		return acpOptions{}, err
 	}
@@ -583,7 +623,7 @@ func loadACPSettings(opts *acpOptions, sh sharedOptions) error {
 	// workspace file too, when that loads.
 	load := sh.load
 	if wsLoad, err := loadSettingsFiles(sh.src, so); err == nil {
-		load = wsLoad
+		wsLoad.DotEnv, load = sh.load.DotEnv, wsLoad
 	}
 	opts.Settings, opts.SettingsLoad = load.Settings, load
 	return nil
@@ -712,7 +752,9 @@ func parseServeArgs(args []string, sys *system) (serveOptions, error) {
 	if opts.DecisionLogArguments {
 		secrets = append(secrets, decisionLog)
 	}
-	sh, err := shared.resolve(env, opts.Workspaces[0], false, secrets...)
+	// serve's environment is every workspace's: no workspace's .env is
+	// read into it; each child reads its own.
+	sh, err := shared.resolve(env, opts.Workspaces[0], false, "", false, secrets...)
 	if err != nil {
 		return serveOptions{}, err
 	}

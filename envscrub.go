@@ -35,6 +35,14 @@ const (
 // the model through serve (serve_model.go).
 const envModelKey = "OPENAI_API_KEY"
 
+// The rest of the OpenAI-compatible client's environment, named as in Qwen
+// Code: the service's base URL and the model's name. They are here with the
+// key because the .env files may set them (settings_dotenv.go).
+const (
+	envModelBaseURL = "OPENAI_BASE_URL"
+	envModelName    = "OPENAI_MODEL"
+)
+
 // Removed from every child environment: the secrets, the markers and the
 // loader variables (and every BASH_FUNC_*).
 var removedEnvNames = [...]string{
@@ -124,6 +132,34 @@ func (e *procEnv) lookup(name string) string {
 		}
 	}
 	return ""
+}
+
+// setUnset sets name to value when the environment has it unset or empty,
+// as Qwen Code applies a .env file, and reports whether it did. The model
+// key goes where the start's went, never into the snapshot; a removed name
+// is never set.
+func (e *procEnv) setUnset(name, value string) bool {
+	if name == envModelKey {
+		if e.modelKey != "" {
+			return false
+		}
+		e.modelKey = value
+		return true
+	}
+	if removedEnvName(name) {
+		return false
+	}
+	for i, kv := range e.snapshot {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			if v != "" {
+				return false
+			}
+			e.snapshot[i] = name + "=" + value
+			return true
+		}
+	}
+	e.snapshot = append(e.snapshot, name+"="+value)
+	return true
 }
 
 func removedEnvName(k string) bool {

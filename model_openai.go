@@ -20,13 +20,6 @@ import (
 	"time"
 )
 
-// The environment of the OpenAI-compatible client, named as in Qwen Code:
-// the service's base URL and the model's name.
-const (
-	envModelBaseURL = "OPENAI_BASE_URL"
-	envModelName    = "OPENAI_MODEL"
-)
-
 // The chat completions call: messages and the tools' JSON schemas, streamed
 // as SSE so that text reaches the client as it arrives.
 const (

@@ -30,6 +30,7 @@ import (
 func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 	log := newLogger(sys.stderr, opts.LogJSON, opts.LogLevel)
 	logSettingsFiles(log, opts.SettingsLoad, opts.Guard.required())
+	logDotEnv(log, opts.SettingsLoad, opts.Guard.required())
 	warnSettings(log, opts.Settings)
 	if err := hideEnviron(log); err != nil {
 		return err

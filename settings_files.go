@@ -120,6 +120,11 @@ type settingsLoad struct {
 	Warnings []string // legacy keys ignored, workspace keys dropped
 	// Trust is what the trust rules say of the workspace (settings_trust.go).
 	Trust folderTrust
+	// ExcludedEnvVars is advanced.excludedEnvVars (settings_dotenv.go), nil
+	// unset.
+	ExcludedEnvVars []string
+	// DotEnv is what the .env files gave at start, nil none read.
+	DotEnv *dotEnvLoad
 	// origin maps a top-level key and its first nested key ("tools.sandbox")
 	// to the last file that set it, for errors found after the merge.
 	origin map[string]string
@@ -213,6 +218,9 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 	}
 	if l.Trust.untrusted() {
 		l.Warnings = append(l.Warnings, untrustedFolderApprovalMode(merged, o.Workspace)...)
+	}
+	if l.ExcludedEnvVars, err = excludedEnvVarsOf(merged); err != nil {
+		return nil, fmt.Errorf("settings %q: %w", l.originOf("advanced.excludedEnvVars", "advanced"), err)
 	}
 	data, err := json.Marshal(merged)
 	if err != nil {
