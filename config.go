@@ -282,9 +282,18 @@ func (f *sharedFlags) resolve(env *procEnv, workspace string, managed bool, dotE
 		return sharedOptions{}, err
 	}
 	if !*f.noUser {
-		if o.load.DotEnv, err = f.applyDotEnv(env, o, dotEnvDir, servedChild); err != nil {
+		dot, err := f.applyDotEnv(env, o, dotEnvDir, servedChild)
+		if err != nil {
 			return sharedOptions{}, err
 		}
+		// $VAR in the settings files sees what the .env files set, at
+		// start as at each session's reading.
+		if len(dot.Vars) > 0 {
+			if o.settingsFile, o.load, err = parseSettingsFile(f.settings.value, o.src, o.so); err != nil {
+				return sharedOptions{}, err
+			}
+		}
+		o.load.DotEnv = dot
 	}
 	if o.sandbox, err = f.sandbox.check(); err != nil {
 		return sharedOptions{}, err

@@ -141,6 +141,7 @@ func TestDotEnvModel(t *testing.T) {
 		required  bool
 		trust     bool
 		userEnv   string // ~/.qwen/.env; {MODEL} is the model service's URL
+		settings  string // ~/.qwen/settings.json, "" none
 		wsEnv     string // the workspace's .env; {EVIL} another service's
 		env       []string
 		wantModel string // "" no model request at all
@@ -149,6 +150,8 @@ func TestDotEnvModel(t *testing.T) {
 	}{
 		{name: "the user's .env names the model", userEnv: "OPENAI_BASE_URL={MODEL}/v1\nOPENAI_MODEL=from-dotenv\nOPENAI_API_KEY=dotenv-key\n",
 			wantModel: "from-dotenv", wantAuth: "Bearer dotenv-key"},
+		{name: "$VAR in settings sees the .env", userEnv: "OPENAI_BASE_URL={MODEL}/v1\nMY_MODEL=expanded\n",
+			settings: `{"model": {"name": "$MY_MODEL"}}`, wantModel: "expanded"},
 		{name: "the environment wins", userEnv: "OPENAI_BASE_URL={MODEL}/v1\nOPENAI_MODEL=from-dotenv\nOPENAI_API_KEY=dotenv-key\n",
 			env: []string{"OPENAI_MODEL=from-env", "OPENAI_API_KEY=env-key"}, wantModel: "from-env", wantAuth: "Bearer env-key"},
 		{name: "off mode: the workspace's .env wins over the user's", userEnv: "OPENAI_BASE_URL={MODEL}/v1\nOPENAI_MODEL=user\n",
@@ -178,6 +181,9 @@ func TestDotEnvModel(t *testing.T) {
 			}
 			if tt.wsEnv != "" {
 				writeFileAll(t, filepath.Join(ws, ".env"), repl.Replace(tt.wsEnv))
+			}
+			if tt.settings != "" {
+				writeFileAll(t, filepath.Join(home, ".qwen", "settings.json"), tt.settings)
 			}
 			var args []string
 			env := append([]string{"HOME=" + home, envQwenHome + "=", envSystemMD + "=", envSystemSettingsPath + "=" + filepath.Join(home, "none.json"),
