@@ -761,7 +761,8 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 		if ss.SystemPrompt != nil {
 			sp = *ss.SystemPrompt
 		}
-		files := instructionSources{Names: ss.Settings.Context.FileName, QwenHome: settingsSourcesOf(a.env).qwenHome()}
+		files := instructionSources{Names: ss.Settings.Context.FileName, QwenHome: settingsSourcesOf(a.env).qwenHome(),
+			NoProject: ss.Load != nil && ss.Load.Trust.untrusted()}
 		s.system = sessionSystemPrompt(sp, s.cwd, a.offeredTools(s, &toolEnv{}), files, a.log.With("session", id))
 	}
 	a.mu.Lock()

@@ -168,6 +168,9 @@ func sessionSystemPrompt(src systemPromptSource, cwd string, tools []*toolSpec, 
 type instructionSources struct {
 	Names    []string
 	QwenHome string // "" none
+	// NoProject: the folder trust rules do not trust the workspace, whose
+	// files Qwen Code then does not read (settings_trust.go).
+	NoProject bool
 }
 
 // instructionsRoot is the top of the project cwd is in: the nearest directory
@@ -212,6 +215,9 @@ func sessionInstructions(cwd string, files instructionSources, log *slog.Logger)
 	var out string
 	if files.QwenHome != "" {
 		out = instructionsBlock(userInstructionsPreamble, "user-instructions", []string{files.QwenHome}, names, &budget, log)
+	}
+	if files.NoProject {
+		return out
 	}
 	return out + instructionsBlock(instructionsPreamble, "project-instructions", dirs, names, &budget, log)
 }

@@ -369,6 +369,9 @@ func TestSystemPromptInstructionFiles(t *testing.T) {
 			want:    []string{instructionsPreamble, "RULE A", "RULE B"}, absent: []string{"PROJECT AGENTS", userInstructionsPreamble}},
 		{name: "empty fileName keeps the defaults", settings: `{"context": {"fileName": ""}}`,
 			project: map[string]string{"QWEN.md": "PROJECT QWEN"}, want: []string{"PROJECT QWEN"}},
+		{name: "an untrusted folder's files are not read", settings: `{"security": {"folderTrust": {"enabled": true}}}`,
+			user: map[string]string{"QWEN.md": "GLOBAL RULE"}, project: map[string]string{"QWEN.md": "PROJECT QWEN"},
+			want: []string{"GLOBAL RULE"}, absent: []string{"PROJECT QWEN", instructionsPreamble}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
