@@ -163,23 +163,23 @@ func logSettingsFiles(log *slog.Logger, l *settingsLoad, required bool) {
 // skipped; one that cannot be read or is invalid stops the start with its
 // path. acpguard never rewrites a settings file.
 func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoad, error) {
+	// The workspace file is read once its folder's trust is known: folder
+	// trust is the other layers' to enable, as in Qwen Code, so a
+	// workspace file cannot decide its own trust.
 	var read []settingsLayerObject
 	for _, ly := range settingsLayers(src, o) {
 		if ly.path == "" {
 			continue
 		}
-		obj, raw, warnings, err := readSettingsLayer(ly.path, src.Lookup, ly.scope == scopeOperator)
-		if err != nil {
-			return nil, err
-		}
-		if obj != nil { // nil: missing
-			read = append(read, settingsLayerObject{ly, obj, raw, warnings})
+		read = append(read, settingsLayerObject{settingsLayer: ly})
+		if ly.scope != scopeWorkspace {
+			if err := read[len(read)-1].read(src.Lookup); err != nil {
+				return nil, err
+			}
 		}
 	}
 	l := &settingsLoad{origin: map[string]string{}}
-	// Folder trust is the other layers' to enable, as in Qwen Code: a
-	// workspace file cannot decide its own trust.
-	enabled, err := folderTrustEnabled(slices.DeleteFunc(slices.Clone(read), func(x settingsLayerObject) bool { return x.scope == scopeWorkspace }))
+	enabled, err := folderTrustEnabled(read)
 	if err != nil {
 		return nil, err
 	}
@@ -190,11 +190,20 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 		}
 	}
 	merged := map[string]any{}
-	for _, ly := range read {
+	for i := range read {
+		ly := &read[i]
+		if ly.scope == scopeWorkspace {
+			if _, err := os.Lstat(ly.path); err == nil && l.Trust.untrusted() {
+				l.Warnings = append(l.Warnings, fmt.Sprintf("settings %q: not read: the folder is not trusted: %s", ly.path, l.Trust.why()))
+				continue
+			}
+			if err := ly.read(src.Lookup); err != nil {
+				return nil, err
+			}
+		}
 		obj := ly.obj
-		if ly.scope == scopeWorkspace && l.Trust.untrusted() {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("settings %q: not read: the folder is not trusted: %s", ly.path, l.Trust.why()))
-			continue
+		if obj == nil {
+			continue // missing
 		}
 		l.Files = append(l.Files, settingsFileRead{ly.scope, ly.path})
 		l.Warnings = append(l.Warnings, ly.warnings...)
@@ -234,13 +243,20 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 	return l, nil
 }
 
-// settingsLayerObject is one settings file read: its layer, its decoded
-// object, its bytes as written and the warnings of its reading.
+// settingsLayerObject is one settings file: its layer and, once read, its
+// decoded object (nil: missing), its bytes as written and the warnings of
+// its reading.
 type settingsLayerObject struct {
 	settingsLayer
 	obj      map[string]any
 	raw      []byte
 	warnings []string
+}
+
+func (ly *settingsLayerObject) read(lookup func(string) (string, bool)) error {
+	var err error
+	ly.obj, ly.raw, ly.warnings, err = readSettingsLayer(ly.path, lookup, ly.scope == scopeOperator)
+	return err
 }
 
 // untrustedFolderApprovalMode makes the merged approval mode at most

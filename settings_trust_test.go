@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ func TestFolderTrustRules(t *testing.T) {
 		rules   string // trustedFolders.json, {WS} and {PARENT} replaced; "" none
 		opts    settingsLoadOptions
 		userSet string // the user file's other keys
+		wsBody  string // the workspace file, "" yolo
 		// wantWS: the workspace file applied whole; wantMode the approval mode.
 		wantWS   bool
 		wantMode string
@@ -35,6 +37,7 @@ func TestFolderTrustRules(t *testing.T) {
 			warning: `settings: approval mode "yolo" runs as "default" in "{WS}": the folder is not trusted`},
 		{name: "no rules file: untrusted", enabled: "true", wantMode: modeDefault,
 			warning: `settings "{WS}/.qwen/settings.json": not read: the folder is not trusted: security.folderTrust is enabled and no rule of "{RULES}" names the folder`},
+		{name: "an untrusted folder's invalid file is not read", enabled: "true", rules: `{}`, wsBody: `{"tools": `, wantMode: modeDefault},
 		{name: "untrusted keeps plan", enabled: "true", rules: `{}`, userSet: `"tools": {"approvalMode": "plan"}`, wantMode: modePlan},
 		{name: "required: trust rules do not trust the workspace file", enabled: "true", rules: `{"{WS}": "TRUST_FOLDER"}`,
 			opts: settingsLoadOptions{Required: true}, wantMode: modeDefault,
@@ -60,7 +63,7 @@ func TestFolderTrustRules(t *testing.T) {
 			if tt.rules != "" {
 				writeFileAll(t, rulesFile, repl.Replace(tt.rules))
 			}
-			tr.workspace(t, yolo)
+			tr.workspace(t, cmp.Or(tt.wsBody, yolo))
 			l := tr.load(t, tt.opts)
 			applied := slices.Equal(l.Settings.Permissions.Allow, []string{"Bash"})
 			if applied != tt.wantWS || l.Settings.Tools.ApprovalMode != tt.wantMode {
