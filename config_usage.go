@@ -179,8 +179,8 @@ Flags:
         read only FILE and the system files: never ~/.qwen nor the
         workspace's .qwen/settings.json.
   --trust-workspace-settings
-        in required mode, apply the workspace's .qwen/settings.json whole,
-        as Qwen Code does for a trusted folder.
+        in required mode, apply the workspace's .qwen/settings.json whole
+        and its .env, as Qwen Code does for a trusted folder.
   --allow-slash-command NAME
         (repeatable) a slash command a managed child may run; set by serve.
   --disabled-slash-commands NAME[,NAME...]
@@ -267,9 +267,9 @@ Flags:
         read only FILE and the system files: never ~/.qwen nor the
         workspace's .qwen/settings.json.
   --trust-workspace-settings
-        in required mode, apply the workspace's .qwen/settings.json whole,
-        as Qwen Code does for a trusted folder. Both flags pass to
-        every child.
+        in required mode, apply the workspace's .qwen/settings.json whole
+        and its .env, as Qwen Code does for a trusted folder. Both flags
+        pass to every child.
   --system-prompt-file FILE
         replaces the children's built-in system prompt; checked at start and
         passed to every child; wins over QWEN_SYSTEM_MD (as for acp).
@@ -463,4 +463,12 @@ const settingsEnvUsage = `  HOME, QWEN_HOME
   QWEN_CODE_SYSTEM_SETTINGS_PATH, QWEN_CODE_SYSTEM_DEFAULTS_PATH
         the system settings file (default /etc/qwen-code/settings.json) and
         the system defaults file (default system-defaults.json beside it).
+  QWEN_CODE_TRUSTED_FOLDERS_PATH
+        the trust rules read when security.folderTrust.enabled is true
+        (default trustedFolders.json in the Qwen home); they only narrow
+        what required mode trusts.
+  .env files
+        fill unset variables as in Qwen Code: the workspace's first (in
+        required mode only with --trust-workspace-settings, and never the
+        model's variables or a token), then $QWEN_HOME/.env and ~/.env.
 `
