@@ -116,6 +116,14 @@ func parseDoctorArgs(args []string, sys *system) (doctorOptions, error) {
 	o.settingsSrc = settingsSourcesOf(env)
 	o.settingsOpts = settingsLoadOptions{Workspace: ws, NoUser: *shared.noUser, TrustWorkspace: *shared.trustWorkspace, Required: required}
 	o.SettingsFile, o.SettingsLoad, o.SettingsErr = parseSettingsFile(shared.settings.value, o.settingsSrc, o.settingsOpts)
+	if o.SettingsLoad != nil && !*shared.noUser {
+		// The .env files as acp reads them from the workspace: the model
+		// check sees what they set.
+		sh := sharedOptions{load: o.SettingsLoad, src: o.settingsSrc, required: required}
+		if o.SettingsLoad.DotEnv, err = shared.applyDotEnv(env, sh, ws, false); err != nil {
+			o.SettingsErr = err
+		}
+	}
 	st := o.settings()
 
 	choice, err := shared.sandbox.check()

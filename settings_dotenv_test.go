@@ -241,3 +241,18 @@ func TestDotEnvModelKeyFileHidden(t *testing.T) {
 		t.Errorf("sandbox hides %q, want %s among them", opts.Sandbox.Hide, file)
 	}
 }
+
+// TestDoctorReadsDotEnv: doctor checks the model the .env files name, as
+// acp would run it.
+func TestDoctorReadsDotEnv(t *testing.T) {
+	home := t.TempDir()
+	writeFileAll(t, filepath.Join(home, ".qwen", ".env"), "OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_MODEL=m\nOPENAI_API_KEY=dotenv-key\n")
+	sys, _, _ := testSystem("HOME="+home, envSystemSettingsPath+"="+filepath.Join(home, "none.json"))
+	o, err := parseDoctorArgs([]string{"--workspace", t.TempDir()}, sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Model != modelOpenAI || o.OpenAI.BaseURL != "http://127.0.0.1:9/v1" || o.OpenAI.Model != "m" || o.OpenAI.APIKey != "dotenv-key" {
+		t.Errorf("doctor's model %q %+v, want the .env's", o.Model, o.OpenAI)
+	}
+}
