@@ -156,10 +156,11 @@ func findDotEnvFiles(src settingsSources, o dotEnvOptions) []dotEnvCandidate {
 }
 
 // loadDotEnv reads the .env files findDotEnvFiles lists and returns the
-// variables they may set. A file that cannot be read or parsed is an error
-// naming it; a workspace's file is read without following a symbolic link,
-// so that a link in a repository does not put a file from elsewhere into
-// every child's environment.
+// variables they may set. A file that cannot be read is an error naming
+// it, but for an untrusted workspace's, which is not applied anyway; a
+// workspace's file is read without following a symbolic link, so that a
+// link in a repository does not put a file from elsewhere into every
+// child's environment.
 func loadDotEnv(src settingsSources, o dotEnvOptions) (*dotEnvLoad, error) {
 	excluded := o.Excluded
 	if excluded == nil {
@@ -168,11 +169,13 @@ func loadDotEnv(src settingsSources, o dotEnvOptions) (*dotEnvLoad, error) {
 	l := &dotEnvLoad{}
 	for _, c := range findDotEnvFiles(src, o) {
 		vars, err := readDotEnvFile(c.path, !c.user)
-		if err != nil {
+		untrusted := !c.user && o.Required && !o.TrustWorkspace
+		if err != nil && !untrusted {
 			return nil, err
 		}
-		if !c.user && o.Required && !o.TrustWorkspace {
-			// Not read: only what it would have redirected is named.
+		if untrusted {
+			// Not applied, so that a file the repository planted cannot stop
+			// the start either: only what it would have redirected is named.
 			for _, v := range vars {
 				if slices.Contains(dotEnvNeverFromWorkspace, v.Name) {
 					l.Warnings = append(l.Warnings, refuseWorkspaceDotEnv(c.path, v.Name))

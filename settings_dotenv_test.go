@@ -16,6 +16,7 @@ func TestDotEnvFiles(t *testing.T) {
 	tests := []struct {
 		name  string
 		files map[string]string // path under the tree: {HOME}, {WS} (the workspace, under {HOME}/proj/ws)
+		link  string            // {WS}/.env is a symbolic link to it, "" none
 		opts  dotEnvOptions     // Dir is set to {WS}
 		want  []string          // NAME=VALUE set, in order
 		read  []string          // files read, in order
@@ -47,6 +48,10 @@ func TestDotEnvFiles(t *testing.T) {
 				`.env "{WS}/.env": refuse OPENAI_BASE_URL: a workspace's .env never sets the model endpoint, its key, the model, the system prompt or a token in required mode; set it in acpguard's environment or ~/.qwen/.env`,
 				`.env "{WS}/.env": refuse OPENAI_API_KEY: a workspace's .env never sets the model endpoint, its key, the model, the system prompt or a token in required mode; set it in acpguard's environment or ~/.qwen/.env`,
 				`.env "{WS}/.env": not read: the workspace is untrusted in required mode; give --trust-workspace-settings to apply its other variables`}},
+		{name: "required: a workspace .env that is a link stops nothing",
+			files: map[string]string{"{HOME}/secret": "OPENAI_API_KEY=x\n", "{HOME}/.env": "A=1\n"}, link: "{HOME}/secret",
+			opts: dotEnvOptions{Required: true}, want: []string{"A=1"},
+			warn: []string{`.env "{WS}/.env": not read: the workspace is untrusted in required mode; give --trust-workspace-settings to apply its other variables`}},
 		{name: "required and trusted: the rest applies",
 			files: map[string]string{"{WS}/.env": "OPENAI_MODEL=theirs\nQWEN_SYSTEM_MD=/tmp/p.md\nFOO=bar\n"},
 			opts:  dotEnvOptions{Required: true, TrustWorkspace: true},
@@ -71,6 +76,9 @@ func TestDotEnvFiles(t *testing.T) {
 			writeFileAll(t, filepath.Join(ws, "keep"), "")
 			for p, body := range tt.files {
 				writeFileAll(t, repl.Replace(p), body)
+			}
+			if tt.link != "" {
+				mustSymlink(t, repl.Replace(tt.link), filepath.Join(ws, ".env"))
 			}
 			src := settingsSourcesOf(&procEnv{snapshot: []string{"HOME=" + home}})
 			o := tt.opts
@@ -112,6 +120,20 @@ func TestDotEnvFiles(t *testing.T) {
 // TestDotEnvSetsUnsetOnly: a .env value fills a name the environment has
 // unset or empty; the first file's wins; the model key is kept apart from
 // what children get.
+// TestDotEnvLinkRefused: a trusted workspace's .env that is a symbolic
+// link stops the start, naming it: it would put a file from elsewhere into
+// every child's environment.
+func TestDotEnvLinkRefused(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	writeFileAll(t, filepath.Join(home, "secret"), "A=1\n")
+	mustSymlink(t, filepath.Join(home, "secret"), filepath.Join(ws, ".env"))
+	src := settingsSourcesOf(&procEnv{snapshot: []string{"HOME=" + home}})
+	_, err := loadDotEnv(src, dotEnvOptions{Dir: ws, Folder: folderTrust{Trusted: true}})
+	if want := `.env "` + filepath.Join(ws, ".env") + `": a symbolic link in the workspace: not followed; put the file itself there`; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
 func TestDotEnvSetsUnsetOnly(t *testing.T) {
 	e := newProcEnv([]string{"SET=env", "EMPTY=", envModelKey + "="})
 	for _, v := range []dotEnvVar{{"SET", "file", ""}, {"EMPTY", "file", ""}, {"NEW", "first", ""}, {"NEW", "second", ""}, {envModelKey, "k", ""}, {envModelKey, "k2", ""}} {
