@@ -261,6 +261,7 @@ var processStarters = map[string]string{
 	"sandbox_stage.go:startStaged":               "the launcher, protected paths in reach: acpguard's own mount stage, which confines itself and execs the command",
 	"sandbox_stage.go:runSandboxStage":           "the mount stage: execs the command from its confined thread",
 	"lifeline.go:startOnLifeline":                "serve's acp children, from the thread that never exits: acpguard itself, whose tools the launcher confines",
+	"serve_console.go:openConsole":               "serve --open's system browser, once: the operator's own program, no tool's",
 }
 
 // TestEveryCmdEnvFromBuilder enforces that every exec.Cmd of the package's

@@ -363,6 +363,10 @@ func openConsole(env *procEnv, log *slog.Logger, base, token string) {
 		opener = b
 	}
 	cmd := exec.Command(opener, consoleURL(base, token))
+	// The operator's browser, not a tool's process: the launcher's
+	// confinement is not its, but its environment is the builder's, so no
+	// secret of serve's reaches it.
+	cmd.Env = env.childEnv()
 	if err := cmd.Start(); err != nil {
 		log.Warn("open the console: the browser did not start; open the page yourself", "browser", opener, "url", base+consolePagePath, "err", err)
 		return

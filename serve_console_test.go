@@ -171,11 +171,13 @@ func TestServeOpenConsole(t *testing.T) {
 	dir := t.TempDir()
 	got := filepath.Join(dir, "opened")
 	browser := filepath.Join(dir, "browser")
-	if err := os.WriteFile(browser, []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > "+got+".tmp && mv "+got+".tmp "+got+"\n"), 0o700); err != nil {
+	// The browser writes its arguments, then its environment.
+	if err := os.WriteFile(browser, []byte("#!/bin/sh\n{ printf '%s\\n' \"$@\"; env; } > "+got+".tmp && mv "+got+".tmp "+got+"\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	ws := t.TempDir()
-	sp := startServe(t, []string{"--workspace", ws, "--open"}, envServerToken+"="+consoleTestToken, envBrowser+"="+browser)
+	const modelKey = "sk-console-test-model-key"
+	sp := startServe(t, []string{"--workspace", ws, "--open"}, envServerToken+"="+consoleTestToken, envBrowser+"="+browser, envModelKey+"="+modelKey)
 	var opened []byte
 	for deadline := time.Now().Add(testTimeout(10 * time.Second)); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if b, err := os.ReadFile(got); err == nil {
@@ -183,8 +185,13 @@ func TestServeOpenConsole(t *testing.T) {
 			break
 		}
 	}
-	if want := sp.url + "/#token=" + consoleTestToken + "\n"; string(opened) != want {
-		t.Errorf("the browser was started with %q, want %q", opened, want)
+	args, environ, _ := strings.Cut(string(opened), "\n")
+	if want := sp.url + "/#token=" + consoleTestToken; args != want {
+		t.Errorf("the browser was started with %q, want %q", args, want)
+	}
+	// The token reaches it only in its argument, the key not at all.
+	if strings.Contains(environ, consoleTestToken) || strings.Contains(environ, modelKey) {
+		t.Errorf("the browser's environment holds serve's token or model key:\n%s", environ)
 	}
 	sp.stop()
 	if strings.Contains(sp.stderr.String(), consoleTestToken) {
