@@ -664,9 +664,14 @@ func (a *agent) sessionIDFor(meta json.RawMessage) (string, error) {
 // the session id; an agent without a cache has one settings for all.
 func (a *agent) settingsFor(cwd, id string) (*sessionSettings, error) {
 	if a.settingsCache == nil {
+		// The variables http hooks may read are secrets: no child gets them.
+		a.env.hideSecrets(a.settings.hookSecretNames()...)
 		return &sessionSettings{Settings: a.settings, MCP: a.mcpSettings, MCPCallTimeout: a.mcpCallTimeout}, nil
 	}
 	ss, fresh, err := a.settingsCache.get(cwd)
+	if err == nil {
+		a.env.hideSecrets(ss.Settings.hookSecretNames()...)
+	}
 	if !fresh {
 		return ss, err
 	}

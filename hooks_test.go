@@ -234,6 +234,10 @@ func TestPreToolUseHookInputAndEnvironment(t *testing.T) {
 		name, _, _ := strings.Cut(line, "=")
 		switch name {
 		case "PATH", "HOOK_TEST", "PWD", "SHLVL", "_", "OLDPWD":
+		case "QWEN_PROJECT_DIR", "CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR":
+			if line != name+"="+dir {
+				t.Errorf("hook saw %q, want the project directory %q", line, dir)
+			}
 		default:
 			t.Errorf("hook saw variable %q it was not given", line)
 		}

@@ -571,8 +571,10 @@ func sameJSON(a, b any) bool {
 }
 
 // workspaceAlwaysDropped are the keys Qwen Code itself never takes from a
-// workspace file, trusted or not.
-var workspaceAlwaysDropped = []string{"tools.executionSandbox", "tools.workflowsEnabled", "security.allowPrivateNetworkHooks",
+// workspace file, trusted or not, and security.allowedHttpHookUrls, which
+// acpguard reads from user and system settings only (Qwen Code takes it from
+// a workspace when no other file sets it).
+var workspaceAlwaysDropped = []string{"tools.executionSandbox", "tools.workflowsEnabled", "security.allowPrivateNetworkHooks", "security.allowedHttpHookUrls",
 	"security.allowedInsecureVoiceBaseUrls", "goals.modelProposed", "outboundCorrelation.allowDynamicHeaderValues", "serve.tokenQr"}
 
 // workspaceUntrustedKeys are what an untrusted workspace file may not set
@@ -608,7 +610,7 @@ func filterWorkspaceSettings(obj, below map[string]any, path string, o settingsL
 	var warnings []string
 	for _, key := range workspaceAlwaysDropped {
 		if deleteSettingsKey(obj, key) {
-			warnings = append(warnings, fmt.Sprintf("settings %q: ignore key %q: Qwen Code never takes it from a workspace file", path, key))
+			warnings = append(warnings, fmt.Sprintf("settings %q: ignore key %q: it is read from user and system settings only, never from a workspace file", path, key))
 		}
 	}
 	if !o.Required || o.TrustWorkspace {
