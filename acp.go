@@ -755,6 +755,7 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 		return &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("%s: %v", op, err)}
 	}
 	requested := parseACPMCPServers(mcpServers)
+	var instructions [][2]string // each instruction file read: its path and memory type
 	// The failures are shown as agent text at the start of the session's
 	// first prompt: updates for a session id the client has not yet
 	// received may be dropped.
@@ -767,7 +768,8 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 			sp = *ss.SystemPrompt
 		}
 		files := instructionSources{Names: ss.Settings.Context.FileName, QwenHome: settingsSourcesOf(a.env).qwenHome(),
-			NoProject: ss.Load != nil && ss.Load.Trust.untrusted()}
+			NoProject: ss.Load != nil && ss.Load.Trust.untrusted(),
+			Loaded:    func(p, memoryType string) { instructions = append(instructions, [2]string{p, memoryType}) }}
 		s.system = sessionSystemPrompt(sp, s.cwd, a.offeredTools(s, &toolEnv{}), files, a.log.With("session", id))
 	}
 	a.mu.Lock()
@@ -780,6 +782,11 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	}
 	a.sessions[id] = s
 	a.mu.Unlock()
+	source := sessionStartResumed
+	if op == methodSessionNew {
+		source = sessionStartNew
+	}
+	a.sessionStarted(ctx, s, source, instructions)
 	return nil
 }
 
@@ -868,6 +875,7 @@ func (a *agent) closeSession(params json.RawMessage) (any, error) {
 	}
 	s.mu.Unlock()
 	s.background.killAll()
+	a.sessionEnded(s, deletedMeta(p.Meta))
 	s.mcp.close()
 	s.sandbox.close()
 	// A tool call still running on it fails; it cannot reach another file.
@@ -940,7 +948,6 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	if !slash {
 		s.cancel = cancel
-		s.history = append(s.history, message{Role: roleUser, Text: text, Images: images})
 	}
 	commandsDue := !s.commandsSent
 	s.commandsSent = true
@@ -956,6 +963,20 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		s.mu.Unlock()
 	}()
 
+	// UserPromptSubmit decides whether the prompt reaches the model, and
+	// what it reads with it.
+	var submitted string
+	json.Unmarshal(p.Meta[metaSubmittedPrompt], &submitted)
+	text, ok := a.promptSubmitted(ctx, s, promptID, text, submitted)
+	if !ok {
+		if ctx.Err() != nil {
+			return map[string]string{"stopReason": stopCancelled}, nil
+		}
+		return map[string]string{"stopReason": stopEndTurn}, nil
+	}
+	s.mu.Lock()
+	s.history = append(s.history, message{Role: roleUser, Text: text, Images: images})
+	s.mu.Unlock()
 	env := a.turnEnv(s, promptID, guard)
 	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
 	a.saveSession(s)
@@ -1158,6 +1179,7 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 // runTurn runs the model loop of one prompt until the model stops calling
 // tools, the prompt is cancelled, or the turn limit is reached.
 func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, error) {
+	stopBlocks := 0 // the Stop hooks' blocks in a row (turnStopping)
 	for range s.settings.Model.MaxTurns {
 		if ctx.Err() != nil {
 			return stopCancelled, nil
@@ -1189,6 +1211,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			if ctx.Err() != nil {
 				return stopCancelled, nil
 			}
+			a.turnFailed(s, env.PromptID, err)
 			return "", &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("model: %v", err)}
 		}
 		if turn.Usage != nil {
@@ -1219,11 +1242,14 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 				callEnv.Observer = obs
 				obs.env = &callEnv
 				callEnv.Policy = a.callPolicy(s, &rejected)
+				started := time.Now()
 				res = runTool(ctx, &callEnv, call)
+				res = a.callFinished(ctx, s, env.PromptID, call, obs.name(call), res, time.Since(started))
 			}
 			obs.finish(call, res)
 			results = append(results, message{Role: roleTool, CallID: call.ID, Tool: obs.name(call), Result: res})
 		}
+		a.batchFinished(ctx, s, env.PromptID, turn.Calls, results)
 		s.mu.Lock()
 		s.history = append(s.history, message{Role: roleAssistant, Text: turn.Text, Calls: turn.Calls})
 		s.history = append(s.history, results...)
@@ -1231,6 +1257,13 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		if len(turn.Calls) == 0 || rejected {
 			if ctx.Err() != nil {
 				return stopCancelled, nil
+			}
+			// A Stop hook's block goes on with its reason as the user's.
+			if reason := a.turnStopping(ctx, s, env.PromptID, turn.Text, &stopBlocks); reason != "" && len(turn.Calls) == 0 {
+				s.mu.Lock()
+				s.history = append(s.history, message{Role: roleUser, Text: reason})
+				s.mu.Unlock()
+				continue
 			}
 			return stopEndTurn, nil
 		}
@@ -1407,6 +1440,7 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	if remembered {
 		return permissionAllowed
 	}
+	a.permissionPrompted(ctx, s, spec.Name)
 	options := permissionOptions(spec, args)
 	// On expiry the request is abandoned as a cancel abandons it: the
 	// client gets $/cancel_request, a late answer is dropped, and the call

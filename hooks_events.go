@@ -91,14 +91,15 @@ type hookFiring struct {
 }
 
 // hookAnswer is what the hooks of one firing said together. Blocked: one
-// blocked (a block or deny decision, continue false, exit 2) or, for an
-// event that fails closed, failed; Reason is why. Context are their
+// blocked (a block or deny decision, exit 2) or, for an event that fails
+// closed, failed; Stop: one answered continue false; Reason is why. Context are their
 // additionalContext values for the model, escaped as Qwen Code escapes them;
 // Messages their system messages; Behavior and Message a PermissionRequest
 // decision. Failures are the failures an event that fails open let pass,
 // for the log.
 type hookAnswer struct {
 	Blocked   bool
+	Stop      bool
 	Reason    string
 	Context   []string
 	Messages  []string
@@ -185,8 +186,8 @@ func runEventHooks(ctx context.Context, hooks []hookMatcher, f hookFiring, env s
 			if a.Behavior != "" && out.Behavior != "deny" {
 				out.Behavior, out.Message, out.Interrupt = a.Behavior, a.Message, a.Interrupt
 			}
-			if a.Blocked {
-				out.Blocked, out.Reason = true, a.Reason
+			if a.Blocked || a.Stop {
+				out.Blocked, out.Stop, out.Reason = a.Blocked, a.Stop, a.Reason
 				return out
 			}
 		}
@@ -259,10 +260,8 @@ func parseEventHookOutput(event string, out []byte) (hookAnswer, error) {
 	default:
 		return hookAnswer{}, fmt.Errorf("unknown decision %q", o.Decision)
 	}
-	if o.Continue != nil && !*o.Continue {
-		a.Blocked = true
-	}
-	if a.Blocked {
+	a.Stop = o.Continue != nil && !*o.Continue
+	if a.Blocked || a.Stop {
 		a.Reason = o.StopReason
 		if a.Reason == "" {
 			a.Reason = o.Reason
