@@ -106,6 +106,7 @@ type agent struct {
 	mu          sync.Mutex
 	initialized bool
 	sessions    map[string]*session
+	warned      map[string]bool // the settings warnings logged (warnSettingsOnce)
 }
 
 // session is one ACP session: its own cwd, history and tool processes.
@@ -217,7 +218,7 @@ func startAgent(ctx context.Context, sys *system, opts acpOptions) (*agent, sand
 	if _, err := a.settingsFor(opts.SettingsOptions.Workspace, ""); err != nil {
 		logSettingsFiles(a.log, opts.SettingsLoad, a.settingsRequired)
 		if sys.env.privateGuard == "" {
-			warnSettings(a.log, opts.Settings)
+			a.warnSettingsOnce(a.log, opts.Settings)
 		}
 	}
 	if opts.Model == modelOpenAI {
@@ -686,7 +687,7 @@ func (a *agent) settingsFor(cwd, id string) (*sessionSettings, error) {
 	logSettingsFiles(log, ss.Load, a.settingsRequired)
 	// serve has already warned, once, for its required-mode children.
 	if a.env.privateGuard == "" {
-		warnSettings(log, ss.Settings)
+		a.warnSettingsOnce(log, ss.Settings)
 	}
 	return ss, nil
 }

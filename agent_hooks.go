@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -309,4 +310,24 @@ func deletedMeta(meta json.RawMessage) bool {
 		return false
 	}
 	return string(m[metaSessionDeleted]) == "true"
+}
+
+// warnSettingsOnce is warnSettings with each warning logged once by this
+// agent: the user's files are read again for each workspace, and a warning
+// of theirs (hooks that never fire, say) is news only the first time.
+func (a *agent) warnSettingsOnce(log *slog.Logger, st *settings) {
+	cp := *st
+	cp.Warnings = nil
+	a.mu.Lock()
+	if a.warned == nil {
+		a.warned = map[string]bool{}
+	}
+	for _, w := range st.Warnings {
+		if !a.warned[w] {
+			a.warned[w] = true
+			cp.Warnings = append(cp.Warnings, w)
+		}
+	}
+	a.mu.Unlock()
+	warnSettings(log, &cp)
 }
