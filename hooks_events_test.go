@@ -264,3 +264,24 @@ func TestHTTPHookAddressRefused(t *testing.T) {
 		t.Errorf("result %q", text)
 	}
 }
+
+// Under serve, a host's DELETE fires the child's SessionEnd and
+// SessionDelete hooks.
+func TestServeSessionDeleteHook(t *testing.T) {
+	ws := t.TempDir()
+	hooks := hookLogger(t, t.TempDir(), nil, hookEventSessionEnd, hookEventSessionDelete)
+	settings := filepath.Join(t.TempDir(), "settings.json")
+	mustWrite(t, settings, mustJSON(t, map[string]any{"hooks": hooks}))
+	td := startTestDaemon(t, serveOptions{Workspaces: []string{ws}, SettingsFile: settings})
+	id := td.newSession(t, `{"cwd":"`+ws+`"}`)
+	if r := td.do(t, "DELETE", "/session/"+id, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d %s", r.status, r.body)
+	}
+	waitFor(t, "the SessionDelete hook", func() bool { return len(hookLog(t, ws, hookEventSessionDelete)) == 1 })
+	if d := hookLog(t, ws, hookEventSessionDelete)[0]; d["deleted_session_id"] != id || d["session_id"] != id {
+		t.Errorf("SessionDelete input %v", d)
+	}
+	if e := hookLog(t, ws, hookEventSessionEnd); len(e) != 1 || e[0]["reason"] != "other" {
+		t.Errorf("SessionEnd inputs %v", e)
+	}
+}
