@@ -508,6 +508,7 @@ func (a *agent) shutdown() {
 	for _, s := range a.sessions {
 		wg.Go(s.mcp.close)
 		s.background.killAll()
+		a.sessionEnded(s, false) // before its sandbox closes: its hooks run there
 	}
 	wg.Wait()
 	for _, s := range a.sessions {

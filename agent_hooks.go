@@ -26,6 +26,7 @@ const (
 	hookPermissionTitle    = "Permission needed"
 	hookPermissionPrompt   = "permission_prompt"
 	postToolBatchTimeout   = 15 * time.Second
+	sessionEndTimeout      = 30 * time.Second
 )
 
 // sessionEndReason and sessionStartSource are the matcher targets acpguard
@@ -100,10 +101,12 @@ func (a *agent) sessionStarted(ctx context.Context, s *session, source string, i
 	}
 }
 
-// sessionEnded fires SessionEnd as a session closes, and SessionDelete
-// when serve's host deleted it.
+// sessionEnded fires SessionEnd as a session closes or the agent ends,
+// and SessionDelete when serve's host deleted it; their hooks get
+// sessionEndTimeout in all, as Qwen Code gives them.
 func (a *agent) sessionEnded(s *session, deleted bool) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), sessionEndTimeout)
+	defer cancel()
 	a.fireHooks(ctx, s, hookEventSessionEnd, sessionEndReason, "", "", map[string]any{"reason": sessionEndReason})
 	if deleted {
 		a.fireHooks(ctx, s, hookEventSessionDelete, "", "", "", map[string]any{"deleted_session_id": s.id})
