@@ -185,7 +185,7 @@ func TestHookEventsStop(t *testing.T) {
 func TestHTTPHooks(t *testing.T) {
 	var gotAuth []string
 	feedback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotAuth = append(gotAuth, r.Header.Get("Authorization"))
+		gotAuth = append(gotAuth, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Other"))
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"HTTP-FEEDBACK"}}`))
 	}))
@@ -205,12 +205,13 @@ func TestHTTPHooks(t *testing.T) {
 		"write": {{toolWriteFile, `{"file_path":"` + cwd + `/made.txt","content":"x"}`}},
 	})
 	t.Setenv("HOOK_TEST_TOKEN", "s3cret-token")
+	t.Setenv("HOOK_TEST_OTHER", "not-allowed") // set, and not in allowedEnvVars
 	c := startHookACP(t, model, mustJSON(t, map[string]any{
 		"tools":    map[string]any{"approvalMode": "yolo"},
 		"security": map[string]any{"allowPrivateNetworkHooks": true},
 		"hooks": map[string]any{
 			hookEventPostToolUse: []any{map[string]any{"matcher": "Bash", "hooks": []any{map[string]any{
-				"type": "http", "url": feedback.URL + "/post", "headers": map[string]string{"Authorization": "Bearer $HOOK_TEST_TOKEN"},
+				"type": "http", "url": feedback.URL + "/post", "headers": map[string]string{"Authorization": "Bearer $HOOK_TEST_TOKEN", "X-Other": "[$HOOK_TEST_OTHER]"},
 				"allowedEnvVars": []string{"HOOK_TEST_TOKEN"}}}}},
 			hookEventPreToolUse: []any{map[string]any{"matcher": "write_file", "hooks": []any{map[string]any{
 				"type": "http", "url": slow.URL + "/pre", "timeout": 1}}}},
@@ -222,7 +223,7 @@ func TestHTTPHooks(t *testing.T) {
 	if len(reqs) != 2 || !strings.Contains(reqs[1], `\n\nHTTP-FEEDBACK"`) {
 		t.Errorf("the model's second request lacks the http hook's feedback: %q", reqs)
 	}
-	if len(gotAuth) != 1 || gotAuth[0] != "Bearer s3cret-token" {
+	if len(gotAuth) != 1 || gotAuth[0] != "Bearer s3cret-token|[]" {
 		t.Errorf("Authorization headers %q", gotAuth)
 	}
 	env, err := os.ReadFile(filepath.Join(cwd, "env.txt"))

@@ -374,7 +374,9 @@ func readSettingsLayer(path string, lookup func(string) (string, bool), must boo
 		return fail(err)
 	}
 	warnings = migrateLegacySettings(obj, path)
+	late := detachHookLateValues(obj)
 	expandSettingsEnv(obj, lookup)
+	late()
 	return obj, raw, warnings, nil
 }
 
@@ -499,6 +501,44 @@ func expandSettingsEnv(v any, lookup func(string) (string, bool)) any {
 		})
 	}
 	return v
+}
+
+// hookLateKeys are the keys of a hook whose variables are replaced when it
+// runs, from its allowedEnvVars alone (hooks_http.go), never at load: a
+// header could otherwise carry any variable of the environment.
+var hookLateKeys = []string{"url", "headers"}
+
+// detachHookLateValues takes the hookLateKeys values of every hook out of
+// obj, a settings file's object, and returns what puts them back.
+func detachHookLateValues(obj map[string]any) (restore func()) {
+	type kept struct {
+		hook map[string]any
+		key  string
+		val  any
+	}
+	var all []kept
+	events, _ := obj["hooks"].(map[string]any)
+	for _, list := range events {
+		matchers, _ := list.([]any)
+		for _, m := range matchers {
+			mm, _ := m.(map[string]any)
+			hooks, _ := mm["hooks"].([]any)
+			for _, h := range hooks {
+				hm, _ := h.(map[string]any)
+				for _, k := range hookLateKeys {
+					if v, ok := hm[k]; ok {
+						all = append(all, kept{hm, k, v})
+						delete(hm, k)
+					}
+				}
+			}
+		}
+	}
+	return func() {
+		for _, k := range all {
+			k.hook[k.key] = k.val
+		}
+	}
 }
 
 // The merge strategies of Qwen Code's settings paths; every other object
