@@ -58,6 +58,16 @@ func hookFailsClosed(event string) bool {
 	return false
 }
 
+// hookEventMatches reports whether an event's hooks have a matcher: the
+// events of Qwen Code that fire for no tool, source or reason ignore it.
+func hookEventMatches(event string) bool {
+	switch event {
+	case hookEventPostToolBatch, hookEventUserPromptSubmit, hookEventStop, hookEventSessionDelete:
+		return false
+	}
+	return true
+}
+
 // hookPlainTextContext are the events where a command hook's plain stdout
 // (not a JSON object) is context for the model; elsewhere it is a system
 // message.
@@ -155,6 +165,9 @@ func runEventHooks(ctx context.Context, hooks []hookMatcher, f hookFiring, env s
 	for i := range hooks {
 		m := &hooks[i]
 		match, err := m.matchesTool(f.Target)
+		if !hookEventMatches(f.Event) {
+			match, err = true, nil // its matcher is ignored, as in Qwen Code
+		}
 		if err != nil {
 			if closed {
 				return hookAnswer{Blocked: true, Reason: fmt.Sprintf("%s hook %s", f.Event, err)}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -284,5 +285,54 @@ func TestServeSessionDeleteHook(t *testing.T) {
 	}
 	if e := hookLog(t, ws, hookEventSessionEnd); len(e) != 1 || e[0]["reason"] != "other" {
 		t.Errorf("SessionEnd inputs %v", e)
+	}
+}
+
+// The answers of the other events' hooks, as runEventHooks combines them:
+// matchers (ignored where Qwen Code has none), blocks, stops, context, and
+// failures, closed or open by event.
+func TestEventHookAnswers(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, event, target, matcher, body string
+		want                               hookAnswer
+	}{
+		{"context", hookEventPostToolUse, toolShell, "Bash", `echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"a <tag>"}}'`,
+			hookAnswer{Context: []string{"a &lt;tag&gt;"}}},
+		{"matcher misses", hookEventPostToolUse, toolShell, "read_file", `echo '{"decision":"block"}'`, hookAnswer{}},
+		{"matcher ignored on Stop", hookEventStop, "", "nothing", `echo '{"decision":"block","reason":"more"}'`,
+			hookAnswer{Blocked: true, Reason: "more"}},
+		{"continue false", hookEventPostToolUse, toolShell, "", `echo '{"continue":false,"stopReason":"halt","reason":"r"}'`,
+			hookAnswer{Stop: true, Reason: "halt"}},
+		{"exit 2", hookEventStop, "", "", `echo because >&2; exit 2`, hookAnswer{Blocked: true, Reason: "because"}},
+		{"block without reason", hookEventUserPromptSubmit, "", "", `echo '{"decision":"deny"}'`, hookAnswer{Blocked: true, Reason: "No reason provided"}},
+		{"plain text is context on SessionStart", hookEventSessionStart, "startup", "startup", `echo hello`, hookAnswer{Context: []string{"hello"}}},
+		{"plain text is a message elsewhere", hookEventStop, "", "", `echo hello`, hookAnswer{Messages: []string{"hello"}}},
+		{"permission decision", hookEventPermissionRequest, toolShell, "", `echo '{"hookSpecificOutput":{"decision":{"behavior":"deny","message":"no"}}}'`,
+			hookAnswer{Behavior: "deny", Message: "no"}},
+		{"decision on another event", hookEventStop, "", "", `echo '{"hookSpecificOutput":{"decision":{"behavior":"allow"}}}'`,
+			hookAnswer{Failures: []string{`Stop hook HOOK printed an invalid answer: hookSpecificOutput.decision is a PermissionRequest answer`}}},
+		{"unknown key fails open", hookEventPostToolUse, toolShell, "", `echo '{"hookSpecificOutput":{"updatedInput":{}}}'`,
+			hookAnswer{Failures: []string{`PostToolUse hook HOOK printed an invalid answer: hookSpecificOutput: json: unknown field "updatedInput"`}}},
+		{"crash fails open", hookEventSessionEnd, "other", "", `exit 3`,
+			hookAnswer{Failures: []string{`SessionEnd hook HOOK failed with exit status 3`}}},
+		{"crash fails closed", hookEventUserPromptSubmit, "", "", `exit 3`,
+			hookAnswer{Blocked: true, Reason: `UserPromptSubmit hook HOOK failed with exit status 3 (stopped: the hook fails closed)`}},
+		{"bad JSON fails closed", hookEventPermissionRequest, toolShell, "", `echo '{nope'`,
+			hookAnswer{Blocked: true, Reason: `PermissionRequest hook HOOK printed an invalid answer: invalid character 'n' looking for beginning of object key string (stopped: the hook fails closed)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hookScript(t, dir, tc.name, tc.body)
+			got := runEventHooks(t.Context(), hookEntries(t, tc.matcher, h), hookFiring{Event: tc.event, Target: tc.target, Common: hookCommon{Cwd: dir}}, testHookEnv)
+			want := tc.want
+			label := strconv.Quote(h.Command)
+			want.Reason = strings.ReplaceAll(want.Reason, "HOOK", label)
+			for i := range want.Failures {
+				want.Failures[i] = strings.ReplaceAll(want.Failures[i], "HOOK", label)
+			}
+			if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+				t.Errorf("got  %s\nwant %s", g, w)
+			}
+		})
 	}
 }
