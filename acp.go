@@ -1226,6 +1226,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			})
 		}
 		results := make([]message, 0, len(turn.Calls))
+		inputs := make([]any, 0, len(turn.Calls)) // each call's tool_input for its hooks
 		// rejected: the user rejected a call of this batch. The batch's
 		// other calls are still asked and reported, then the turn ends with
 		// no further model call, as Qwen Code's does (DESIGN.md §10).
@@ -1246,12 +1247,13 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 				callEnv.Policy = a.callPolicy(s, &rejected)
 				started := time.Now()
 				res = runTool(ctx, &callEnv, call)
-				res = a.callFinished(ctx, s, env.PromptID, call, obs.name(call), res, time.Since(started))
+				res = a.callFinished(ctx, s, env.PromptID, call, obs.name(call), obs.input(call), res, time.Since(started))
 			}
 			obs.finish(call, res)
 			results = append(results, message{Role: roleTool, CallID: call.ID, Tool: obs.name(call), Result: res})
+			inputs = append(inputs, obs.input(call))
 		}
-		a.batchFinished(ctx, s, env.PromptID, turn.Calls, results)
+		a.batchFinished(ctx, s, env.PromptID, inputs, results)
 		s.mu.Lock()
 		s.history = append(s.history, message{Role: roleAssistant, Text: turn.Text, Calls: turn.Calls})
 		s.history = append(s.history, results...)
@@ -1289,7 +1291,8 @@ func (a *agent) update(sessionID string, u map[string]any) {
 type callObserver struct {
 	a         *agent
 	sessionID string
-	canonical string   // the canonical tool name, once runTool reported it
+	canonical string         // the canonical tool name, once runTool reported it
+	args      map[string]any // the normalized arguments runTool reported, nil if none
 	env       *toolEnv // the call's session, for the preview of its change; nil: none
 }
 
@@ -1302,6 +1305,7 @@ func (o *callObserver) name(call toolCall) string {
 
 func (o *callObserver) toolPending(call toolCall, title, kind string, args map[string]any) {
 	o.canonical = call.Name // runTool passes the canonical name
+	o.args = args
 	var rawInput any = args
 	if args == nil {
 		rawInput = rawInputOf(call.Args)

@@ -211,8 +211,12 @@ func stopFailureKind(msg string) string {
 	return "unknown"
 }
 
-// hookToolInput is a call's arguments for a hook: the object proposed.
-func hookToolInput(call toolCall) any {
+// input is a call's tool_input for its hooks: the normalized arguments
+// its PreToolUse hooks read, else the object as proposed.
+func (o *callObserver) input(call toolCall) any {
+	if o.args != nil {
+		return o.args
+	}
 	return rawInputOf(call.Args)
 }
 
@@ -222,8 +226,8 @@ func hookToolInput(call toolCall) any {
 // after it failed running, whose context is appended too; PermissionDenied
 // after a layer or the guard refused it. It returns the result the model
 // reads.
-func (a *agent) callFinished(ctx context.Context, s *session, promptID string, call toolCall, tool string, res toolResult, took time.Duration) toolResult {
-	base := map[string]any{"tool_name": tool, "tool_input": hookToolInput(call), "tool_use_id": call.ID, "tool_call_id": call.ID}
+func (a *agent) callFinished(ctx context.Context, s *session, promptID string, call toolCall, tool string, input any, res toolResult, took time.Duration) toolResult {
+	base := map[string]any{"tool_name": tool, "tool_input": input, "tool_use_id": call.ID, "tool_call_id": call.ID}
 	switch {
 	case res.Status == statusCompleted:
 		f := withFields(base, map[string]any{"tool_response": map[string]any{"llmContent": res.Output, "returnDisplay": res.Output}, "duration_ms": took.Milliseconds()})
@@ -254,7 +258,7 @@ func (a *agent) callFinished(ctx context.Context, s *session, promptID string, c
 // that result into an error carrying the reason, as Qwen Code does. Its
 // hooks get postToolBatchTimeout in all; past it, the batch goes on
 // unchanged.
-func (a *agent) batchFinished(ctx context.Context, s *session, promptID string, calls []toolCall, results []message) {
+func (a *agent) batchFinished(ctx context.Context, s *session, promptID string, inputs []any, results []message) {
 	if len(results) == 0 || len(s.settings.Hooks.PostToolBatch) == 0 {
 		return
 	}
@@ -267,7 +271,7 @@ func (a *agent) batchFinished(ctx context.Context, s *session, promptID string, 
 		case r.Result.Status != statusCompleted:
 			status = "error"
 		}
-		list[i] = map[string]any{"tool_name": r.Tool, "tool_input": hookToolInput(calls[i]), "tool_use_id": r.CallID, "tool_call_id": r.CallID,
+		list[i] = map[string]any{"tool_name": r.Tool, "tool_input": inputs[i], "tool_use_id": r.CallID, "tool_call_id": r.CallID,
 			"status": status, "tool_response": map[string]any{"result_display": r.Result.Output, "error_type": r.Result.ErrorType, "execution_status": r.Result.Status}}
 	}
 	bctx, cancel := context.WithTimeout(ctx, postToolBatchTimeout)

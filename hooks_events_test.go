@@ -101,7 +101,13 @@ func TestHookEventsFire(t *testing.T) {
 	one(hookEventPreToolUse, map[string]any{"tool_name": toolShell})
 	one(hookEventPermissionRequest, map[string]any{"tool_name": toolShell})
 	one(hookEventNotification, map[string]any{"notification_type": "permission_prompt", "message": "acpguard needs your permission to use write_file"})
-	one(hookEventPostToolUse, map[string]any{"tool_name": toolShell, "tool_use_id": "call-batch-0", "tool_input": map[string]any{"command": "echo hi"}})
+	one(hookEventPostToolUse, map[string]any{"tool_name": toolShell, "tool_use_id": "call-batch-0"})
+	// tool_input is the normalized arguments, as PreToolUse hooks read them.
+	for _, ev := range []string{hookEventPreToolUse, hookEventPostToolUse} {
+		if in := hookLog(t, cwd, ev); len(in) == 0 || mustJSON(t, in[0]["tool_input"]) != mustJSON(t, map[string]any{"command": "echo hi", "directory": cwd, "is_background": false, "timeout": 120000}) {
+			t.Errorf("%s tool_input: %v", ev, in)
+		}
+	}
 	one(hookEventPostToolUseFailure, map[string]any{"tool_name": toolReadFile, "is_interrupt": false})
 	one(hookEventPermissionDenied, map[string]any{"tool_name": toolWriteFile, "tool_use_id": "call-batch-2"})
 	one(hookEventStop, map[string]any{"stop_hook_active": false, "last_assistant_message": "done"})
