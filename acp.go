@@ -1293,7 +1293,7 @@ type callObserver struct {
 	sessionID string
 	canonical string         // the canonical tool name, once runTool reported it
 	args      map[string]any // the normalized arguments runTool reported, nil if none
-	env       *toolEnv // the call's session, for the preview of its change; nil: none
+	env       *toolEnv       // the call's session, for the preview of its change; nil: none
 }
 
 func (o *callObserver) name(call toolCall) string {
