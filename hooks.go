@@ -211,9 +211,12 @@ func (h *hookMatcher) matchesTool(tool string) (bool, error) {
 // is always "PreToolUse"; runPreToolUseHooks sets it.
 type hookInput struct {
 	SessionID      string         `json:"session_id"`
+	TranscriptPath string         `json:"transcript_path"` // empty: acpguard keeps no transcript file
 	Cwd            string         `json:"cwd"`
 	HookEventName  string         `json:"hook_event_name"`
+	Timestamp      string         `json:"timestamp"`
 	PermissionMode string         `json:"permission_mode"`
+	PromptID       string         `json:"prompt_id,omitempty"`
 	ToolName       string         `json:"tool_name"`
 	ToolInput      map[string]any `json:"tool_input"`
 	ToolUseID      string         `json:"tool_use_id"`
@@ -255,6 +258,7 @@ type hookOutcome struct {
 // outcome is a deny; the caller reports the cancellation.
 func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env spawnEnv) hookOutcome {
 	input.HookEventName = hookEventPreToolUse
+	input.Timestamp = hookTimestamp()
 	input.PermissionMode = hookPermissionMode(input.PermissionMode)
 	if input.ToolInput == nil {
 		input.ToolInput = map[string]any{} // an object, never null

@@ -142,7 +142,7 @@ func hookInputJSON(f hookFiring) ([]byte, error) {
 		"transcript_path": "",
 		"cwd":             f.Common.Cwd,
 		"hook_event_name": f.Event,
-		"timestamp":       time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		"timestamp":       hookTimestamp(),
 		"permission_mode": hookPermissionMode(f.Common.PermissionMode),
 	}
 	if f.Common.PromptID != "" {
@@ -153,6 +153,10 @@ func hookInputJSON(f hookFiring) ([]byte, error) {
 	}
 	return json.Marshal(in)
 }
+
+// hookTimestamp is the timestamp of a hook's input, as JavaScript's
+// toISOString writes it.
+func hookTimestamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // runEventHooks runs, one after the other, every hook of the firing's event
 // whose matcher matches its target, and combines their answers. A block

@@ -638,7 +638,7 @@ func (p *callPolicy) check(ctx context.Context, env *toolEnv, call toolCall, sp 
 		return policyCancelled(), false
 	}
 	out := runPreToolUseHooks(ctx, p.Settings.Hooks.PreToolUse, hookInput{
-		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode,
+		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode, PromptID: env.PromptID,
 		ToolName: spec.Name, ToolInput: args, ToolUseID: call.ID,
 	}, spawnEnv{env.Env, env.Sandbox})
 	if ctx.Err() != nil {
