@@ -106,6 +106,7 @@ type agent struct {
 	mu          sync.Mutex
 	initialized bool
 	sessions    map[string]*session
+	warned      map[string]bool // the settings warnings logged (warnSettingsOnce)
 }
 
 // session is one ACP session: its own cwd, history and tool processes.
@@ -217,7 +218,7 @@ func startAgent(ctx context.Context, sys *system, opts acpOptions) (*agent, sand
 	if _, err := a.settingsFor(opts.SettingsOptions.Workspace, ""); err != nil {
 		logSettingsFiles(a.log, opts.SettingsLoad, a.settingsRequired)
 		if sys.env.privateGuard == "" {
-			warnSettings(a.log, opts.Settings)
+			a.warnSettingsOnce(a.log, opts.Settings)
 		}
 	}
 	if opts.Model == modelOpenAI {
@@ -507,6 +508,7 @@ func (a *agent) shutdown() {
 	for _, s := range a.sessions {
 		wg.Go(s.mcp.close)
 		s.background.killAll()
+		a.sessionEnded(s, false) // before its sandbox closes: its hooks run there
 	}
 	wg.Wait()
 	for _, s := range a.sessions {
@@ -664,9 +666,14 @@ func (a *agent) sessionIDFor(meta json.RawMessage) (string, error) {
 // the session id; an agent without a cache has one settings for all.
 func (a *agent) settingsFor(cwd, id string) (*sessionSettings, error) {
 	if a.settingsCache == nil {
+		// The variables http hooks may read are secrets: no child gets them.
+		a.env.hideSecrets(a.settings.hookSecretNames()...)
 		return &sessionSettings{Settings: a.settings, MCP: a.mcpSettings, MCPCallTimeout: a.mcpCallTimeout}, nil
 	}
 	ss, fresh, err := a.settingsCache.get(cwd)
+	if err == nil {
+		a.env.hideSecrets(ss.Settings.hookSecretNames()...)
+	}
 	if !fresh {
 		return ss, err
 	}
@@ -681,7 +688,7 @@ func (a *agent) settingsFor(cwd, id string) (*sessionSettings, error) {
 	logSettingsFiles(log, ss.Load, a.settingsRequired)
 	// serve has already warned, once, for its required-mode children.
 	if a.env.privateGuard == "" {
-		warnSettings(log, ss.Settings)
+		a.warnSettingsOnce(log, ss.Settings)
 	}
 	return ss, nil
 }
@@ -750,6 +757,7 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 		return &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("%s: %v", op, err)}
 	}
 	requested := parseACPMCPServers(mcpServers)
+	var instructions [][2]string // each instruction file read: its path and memory type
 	// The failures are shown as agent text at the start of the session's
 	// first prompt: updates for a session id the client has not yet
 	// received may be dropped.
@@ -762,7 +770,8 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 			sp = *ss.SystemPrompt
 		}
 		files := instructionSources{Names: ss.Settings.Context.FileName, QwenHome: settingsSourcesOf(a.env).qwenHome(),
-			NoProject: ss.Load != nil && ss.Load.Trust.untrusted()}
+			NoProject: ss.Load != nil && ss.Load.Trust.untrusted(),
+			Loaded:    func(p, memoryType string) { instructions = append(instructions, [2]string{p, memoryType}) }}
 		s.system = sessionSystemPrompt(sp, s.cwd, a.offeredTools(s, &toolEnv{}), files, a.log.With("session", id))
 	}
 	a.mu.Lock()
@@ -775,6 +784,11 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	}
 	a.sessions[id] = s
 	a.mu.Unlock()
+	source := sessionStartResumed
+	if op == methodSessionNew {
+		source = sessionStartNew
+	}
+	a.sessionStarted(ctx, s, source, instructions)
 	return nil
 }
 
@@ -863,6 +877,7 @@ func (a *agent) closeSession(params json.RawMessage) (any, error) {
 	}
 	s.mu.Unlock()
 	s.background.killAll()
+	a.sessionEnded(s, deletedMeta(p.Meta))
 	s.mcp.close()
 	s.sandbox.close()
 	// A tool call still running on it fails; it cannot reach another file.
@@ -935,7 +950,6 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	if !slash {
 		s.cancel = cancel
-		s.history = append(s.history, message{Role: roleUser, Text: text, Images: images})
 	}
 	commandsDue := !s.commandsSent
 	s.commandsSent = true
@@ -951,6 +965,20 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		s.mu.Unlock()
 	}()
 
+	// UserPromptSubmit decides whether the prompt reaches the model, and
+	// what it reads with it.
+	var submitted string
+	json.Unmarshal(p.Meta[metaSubmittedPrompt], &submitted)
+	text, ok := a.promptSubmitted(ctx, s, promptID, text, submitted)
+	if !ok {
+		if ctx.Err() != nil {
+			return map[string]string{"stopReason": stopCancelled}, nil
+		}
+		return map[string]string{"stopReason": stopEndTurn}, nil
+	}
+	s.mu.Lock()
+	s.history = append(s.history, message{Role: roleUser, Text: text, Images: images})
+	s.mu.Unlock()
 	env := a.turnEnv(s, promptID, guard)
 	stop, err := a.runTurn(withPromptIdentity(ctx, s.id, promptID), s, env)
 	a.saveSession(s)
@@ -1153,6 +1181,7 @@ func (a *agent) providerGuard(ctx context.Context, req GuardRequest) (Decision, 
 // runTurn runs the model loop of one prompt until the model stops calling
 // tools, the prompt is cancelled, or the turn limit is reached.
 func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, error) {
+	stopBlocks := 0 // the Stop hooks' blocks in a row (turnStopping)
 	for range s.settings.Model.MaxTurns {
 		if ctx.Err() != nil {
 			return stopCancelled, nil
@@ -1184,6 +1213,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			if ctx.Err() != nil {
 				return stopCancelled, nil
 			}
+			a.turnFailed(s, env.PromptID, err)
 			return "", &rpcError{Code: rpcInternalError, Message: fmt.Sprintf("model: %v", err)}
 		}
 		if turn.Usage != nil {
@@ -1196,6 +1226,7 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 			})
 		}
 		results := make([]message, 0, len(turn.Calls))
+		inputs := make([]any, 0, len(turn.Calls)) // each call's tool_input for its hooks
 		// rejected: the user rejected a call of this batch. The batch's
 		// other calls are still asked and reported, then the turn ends with
 		// no further model call, as Qwen Code's does (DESIGN.md §10).
@@ -1214,11 +1245,15 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 				callEnv.Observer = obs
 				obs.env = &callEnv
 				callEnv.Policy = a.callPolicy(s, &rejected)
+				started := time.Now()
 				res = runTool(ctx, &callEnv, call)
+				res = a.callFinished(ctx, s, env.PromptID, call, obs.name(call), obs.input(call), res, time.Since(started))
 			}
 			obs.finish(call, res)
 			results = append(results, message{Role: roleTool, CallID: call.ID, Tool: obs.name(call), Result: res})
+			inputs = append(inputs, obs.input(call))
 		}
+		a.batchFinished(ctx, s, env.PromptID, inputs, results)
 		s.mu.Lock()
 		s.history = append(s.history, message{Role: roleAssistant, Text: turn.Text, Calls: turn.Calls})
 		s.history = append(s.history, results...)
@@ -1226,6 +1261,13 @@ func (a *agent) runTurn(ctx context.Context, s *session, env *toolEnv) (string, 
 		if len(turn.Calls) == 0 || rejected {
 			if ctx.Err() != nil {
 				return stopCancelled, nil
+			}
+			// A Stop hook's block goes on with its reason as the user's.
+			if reason := a.turnStopping(ctx, s, env.PromptID, turn.Text, &stopBlocks); reason != "" && len(turn.Calls) == 0 {
+				s.mu.Lock()
+				s.history = append(s.history, message{Role: roleUser, Text: reason})
+				s.mu.Unlock()
+				continue
 			}
 			return stopEndTurn, nil
 		}
@@ -1249,8 +1291,9 @@ func (a *agent) update(sessionID string, u map[string]any) {
 type callObserver struct {
 	a         *agent
 	sessionID string
-	canonical string   // the canonical tool name, once runTool reported it
-	env       *toolEnv // the call's session, for the preview of its change; nil: none
+	canonical string         // the canonical tool name, once runTool reported it
+	args      map[string]any // the normalized arguments runTool reported, nil if none
+	env       *toolEnv       // the call's session, for the preview of its change; nil: none
 }
 
 func (o *callObserver) name(call toolCall) string {
@@ -1262,6 +1305,7 @@ func (o *callObserver) name(call toolCall) string {
 
 func (o *callObserver) toolPending(call toolCall, title, kind string, args map[string]any) {
 	o.canonical = call.Name // runTool passes the canonical name
+	o.args = args
 	var rawInput any = args
 	if args == nil {
 		rawInput = rawInputOf(call.Args)
@@ -1402,6 +1446,7 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 	if remembered {
 		return permissionAllowed
 	}
+	a.permissionPrompted(ctx, s, spec.Name)
 	options := permissionOptions(spec, args)
 	// On expiry the request is abandoned as a cancel abandons it: the
 	// client gets $/cancel_request, a late answer is dropped, and the call

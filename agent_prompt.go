@@ -171,6 +171,9 @@ type instructionSources struct {
 	// NoProject: the folder trust rules do not trust the workspace, whose
 	// files Qwen Code then does not read (settings_trust.go).
 	NoProject bool
+	// Loaded, when not nil, hears each file read and its Qwen Code memory
+	// type ("user" or "project"): InstructionsLoaded hooks read them.
+	Loaded func(path, memoryType string)
 }
 
 // instructionsRoot is the top of the project cwd is in: the nearest directory
@@ -214,18 +217,26 @@ func sessionInstructions(cwd string, files instructionSources, log *slog.Logger)
 	budget := maxInstructionsBytes
 	var out string
 	if files.QwenHome != "" {
-		out = instructionsBlock(userInstructionsPreamble, "user-instructions", []string{files.QwenHome}, names, &budget, log)
+		out = instructionsBlock(userInstructionsPreamble, "user-instructions", []string{files.QwenHome}, names, &budget, log, files.loaded("user"))
 	}
 	if files.NoProject {
 		return out
 	}
-	return out + instructionsBlock(instructionsPreamble, "project-instructions", dirs, names, &budget, log)
+	return out + instructionsBlock(instructionsPreamble, "project-instructions", dirs, names, &budget, log, files.loaded("project"))
+}
+
+// loaded is what hears the files of memoryType read, nil if nothing does.
+func (f instructionSources) loaded(memoryType string) func(string) {
+	if f.Loaded == nil {
+		return nil
+	}
+	return func(p string) { f.Loaded(p, memoryType) }
 }
 
 // instructionsBlock reads each name in each of dirs, in that order, within
 // what is left of budget, as one block under tag opened by preamble; ""
-// when none is there.
-func instructionsBlock(preamble, tag string, dirs, names []string, budget *int, log *slog.Logger) string {
+// when none is there. loaded, when not nil, hears each file read.
+func instructionsBlock(preamble, tag string, dirs, names []string, budget *int, log *slog.Logger, loaded func(string)) string {
 	var body strings.Builder
 	for _, dir := range dirs {
 		for _, name := range names {
@@ -239,6 +250,9 @@ func instructionsBlock(preamble, tag string, dirs, names []string, budget *int, 
 					log.Warn("instructions skipped", "file", p, "err", err)
 				}
 				continue
+			}
+			if loaded != nil {
+				loaded(p)
 			}
 			fmt.Fprintf(&body, "--- %s ---\n%s\n", p, strings.TrimRight(string(data), "\n"))
 			if len(data) >= *budget {

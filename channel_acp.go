@@ -52,6 +52,9 @@ const (
 	// (DESIGN.md §2). Any client may name its id so; a taken or malformed
 	// one is refused.
 	metaSessionID = "acpguard/session-id"
+	// metaSessionDeleted true in session/close _meta says serve's host
+	// deleted the session, which fires the child's SessionDelete hooks.
+	metaSessionDeleted = "acpguard/session-deleted"
 	// the child's decision request to serve (DESIGN.md §4, §8)
 	methodGuardPrepare = "_qwen/control/external_tool_guard/prepare"
 	invocationVersion  = 1

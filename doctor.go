@@ -417,8 +417,8 @@ func doctorSandbox(r *doctorReport, o doctorOptions) {
 	}
 }
 
-// doctorHooks looks at each PreToolUse hook's command, as bash would find
-// it: every simple command's program exists and is executable.
+// doctorHooks looks at each PreToolUse command hook's command, as bash
+// would find it: every simple command's program exists and is executable.
 func doctorHooks(r *doctorReport, o doctorOptions) {
 	if o.SettingsLoad == nil {
 		return
@@ -444,6 +444,10 @@ func doctorHooks(r *doctorReport, o doctorOptions) {
 		for j, h := range m.Hooks {
 			name := "hook " + h.label()
 			key := fmt.Sprintf("hooks.PreToolUse[%d].hooks[%d].command", i, j)
+			if h.Type == hookTypeHTTP {
+				r.add(name, doctorOK, "an http hook: not checked (its URL is reached when it runs)", "")
+				continue
+			}
 			cmds, complex, err := parseShell(h.Command)
 			if err != nil || complex {
 				why := ""

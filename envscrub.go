@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -78,6 +80,64 @@ type procEnv struct {
 	modelKey          string // OPENAI_API_KEY
 	modelKeySet       bool
 	snapshot          []string
+
+	// hidden holds the variables settings name as secrets (an http hook's
+	// allowedEnvVars), set by hideSecrets: read only through secret, never
+	// in a child environment. newProcEnv makes it.
+	hidden *envSecrets
+}
+
+// envSecrets are the hidden variables by name, with their values.
+type envSecrets struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// hideSecrets takes the named variables out of the snapshot and the
+// process environment, for secret alone to read. A name hidden once stays
+// hidden.
+func (e *procEnv) hideSecrets(names ...string) {
+	if e.hidden == nil {
+		e.hidden = &envSecrets{} // a procEnv literal (a test's): not shared yet
+	}
+	h := e.hidden
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, name := range names {
+		if _, done := h.m[name]; done || name == "" {
+			continue
+		}
+		if h.m == nil {
+			h.m = map[string]string{}
+		}
+		h.m[name] = ""
+		if i := slices.IndexFunc(e.snapshot, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }); i >= 0 {
+			h.m[name] = e.snapshot[i][len(name)+1:]
+		}
+		os.Unsetenv(name)
+	}
+}
+
+// hiddenName reports whether hideSecrets took name.
+func (e *procEnv) hiddenName(name string) bool {
+	if e.hidden == nil {
+		return false
+	}
+	e.hidden.mu.Lock()
+	defer e.hidden.mu.Unlock()
+	_, ok := e.hidden.m[name]
+	return ok
+}
+
+// secret returns a variable hideSecrets took, and whether it was set.
+func (e *procEnv) secret(name string) (string, bool) {
+	if e == nil || e.hidden == nil {
+		return "", false
+	}
+	e.hidden.mu.Lock()
+	defer e.hidden.mu.Unlock()
+	v, ok := e.hidden.m[name]
+	return v, ok && v != ""
 }
 
 // newProcEnv takes the secrets and markers out of environ ("KEY=VALUE"
@@ -86,7 +146,7 @@ type procEnv struct {
 // A name given twice counts once, with its first value: that is the one
 // os.Getenv would have returned.
 func newProcEnv(environ []string) *procEnv {
-	e := &procEnv{}
+	e := &procEnv{hidden: &envSecrets{}}
 	seen := make(map[string]bool, len(environ))
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
@@ -126,6 +186,9 @@ func captureEnv() *procEnv {
 
 // lookup returns the value of a name kept in the snapshot, "" if absent.
 func (e *procEnv) lookup(name string) string {
+	if e.hiddenName(name) {
+		return ""
+	}
 	for _, kv := range e.snapshot {
 		if k, v, _ := strings.Cut(kv, "="); k == name {
 			return v
@@ -209,7 +272,7 @@ func (e *procEnv) buildEnv(markers, add []string) []string {
 	}
 	for _, list := range [][]string{e.snapshot, add} {
 		for _, kv := range list {
-			if k, _, _ := strings.Cut(kv, "="); !removedEnvName(k) {
+			if k, _, _ := strings.Cut(kv, "="); !removedEnvName(k) && !e.hiddenName(k) {
 				put(kv)
 			}
 		}

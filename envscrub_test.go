@@ -83,7 +83,7 @@ func TestNewProcEnv(t *testing.T) {
 			if !slices.Equal(got.snapshot, tt.snapshot) {
 				t.Errorf("snapshot = %q, want %q", got.snapshot, tt.snapshot)
 			}
-			got.snapshot = nil
+			got.snapshot, got.hidden = nil, nil
 			if fmt.Sprint(*got) != fmt.Sprint(tt.want) {
 				t.Errorf("newProcEnv = %+v, want %+v", *got, tt.want)
 			}

@@ -3254,3 +3254,114 @@ func inProcessAgent(t testing.TB) *agent {
 	})
 	return a
 }
+
+// Hooks of every event (hooks_events_test.go).
+
+// hookModelCall is one call a hookModel proposes.
+type hookModelCall struct{ name, args string }
+
+// hookModel is a model service on loopback for the hook tests. A user
+// message whose first word names an entry of calls gets those calls; "fail"
+// gets status 500; anything else, a tool result included, gets the text
+// "done". bodies are every request as received.
+type hookModel struct {
+	calls  map[string][]hookModelCall
+	mu     sync.Mutex
+	bodies []string
+	URL    string
+}
+
+func startHookModel(t *testing.T, calls map[string][]hookModelCall) *hookModel {
+	t.Helper()
+	m := &hookModel{calls: calls}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m.mu.Lock()
+		m.bodies = append(m.bodies, string(body))
+		m.mu.Unlock()
+		var req openAIRequest
+		if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		last := req.Messages[len(req.Messages)-1]
+		word := ""
+		if last.Role == roleUser && last.Content != nil {
+			word, _, _ = strings.Cut(last.Content.text(), " ")
+		}
+		if word == "fail" {
+			http.Error(w, "the model is down", http.StatusInternalServerError)
+			return
+		}
+		var chunks []string
+		for i, c := range m.calls[word] {
+			chunks = append(chunks, toolChunk(i, fmt.Sprintf("call-%s-%d", word, i), c.name, c.args))
+		}
+		if len(chunks) == 0 {
+			chunks = append(chunks, textChunk("done"))
+		}
+		sseReply(events(append(chunks, "[DONE]")...))(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	m.URL = srv.URL + "/v1"
+	return m
+}
+
+// requests returns every request body the model received.
+func (m *hookModel) requests() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.bodies)
+}
+
+// startHookACP starts acp against model with userSettings as the user's
+// settings file (QWEN_HOME), and initializes it.
+func startHookACP(t *testing.T, model *hookModel, userSettings string, onRequest func(string, json.RawMessage) (any, *rpcError)) *acpClient {
+	t.Helper()
+	home := t.TempDir()
+	writeFileAll(t, filepath.Join(home, "settings.json"), userSettings)
+	c := startACP(t, onRequest, []string{"--" + flagGuardMode + "=" + guardModeOff}, "OPENAI_BASE_URL="+model.URL, "OPENAI_MODEL=test-model",
+		"OPENAI_API_KEY=", envQwenHome+"="+home, "HOME="+t.TempDir(), envSystemMD+"=")
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	return c
+}
+
+// hookLogger writes into dir a hook script that appends its input to
+// hooklog/EVENT.jsonl under the project directory (its first argument is
+// the event) and answers as answers says for that event; it returns the
+// settings "hooks" entry for each event of events.
+func hookLogger(t *testing.T, dir string, answers map[string]string, events ...string) map[string]any {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\nin=$(cat)\nmkdir -p \"$QWEN_PROJECT_DIR/hooklog\"\nprintf '%s\\n' \"$in\" >> \"$QWEN_PROJECT_DIR/hooklog/$1.jsonl\"\ncase \"$1\" in\n")
+	for ev, body := range answers {
+		fmt.Fprintf(&b, "%s) %s ;;\n", ev, body)
+	}
+	b.WriteString("esac\n")
+	script := filepath.Join(dir, "hooklog.sh")
+	mustWrite(t, script, b.String())
+	os.Chmod(script, 0o755)
+	hooks := map[string]any{}
+	for _, ev := range events {
+		hooks[ev] = []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": script + " " + ev}}}}
+	}
+	return hooks
+}
+
+// hookLog returns the inputs the logger's hooks of event read, in order.
+func hookLog(t *testing.T, cwd, event string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(cwd, "hooklog", event+".jsonl"))
+	if err != nil {
+		return nil
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%s hook input %q: %v", event, line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}

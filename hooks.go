@@ -1,5 +1,7 @@
-// hooks.go owns the PreToolUse hooks: matchers, running each hook in its
-// own process group, and reading its answer (DESIGN.md §10).
+// hooks.go owns the PreToolUse hooks: matchers, running each hook (a
+// command in its own process group, or an HTTP request: hooks_http.go), and
+// reading its answer (DESIGN.md §10). The other events' hooks are
+// hooks_events.go's.
 package main
 
 import (
@@ -37,19 +39,33 @@ type hookMatcher struct {
 	all     bool
 }
 
-// hookCommand is one command hook. Timeout is in milliseconds, 0 for the
-// default: the settings file gives it in seconds as Qwen Code does, and
-// validate converts it (hookTimeoutMS). Name and Description label the hook
-// in logs; Env is added to its environment.
+// hookCommand is one hook: a command (Command, Env) or an HTTP request
+// (URL, Headers, AllowedEnvVars: hooks_http.go). Timeout is in
+// milliseconds, 0 for the default: the settings file gives it in seconds as
+// Qwen Code does, and validate converts it (hookTimeoutMS). Name and
+// Description label the hook in logs; Env is added to a command's
+// environment. http is the HTTP policy of the settings it was loaded from.
 type hookCommand struct {
-	Type        string            `json:"type"`
-	Command     string            `json:"command"`
-	Timeout     int               `json:"timeout"`
-	FailOpen    bool              `json:"failOpen"`
-	Name        string            `json:"name"`
-	Description string            `json:"description"`
-	Env         map[string]string `json:"env"`
+	Type           string            `json:"type"`
+	Command        string            `json:"command"`
+	URL            string            `json:"url"`
+	Headers        map[string]string `json:"headers"`
+	AllowedEnvVars []string          `json:"allowedEnvVars"`
+	Timeout        int               `json:"timeout"`
+	FailOpen       bool              `json:"failOpen"`
+	Name           string            `json:"name"`
+	Description    string            `json:"description"`
+	Env            map[string]string `json:"env"`
+	http           *hookHTTPPolicy
 }
+
+// Hook types (Qwen Code's): acpguard runs command and http hooks and
+// refuses prompt hooks at load.
+const (
+	hookTypeCommand = "command"
+	hookTypeHTTP    = "http"
+	hookTypePrompt  = "prompt"
+)
 
 // envList is the hook's env as NAME=value entries.
 func (h hookCommand) envList() []string {
@@ -63,11 +79,18 @@ func (h hookCommand) envList() []string {
 // label names the hook in messages: its name when it has one, else its
 // command.
 func (h hookCommand) label() string {
-	if h.Name != "" {
+	switch {
+	case h.Name != "":
 		return fmt.Sprintf("%q", h.Name)
+	case h.Type == hookTypeHTTP:
+		return quoteHookCommand(h.URL)
 	}
 	return quoteHookCommand(h.Command)
 }
+
+// projectDirEnv are the variables naming the project directory in every
+// command hook's environment, as Qwen Code sets them.
+var projectDirEnv = []string{"QWEN_PROJECT_DIR", "CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR"}
 
 // hookTimeoutMS reads a hook's timeout as Qwen Code does: seconds, except
 // that a value of 1000 or more is the older milliseconds; 0 is the default.
@@ -188,9 +211,12 @@ func (h *hookMatcher) matchesTool(tool string) (bool, error) {
 // is always "PreToolUse"; runPreToolUseHooks sets it.
 type hookInput struct {
 	SessionID      string         `json:"session_id"`
+	TranscriptPath string         `json:"transcript_path"` // empty: acpguard keeps no transcript file
 	Cwd            string         `json:"cwd"`
 	HookEventName  string         `json:"hook_event_name"`
+	Timestamp      string         `json:"timestamp"`
 	PermissionMode string         `json:"permission_mode"`
+	PromptID       string         `json:"prompt_id,omitempty"`
 	ToolName       string         `json:"tool_name"`
 	ToolInput      map[string]any `json:"tool_input"`
 	ToolUseID      string         `json:"tool_use_id"`
@@ -232,6 +258,7 @@ type hookOutcome struct {
 // outcome is a deny; the caller reports the cancellation.
 func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInput, env spawnEnv) hookOutcome {
 	input.HookEventName = hookEventPreToolUse
+	input.Timestamp = hookTimestamp()
 	input.PermissionMode = hookPermissionMode(input.PermissionMode)
 	if input.ToolInput == nil {
 		input.ToolInput = map[string]any{} // an object, never null
@@ -298,23 +325,67 @@ func quoteHookCommand(c string) string {
 // confine: it never ran, so it blocks the call even with failOpen.
 const hookNotConfined = "could not be confined"
 
-// runHookCommand runs one hook as `bash -c command` in its own process
-// group and reads its answer. failure, when not empty, says how the hook
-// failed to answer (it crashed, timed out or printed something that is not
-// its JSON answer); exit 2 is an answer: a deny with stderr as the reason.
+// runHookCommand runs one PreToolUse hook and reads its answer. failure,
+// when not empty, says how the hook failed to answer (it crashed, timed
+// out or printed something that is not its JSON answer); exit 2 is an
+// answer: a deny with stderr as the reason.
 func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string, env spawnEnv) (d hookDecision, reason, failure string) {
+	rep, failure := execHook(ctx, h, hookEventPreToolUse, stdin, dir, env)
+	switch {
+	case failure != "":
+		return "", "", failure
+	case rep.Exit == 2:
+		return hookDeny, hookReasonText(rep.Stderr), ""
+	case rep.Exit != 0:
+		return "", "", fmt.Sprintf("failed with exit status %d", rep.Exit)
+	case rep.HTTP && !rep.JSON:
+		return hookNone, "", "" // a text answer is a system message, no decision
+	}
+	d, reason, err := parseHookOutput(rep.Stdout)
+	if err != nil {
+		return "", "", fmt.Sprintf("printed an invalid answer: %v", err)
+	}
+	return d, reason, ""
+}
+
+// hookReply is what one hook answered: a command's stdout, stderr and exit
+// status, or an HTTP hook's 2xx body (Exit 0; JSON when its Content-Type
+// says so).
+type hookReply struct {
+	Stdout []byte
+	Stderr string
+	Exit   int
+	HTTP   bool
+	JSON   bool
+}
+
+// execHook runs one hook of event with stdin as its input: a command as
+// `bash -c command` in its own process group and in the sandbox, an HTTP
+// hook as a POST (hooks_http.go). failure, when not empty, says how it
+// failed to answer.
+func execHook(ctx context.Context, h hookCommand, event string, stdin []byte, dir string, env spawnEnv) (hookReply, string) {
 	timeout := time.Duration(h.Timeout) * time.Millisecond
+	if ctx.Err() != nil {
+		return hookReply{}, "was cancelled"
+	}
+	switch {
+	case h.Type == hookTypeHTTP && strings.TrimSpace(h.URL) != "":
+		if h.Timeout == 0 {
+			timeout = hookHTTPDefaultTimeoutMS * time.Millisecond
+		}
+		return runHTTPHook(ctx, h, stdin, timeout, env.Env)
+	case h.Type != hookTypeCommand || strings.TrimSpace(h.Command) == "":
+		return hookReply{}, fmt.Sprintf("is not a command or http hook (type %q)", h.Type)
+	}
 	if h.Timeout == 0 {
 		timeout = hookDefaultTimeoutMS * time.Millisecond
 	}
-	if h.Type != "command" || strings.TrimSpace(h.Command) == "" {
-		return "", "", fmt.Sprintf("is not a command hook (type %q)", h.Type)
-	}
-	if ctx.Err() != nil {
-		return "", "", "was cancelled"
-	}
 	cmd := exec.Command("bash", "-c", h.Command)
-	cmd.Env = env.Env.childEnv(env.Sandbox.env(h.envList()...)...)
+	add := h.envList()
+	for _, k := range projectDirEnv {
+		add = append(add, k+"="+dir)
+	}
+	cmd.Env = env.Env.childEnv(env.Sandbox.env(add...)...)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.WaitDelay = procDrainGrace
@@ -324,30 +395,22 @@ func runHookCommand(ctx context.Context, h hookCommand, stdin []byte, dir string
 	timedOut, err := runGroup(ctx, cmd, env.Sandbox, stdout, stderr, timeout, stdout.full)
 	if err != nil {
 		if se := (*sandboxStartError)(nil); errors.As(err, &se) {
-			return "", "", fmt.Sprintf("%s: %v", hookNotConfined, err)
+			return hookReply{}, fmt.Sprintf("%s: %v", hookNotConfined, err)
 		}
-		return "", "", fmt.Sprintf("could not start: %v", err)
+		return hookReply{}, fmt.Sprintf("could not start: %v", err)
 	}
 	state := cmd.ProcessState
 	switch {
 	case ctx.Err() != nil:
-		return "", "", "was cancelled"
+		return hookReply{}, "was cancelled"
 	case timedOut:
-		return "", "", fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
+		return hookReply{}, fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
 	case stdout.dropped > 0:
-		return "", "", fmt.Sprintf("printed more than %d bytes", maxHookOutputBytes)
+		return hookReply{}, fmt.Sprintf("printed more than %d bytes", maxHookOutputBytes)
 	case !state.Exited():
-		return "", "", fmt.Sprintf("crashed: %v", state)
-	case state.ExitCode() == 2:
-		return hookDeny, hookReasonText(stderr.buf.String()), ""
-	case state.ExitCode() != 0:
-		return "", "", fmt.Sprintf("failed with exit status %d", state.ExitCode())
+		return hookReply{}, fmt.Sprintf("crashed: %v", state)
 	}
-	d, reason, err = parseHookOutput(stdout.buf.Bytes())
-	if err != nil {
-		return "", "", fmt.Sprintf("printed an invalid answer: %v", err)
-	}
-	return d, reason, ""
+	return hookReply{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.String(), Exit: state.ExitCode()}, ""
 }
 
 // hookOutputJSON is a PreToolUse hook's answer on stdout. The top-level

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -222,8 +223,12 @@ func TestPreToolUseHookInputAndEnvironment(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
+	if ts, _ := got["timestamp"].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(ts) {
+		t.Errorf("timestamp %q, want JavaScript's toISOString form", ts)
+	}
+	delete(got, "timestamp")
 	want := map[string]any{
-		"session_id": "sess-1", "cwd": dir, "hook_event_name": "PreToolUse", "permission_mode": "auto_edit",
+		"session_id": "sess-1", "transcript_path": "", "cwd": dir, "hook_event_name": "PreToolUse", "permission_mode": "auto_edit",
 		"tool_name": "run_shell_command", "tool_input": map[string]any{}, "tool_use_id": "call-1",
 	}
 	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
@@ -234,6 +239,10 @@ func TestPreToolUseHookInputAndEnvironment(t *testing.T) {
 		name, _, _ := strings.Cut(line, "=")
 		switch name {
 		case "PATH", "HOOK_TEST", "PWD", "SHLVL", "_", "OLDPWD":
+		case "QWEN_PROJECT_DIR", "CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR":
+			if line != name+"="+dir {
+				t.Errorf("hook saw %q, want the project directory %q", line, dir)
+			}
 		default:
 			t.Errorf("hook saw variable %q it was not given", line)
 		}

@@ -54,7 +54,7 @@ var fileGroups = []fileGroup{
 	// The provider wire contract and the client that speaks it.
 	{"wire", []string{"guard_*.go"}},
 	// Settings, the permission rules and the hooks: the layers before the guard.
-	{"rules", []string{"perms*.go", "hooks.go", "settings*.go"}},
+	{"rules", []string{"perms*.go", "hooks*.go", "settings*.go"}},
 	// The executors: built-in tools and MCP servers.
 	{"tools", []string{"tools*.go", "mcp*.go"}},
 	{"sandbox", []string{"sandbox*.go"}},

@@ -570,6 +570,12 @@ const (
 	permissionDeclined
 )
 
+// hookPermissionDeniedText is the text of a PermissionRequest hook's deny
+// that gave no message.
+func hookPermissionDeniedText(tool string) string {
+	return `Permission to use "` + tool + `" was denied by a PermissionRequest hook.`
+}
+
 // hookDeniedDefaultText is the text of a PreToolUse hook's deny that gave
 // no reason.
 const hookDeniedDefaultText = "blocked by a PreToolUse hook"
@@ -619,7 +625,7 @@ func (p *callPolicy) check(ctx context.Context, env *toolEnv, call toolCall, sp 
 		if spec.Trusted && rule == "" {
 			break
 		}
-		if res, ok := askUser(ctx, p, call, spec, args); !ok {
+		if res, ok := askUser(ctx, p, env, call, spec, args); !ok {
 			return res, false
 		}
 	default:
@@ -632,7 +638,7 @@ func (p *callPolicy) check(ctx context.Context, env *toolEnv, call toolCall, sp 
 		return policyCancelled(), false
 	}
 	out := runPreToolUseHooks(ctx, p.Settings.Hooks.PreToolUse, hookInput{
-		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode,
+		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode, PromptID: env.PromptID,
 		ToolName: spec.Name, ToolInput: args, ToolUseID: call.ID,
 	}, spawnEnv{env.Env, env.Sandbox})
 	if ctx.Err() != nil {
@@ -647,7 +653,7 @@ func (p *callPolicy) check(ctx context.Context, env *toolEnv, call toolCall, sp 
 	case hookNone, hookAllow:
 		return toolResult{}, true
 	case hookAsk:
-		return askUser(ctx, p, call, spec, args)
+		return askUser(ctx, p, env, call, spec, args)
 	default:
 		reason := out.Reason
 		if strings.TrimSpace(reason) == "" {
@@ -657,7 +663,36 @@ func (p *callPolicy) check(ctx context.Context, env *toolEnv, call toolCall, sp 
 	}
 }
 
-func askUser(ctx context.Context, p *callPolicy, call toolCall, spec *toolSpec, args map[string]any) (toolResult, bool) {
+// askUser puts a call to the user, after its PermissionRequest hooks: a
+// hook's allow answers for the user, a deny or block refuses the call, and
+// a hook that fails refuses it too (it fails closed).
+func askUser(ctx context.Context, p *callPolicy, env *toolEnv, call toolCall, spec *toolSpec, args map[string]any) (toolResult, bool) {
+	if hooks := p.Settings.Hooks.PermissionRequest; len(hooks) > 0 {
+		ans := runEventHooks(ctx, hooks, hookFiring{
+			Event: hookEventPermissionRequest, Target: spec.Name,
+			Common: hookCommon{SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode, PromptID: env.PromptID},
+			Fields: map[string]any{"tool_name": spec.Name, "tool_input": args, "permission_suggestions": []any{}},
+		}, spawnEnv{env.Env, env.Sandbox})
+		for _, f := range ans.Failures {
+			if p.Log != nil {
+				p.Log("PermissionRequest hook failed open", "tool", spec.Name, "toolCallId", call.ID, "failure", f)
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+			return policyCancelled(), false
+		case ans.Blocked || ans.Stop:
+			return failed(errTypeExecutionDenied, "%s", ans.Reason), false
+		case ans.Behavior == "allow":
+			return toolResult{}, true
+		case ans.Behavior == "deny":
+			msg := ans.Message
+			if msg == "" {
+				msg = hookPermissionDeniedText(spec.Name)
+			}
+			return failed(errTypeExecutionDenied, "%s", msg), false
+		}
+	}
 	if p.Ask == nil {
 		return failed(errTypeExecutionDenied, "%s", canceledByUserText(spec.Name)), false
 	}

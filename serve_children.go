@@ -417,7 +417,7 @@ func (d *daemon) channelEnded(ch *acpChannel) {
 	}
 	d.mu.Unlock()
 	for _, s := range dying {
-		s.end(eventSessionDied, "ACP child exited")
+		s.end(eventSessionDied, "ACP child exited", false)
 	}
 }
 

@@ -578,6 +578,6 @@ func (d *daemon) handleDelete(w http.ResponseWriter, r *http.Request) {
 		sessionDied(s.id).write(w)
 		return
 	}
-	s.end(eventSessionClosed, "")
+	s.end(eventSessionClosed, "", true)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -609,8 +609,10 @@ func (s *hostSession) cancelPrompt(only *promptJob, reason string) bool {
 	return true
 }
 
-// end finishes a session for good: closed by the host or died with its child.
-func (s *hostSession) end(typ, message string) {
+// end finishes a session for good: closed by the host or died with its
+// child. deleted says the host deleted it: the child's session/close
+// carries metaSessionDeleted, for its SessionDelete hooks.
+func (s *hostSession) end(typ, message string, deleted bool) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -643,7 +645,11 @@ func (s *hostSession) end(typ, message string) {
 			defer s.d.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), childStopGrace)
 			defer cancel()
-			if _, err := s.ch.conn.call(ctx, methodSessionClose, map[string]string{"sessionId": s.id}); err != nil && !s.ch.ended() {
+			params := map[string]any{"sessionId": s.id}
+			if deleted {
+				params["_meta"] = map[string]bool{metaSessionDeleted: true}
+			}
+			if _, err := s.ch.conn.call(ctx, methodSessionClose, params); err != nil && !s.ch.ended() {
 				s.d.obs.logger().Warn("session/close on the ACP child failed", "session", s.id, "err", err)
 			}
 		}()
@@ -856,7 +862,7 @@ func (d *daemon) reapIdle(now time.Time) {
 	d.mu.Unlock()
 	for _, s := range idle {
 		d.obs.limitHit(limitSessionIdle, "sessionId", s.id, "idleTimeout", d.limits.SessionIdleTimeout)
-		s.end(eventSessionClosed, fmt.Sprintf("session closed after %v without a prompt or a host request", d.limits.SessionIdleTimeout))
+		s.end(eventSessionClosed, fmt.Sprintf("session closed after %v without a prompt or a host request", d.limits.SessionIdleTimeout), false)
 	}
 }
 

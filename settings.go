@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -54,8 +55,14 @@ type settings struct {
 	SlashCommands slashCommandsSettings        `json:"slashCommands"`
 	MCPServers    map[string]mcpServerSettings `json:"mcpServers"`
 	MCP           mcpSettings                  `json:"mcp"`
-	// DisableAllHooks true runs no hook at all (Qwen Code's key).
-	DisableAllHooks bool `json:"disableAllHooks"`
+	// DisableAllHooks true runs no hook at all (Qwen Code's key);
+	// StopHookBlockingCap bounds the Stop hooks' blocks in a row (0: the
+	// default, hookStopBlockingCapDefault).
+	DisableAllHooks     bool `json:"disableAllHooks"`
+	StopHookBlockingCap int  `json:"stopHookBlockingCap"`
+	// Security holds the http hooks' policy keys; a workspace file never
+	// sets them (settings_files.go).
+	Security securitySettings `json:"security"`
 	// Context is Qwen Code's context key: acpguard acts on fileName only.
 	Context contextSettings `json:"context"`
 	// Env is Qwen Code's fallback environment: acpguard reads only
@@ -116,10 +123,15 @@ type permissionsSettings struct {
 	Deny  []string `json:"deny"`
 }
 
-// hooksSettings has one list per event of Qwen Code's hooks. PreToolUse
-// runs; the events that could block something acpguard does not run a
-// hook for are refused (hookEventsRefused); the informational ones are
-// accepted and not run, with a warning.
+// securitySettings are the keys of Qwen Code's security block acpguard
+// reads: where http hooks may send their input (hooks_http.go).
+type securitySettings struct {
+	AllowedHTTPHookURLs      []string `json:"allowedHttpHookUrls"`
+	AllowPrivateNetworkHooks bool     `json:"allowPrivateNetworkHooks"`
+}
+
+// hooksSettings has one list per event of Qwen Code's hooks: every event
+// loads; hookEventsNeverFired names those acpguard never fires, and why.
 type hooksSettings struct {
 	PreToolUse          []hookMatcher `json:"PreToolUse"`
 	PostToolUse         []hookMatcher `json:"PostToolUse"`
@@ -143,14 +155,6 @@ type hooksSettings struct {
 	TodoCreated         []hookMatcher `json:"TodoCreated"`
 	TodoCompleted       []hookMatcher `json:"TodoCompleted"`
 	InstructionsLoaded  []hookMatcher `json:"InstructionsLoaded"`
-}
-
-// hookEventsRefused says why each event whose hook could block is refused:
-// a blocking hook that does not run would let through what it meant to stop.
-var hookEventsRefused = map[string]string{
-	"PostToolUse":       "acpguard runs PreToolUse hooks only, and a PostToolUse hook's feedback to the model would be lost",
-	"UserPromptSubmit":  "acpguard does not run hooks on prompts, and an ignored hook could not block the prompt it meant to stop",
-	"PermissionRequest": "acpguard decides permission requests itself (DESIGN.md §10), and an ignored hook could not deny the request it meant to stop",
 }
 
 // modelSettings: MaxSessionTurns is Qwen Code's name for the turn bound
@@ -571,25 +575,33 @@ func validateMCPServer(name string, srv mcpServerSettings) []string {
 	return problems
 }
 
-// validateHooks checks every hooks event: PreToolUse hooks are compiled and
-// their timeouts read (hookTimeoutMS); an event that could block and does
-// not run is refused; informational events are accepted, not run, and
-// named in one warning. disableAllHooks true leaves no hook to run.
+// validateHooks checks every hooks event: each matcher is compiled and
+// each hook's type, command or URL, and timeout read (hookTimeoutMS); a
+// prompt hook is refused. The events acpguard never fires are named in one
+// warning. disableAllHooks true leaves no hook to run.
 func (s *settings) validateHooks() []string {
-	var problems, informational []string
+	var problems, neverFired []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	pol := &hookHTTPPolicy{AllowPrivate: s.Security.AllowPrivateNetworkHooks}
+	for i, p := range s.Security.AllowedHTTPHookURLs {
+		re, err := compileHookURLPattern(p)
+		if err != nil {
+			add("key %q: invalid URL pattern %q: %v", fmt.Sprintf("security.allowedHttpHookUrls[%d]", i), p, err)
+			continue
+		}
+		pol.Allowed = append(pol.Allowed, re)
+	}
+	if c := s.StopHookBlockingCap; c < 0 {
+		add("key %q: %d is not 1 or more", "stopHookBlockingCap", c)
+	}
 	v := reflect.ValueOf(&s.Hooks).Elem()
 	for i, f := range jsonFields(v.Type()) {
 		list := v.Field(i).Interface().([]hookMatcher)
-		switch {
-		case len(list) == 0 || s.DisableAllHooks && f.name != hookEventPreToolUse:
+		if len(list) == 0 {
 			continue
-		case hookEventsRefused[f.name] != "":
-			add("key %q: %s hooks are not supported: %s", "hooks."+f.name, f.name, hookEventsRefused[f.name])
-			continue
-		case f.name != hookEventPreToolUse:
-			informational = append(informational, f.name)
-			continue
+		}
+		if hookEventsNeverFired[f.name] != "" {
+			neverFired = append(neverFired, f.name)
 		}
 		for i := range list {
 			m := &list[i]
@@ -602,12 +614,31 @@ func (s *settings) validateHooks() []string {
 			}
 			for j := range m.Hooks {
 				h := &m.Hooks[j]
+				h.http = pol
 				hat := fmt.Sprintf("%s.hooks[%d]", at, j)
 				switch {
-				case h.Type == "http" || h.Type == "prompt":
-					add("key %q: %q hooks are not supported: acpguard runs command hooks only, and an ignored blocking hook would let calls run that it meant to stop", hat+".type", h.Type)
-				case h.Type != "command":
-					add("key %q: hook type %q is not supported (want \"command\")", hat+".type", h.Type)
+				case h.Type == hookTypePrompt:
+					named := ""
+					if h.Name != "" {
+						named = " " + h.label()
+					}
+					add("key %q: %s hook%s of type %q is not supported: acpguard does not send hook input to a model; use a command or http hook that asks one", hat+".type", f.name, named, h.Type)
+				case h.Type == hookTypeHTTP:
+					if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+						add("key %q: invalid URL %q (want http:// or https:// and a host)", hat+".url", h.URL)
+					}
+					for _, k := range h.AllowedEnvVars {
+						if !envName.MatchString(k) {
+							add("key %q: invalid environment variable name %q", hat+".allowedEnvVars", k)
+						}
+					}
+					for k, val := range h.Headers {
+						if k == "" || strings.ContainsAny(k, " :\r\n\x00") || strings.ContainsAny(val, "\r\n\x00") {
+							add("key %q: invalid header %q", hat+".headers", k)
+						}
+					}
+				case h.Type != hookTypeCommand:
+					add("key %q: hook type %q is not supported (want \"command\" or \"http\")", hat+".type", h.Type)
 				case strings.TrimSpace(h.Command) == "":
 					add("key %q: empty command", hat+".command")
 				case strings.IndexByte(h.Command, 0) >= 0:
@@ -626,13 +657,28 @@ func (s *settings) validateHooks() []string {
 			}
 		}
 	}
-	if len(informational) > 0 {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("settings: hooks for %s are accepted but not run: acpguard runs PreToolUse hooks only", strings.Join(informational, ", ")))
+	if len(neverFired) > 0 && !s.DisableAllHooks {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("settings: hooks for %s load but never fire: acpguard has none of the features that fire them (the README lists each event)", strings.Join(neverFired, ", ")))
 	}
 	if s.DisableAllHooks {
-		s.Hooks.PreToolUse = nil
+		s.Hooks = hooksSettings{}
 	}
 	return problems
+}
+
+// hookSecretNames are the variables the settings' http hooks may read
+// (allowedEnvVars): secrets, kept out of every child environment.
+func (s *settings) hookSecretNames() []string {
+	var names []string
+	v := reflect.ValueOf(&s.Hooks).Elem()
+	for i := range v.NumField() {
+		for _, m := range v.Field(i).Interface().([]hookMatcher) {
+			for _, h := range m.Hooks {
+				names = append(names, h.AllowedEnvVars...)
+			}
+		}
+	}
+	return names
 }
 
 // resolveMaxTurns sets MaxTurns from model.maxSessionTurns or its deprecated

@@ -374,7 +374,9 @@ func readSettingsLayer(path string, lookup func(string) (string, bool), must boo
 		return fail(err)
 	}
 	warnings = migrateLegacySettings(obj, path)
+	late := detachHookLateValues(obj)
 	expandSettingsEnv(obj, lookup)
+	late()
 	return obj, raw, warnings, nil
 }
 
@@ -501,6 +503,44 @@ func expandSettingsEnv(v any, lookup func(string) (string, bool)) any {
 	return v
 }
 
+// hookLateKeys are the keys of a hook whose variables are replaced when it
+// runs, from its allowedEnvVars alone (hooks_http.go), never at load: a
+// header could otherwise carry any variable of the environment.
+var hookLateKeys = []string{"url", "headers"}
+
+// detachHookLateValues takes the hookLateKeys values of every hook out of
+// obj, a settings file's object, and returns what puts them back.
+func detachHookLateValues(obj map[string]any) (restore func()) {
+	type kept struct {
+		hook map[string]any
+		key  string
+		val  any
+	}
+	var all []kept
+	events, _ := obj["hooks"].(map[string]any)
+	for _, list := range events {
+		matchers, _ := list.([]any)
+		for _, m := range matchers {
+			mm, _ := m.(map[string]any)
+			hooks, _ := mm["hooks"].([]any)
+			for _, h := range hooks {
+				hm, _ := h.(map[string]any)
+				for _, k := range hookLateKeys {
+					if v, ok := hm[k]; ok {
+						all = append(all, kept{hm, k, v})
+						delete(hm, k)
+					}
+				}
+			}
+		}
+	}
+	return func() {
+		for _, k := range all {
+			k.hook[k.key] = k.val
+		}
+	}
+}
+
 // The merge strategies of Qwen Code's settings paths; every other object
 // merges deep, and every other scalar or array is replaced.
 var (
@@ -571,8 +611,10 @@ func sameJSON(a, b any) bool {
 }
 
 // workspaceAlwaysDropped are the keys Qwen Code itself never takes from a
-// workspace file, trusted or not.
-var workspaceAlwaysDropped = []string{"tools.executionSandbox", "tools.workflowsEnabled", "security.allowPrivateNetworkHooks",
+// workspace file, trusted or not, and security.allowedHttpHookUrls, which
+// acpguard reads from user and system settings only (Qwen Code takes it from
+// a workspace when no other file sets it).
+var workspaceAlwaysDropped = []string{"tools.executionSandbox", "tools.workflowsEnabled", "security.allowPrivateNetworkHooks", "security.allowedHttpHookUrls",
 	"security.allowedInsecureVoiceBaseUrls", "goals.modelProposed", "outboundCorrelation.allowDynamicHeaderValues", "serve.tokenQr"}
 
 // workspaceUntrustedKeys are what an untrusted workspace file may not set
@@ -608,7 +650,7 @@ func filterWorkspaceSettings(obj, below map[string]any, path string, o settingsL
 	var warnings []string
 	for _, key := range workspaceAlwaysDropped {
 		if deleteSettingsKey(obj, key) {
-			warnings = append(warnings, fmt.Sprintf("settings %q: ignore key %q: Qwen Code never takes it from a workspace file", path, key))
+			warnings = append(warnings, fmt.Sprintf("settings %q: ignore key %q: it is read from user and system settings only, never from a workspace file", path, key))
 		}
 	}
 	if !o.Required || o.TrustWorkspace {

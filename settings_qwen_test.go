@@ -17,14 +17,14 @@ import (
 )
 
 // qwenSettingsWarn are the files of testdata/settings/qwen that load with
-// a warning: approval mode auto, hooks of informational events.
+// a warning: approval mode auto, hooks of events acpguard never fires.
 var qwenSettingsWarn = map[string]bool{"hooks.json": true, "approval-auto.json": true}
 
 // qwenSettingsChecks check what the files of testdata/settings/qwen that
 // cover each key group load as (TestLoadQwenSettingsFiles loads them all).
 var qwenSettingsChecks = map[string]func(t *testing.T, s *settings){
 	"cli-and-telemetry.json": func(t *testing.T, s *settings) {
-		for _, k := range []string{"general", "ui", "telemetry", "security", "model.baseUrl", "model.generationConfig", "modelProviders", "context.includeDirectories", "context.fileFiltering", "env", "proxy", "omni", "stopHookBlockingCap"} {
+		for _, k := range []string{"general", "ui", "telemetry", "security.auth", "model.baseUrl", "model.generationConfig", "modelProviders", "context.includeDirectories", "context.fileFiltering", "env", "proxy", "omni"} {
 			if !slices.Contains(s.Ignored, k) {
 				t.Errorf("ignored keys %q lack %q", s.Ignored, k)
 			}
@@ -68,7 +68,10 @@ var qwenSettingsChecks = map[string]func(t *testing.T, s *settings){
 		if h := pre[0].Hooks[1]; h.Timeout != 5000 {
 			t.Errorf("second hook: %+v", h)
 		}
-		if want := "settings: hooks for Stop, Notification, SessionStart are accepted but not run: acpguard runs PreToolUse hooks only"; !slices.Equal(s.Warnings, []string{want}) {
+		if len(s.Hooks.Stop) != 1 || len(s.Hooks.Notification) != 1 || len(s.Hooks.SessionStart) != 1 || len(s.Hooks.TodoCreated) != 1 {
+			t.Errorf("hooks of the other events: %+v", s.Hooks)
+		}
+		if want := "settings: hooks for TodoCreated load but never fire: acpguard has none of the features that fire them (the README lists each event)"; !slices.Equal(s.Warnings, []string{want}) {
 			t.Errorf("warnings %q, want %q", s.Warnings, want)
 		}
 	},
@@ -138,10 +141,11 @@ func TestSettingsProblems(t *testing.T) {
 		{`{"tools":{"approvalMode":"x","disabled":["Bsh"]},"mcp":{"allowed":["["]}}`,
 			"key \"tools.approvalMode\": Invalid approval mode: x. Valid values are: plan, default, auto-edit, auto, yolo\nkey \"tools.disabled[0]\": unknown tool \"Bsh\"\nkey \"mcp.allowed[0]\": invalid server name pattern \"[\" (want a name with * and ?)"},
 		{`{"tools":{"allowed":["Reed"]}}`, `key "tools.allowed[0]": rule "Reed": unknown tool "Reed"`},
-		{`{"hooks":{"UserPromptSubmit":[{"hooks":[{"type":"command","command":"x"}]}],"PermissionRequest":[{"hooks":[{"type":"command","command":"x"}]}]}}`,
-			"key \"hooks.UserPromptSubmit\": UserPromptSubmit hooks are not supported: acpguard does not run hooks on prompts, and an ignored hook could not block the prompt it meant to stop\n" +
-				"key \"hooks.PermissionRequest\": PermissionRequest hooks are not supported: acpguard decides permission requests itself (DESIGN.md §10), and an ignored hook could not deny the request it meant to stop"},
-		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"prompt","prompt":"is it safe?"}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].type": "prompt" hooks are not supported: acpguard runs command hooks only, and an ignored blocking hook would let calls run that it meant to stop`},
+		{`{"hooks":{"Stop":[{"hooks":[{"type":"http","url":"ftp://x"}]}],"security":{}},"security":{"allowedHttpHookUrls":["("]}}`,
+			"key \"hooks.security\": unknown key"},
+		{`{"hooks":{"Stop":[{"hooks":[{"type":"http","url":"ftp://x","headers":{"A":"b\r\nX: y"}}]}]},"stopHookBlockingCap":-1}`,
+			"key \"stopHookBlockingCap\": -1 is not 1 or more\nkey \"hooks.Stop[0].hooks[0].url\": invalid URL \"ftp://x\" (want http:// or https:// and a host)\nkey \"hooks.Stop[0].hooks[0].headers\": invalid header \"A\""},
+		{`{"hooks":{"PreToolUse":[{"hooks":[{"type":"prompt","prompt":"is it safe?"}]}]}}`, `key "hooks.PreToolUse[0].hooks[0].type": PreToolUse hook of type "prompt" is not supported: acpguard does not send hook input to a model; use a command or http hook that asks one`},
 		{`{"mcpServers":{"a":{"type":"sse","command":"x"}}}`, `key "mcpServers.a.type": MCP server "a" was refused: transport "sse" is not supported; only stdio MCP servers are supported`},
 		{`{"mcpServers":{"a":{"command":"x","discoveryTimeoutMs":50}}}`, `key "mcpServers.a.discoveryTimeoutMs": 50 ms is not between 100 and 300000`},
 		{`{"mcpServers":{"a":{"command":"x","includeTools":[""]}}}`, `key "mcpServers.a.includeTools[0]": empty tool name`},

@@ -23,10 +23,10 @@ var qwenIgnoredKeys = []string{
 	"output", "dualOutput", "review", "memory", "agents", "experimental",
 	"artifact", "worktree", "goals", "channels", "modelPricing", "omni",
 	"advanced", "skills", "modelProviders", "providerProtocol",
-	"proxy", "plansDirectory", "policy", "serve", "stopHookBlockingCap",
+	"proxy", "plansDirectory", "policy", "serve",
 	"fastModel", "advisorModel", "visionModel", "compactionModel", "imageModel",
 	"voiceModel", "modelFallbacks", "visionBridgeTimeoutMs",
-	"security",
+	"security.auth", "security.folderTrust", "security.allowedInsecureVoiceBaseUrls",
 	// context: what the CLI's file discovery, imports and compaction use.
 	"context.fileFiltering", "context.includeDirectories", "context.loadFromIncludeDirectories",
 	"context.importFormat", "context.autoCompactThreshold", "context.clearContextOnIdle",
@@ -55,11 +55,10 @@ var qwenIgnoredKeys = []string{
 	"mcpServers.*.authProviderType", "mcpServers.*.targetAudience",
 	"mcpServers.*.targetServiceAccount", "mcpServers.*.alwaysLoadTools",
 	"mcpServers.*.versionNegotiation",
-	// one hook: the keys of http and prompt hooks (refused by type) and
-	// the CLI's own scheduling.
+	// one hook: the keys of prompt hooks (refused by type) and the CLI's
+	// own scheduling.
 	"hooks.*[].sequential",
-	"hooks.*[].hooks[].url", "hooks.*[].hooks[].prompt", "hooks.*[].hooks[].model",
-	"hooks.*[].hooks[].headers", "hooks.*[].hooks[].allowedEnvVars",
+	"hooks.*[].hooks[].prompt", "hooks.*[].hooks[].model",
 	"hooks.*[].hooks[].async", "hooks.*[].hooks[].once", "hooks.*[].hooks[].shell",
 	"hooks.*[].hooks[].description", "hooks.*[].hooks[].statusMessage",
 }

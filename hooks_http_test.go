@@ -1,0 +1,96 @@
+// hooks_http_test.go checks what an http hook may reach and send: the
+// address policy, the URL patterns, the variables of its URL and headers.
+package main
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestHookAddrRefused(t *testing.T) {
+	for _, tc := range []struct {
+		addr         string
+		allowPrivate bool
+		refused      bool
+	}{
+		{"93.184.216.34", false, false},
+		{"2606:2800:220:1::1", false, false},
+		{"127.0.0.1", false, true},
+		{"127.0.0.1", true, false},
+		{"::1", false, true},
+		{"::ffff:127.0.0.1", false, true},
+		{"10.1.2.3", false, true},
+		{"172.16.0.1", false, true},
+		{"192.168.1.1", false, true},
+		{"100.64.0.1", false, true},
+		{"169.254.1.1", false, true},
+		{"fe80::1", false, true},
+		{"fd12::1", false, true},
+		{"0.0.0.0", false, true},
+		{"10.1.2.3", true, false},
+		// Metadata addresses, in every form, whatever the policy.
+		{"169.254.169.254", true, true},
+		{"::ffff:169.254.169.254", true, true},
+		{"100.100.100.200", true, true},
+		{"fd00:ec2::254", true, true},
+	} {
+		if got := hookAddrRefused(netip.MustParseAddr(tc.addr), tc.allowPrivate) != ""; got != tc.refused {
+			t.Errorf("%s (allowPrivate %v): refused %v, want %v", tc.addr, tc.allowPrivate, got, tc.refused)
+		}
+	}
+}
+
+func TestHookURLPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, url string
+		match        bool
+	}{
+		{"https://hooks.example.com/*", "https://hooks.example.com/pre", true},
+		{"https://hooks.example.com/*", "HTTPS://HOOKS.EXAMPLE.COM/pre", true},
+		{"https://hooks.example.com/*", "https://hooksXexample.com/pre", false},
+		{"https://hooks.example.com/*", "https://evil.com/?https://hooks.example.com/", false},
+		{"https://*.example.com/hook", "https://a.example.com/hook", true},
+		{"https://*.example.com/hook", "https://a.example.com/hook/more", false},
+		{`https://api\.example\.com/*`, "https://api.example.com/x", true},
+		{`https://api\.example\.com/*`, "https://apiXexample.com/x", false},
+	} {
+		re, err := compileHookURLPattern(tc.pattern)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.pattern, err)
+		}
+		if got := re.MatchString(tc.url); got != tc.match {
+			t.Errorf("%q on %q: %v, want %v", tc.pattern, tc.url, got, tc.match)
+		}
+	}
+}
+
+func TestInterpolateHookValue(t *testing.T) {
+	env := newProcEnv([]string{"HOOK_KEY=k1", "OTHER=o1", "SPLIT=a\r\nX-Evil: 1"})
+	env.hideSecrets("HOOK_KEY", "SPLIT")
+	for _, tc := range []struct {
+		in      string
+		allowed []string
+		want    string
+	}{
+		{"Bearer $HOOK_KEY", []string{"HOOK_KEY"}, "Bearer k1"},
+		{"Bearer ${HOOK_KEY}", []string{"HOOK_KEY"}, "Bearer k1"},
+		{"Bearer $HOOK_KEY", nil, "Bearer "},
+		// A variable not hidden as a secret is not read, allowed or not.
+		{"x-$OTHER", []string{"OTHER"}, "x-"},
+		{"$SPLIT", []string{"SPLIT"}, "aX-Evil: 1"},
+	} {
+		if got := interpolateHookValue(tc.in, tc.allowed, env); got != tc.want {
+			t.Errorf("%q with %q: %q, want %q", tc.in, tc.allowed, got, tc.want)
+		}
+	}
+	// A hidden variable is in no child's environment.
+	for _, kv := range env.childEnv() {
+		if strings.HasPrefix(kv, "HOOK_KEY=") || strings.HasPrefix(kv, "SPLIT=") {
+			t.Errorf("child environment holds %q", kv)
+		}
+	}
+	if env.lookup("HOOK_KEY") != "" {
+		t.Error("lookup reads a hidden variable")
+	}
+}
