@@ -741,6 +741,13 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 // request in errors.
 func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
+	s.background.notify = func(running bool, seq uint64) {
+		// An extension notification a client that does not know it
+		// ignores; serve reads it (DESIGN.md §7).
+		if err := a.conn.notify(methodSessionBackground, sessionBackgroundParams{SessionID: id, Running: running, Seq: seq}); err != nil {
+			a.log.Warn("send "+methodSessionBackground, "session", id, "err", err)
+		}
+	}
 	var err error
 	if s.model, err = a.sessionModel(ss, s.cwd); err != nil {
 		return invalidParams("%s: %v", op, err)
@@ -1294,6 +1301,7 @@ type callObserver struct {
 	canonical string         // the canonical tool name, once runTool reported it
 	args      map[string]any // the normalized arguments runTool reported, nil if none
 	env       *toolEnv       // the call's session, for the preview of its change; nil: none
+	head      toolHead       // the call as toolPending announced it
 }
 
 func (o *callObserver) name(call toolCall) string {
@@ -1322,13 +1330,14 @@ func (o *callObserver) toolPending(call toolCall, title, kind string, args map[s
 	if kind == kindEdit {
 		d = previewChange(o.env, o.canonical, args)
 	}
+	o.head = toolHead{id: call.ID, title: title, kind: kind, toolName: o.canonical, rawInput: input, locations: toolLocations(o.canonical, args)}
 	o.a.sendToolUpdate(o.sessionID, toolEvent{id: call.ID, kind: "tool_call", status: "pending",
-		raw: toolPendingUpdate(call.ID, title, kind, o.canonical, input, d)})
+		raw: toolPendingUpdate(&o.head, d)})
 }
 
 func (o *callObserver) toolRunning(call toolCall) {
 	o.a.sendToolUpdate(o.sessionID, toolEvent{id: call.ID, kind: "tool_call_update", status: "in_progress",
-		raw: toolRunningUpdate(call.ID, o.name(call))})
+		raw: toolRunningUpdate(&o.head)})
 }
 
 // finish reports how the call ended. ACP has no cancelled tool status: a
@@ -1465,6 +1474,8 @@ func (a *agent) askPermission(ctx context.Context, s *session, call toolCall, sp
 			"kind":       spec.Kind,
 			"status":     "pending",
 			"rawInput":   args,
+			"content":    permissionContent(s, spec, args),
+			"locations":  locationsValue(toolLocations(spec.Name, args)),
 			"_meta":      map[string]string{"toolName": spec.Name},
 		},
 		"options": options,

@@ -1,6 +1,6 @@
 // acp_diff_test.go checks the diff content of edits and writes as an ACP
-// client and a serve host see it: before the permission request and after
-// completion.
+// client and a serve host see it: before the permission request, in it,
+// and after completion, with Qwen Code's locations, _meta and file result.
 package main
 
 import (
@@ -31,8 +31,8 @@ func diffsOf(t *testing.T, content json.RawMessage) []diffBlock {
 		if string(b["type"]) != `"diff"` {
 			continue
 		}
-		if _, ok := b["oldText"]; !ok {
-			t.Errorf("diff block without oldText: %v", b)
+		if old, ok := b["oldText"]; !ok || string(old) == "null" {
+			t.Errorf("diff block without a string oldText (Qwen Code's hosts read one): %v", b)
 		}
 		var d diffBlock
 		m, _ := json.Marshal(b)
@@ -67,6 +67,9 @@ func TestACPDiffBeforePermissionAndAfterCompletion(t *testing.T) {
 	big := strings.Repeat("y", maxDiffTextBytes+1)
 	mustWrite(t, filepath.Join(dir, "big.txt"), big)
 	old := "one\ntwo\n"
+	// The file result Qwen Code's hosts read in rawOutput: all of it for a
+	// change that is shown, the names only for one too large.
+	qwenFileKeys := []string{"fileDiff", "fileName", "filePath", "originalContent", "newContent", "diffStat"}
 	for _, tt := range []struct {
 		name, line string
 		want       *diffBlock
@@ -74,7 +77,7 @@ func TestACPDiffBeforePermissionAndAfterCompletion(t *testing.T) {
 		{"edit", `call edit {"file_path":"f.txt","old_string":"two","new_string":"TWO"}`,
 			&diffBlock{"diff", filepath.Join(dir, "f.txt"), &old, "one\nTWO\n"}},
 		{"write new file", `call write_file {"file_path":"new.txt","content":"fresh"}`,
-			&diffBlock{"diff", filepath.Join(dir, "new.txt"), nil, "fresh"}},
+			&diffBlock{"diff", filepath.Join(dir, "new.txt"), new(""), "fresh"}},
 		{"oversized falls back to text", `call edit {"file_path":"big.txt","old_string":"y","new_string":"z","replace_all":true}`, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,21 +98,61 @@ func TestACPDiffBeforePermissionAndAfterCompletion(t *testing.T) {
 			pending := diffsOf(t, before[0].Content)
 			var done []diffBlock
 			var doneText string
+			var doneRaw map[string]any
 			for _, u := range ups {
-				if u.ToolCallID == tc.ToolCallID && u.Status == "completed" {
-					done, doneText = diffsOf(t, u.Content), u.Text
+				if u.ToolCallID != tc.ToolCallID {
+					continue
+				}
+				switch u.Status {
+				case "completed":
+					done, doneText, doneRaw = diffsOf(t, u.Content), u.Text, u.RawOutput
+				case "pending", "in_progress":
+					// Qwen Code's locations and _meta, the phase only on
+					// the announcement.
+					path, _ := tc.RawInput["file_path"].(string)
+					if len(u.Locations) != 1 || u.Locations[0].Path != path || u.Locations[0].Line != nil {
+						t.Errorf("%s locations = %+v, want [{%s null}]", u.Status, u.Locations, path)
+					}
+					phase := map[string]any{"pending": phasePreparing, "in_progress": nil}[u.Status]
+					if u.Meta["provenance"] != provenanceBuiltin || u.Meta["phase"] != phase {
+						t.Errorf("%s _meta = %v, want provenance %q and phase %v", u.Status, u.Meta, provenanceBuiltin, phase)
+					}
 				}
 			}
 			if doneText == "" {
 				t.Errorf("completed update has no text content: %+v", ups)
 			}
+			var req struct {
+				ToolCall struct {
+					Content   json.RawMessage    `json:"content"`
+					Locations []toolLocationJSON `json:"locations"`
+				} `json:"toolCall"`
+			}
+			mu.Lock()
+			json.Unmarshal(asked, &req)
+			mu.Unlock()
+			if path, _ := tc.RawInput["file_path"].(string); len(req.ToolCall.Locations) != 1 || req.ToolCall.Locations[0].Path != path {
+				t.Errorf("permission request locations = %+v, want %s", req.ToolCall.Locations, path)
+			}
+			asking := diffsOf(t, req.ToolCall.Content)
 			if tt.want == nil {
-				if len(pending) != 0 || len(done) != 0 {
-					t.Errorf("oversized change sent diffs: pending %+v, completed %+v", pending, done)
+				if len(pending) != 0 || len(done) != 0 || len(asking) != 0 || string(req.ToolCall.Content) != "[]" {
+					t.Errorf("oversized change sent diffs: pending %+v, asked %s, completed %+v", pending, req.ToolCall.Content, done)
+				}
+				if doneRaw["fileName"] != "big.txt" || doneRaw["fileDiff"] != nil || doneRaw["newContent"] != nil {
+					t.Errorf("oversized change's rawOutput = %.200v, want its names only", doneRaw)
 				}
 				return
 			}
-			for what, got := range map[string][]diffBlock{"pending": pending, "completed": done} {
+			for _, k := range qwenFileKeys {
+				if _, ok := doneRaw[k]; !ok {
+					t.Errorf("completed rawOutput lacks %q: %.300v", k, doneRaw)
+				}
+			}
+			if doneRaw["filePath"] != tt.want.Path || doneRaw["originalContent"] != *tt.want.OldText || doneRaw["newContent"] != tt.want.NewText {
+				t.Errorf("completed rawOutput = %v, want %+v", doneRaw, *tt.want)
+			}
+			for what, got := range map[string][]diffBlock{"pending": pending, "asked": asking, "completed": done} {
 				if len(got) != 1 || got[0].Path != tt.want.Path || got[0].NewText != tt.want.NewText ||
 					(got[0].OldText == nil) != (tt.want.OldText == nil) || got[0].OldText != nil && *got[0].OldText != *tt.want.OldText {
 					t.Errorf("%s diff = %+v, want %+v (old %q)", what, got, *tt.want, derefOr(tt.want.OldText))
@@ -165,7 +208,7 @@ func TestServeHostSeesDiff(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range diffsOf(t, d.Update.Content) {
-			if b.Path == filepath.Join(ws, "f.txt") && b.OldText != nil && *b.OldText == "alpha\n" && b.NewText == "beta\n" {
+			if b.Path == filepath.Join(ws, "f.txt") && *b.OldText == "alpha\n" && b.NewText == "beta\n" {
 				seen = append(seen, d.Update.SessionUpdate+":"+d.Update.Status)
 			}
 		}

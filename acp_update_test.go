@@ -25,7 +25,20 @@ func mapUpdateLine(t *testing.T, sessionID string, u map[string]any) []byte {
 }
 
 func mapDiff(d *fileDiff) map[string]any {
-	return map[string]any{"type": "diff", "path": d.Path, "oldText": d.Old, "newText": d.New}
+	return map[string]any{"type": "diff", "path": d.Path, "oldText": d.oldText(), "newText": d.New}
+}
+
+// mapMeta is an update's _meta as Qwen Code's hosts read it.
+func mapMeta(toolName, phase string) map[string]any {
+	m := map[string]any{"toolName": toolName}
+	m["provenance"], m["serverId"] = toolProvenance(toolName)
+	if m["serverId"] == "" {
+		delete(m, "serverId")
+	}
+	if phase != "" {
+		m["phase"] = phase
+	}
+	return m
 }
 
 // appendedUpdateLine is the line sendToolUpdate writes for raw.
@@ -55,6 +68,7 @@ func TestToolUpdateEncodingEqualsMapEncoding(t *testing.T) {
 	exit := 2
 	sid := "sess-<1>\n"
 	const id = "call_0123"
+	line := int64(7)
 	pendings := []struct {
 		name       string
 		title      string
@@ -62,12 +76,15 @@ func TestToolUpdateEncodingEqualsMapEncoding(t *testing.T) {
 		rawInput   any
 		diff       *fileDiff
 		toolName   string
+		locations  []toolLocation
 		wantRecord bool
 	}{
-		{"plain", "write_file f.txt", kindEdit, map[string]any{"file_path": "/w/f.txt", "content": "x"}, nil, "write_file", true},
-		{"tricky", "edit <x>", kindEdit, tricky, &fileDiff{Path: "/w/a&b", Old: &old, New: "new\r\n"}, "edit", true},
-		{"new file", "write_file", kindEdit, map[string]any{}, &fileDiff{Path: "/w/n", New: ""}, "write_file", true},
-		{"unprepared raw", "bogus", kindOther, map[string]string{"raw": "not json \x00"}, nil, "bogus\u00e9", true},
+		{"plain", "write_file f.txt", kindEdit, map[string]any{"file_path": "/w/f.txt", "content": "x"}, nil, "write_file", []toolLocation{{Path: "/w/f.txt"}}, true},
+		{"tricky", "edit <x>", kindEdit, tricky, &fileDiff{Path: "/w/a&b", Old: &old, New: "new\r\n"}, "edit", []toolLocation{{Path: "/w/a&b<\u2028>"}}, true},
+		{"new file", "write_file", kindEdit, map[string]any{}, &fileDiff{Path: "/w/n", New: ""}, "write_file", nil, true},
+		{"read at a line", "read_file", kindRead, map[string]any{}, nil, "read_file", []toolLocation{{Path: "/w/r", Line: &line}}, true},
+		{"unprepared raw", "bogus", kindOther, map[string]string{"raw": "not json \x00"}, nil, "bogus\u00e9", nil, true},
+		{"mcp", "mcp__srv__echo", kindOther, map[string]any{"text": "x"}, nil, "mcp__srv__echo", nil, true},
 	}
 	for _, c := range pendings {
 		u := map[string]any{
@@ -76,8 +93,10 @@ func TestToolUpdateEncodingEqualsMapEncoding(t *testing.T) {
 			"title":         c.title,
 			"kind":          c.kind,
 			"status":        "pending",
-			"_meta":         map[string]string{"toolName": c.toolName},
+			"_meta":         mapMeta(c.toolName, phasePreparing),
 			"rawInput":      c.rawInput,
+			"locations":     locationsValue(c.locations),
+			"content":       []any{},
 		}
 		if c.diff != nil {
 			u["content"] = []any{mapDiff(c.diff)}
@@ -86,7 +105,8 @@ func TestToolUpdateEncodingEqualsMapEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw := toolPendingUpdate(id, c.title, c.kind, c.toolName, input, c.diff)
+		h := &toolHead{id: id, title: c.title, kind: c.kind, toolName: c.toolName, rawInput: input, locations: c.locations}
+		raw := toolPendingUpdate(h, c.diff)
 		want, got := mapUpdateLine(t, sid, u), appendedUpdateLine(t, sid, raw)
 		if !bytes.Equal(got, want) {
 			t.Errorf("tool_call %s:\n got %s\nwant %s", c.name, got, want)
@@ -98,16 +118,28 @@ func TestToolUpdateEncodingEqualsMapEncoding(t *testing.T) {
 		if got := htmlEscaped(raw); !bytes.Equal(got, record) {
 			t.Errorf("kept tool_call %s:\n got %s\nwant %s", c.name, got, record)
 		}
+
+		// Its in_progress says the same of the call, as Qwen Code's does.
+		u["sessionUpdate"], u["status"], u["content"], u["_meta"] = "tool_call_update", "in_progress", []any{}, mapMeta(c.toolName, "")
+		if got, want := appendedUpdateLine(t, sid, toolRunningUpdate(h)), mapUpdateLine(t, sid, u); !bytes.Equal(got, want) {
+			t.Errorf("in_progress %s:\n got %s\nwant %s", c.name, got, want)
+		}
 	}
 
-	running := map[string]any{
+	live := map[string]any{
 		"sessionUpdate": "tool_call_update",
 		"toolCallId":    id,
 		"status":        "in_progress",
-		"_meta":         map[string]string{"toolName": "write_file"},
+		"content":       []any{map[string]any{"type": "content", "content": map[string]string{"type": "text", "text": old}}},
+		"_meta": map[string]any{"toolName": toolShell, "provenance": provenanceBuiltin,
+			metaShellOutput: liveOutputMeta{Chunk: "a<b>\n\x01", Skipped: 3}},
 	}
-	if got, want := appendedUpdateLine(t, sid, toolRunningUpdate(id, "write_file")), mapUpdateLine(t, sid, running); !bytes.Equal(got, want) {
-		t.Errorf("in_progress:\n got %s\nwant %s", got, want)
+	liveRaw := toolLiveUpdate(id, toolShell, "a<b>\n\x01", old, 3)
+	if got, want := appendedUpdateLine(t, sid, liveRaw), mapUpdateLine(t, sid, live); !bytes.Equal(got, want) {
+		t.Errorf("live output:\n got %s\nwant %s", got, want)
+	}
+	if !bytes.HasPrefix(liveRaw, []byte(liveOutputUpdatePrefix)) {
+		t.Errorf("live output update %s does not begin with %s, which serve looks for", liveRaw, liveOutputUpdatePrefix)
 	}
 
 	finishes := []struct {
@@ -137,7 +169,7 @@ func TestToolUpdateEncodingEqualsMapEncoding(t *testing.T) {
 			"status":        c.status,
 			"content":       content,
 			"rawOutput":     c.raw,
-			"_meta":         map[string]string{"toolName": "run_shell_command"},
+			"_meta":         mapMeta("run_shell_command", ""),
 		}
 		output, err := appendJSONValue(nil, c.raw)
 		if err != nil {
@@ -175,6 +207,7 @@ func BenchmarkToolUpdates(b *testing.B) {
 	const id, sid, tool = "call_0123456789abcdef01234567", "sess_0123456789abcdef", "write_file"
 	output := "Wrote 12 bytes to /home/user/project/src/f1.txt"
 	rawOut := map[string]any{"path": d.Path, "bytes": 12}
+	locs := []toolLocation{{Path: d.Path}}
 	b.Run("map", func(b *testing.B) {
 		enc := json.NewEncoder(io.Discard)
 		enc.SetEscapeHTML(false)
@@ -187,12 +220,13 @@ func BenchmarkToolUpdates(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			send(map[string]any{"sessionUpdate": "tool_call", "toolCallId": id, "title": "f1.txt", "kind": kindEdit,
-				"status": "pending", "_meta": map[string]string{"toolName": tool}, "rawInput": args, "content": []any{mapDiff(d)}})
-			send(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress",
-				"_meta": map[string]string{"toolName": tool}})
+				"status": "pending", "_meta": mapMeta(tool, phasePreparing), "rawInput": args, "content": []any{mapDiff(d)},
+				"locations": locationsValue(locs)})
+			send(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress", "title": "f1.txt",
+				"kind": kindEdit, "rawInput": args, "content": []any{}, "locations": locationsValue(locs), "_meta": mapMeta(tool, "")})
 			send(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
 				"content":   []any{mapDiff(d), map[string]any{"type": "content", "content": map[string]string{"type": "text", "text": output}}},
-				"rawOutput": rawOut, "_meta": map[string]string{"toolName": tool}})
+				"rawOutput": rawOut, "_meta": mapMeta(tool, "")})
 		}
 	})
 	b.Run("appended", func(b *testing.B) {
@@ -200,8 +234,9 @@ func BenchmarkToolUpdates(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			input, _ := appendJSONValue(nil, args)
-			a.sendToolUpdate(sid, toolEvent{raw: toolPendingUpdate(id, "f1.txt", kindEdit, tool, input, d)})
-			a.sendToolUpdate(sid, toolEvent{raw: toolRunningUpdate(id, tool)})
+			h := &toolHead{id: id, title: "f1.txt", kind: kindEdit, toolName: tool, rawInput: input, locations: locs}
+			a.sendToolUpdate(sid, toolEvent{raw: toolPendingUpdate(h, d)})
+			a.sendToolUpdate(sid, toolEvent{raw: toolRunningUpdate(h)})
 			out, _ := appendJSONValue(nil, rawOut)
 			a.sendToolUpdate(sid, toolEvent{raw: toolFinishUpdate(id, tool, "completed", output, d, out)})
 		}

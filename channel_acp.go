@@ -60,6 +60,39 @@ const (
 	invocationVersion  = 1
 )
 
+// A running shell command's live output (DESIGN.md §7): the agent sends it
+// to its client as a tool_call_update in_progress whose content is the end
+// of the output so far and whose _meta[metaShellOutput] is
+// liveOutputMeta; serve shows it to its hosts as Qwen Code's live output
+// event, a session_update of sessionUpdateShellOutput whose output is the
+// chunk. liveOutputUpdatePrefix is how such an update begins, as the agent
+// encodes it (members in key order).
+const (
+	metaShellOutput          = "shellOutput"
+	sessionUpdateShellOutput = "shell_output"
+	liveOutputUpdatePrefix   = `{"_meta":{"provenance":"builtin","shellOutput":`
+)
+
+// liveOutputMeta is _meta[metaShellOutput] of a live update: the output
+// printed since the previous one, and how many bytes before it were left
+// out by the live view's bound (the final result has them).
+type liveOutputMeta struct {
+	Chunk   string `json:"chunk"`
+	Skipped int64  `json:"skipped"`
+}
+
+// methodSessionBackground is a managed child's notification to serve that a
+// session's background shell processes started running or all ended
+// (sessionBackgroundParams): serve answers hasRunningBackgroundTasks from
+// the one of highest seq.
+const methodSessionBackground = "_acpguard/session/background"
+
+type sessionBackgroundParams struct {
+	SessionID string `json:"sessionId"`
+	Running   bool   `json:"running"`
+	Seq       uint64 `json:"seq"`
+}
+
 // ACP stop reasons.
 const (
 	stopEndTurn         = "end_turn"

@@ -1092,16 +1092,23 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // toolUpdate is the part of a tool_call / tool_call_update the tests read.
 type toolUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate"`
-	ToolCallID    string          `json:"toolCallId"`
-	Title         string          `json:"title"`
-	Kind          string          `json:"kind"`
-	Status        string          `json:"status"`
-	RawInput      map[string]any  `json:"rawInput"`
-	RawOutput     map[string]any  `json:"rawOutput"`
-	Meta          map[string]any  `json:"_meta"`
-	Content       json.RawMessage `json:"content"`
+	SessionUpdate string             `json:"sessionUpdate"`
+	ToolCallID    string             `json:"toolCallId"`
+	Title         string             `json:"title"`
+	Kind          string             `json:"kind"`
+	Status        string             `json:"status"`
+	RawInput      map[string]any     `json:"rawInput"`
+	RawOutput     map[string]any     `json:"rawOutput"`
+	Meta          map[string]any     `json:"_meta"`
+	Content       json.RawMessage    `json:"content"`
+	Locations     []toolLocationJSON `json:"locations"`
 	Text          string
+}
+
+// toolLocationJSON is an ACP location as sent; Line is null when absent.
+type toolLocationJSON struct {
+	Path string `json:"path"`
+	Line *int64 `json:"line"`
 }
 
 // agentText is everything the agent said in agent_message_chunk updates.

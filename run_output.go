@@ -247,6 +247,9 @@ type runUpdate struct {
 		ToolName   string      `json:"toolName"`
 		Usage      *modelUsage `json:"usage"`
 		DurationMs int64       `json:"durationMs"`
+		// ShellOutput marks a running command's live output: run shows
+		// the output once, with the call's end.
+		ShellOutput *liveOutputMeta `json:"shellOutput"`
 	} `json:"_meta"`
 	AvailableCommands []struct {
 		Name string `json:"name"`
@@ -261,7 +264,7 @@ type runToolContent struct {
 		Text string `json:"text"`
 	} `json:"content"`
 	Path    string  `json:"path"`
-	OldText *string `json:"oldText"` // nil: a new file
+	OldText *string `json:"oldText"` // nil or "": a new file
 	NewText string  `json:"newText"`
 }
 

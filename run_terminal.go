@@ -664,7 +664,9 @@ func termBounded(s string) string {
 // and last lines, removed then added, within maxTermDiffLines.
 func (t *runTerm) diff(d runToolContent) {
 	head := "  ~ " + visibleText(d.Path)
-	if d.OldText == nil {
+	// The agent sends "" for a file that does not exist yet, as Qwen Code
+	// does (an empty file looks the same); null from another agent.
+	if d.OldText == nil || *d.OldText == "" {
 		head += " (new file)"
 	}
 	t.write(head + "\n")
@@ -715,6 +717,9 @@ func termDiffLines(oldText *string, newText string) (removed, added []string) {
 // toolUpdate shows how a call goes on: allowed and running, or its end
 // (its output; the reason of a denial).
 func (t *runTerm) toolUpdate(u runUpdate) {
+	if u.Meta.ShellOutput != nil {
+		return
+	}
 	name, ok := t.shown[u.ToolCallID]
 	if !ok {
 		name = cmp.Or(u.Meta.ToolName, u.Title, "tool")

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -427,6 +428,15 @@ func (d *daemon) channelEnded(ch *acpChannel) {
 var sessionUpdateMembers = [...]string{"sessionId", "update", "_meta"}
 
 func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
+	if method == methodSessionBackground {
+		var p sessionBackgroundParams
+		if decodeStrict(params, &p) == nil {
+			if s := ch.session(p.SessionID); s != nil {
+				s.noteBackground(p.Seq, p.Running)
+			}
+		}
+		return
+	}
 	if method != "session/update" {
 		return
 	}
@@ -448,6 +458,11 @@ func (ch *acpChannel) onNotify(method string, params json.RawMessage) {
 		return
 	}
 	ch.d.obs.toolUpdate(update)
+	if bytes.HasPrefix(update, []byte(liveOutputUpdatePrefix)) {
+		if update = shellOutputUpdate(update); update == nil {
+			return
+		}
+	}
 	s.events.publishUpdate(s.activePromptID(), sessionUpdateEvent{SessionID: sessionID, Update: update})
 }
 

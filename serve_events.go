@@ -944,3 +944,48 @@ type sessionUpdateEvent struct {
 	SessionID string          `json:"sessionId"`
 	Update    json.RawMessage `json:"update"`
 }
+
+// shellOutputEvent is a running command's live output as a host reads it:
+// Qwen Code's live output update (sessionUpdateShellOutput), whose output
+// a host appends to what it showed, with the call it belongs to.
+type shellOutputEvent struct {
+	Meta          shellOutputMeta `json:"_meta"`
+	Output        string          `json:"output"`
+	SessionUpdate string          `json:"sessionUpdate"`
+	ToolCallID    string          `json:"toolCallId"`
+}
+
+// shellOutputMeta names the call's tool; skipped counts the bytes before
+// output that the live view left out (the call's result has them).
+type shellOutputMeta struct {
+	Provenance string `json:"provenance"`
+	Skipped    int64  `json:"skipped,omitempty"`
+	ToolName   string `json:"toolName"`
+}
+
+// shellOutputUpdate is a child's live output update (liveOutputUpdatePrefix)
+// as hosts are shown it: its chunk alone, the output so far being the
+// chunks before it; nil when the update is not one.
+func shellOutputUpdate(update json.RawMessage) json.RawMessage {
+	var u struct {
+		Meta struct {
+			Provenance  string         `json:"provenance"`
+			ShellOutput liveOutputMeta `json:"shellOutput"`
+			ToolName    string         `json:"toolName"`
+		} `json:"_meta"`
+		ToolCallID string `json:"toolCallId"`
+	}
+	if json.Unmarshal(update, &u) != nil || u.ToolCallID == "" {
+		return nil
+	}
+	out, err := json.Marshal(shellOutputEvent{
+		Meta:          shellOutputMeta{Provenance: u.Meta.Provenance, Skipped: u.Meta.ShellOutput.Skipped, ToolName: u.Meta.ToolName},
+		Output:        u.Meta.ShellOutput.Chunk,
+		SessionUpdate: sessionUpdateShellOutput,
+		ToolCallID:    u.ToolCallID,
+	})
+	if err != nil {
+		return nil
+	}
+	return out
+}

@@ -275,8 +275,8 @@ type newSessionResponse struct {
 	ClientID        string `json:"clientId"`
 	CreatedAt       string `json:"createdAt"`
 	HasActivePrompt *bool  `json:"hasActivePrompt,omitempty"`
-	// HasRunningBackgroundTasks is always false: background shell tasks
-	// live in the child, which the daemon does not ask.
+	// HasRunningBackgroundTasks: a background shell process the session
+	// started runs, as its child last reported (methodSessionBackground).
 	HasRunningBackgroundTasks *bool `json:"hasRunningBackgroundTasks,omitempty"`
 }
 
@@ -380,7 +380,7 @@ func (d *daemon) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	res := newSessionResponse{SessionID: o.s.id, WorkspaceCwd: ws, Attached: o.attached, ClientID: o.clientID,
 		CreatedAt: o.createdAtTime.UTC().Format(createdAtLayout)}
 	if o.attached {
-		background := false
+		background := o.s.backgroundRunning()
 		res.HasActivePrompt, res.HasRunningBackgroundTasks = &o.activePrompt, &background
 	}
 	writeHostJSON(w, http.StatusOK, res)

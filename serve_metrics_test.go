@@ -268,9 +268,11 @@ func BenchmarkServeUpdateBookkeeping(b *testing.B) {
 		}
 	}()
 	diff := &fileDiff{Path: "/w/out.txt", New: "1"}
+	head := &toolHead{id: "call_1", title: "WriteFile out.txt", kind: "edit", toolName: "write_file",
+		rawInput: []byte(`{"content":"1","file_path":"/w/out.txt"}`), locations: []toolLocation{{Path: "/w/out.txt"}}}
 	updates := [][]byte{
-		toolPendingUpdate("call_1", "WriteFile out.txt", "edit", "write_file", []byte(`{"content":"1","file_path":"/w/out.txt"}`), diff),
-		toolRunningUpdate("call_1", "write_file"),
+		toolPendingUpdate(head, diff),
+		toolRunningUpdate(head),
 		toolFinishUpdate("call_1", "write_file", "completed", "Wrote 1 byte to /w/out.txt.", diff, []byte(`{"output":"Wrote 1 byte to /w/out.txt."}`)),
 	}
 	b.ReportAllocs()

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,7 +53,31 @@ type hostSession struct {
 	// resolvedPerms are the newest permission requests resolved, at most
 	// maxResolvedPerms: a late vote for one is told on the stream.
 	resolvedPerms []string
+
+	// background is the child's newest report of the session's background
+	// shell processes (methodSessionBackground): its seq shifted left by
+	// one, and 1 when some run.
+	background atomic.Uint64
 }
+
+// noteBackground keeps the child's report numbered seq unless a newer one
+// was kept: reports sent from different goroutines may arrive out of order.
+func (s *hostSession) noteBackground(seq uint64, running bool) {
+	v := seq << 1
+	if running {
+		v |= 1
+	}
+	for {
+		old := s.background.Load()
+		if old>>1 >= seq || s.background.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// backgroundRunning reports whether a background shell process of the
+// session runs, as its child last said.
+func (s *hostSession) backgroundRunning() bool { return s.background.Load()&1 == 1 }
 
 // maxResolvedPerms bounds the resolved request ids a session remembers.
 const maxResolvedPerms = 64

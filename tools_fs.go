@@ -223,7 +223,7 @@ func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolR
 		}
 		return failed(errTypeExecutionFailed, "write file: %v", err)
 	}
-	res := completed(fmt.Sprintf("Wrote %d bytes to %s", len(content), p), map[string]any{"path": p, "bytes": len(content)})
+	res := completed(fmt.Sprintf("Wrote %d bytes to %s", len(content), p), fileResult(p, d, true, map[string]any{"path": p, "bytes": len(content)}))
 	res.Diff = d
 	return res
 }
@@ -297,12 +297,13 @@ func execEdit(ctx context.Context, env *toolEnv, args map[string]any) toolResult
 		}
 		return failed(errTypeExecutionFailed, "edit: %v", err)
 	}
+	d := plan.bounded()
 	if plan.Old == nil {
-		res = completed("Created "+p, map[string]any{"path": p, "created": true})
+		res = completed("Created "+p, fileResult(p, d, false, map[string]any{"path": p, "created": true}))
 	} else {
-		res = completed(fmt.Sprintf("Replaced %d occurrence(s) in %s", plan.replaced, p), map[string]any{"path": p, "replacements": plan.replaced})
+		res = completed(fmt.Sprintf("Replaced %d occurrence(s) in %s", plan.replaced, p), fileResult(p, d, false, map[string]any{"path": p, "replacements": plan.replaced}))
 	}
-	res.Diff = plan.bounded()
+	res.Diff = d
 	return res
 }
 
@@ -341,7 +342,8 @@ func planEdit(p string, args map[string]any, data []byte, readErr error) (*fileD
 const maxDiffTextBytes = 256 << 10
 
 // fileDiff is a change edit or write_file proposes or made: the ACP diff
-// content of the call. Old is nil for a file that does not exist yet.
+// content of the call. Old is nil for a file that does not exist yet; the
+// client is sent "" for it (oldText).
 type fileDiff struct {
 	Path     string // absolute, as normalized
 	Old      *string

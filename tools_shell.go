@@ -1,12 +1,14 @@
 // tools_shell.go owns run_shell_command: bash -c in its own process group,
-// in the foreground with a timeout or in the background set of the session,
-// and its result text and rawOutput in Qwen Code's layout.
+// in the foreground with a timeout (its output shown live, tools_shell_live.go)
+// or in the background set of the session, and its result text and rawOutput
+// in Qwen Code's layout.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -44,7 +46,12 @@ func execShell(ctx context.Context, env *toolEnv, args map[string]any) toolResul
 	}
 	timeout := time.Duration(argInt(args, "timeout", shellDefaultTimeoutMS)) * time.Millisecond
 	out := &limitedBuffer{max: maxToolOutput}
-	timedOut, err := runGroup(ctx, cmd, env.Sandbox, out, nil, timeout, nil)
+	var sink io.Writer = out
+	if live := startLiveOutput(env); live != nil {
+		sink = io.MultiWriter(out, live)
+		defer live.close()
+	}
+	timedOut, err := runGroup(ctx, cmd, env.Sandbox, sink, nil, timeout, nil)
 	command := argStr(args, "command")
 	raw := shellRawOutput{Type: "shell_result", Version: 1, Directory: cmd.Dir, Notices: []string{}, OutputFiles: []string{}}
 	if err != nil {
@@ -232,31 +239,61 @@ type processSet struct {
 	groups map[*procGroup]struct{}
 	closed bool
 	wg     sync.WaitGroup // one per started process, done once it is reaped
+
+	// notify, when set before the first start, hears each change between
+	// none running and some running, numbered from 1 in the order they
+	// happened: calls from different goroutines may cross, the highest
+	// seq is the newest. The change to running is heard before start
+	// returns.
+	notify func(running bool, seq uint64)
+	seq    uint64
 }
 
 // start starts cmd in its own process group in sb and tracks it until it
 // exits. Its output goes nowhere: nobody would read it.
 func (p *processSet) start(cmd *exec.Cmd, sb *sandboxSession) (int, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return 0, errors.New("the session is ending; no new background process starts")
 	}
 	g, err := startGroup(cmd, sb, nil)
 	if err != nil {
+		p.mu.Unlock()
 		return 0, err
 	}
 	if p.groups == nil {
 		p.groups = make(map[*procGroup]struct{})
 	}
 	p.groups[g] = struct{}{}
+	seq := p.changedLocked(len(p.groups) == 1)
 	p.wg.Go(func() {
 		<-g.exited
 		p.mu.Lock()
 		delete(p.groups, g)
+		seq := p.changedLocked(len(p.groups) == 0)
 		p.mu.Unlock()
+		p.tell(false, seq)
 	})
+	p.mu.Unlock()
+	p.tell(true, seq)
 	return cmd.Process.Pid, nil
+}
+
+// changedLocked numbers a change when changed is true: 0 for none.
+func (p *processSet) changedLocked(changed bool) uint64 {
+	if !changed || p.notify == nil {
+		return 0
+	}
+	p.seq++
+	return p.seq
+}
+
+// tell hands notify the change numbered seq, if there was one.
+func (p *processSet) tell(running bool, seq uint64) {
+	if seq != 0 {
+		p.notify(running, seq)
+	}
 }
 
 // killAll ends every tracked process group, refuses new ones, and waits

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -252,4 +253,141 @@ func TestBackgroundExitsByItself(t *testing.T) {
 		sleepBriefly()
 	}
 	t.Error("exited background process still tracked")
+}
+
+// liveCommand prints a line, waits for the test's signal on the FIFO go1,
+// prints a second, and waits on go2: each line can only be shown while the
+// command runs, and the test sees it before letting the next be printed.
+const liveCommand = `echo line-one; read x < go1; echo line-two; read x < go2`
+
+// liveFIFOs makes the two FIFOs of liveCommand in dir and returns the
+// function that lets it past one.
+func liveFIFOs(t *testing.T, dir string) func(name string) {
+	t.Helper()
+	for _, name := range []string{"go1", "go2"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(name string) {
+		t.Helper()
+		// Opening for writing waits for the command's read to open it.
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("go\n")
+		f.Close()
+	}
+}
+
+// An ACP client sees a running command's output as it is printed: each
+// line arrives in a tool_call_update in_progress while the command waits
+// before the next; the final result is the whole output, as before.
+func TestShellLiveOutputACP(t *testing.T) {
+	c := startACP(t, nil, nil)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	dir := t.TempDir()
+	signal := liveFIFOs(t, dir)
+	sid := c.newYoloSession(dir)
+	done := c.start(methodSessionPrompt, promptParams(sid, shellCall(liveCommand, false), ""))
+	// live is what the live updates showed: the chunks and the last
+	// content (the end of the output so far).
+	live := func() (chunks, content string) {
+		for _, u := range c.sessionUpdates(sid) {
+			so, ok := u.Meta[metaShellOutput].(map[string]any)
+			if !ok {
+				continue
+			}
+			if u.SessionUpdate != "tool_call_update" || u.Status != "in_progress" {
+				t.Errorf("live output in %s %s", u.SessionUpdate, u.Status)
+			}
+			chunk, _ := so["chunk"].(string)
+			chunks, content = chunks+chunk, u.Text
+		}
+		return chunks, content
+	}
+	for _, step := range []struct{ want, next, signal string }{
+		{"line-one\n", "line-two", "go1"},
+		{"line-one\nline-two\n", "", "go2"},
+	} {
+		c.waitFor("live output "+strconv.Quote(step.want), func([]acpRequest, []json.RawMessage) bool {
+			chunks, _ := live()
+			return chunks == step.want
+		})
+		if chunks, content := live(); content != step.want || step.next != "" && strings.Contains(chunks, step.next) {
+			t.Errorf("live output before %s: chunks %q, content %q, want %q", step.signal, chunks, content, step.want)
+		}
+		signal(step.signal)
+	}
+	if r := <-done; r.Error != nil {
+		t.Fatalf("prompt: %v", r.Error)
+	}
+	ups := c.sessionUpdates(sid)
+	last := ups[len(ups)-1]
+	for _, u := range slices.Backward(ups) {
+		if u.SessionUpdate == "tool_call_update" {
+			last = u
+			break
+		}
+	}
+	if last.Status != "completed" || last.RawOutput["output"] != "line-one\nline-two" {
+		t.Errorf("final update = %s %v, want completed with the whole output", last.Status, last.RawOutput)
+	}
+}
+
+// A serve host sees a running command's output as Qwen Code's live output
+// events: session_update shell_output, whose output chunks it appends,
+// each line before the next is printed.
+func TestShellLiveOutputServe(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "decisions.jsonl"))
+	sp := startServe(t, args, tokenEnv)
+	signal := liveFIFOs(t, ws)
+	id := sp.newSession(t, "")
+	stream := sp.openEvents(t, id, "")
+	promptID := sp.prompt(t, id, shellCall(liveCommand, false))
+	var shown strings.Builder
+	liveUntil := func(want string) func(sseEvent) bool {
+		return func(ev sseEvent) bool {
+			if ev.typ != eventSessionUpdate {
+				return false
+			}
+			var d struct {
+				Update struct {
+					SessionUpdate string `json:"sessionUpdate"`
+					Output        string `json:"output"`
+					ToolCallID    string `json:"toolCallId"`
+					Meta          struct {
+						ToolName    string `json:"toolName"`
+						ShellOutput any    `json:"shellOutput"`
+					} `json:"_meta"`
+				} `json:"update"`
+			}
+			if err := json.Unmarshal(parseEnvelope(t, ev).Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Update.Meta.ShellOutput != nil {
+				t.Errorf("a host was sent the child's live update: %s", ev.data)
+			}
+			if d.Update.SessionUpdate != sessionUpdateShellOutput {
+				return false
+			}
+			if d.Update.ToolCallID == "" || d.Update.Meta.ToolName != toolShell {
+				t.Errorf("shell_output = %s, want its call and tool", ev.data)
+			}
+			shown.WriteString(d.Update.Output)
+			return shown.String() == want
+		}
+	}
+	readSSE(t, stream, liveUntil("line-one\n"))
+	signal("go1")
+	readSSE(t, stream, liveUntil("line-one\nline-two\n"))
+	signal("go2")
+	evs := readSSE(t, stream, untilTurnEnd(promptID))
+	ups := toolUpdates(t, evs)
+	if len(ups) == 0 || ups[len(ups)-1].Status != "completed" || !strings.Contains(string(ups[len(ups)-1].RawOutput), `"output":"line-one\nline-two"`) {
+		t.Errorf("final update = %+v, want completed with the whole output", ups)
+	}
 }
