@@ -311,8 +311,19 @@ func TestShellLiveOutputACP(t *testing.T) {
 		{"line-one\n", "line-two", "go1"},
 		{"line-one\nline-two\n", "", "go2"},
 	} {
-		c.waitFor("live output "+strconv.Quote(step.want), func([]acpRequest, []json.RawMessage) bool {
-			chunks, _ := live()
+		c.waitFor("live output "+strconv.Quote(step.want), func(_ []acpRequest, updates []json.RawMessage) bool {
+			chunks := ""
+			for _, raw := range updates {
+				var p struct {
+					Update struct {
+						Meta struct {
+							ShellOutput liveOutputMeta `json:"shellOutput"`
+						} `json:"_meta"`
+					} `json:"update"`
+				}
+				json.Unmarshal(raw, &p)
+				chunks += p.Update.Meta.ShellOutput.Chunk
+			}
 			return chunks == step.want
 		})
 		if chunks, content := live(); content != step.want || step.next != "" && strings.Contains(chunks, step.next) {
