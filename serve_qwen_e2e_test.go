@@ -85,6 +85,7 @@ func eventKind(t *testing.T, ev sseEvent) string {
 	}
 	switch {
 	case u.SessionUpdate == "available_commands_update", u.SessionUpdate == "usage_update",
+		u.SessionUpdate == sessionUpdateShellOutput, // a running command's output, as it comes
 		u.SessionUpdate == "agent_message_chunk" && text.Text == "":
 		return ""
 	case u.SessionUpdate == "tool_call_update":
@@ -195,6 +196,37 @@ func TestServeQwenHostSequence(t *testing.T) {
 	yolo := created.SessionID
 	stream := sp.openEvents(t, yolo, "")
 
+	// The documents a host reads first: Qwen Code's keys, acpguard's own
+	// beside them.
+	wantHas := func(what string, r hostResponse, keys ...string) {
+		t.Helper()
+		got := bodyKeys(t, r)
+		for _, k := range keys {
+			if !slices.Contains(got, k) {
+				t.Errorf("%s lacks Qwen Code's %q (keys %v)", what, k, got)
+			}
+		}
+	}
+	caps := sp.do(t, "GET", "/capabilities", "")
+	wantHas("GET /capabilities", caps, "v", "protocolVersions", "qwenCodeVersion", "mode", "features", "modelServices",
+		"workspaceCwd", "transports", "policy", "limits", "workspaces", "supportedLanguages")
+	var c struct {
+		Features   []string                     `json:"features"`
+		Limits     map[string]json.RawMessage   `json:"limits"`
+		Workspaces []map[string]json.RawMessage `json:"workspaces"`
+	}
+	json.Unmarshal(caps.body, &c)
+	if !slices.Contains(c.Features, "permission_vote") || len(c.Workspaces) != 1 || c.Limits["maxSessionsPerWorkspace"] == nil {
+		t.Errorf("GET /capabilities = %s, want permission_vote, one workspace, Qwen Code's limit names", caps.body)
+	}
+	for _, w := range c.Workspaces {
+		if got := slices.Sorted(maps.Keys(w)); !slices.Equal(got, []string{"cwd", "id", "primary", "removable", "trusted", "workflowsEnabled"}) {
+			t.Errorf("workspace keys = %v, want Qwen Code's", got)
+		}
+	}
+	wantHas("GET /daemon/status", sp.do(t, "GET", "/daemon/status", ""), "v", "detail", "generatedAt", "status", "issues",
+		"daemon", "security", "limits", "capabilities", "runtime")
+
 	// turn runs one prompt as hostA and returns its events, after the echo.
 	turn := func(t *testing.T, stream *bufio.Reader, id, text string, during func(evs []sseEvent) bool, act func(evs []sseEvent)) (string, []sseEvent) {
 		t.Helper()
@@ -242,6 +274,40 @@ func TestServeQwenHostSequence(t *testing.T) {
 		if !fileExists(filepath.Join(ws, "peer-marker.txt")) {
 			t.Error("the allowed command did not run")
 		}
+		ups := turnUpdates(t, evs)
+		for _, kind := range []string{"tool_call", "tool_call_update in_progress", "tool_call_update completed"} {
+			wantQwenKeys(t, kind, ups[kind])
+		}
+	})
+	t.Run("file tool yolo", func(t *testing.T) {
+		_, evs := turn(t, stream, yolo, `call write_file {"file_path":"qwen-file.txt","content":"x\n"}`, nil, nil)
+		check(t, "allowed", evs)
+		ups := turnUpdates(t, evs)
+		for _, kind := range []string{"tool_call", "tool_call_update in_progress", "tool_call_update completed"} {
+			wantQwenKeys(t, kind, ups[kind])
+		}
+		path := filepath.Join(ws, "qwen-file.txt")
+		var call struct {
+			Locations []toolLocationJSON `json:"locations"`
+			Meta      map[string]string  `json:"_meta"`
+		}
+		json.Unmarshal(ups["tool_call"], &call)
+		if len(call.Locations) != 1 || call.Locations[0].Path != path || call.Meta["provenance"] != "builtin" || call.Meta["phase"] != "preparing" {
+			t.Errorf("tool_call = %s, want the file's location, provenance builtin, phase preparing", ups["tool_call"])
+		}
+		var done struct {
+			Content   json.RawMessage            `json:"content"`
+			RawOutput map[string]json.RawMessage `json:"rawOutput"`
+		}
+		json.Unmarshal(ups["tool_call_update completed"], &done)
+		for _, k := range qwenFileResultKeys {
+			if _, ok := done.RawOutput[k]; !ok {
+				t.Errorf("completed rawOutput lacks Qwen Code's %q: %s", k, ups["tool_call_update completed"])
+			}
+		}
+		if d := diffsOf(t, done.Content); len(d) != 1 || *d[0].OldText != "" || d[0].NewText != "x\n" {
+			t.Errorf("completed diff = %+v, want a new file's: oldText \"\"", d)
+		}
 	})
 	t.Run("denied by the guard yolo", func(t *testing.T) {
 		_, evs := turn(t, stream, yolo, shellCall("echo deny-me > denied.txt", false), nil, nil)
@@ -273,6 +339,9 @@ func TestServeQwenHostSequence(t *testing.T) {
 	t.Run("permission round allow", func(t *testing.T) {
 		_, evs := turn(t, permStream, perm, shellCall("echo allowed > voted.txt", false), isRequest, func(evs []sseEvent) {
 			requestOf(t, evs)
+			var req permissionRequestEvent
+			json.Unmarshal(parseEnvelope(t, evs[len(evs)-1]).Data, &req)
+			wantQwenKeys(t, "permission_request toolCall", req.ToolCall)
 			// The session-less route, as another client.
 			wantReply(t, "POST /permission/:requestId", sp.do(t, "POST", "/permission/"+requestID, `{"outcome":{"outcome":"selected","optionId":"proceed_once"}}`, asB...), 200, "")
 		})
@@ -361,6 +430,59 @@ func TestServeQwenHostSequence(t *testing.T) {
 	if t.Failed() {
 		t.Logf("serve stderr:\n%s", sp.stderr.String())
 	}
+}
+
+// qwenUpdateKeys are the members of Qwen Code 0.24.4's tool updates and
+// of a permission request's toolCall, and of their _meta, as recorded.
+var qwenUpdateKeys = map[string]struct{ keys, meta []string }{
+	"tool_call":                    {[]string{"_meta", "content", "kind", "locations", "rawInput", "sessionUpdate", "status", "title", "toolCallId"}, []string{"phase", "provenance", "toolName"}},
+	"tool_call_update in_progress": {[]string{"_meta", "content", "kind", "locations", "rawInput", "sessionUpdate", "status", "title", "toolCallId"}, []string{"provenance", "toolName"}},
+	"tool_call_update completed":   {[]string{"_meta", "content", "rawOutput", "sessionUpdate", "status", "toolCallId"}, []string{"provenance", "toolName"}},
+	"permission_request toolCall":  {[]string{"_meta", "content", "kind", "locations", "rawInput", "status", "title", "toolCallId"}, []string{"toolName"}},
+}
+
+// qwenFileResultKeys are the keys of Qwen Code's file result in a
+// completed write_file's or edit's rawOutput.
+var qwenFileResultKeys = []string{"fileDiff", "fileName", "filePath", "originalContent", "newContent", "diffStat"}
+
+// wantQwenKeys checks that obj, a tool update or a toolCall, has exactly
+// the members Qwen Code's of kind has, and its _meta at least Qwen's.
+func wantQwenKeys(t *testing.T, kind string, obj json.RawMessage) {
+	t.Helper()
+	want := qwenUpdateKeys[kind]
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		t.Fatalf("%s %s: %v", kind, obj, err)
+	}
+	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, want.keys) {
+		t.Errorf("%s keys = %v, want Qwen Code's %v", kind, got, want.keys)
+	}
+	var meta map[string]json.RawMessage
+	json.Unmarshal(m["_meta"], &meta)
+	for _, k := range want.meta {
+		if _, ok := meta[k]; !ok {
+			t.Errorf("%s _meta = %s, lacks Qwen Code's %q", kind, m["_meta"], k)
+		}
+	}
+}
+
+// turnUpdates are the raw updates of a turn's session_update events, by
+// eventKind, the first of each kind.
+func turnUpdates(t *testing.T, evs []sseEvent) map[string]json.RawMessage {
+	t.Helper()
+	out := map[string]json.RawMessage{}
+	for _, ev := range evs {
+		k := eventKind(t, ev)
+		if ev.typ != eventSessionUpdate || k == "" || out[k] != nil {
+			continue
+		}
+		var d struct {
+			Update json.RawMessage `json:"update"`
+		}
+		json.Unmarshal(parseEnvelope(t, ev).Data, &d)
+		out[k] = d.Update
+	}
+	return out
 }
 
 // failedText is the text of the turn's failed tool_call_update, "" when

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -188,5 +189,49 @@ func TestServeSessionApprovalMode(t *testing.T) {
 	readSSE(t, stream, untilTurnEnd(pid))
 	if fileExists(filepath.Join(ws, "auto.txt")) {
 		t.Error("a write rejected in auto ran")
+	}
+}
+
+// An attach says hasRunningBackgroundTasks true while a background shell
+// process of the session runs, and false once it ended by itself.
+func TestServeAttachSeesBackgroundTasks(t *testing.T) {
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "decisions.jsonl"))
+	sp := startServe(t, args, tokenEnv)
+	if err := syscall.Mkfifo(filepath.Join(ws, "bg-go"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	attach := func() bool {
+		t.Helper()
+		res, _ := createSession(t, &sp.testDaemon, "")
+		if res.HasRunningBackgroundTasks == nil {
+			t.Fatalf("attach without hasRunningBackgroundTasks: %+v", res)
+		}
+		return *res.HasRunningBackgroundTasks
+	}
+	created, _ := createSession(t, &sp.testDaemon, "")
+	if attach() {
+		t.Error("hasRunningBackgroundTasks true before any background process")
+	}
+	_, evs := sp.runTurn(t, created.SessionID, shellCall("read x < bg-go", true))
+	if ups := toolUpdates(t, evs); len(ups) == 0 || ups[len(ups)-1].Status != "completed" {
+		t.Fatalf("background call updates = %+v", ups)
+	}
+	if !attach() {
+		t.Error("hasRunningBackgroundTasks false while the background process waits")
+	}
+	f, err := os.OpenFile(filepath.Join(ws, "bg-go"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("go\n")
+	f.Close()
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
+	for attach() {
+		if time.Now().After(deadline) {
+			t.Fatal("hasRunningBackgroundTasks still true after the background process ended")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
