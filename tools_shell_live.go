@@ -64,12 +64,10 @@ func startLiveOutput(env *toolEnv) *liveOutput {
 func (l *liveOutput) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	l.tail = keepLast(append(l.tail, p...), liveOutputBytes)
-	n := len(l.pending) + len(p)
 	l.pending = append(l.pending, p...)
-	if n > liveOutputBytes {
-		l.skipped += int64(len(l.pending) - liveOutputBytes)
-		l.pending = keepLast(l.pending, liveOutputBytes)
-	}
+	n := len(l.pending)
+	l.pending = keepLast(l.pending, liveOutputBytes)
+	l.skipped += int64(n - len(l.pending))
 	l.mu.Unlock()
 	select {
 	case l.wake <- struct{}{}:

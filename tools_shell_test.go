@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestShell(t *testing.T) {
@@ -401,4 +402,56 @@ func TestShellLiveOutputServe(t *testing.T) {
 	if len(ups) == 0 || ups[len(ups)-1].Status != "completed" || !strings.Contains(string(ups[len(ups)-1].RawOutput), `"output":"line-one\nline-two"`) {
 		t.Errorf("final update = %+v, want completed with the whole output", ups)
 	}
+}
+
+// liveRecorder keeps what a live view handed over.
+type liveRecorder struct {
+	chunks, tails []string
+	skipped       []int64
+}
+
+func (r *liveRecorder) toolOutput(chunk, tail string, skipped int64) {
+	r.chunks, r.tails, r.skipped = append(r.chunks, chunk), append(r.tails, tail), append(r.skipped, skipped)
+}
+
+// The live view never hands over more than liveOutputBytes, counts what it
+// left out, and never splits a rune: a rune's first bytes wait for the rest.
+func TestShellLiveOutputBounds(t *testing.T) {
+	big := strings.Repeat("é", liveOutputBytes) // twice the bound, in two-byte runes
+	for _, tt := range []struct {
+		name        string
+		writes      []string
+		wantChunks  []string
+		wantSkipped []int64
+	}{
+		{"small", []string{"a\n", "b\n"}, []string{"a\n", "b\n"}, []int64{0, 0}},
+		{"over the bound keeps the end", []string{"x" + big}, []string{big[len(big)-liveOutputBytes:]}, []int64{liveOutputBytes + 1}},
+		{"a split rune waits", []string{"a\xc3", "\xa9b"}, []string{"a", "éb"}, []int64{0, 0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &liveRecorder{}
+			l := &liveOutput{obs: rec, wake: make(chan struct{}, 1)}
+			for _, w := range tt.writes {
+				l.Write([]byte(w))
+				l.handOver()
+			}
+			if !slices.Equal(rec.chunks, tt.wantChunks) || !slices.Equal(rec.skipped, tt.wantSkipped) {
+				t.Errorf("chunks %d %q..., skipped %v; want %d, skipped %v", len(rec.chunks), firstBytes(rec.chunks, 16), rec.skipped, len(tt.wantChunks), tt.wantSkipped)
+			}
+			for i, tail := range rec.tails {
+				if len(tail) > liveOutputBytes || !utf8.ValidString(tail) || !utf8.ValidString(rec.chunks[i]) {
+					t.Errorf("hand-over %d: tail of %d bytes (valid %v), chunk valid %v", i, len(tail), utf8.ValidString(tail), utf8.ValidString(rec.chunks[i]))
+				}
+			}
+		})
+	}
+}
+
+// firstBytes is the first n bytes of each text, for an error message.
+func firstBytes(texts []string, n int) []string {
+	var out []string
+	for _, s := range texts {
+		out = append(out, s[:min(n, len(s))])
+	}
+	return out
 }
