@@ -744,8 +744,10 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	s.background.notify = func(running bool, seq uint64) {
 		// An extension notification a client that does not know it
 		// ignores; serve reads it (DESIGN.md §7).
+		// At the session's or the agent's end the connection may be gone
+		// and nobody asks any more: a failed send is no warning.
 		if err := a.conn.notify(methodSessionBackground, sessionBackgroundParams{SessionID: id, Running: running, Seq: seq}); err != nil {
-			a.log.Warn("send "+methodSessionBackground, "session", id, "err", err)
+			a.log.Debug("send "+methodSessionBackground, "session", id, "err", err)
 		}
 	}
 	var err error
