@@ -3355,15 +3355,17 @@ func hookLogger(t *testing.T, dir string, answers map[string]string, events ...s
 	return hooks
 }
 
-// hookLog returns the inputs the logger's hooks of event read, in order.
+// hookLog returns the inputs the logger's hooks of event read, in order:
+// the lines written whole, since a hook may be writing one now.
 func hookLog(t *testing.T, cwd, event string) []map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(cwd, "hooklog", event+".jsonl"))
 	if err != nil {
 		return nil
 	}
+	lines := strings.Split(string(data), "\n")
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	for _, line := range lines[:len(lines)-1] {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("%s hook input %q: %v", event, line, err)
