@@ -375,6 +375,9 @@ func newACPAgent(sys *system, opts acpOptions) (*agent, error) {
 	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
 		return nil, usagef("settings: %v", err)
 	}
+	// The variables the start settings' headers name are secrets from the
+	// start: no child of any session receives them.
+	sys.env.hideSecrets(mcpHeaderSecrets(a.mcpSettings)...)
 	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
 	a.settingsRequired = opts.Guard.required() || sys.env.privateGuard != ""
 	a.settingsCache = newSettingsCache(opts.SettingsSources, opts.SettingsOptions, func(l *settingsLoad) (*sessionSettings, error) {
@@ -617,7 +620,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	caps := map[string]any{
 		"loadSession":         a.history != nil,
 		"promptCapabilities":  map[string]bool{"image": true, "audio": false, "embeddedContext": false},
-		"mcpCapabilities":     map[string]bool{"http": false, "sse": false},
+		"mcpCapabilities":     map[string]bool{"http": true, "sse": true},
 		"sessionCapabilities": map[string]any{"close": map[string]any{}},
 	}
 	meta := map[string]any{}
