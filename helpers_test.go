@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
@@ -3575,4 +3576,111 @@ func startRemoteForTest(t *testing.T, cfg mcpServerConfig, env *procEnv) (*mcpSe
 		t.Cleanup(func() { s.stop(errSessionEnded) })
 	}
 	return s, tools, err
+}
+
+// everythingServer is @modelcontextprotocol/server-everything (pinned in
+// testdata/mcpremote) in one of its HTTP modes, listening on a Unix socket
+// of the test's own (it binds no other address it could be given), with a
+// recording proxy on 127.0.0.1 in front: the proxy's URL is the server's.
+type everythingServer struct {
+	url string // the proxy's base URL
+
+	mu       sync.Mutex
+	received []everythingMessage
+}
+
+// everythingMessage is one JSON-RPC message the server received.
+type everythingMessage struct {
+	method string // "" for an answer
+	tool   string // a tools/call's name
+	body   string
+	header http.Header
+}
+
+// startEverything starts the server in mode ("streamableHttp" or "sse").
+func startEverything(t *testing.T, mode string) *everythingServer {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	const pkg = "testdata/mcpremote/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+	_, pkgErr := os.Stat(pkg)
+	if err != nil || pkgErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must run this test: node %v, server %v", err, pkgErr)
+		}
+		t.Skip("node or server-everything is not installed: npm ci --prefix testdata/mcpremote")
+	}
+	sock := filepath.Join(t.TempDir(), "everything.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, filepath.Base(filepath.Dir(pkg))+"/index.js", mode)
+	cmd.Dir = filepath.Dir(filepath.Dir(pkg))
+	// Express's listen takes a PORT that is not a number as a socket path.
+	cmd.Env = append(os.Environ(), "PORT="+sock)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); cmd.Wait() })
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
+	for !fileExists(sock) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything did not listen on %s:\n%s", sock, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e := &everythingServer{}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host = "http", "everything"
+		},
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}},
+		FlushInterval: -1,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				Method string `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			json.Unmarshal(body, &m)
+			e.mu.Lock()
+			e.received = append(e.received, everythingMessage{method: m.Method, tool: m.Params.Name, body: string(body), header: r.Header.Clone()})
+			e.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+// toolCalls returns the tools/call names the server received, in order.
+func (e *everythingServer) toolCalls() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, m := range e.received {
+		if m.method == mcpMethodToolsCall {
+			out = append(out, m.tool)
+		}
+	}
+	return out
+}
+
+// headerValues returns every value of header name the server received.
+func (e *everythingServer) headerValues(name string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, m := range e.received {
+		out = append(out, m.header.Values(name)...)
+	}
+	return out
 }

@@ -215,7 +215,9 @@ func (r *mcpRemote) deliverEvents(events *mcpEventReader) error {
 			}
 			return err
 		}
-		if ev.Type != sseEventMessage {
+		// An event of no data is a stream's priming event (an id to resume
+		// from, MCP 2025-11-25), not a message.
+		if ev.Type != sseEventMessage || strings.TrimSpace(ev.Data) == "" {
 			continue
 		}
 		if err := r.in.deliver([]byte(ev.Data)); err != nil {

@@ -374,7 +374,7 @@ func readSettingsLayer(path string, lookup func(string) (string, bool), must boo
 		return fail(err)
 	}
 	warnings = migrateLegacySettings(obj, path)
-	late := detachHookLateValues(obj)
+	late := detachLateValues(obj)
 	expandSettingsEnv(obj, lookup)
 	late()
 	return obj, raw, warnings, nil
@@ -508,15 +508,30 @@ func expandSettingsEnv(v any, lookup func(string) (string, bool)) any {
 // header could otherwise carry any variable of the environment.
 var hookLateKeys = []string{"url", "headers"}
 
-// detachHookLateValues takes the hookLateKeys values of every hook out of
-// obj, a settings file's object, and returns what puts them back.
-func detachHookLateValues(obj map[string]any) (restore func()) {
+// mcpLateKeys are the keys of an MCP server whose variables the remote
+// client replaces when it connects (mcp_remote.go), which holds each
+// variable named out of every child's environment: it could not with the
+// value already in place.
+var mcpLateKeys = []string{"headers"}
+
+// detachLateValues takes the hookLateKeys values of every hook and the
+// mcpLateKeys values of every MCP server out of obj, a settings file's
+// object, and returns what puts them back.
+func detachLateValues(obj map[string]any) (restore func()) {
 	type kept struct {
-		hook map[string]any
-		key  string
-		val  any
+		owner map[string]any
+		key   string
+		val   any
 	}
 	var all []kept
+	detach := func(owner map[string]any, keys []string) {
+		for _, k := range keys {
+			if v, ok := owner[k]; ok {
+				all = append(all, kept{owner, k, v})
+				delete(owner, k)
+			}
+		}
+	}
 	events, _ := obj["hooks"].(map[string]any)
 	for _, list := range events {
 		matchers, _ := list.([]any)
@@ -525,18 +540,19 @@ func detachHookLateValues(obj map[string]any) (restore func()) {
 			hooks, _ := mm["hooks"].([]any)
 			for _, h := range hooks {
 				hm, _ := h.(map[string]any)
-				for _, k := range hookLateKeys {
-					if v, ok := hm[k]; ok {
-						all = append(all, kept{hm, k, v})
-						delete(hm, k)
-					}
-				}
+				detach(hm, hookLateKeys)
 			}
+		}
+	}
+	servers, _ := obj["mcpServers"].(map[string]any)
+	for _, e := range servers {
+		if entry, ok := e.(map[string]any); ok {
+			detach(entry, mcpLateKeys)
 		}
 	}
 	return func() {
 		for _, k := range all {
-			k.hook[k.key] = k.val
+			k.owner[k.key] = k.val
 		}
 	}
 }

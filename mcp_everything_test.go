@@ -1,0 +1,95 @@
+// mcp_everything_test.go drives the reference MCP server,
+// @modelcontextprotocol/server-everything, over both remote transports
+// through a real acpguard acp, with a recording proxy on the server's side.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// One allowed call runs once and its result reaches the client; a denied
+// call sends no tools/call; the header's secret reaches the server and no
+// child's environment, event or log line; from settings ($VAR expanded) and
+// from session/new.
+func TestRemoteMCPEverything(t *testing.T) {
+	modes := []struct{ mode, transport, settingsKey, path string }{
+		{"streamableHttp", mcpTransportHTTP, "httpUrl", "/mcp"},
+		{"sse", mcpTransportSSE, "url", "/sse"},
+	}
+	for _, m := range modes {
+		for _, source := range []string{"settings", "session/new"} {
+			t.Run(m.mode+" from "+source, func(t *testing.T) {
+				e := startEverything(t, m.mode)
+				const secret = "rmcp-header-secret-5b1f0e"
+				dir := t.TempDir()
+				policy := filepath.Join(t.TempDir(), "policy.json")
+				mustWrite(t, policy, `{"rules":[{"tool":"mcp__everything__echo","decision":"allow"},{"tool":"run_shell_command","decision":"allow"}],"default":"deny","defaultReason":"not this one"}`)
+				p := startRefProvider(t, providerOptions{PolicyFile: policy})
+				h := newHelperServer(t, "helper") // a stdio child whose environment is read
+				args := append([]string{"--external-tool-guard-mode=required", "--external-tool-guard-endpoint=" + p.url}, h.writable()...)
+				env := append(isolatedSettingsEnv(t), envGuardToken+"="+providerTestToken)
+				entries := []map[string]any{h.acpEntry(t)}
+				if source == "settings" {
+					settings, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": map[string]any{
+						m.settingsKey: e.url + m.path, "headers": map[string]string{"X-Test-Secret": "Bearer ${RMCP_TEST_SECRET}"}}}})
+					args = append(args, "--settings", writeSettings(t, string(settings)))
+					env = append(env, "RMCP_TEST_SECRET="+secret)
+				} else {
+					entries = append(entries, map[string]any{"type": m.transport, "name": "everything", "url": e.url + m.path,
+						"headers": []map[string]string{{"name": "X-Test-Secret", "value": "Bearer " + secret}}})
+				}
+				c := startACP(t, nil, args, env...)
+				c.mustCall(methodInitialize, initializeParams(""), nil)
+				sid := newMCPSession(t, c, dir, entries...)
+				c.prompt(sid, "call mcp__everything__echo {\"message\":\"hi there\"}\n"+
+					"call mcp__everything__get-sum {\"a\":1,\"b\":2}\n"+
+					"call run_shell_command {\"command\":\"cat /proc/self/environ > shell-environ\"}", "")
+
+				ups := c.sessionUpdates(sid)
+				if got := agentText(ups); got != "mcp__everything__echo: completed\nmcp__everything__get-sum: denied\nrun_shell_command: completed\n" {
+					t.Errorf("model answer = %q", got)
+				}
+				if got := e.toolCalls(); !slices.Equal(got, []string{"echo"}) {
+					t.Errorf("tools/call on the server's side = %q, want only echo", got)
+				}
+				_, text, _ := callOutcome(ups, firstToolCall(t, ups).ToolCallID)
+				if !strings.Contains(text, "Echo: hi there") {
+					t.Errorf("echo result = %q", text)
+				}
+				if got := e.headerValues("X-Test-Secret"); len(got) == 0 || slices.ContainsFunc(got, func(v string) bool { return v != "Bearer "+secret }) {
+					t.Errorf("X-Test-Secret the server received = %q", got)
+				}
+				// Every child's environment while the session lives, the
+				// environments the helper and the shell wrote, every
+				// event and the agent's log.
+				seen := map[string]string{}
+				for _, pid := range descendants(t, c.pid) {
+					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+					seen[fmt.Sprintf("environment of child %d", pid)] = string(b)
+				}
+				for name, path := range map[string]string{"helper's environment": h.envFile, "shell's environment": filepath.Join(dir, "shell-environ")} {
+					b, err := os.ReadFile(path)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					seen[name] = string(b)
+				}
+				c.mu.Lock()
+				all, _ := json.Marshal(c.updates)
+				c.mu.Unlock()
+				seen["session updates"], seen["agent log"] = string(all), c.stderrText()
+				for name, s := range seen {
+					if strings.Contains(s, secret) || strings.Contains(s, "RMCP_TEST_SECRET=") {
+						t.Errorf("%s holds the header's secret: %q", name, s[max(0, strings.Index(s, "RMCP")-40):min(len(s), strings.Index(s, "RMCP")+60)])
+					}
+				}
+			})
+		}
+	}
+}
