@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // One allowed call runs once and its result reaches the client; a denied
@@ -91,5 +92,56 @@ func TestRemoteMCPEverything(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Under serve, a header's variable reaches no child: serve holds it, its
+// child refuses the remote server (serve does not yet call remote servers
+// on a child's behalf) and never contacts it, and the child's tools do not
+// see the variable either.
+func TestServeRemoteMCPHeaderSecretStaysInServe(t *testing.T) {
+	const secret = "rmcp-serve-secret-77aa"
+	f := newFakeRemoteMCP(t)
+	prov := newTestProvider(t)
+	ws := t.TempDir()
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	settings, _ := json.Marshal(map[string]any{"tools": map[string]string{"approvalMode": "yolo"}, "mcpServers": map[string]any{"remote": map[string]any{
+		"httpUrl": f.srv.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer $RMCP_SERVE_SECRET"}}}})
+	i := slices.Index(args, "--settings")
+	args[i+1] = writeSettings(t, string(settings)) // yolo, as guardArgs' own
+	sp := startServe(t, args, tokenEnv, "RMCP_SERVE_SECRET="+secret)
+	r := sp.do(t, "POST", "/session", "")
+	var created newSessionResponse
+	if r.status != 200 || decodeStrict(r.body, &created) != nil {
+		t.Fatalf("POST /session = %d %s", r.status, r.body)
+	}
+	body := `{"prompt":[{"type":"text","text":"call run_shell_command {\"command\":\"env > env.out\"}"}]}`
+	if r := sp.do(t, "POST", "/session/"+created.SessionID+"/prompt", body); r.status != 202 {
+		t.Fatalf("prompt = %d %s", r.status, r.body)
+	}
+	envOut := filepath.Join(ws, "env.out")
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
+	for data, _ := os.ReadFile(envOut); len(data) == 0; data, _ = os.ReadFile(envOut) {
+		if time.Now().After(deadline) {
+			t.Fatalf("run_shell_command wrote no environment\n%s", sp.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	shellEnv, _ := os.ReadFile(envOut)
+	seen := map[string]string{"the shell's environment": string(shellEnv)}
+	for _, pid := range descendants(t, sp.cmd.Process.Pid) {
+		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		seen[fmt.Sprintf("environment of %d", pid)] = string(raw)
+	}
+	for where, text := range seen {
+		if strings.Contains(text, secret) || strings.Contains(text, "RMCP_SERVE_SECRET=") {
+			t.Errorf("%s holds the header's secret", where)
+		}
+	}
+	if n := f.calls(mcpMethodInitialize); n != 0 {
+		t.Errorf("the remote server was contacted %d times from serve's child", n)
+	}
+	if !strings.Contains(sp.stderr.String(), `MCP server \"remote\" was refused: remote MCP servers (http) do not run in serve's sessions`) {
+		t.Errorf("the refusal was not logged:\n%s", sp.stderr.String())
 	}
 }

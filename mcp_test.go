@@ -157,12 +157,13 @@ func TestParseSettingsMCPServers(t *testing.T) {
 		name, raw, want, err string
 	}{
 		{"qwen format", `{"zeta":{"command":"z"},"alpha":{"command":"/bin/a","args":["-v"],"env":{"B":"2","A":"1"},"timeout":1500}}`,
-			"[{alpha /bin/a [-v] [A=1 B=2] 1.5s  false [] [] 0s} {zeta z [] [] 0s  false [] [] 0s}]", ""},
+			"[{alpha stdio /bin/a [-v] [A=1 B=2]  [] 1.5s  false [] [] 0s} {zeta stdio z [] []  [] 0s  false [] [] 0s}]", ""},
 		{"empty", `{}`, "[]", ""},
-		{"any name", `{"my server":{"command":"x"}}`, "[{my server x [] [] 0s  false [] [] 0s}]", ""},
+		{"any name", `{"my server":{"command":"x"}}`, "[{my server stdio x [] []  [] 0s  false [] [] 0s}]", ""},
 		{"unknown key", `{"a":{"command":"x","cwdir":"/"}}`, "", `mcpServers: json: unknown field "cwdir"`},
-		{"http", `{"a":{"headers":{"K":"v"},"httpUrl":"http://127.0.0.1"}}`, "", `key "mcpServers.a.httpUrl": MCP server "a" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
-		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "", `key "mcpServers.a.url": MCP server "a" was refused: transport "sse" is not supported`},
+		{"http", `{"a":{"headers":{"K":"v $X"},"httpUrl":"http://127.0.0.1","url":"http://127.0.0.1/sse","trust":true}}`, "[{a http  [] [] http://127.0.0.1 [{K v $X false}] 0s  true [] [] 0s}]", ""},
+		// Qwen Code's order: httpUrl, then url, then command.
+		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "[{a sse  [] [] http://127.0.0.1 [] 0s  false [] [] 0s}]", ""},
 		{"stdio with headers", `{"a":{"command":"x","headers":{}}}`, "", `key "mcpServers.a.headers": MCP server "a" has headers but no url or httpUrl`},
 		{"no command", `{"a":{"args":[]}}`, "", `key "mcpServers.a": MCP server "a" has no command`},
 		{"negative timeout", `{"a":{"command":"x","timeout":-5}}`, "", `key "mcpServers.a.timeout": -5 ms is not between 1 and 86400000`},

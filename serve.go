@@ -35,6 +35,13 @@ func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 	if err := hideEnviron(log); err != nil {
 		return err
 	}
+	// The variables remote MCP servers' headers name are secrets like the
+	// model key: no child receives them (DESIGN.md §4).
+	if opts.Settings != nil {
+		if configs, err := mcpServersFromSettings(opts.Settings.MCPServers); err == nil {
+			envOf(sys).hideSecrets(mcpHeaderSecrets(configs)...)
+		}
+	}
 	// An operator's GOMAXPROCS wins over serve's own choice.
 	opts.SchedSlots = sys.env.lookup("GOMAXPROCS") == ""
 	tok, err := prepareHostToken(&opts, envOf(sys), log)
