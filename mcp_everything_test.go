@@ -24,7 +24,7 @@ func TestRemoteMCPEverything(t *testing.T) {
 		{"sse", mcpTransportSSE, "url", "/sse"},
 	}
 	for _, m := range modes {
-		for _, source := range []string{"settings", "session/new"} {
+		for _, source := range []string{"settings", "session/new", ".mcp.json"} {
 			t.Run(m.mode+" from "+source, func(t *testing.T) {
 				e := startEverything(t, m.mode)
 				const secret = "rmcp-header-secret-5b1f0e"
@@ -40,6 +40,19 @@ func TestRemoteMCPEverything(t *testing.T) {
 					settings, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": map[string]any{
 						m.settingsKey: e.url + m.path, "headers": map[string]string{"X-Test-Secret": "Bearer ${RMCP_TEST_SECRET}"}}}})
 					args = append(args, "--settings", writeSettings(t, string(settings)))
+					env = append(env, "RMCP_TEST_SECRET="+secret)
+				} else if source == ".mcp.json" {
+					// Claude's form; approved in ~/.qwen/mcpApprovals.json
+					// for this config, and trusted by the operator.
+					typ := map[string]string{mcpTransportHTTP: "http", mcpTransportSSE: "sse"}[m.transport]
+					entry := map[string]any{"type": typ, "url": e.url + m.path, "headers": map[string]any{"X-Test-Secret": "Bearer ${RMCP_TEST_SECRET}"}}
+					b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": entry}})
+					mustWrite(t, filepath.Join(dir, projectMCPFileName), string(b))
+					home := strings.TrimPrefix(env[0], "HOME=")
+					approvals, _ := json.Marshal(map[string]any{dir: map[string]any{"everything": map[string]string{
+						"hash": hashMCPServerConfig(normalizeClaudeMCPServer(entry)), "status": "approved"}}})
+					writeFileAll(t, filepath.Join(home, qwenDirName, mcpApprovalsFileName), string(approvals))
+					args = append(args, "--trust-workspace-settings")
 					env = append(env, "RMCP_TEST_SECRET="+secret)
 				} else {
 					entries = append(entries, map[string]any{"type": m.transport, "name": "everything", "url": e.url + m.path,
