@@ -37,7 +37,7 @@ func (r *mcpRemote) postHTTP(msg []byte) error {
 	init := head.Method == mcpMethodInitialize
 	if !r.spawn(func() {
 		if err := r.exchange(r.life, msg, init); err != nil {
-			r.in.fail(err)
+			r.fail(err)
 		}
 	}) {
 		return errSessionEnded

@@ -294,6 +294,9 @@ type mcpRemote struct {
 	client  *http.Client
 	log     *slog.Logger
 	in      *mcpInbound
+	// broken breaks the server with a transport failure's cause before the
+	// connection ends, so that a call in flight reports that cause.
+	broken func(error)
 
 	// life ends with close: every request of the server is cancelled.
 	life context.Context
@@ -335,6 +338,7 @@ func startRemoteMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOpti
 		s.callTimeout = opts.CallTimeout
 	}
 	s.life, s.brake = context.WithCancelCause(context.Background())
+	r.broken = s.breakDown
 	startup := mcpDefaultRemoteDiscovery
 	if cfg.StartupTimeout > 0 {
 		startup = cfg.StartupTimeout
@@ -375,7 +379,7 @@ func (r *mcpRemote) Write(p []byte) (int, error) {
 			err = r.postHTTP(msg)
 		}
 		if err != nil {
-			r.in.fail(err)
+			r.fail(err)
 			return 0, err
 		}
 	}
@@ -467,6 +471,15 @@ func (r *mcpRemote) initialized(version string) {
 	r.mu.Lock()
 	r.protocol = version
 	r.mu.Unlock()
+}
+
+// fail breaks the server with err, then ends the connection: every call
+// in flight fails, none is resent.
+func (r *mcpRemote) fail(err error) {
+	if r.broken != nil {
+		r.broken(fmt.Errorf("its connection failed: %w", err))
+	}
+	r.in.fail(err)
 }
 
 // spawn runs f in a reader goroutine close waits for; false, and f does

@@ -176,7 +176,7 @@ func (r *mcpRemote) connectSSE(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("the server closed its event stream")
 		}
-		r.in.fail(err)
+		r.fail(err)
 	}) {
 		resp.Body.Close()
 		return errSessionEnded
