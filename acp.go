@@ -770,24 +770,13 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	}
 	requested := parseACPMCPServers(mcpServers)
 	var instructions [][2]string // each instruction file read: its path and memory type
-	configs := mergeMCPServers(ss.MCP, requested)
+	opts := mcpOptions{Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout}
 	if a.managed {
-		// A serve child never holds a remote server's header values, and
-		// serve does not yet make remote MCP calls on its behalf: such a
-		// server is refused, with a notice (DESIGN.md §6).
-		configs = slices.DeleteFunc(configs, func(c mcpServerConfig) bool {
-			if c.remote() {
-				requested.notices = append(requested.notices, fmt.Sprintf("MCP server %q was refused: remote MCP servers (%s) do not run in serve's sessions; run it under acpguard acp, or as a stdio server", c.Name, c.Transport))
-			}
-			return c.remote()
-		})
+		// A serve child never holds a remote server's header values: serve
+		// reaches its remote servers for it (mcp_parent.go).
+		opts.Parent, opts.SessionID = a.conn, id
 	}
-	// The failures are shown as agent text at the start of the session's
-	// first prompt: updates for a session id the client has not yet
-	// received may be dropped.
-	s.mcp = startMCPServers(ctx, configs, mcpOptions{
-		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout,
-	}, requested.notices)
+	s.mcp = startMCPServers(ctx, mergeMCPServers(ss.MCP, requested), opts, requested.notices)
 	if _, scripted := a.model.(scriptedModel); !scripted {
 		sp := a.systemPrompt
 		if ss.SystemPrompt != nil {

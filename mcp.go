@@ -407,6 +407,10 @@ type mcpOptions struct {
 	Log            *slog.Logger
 	CallTimeout    time.Duration // 0: defaultMCPCallTimeout
 	StartupTimeout time.Duration // 0: mcpStartupTimeout
+	// Parent is serve's channel in a serve child: its remote servers are
+	// reached through serve (mcp_parent.go) as SessionID; nil: directly.
+	Parent    *rpcConn
+	SessionID string
 }
 
 // mcpSet is the MCP servers of one session and the tools they offer.
@@ -578,7 +582,10 @@ func (s *mcpServer) spec(canonical string, def mcpToolDef) *toolSpec {
 			}
 			return args, nil
 		},
-		exec: func(ctx context.Context, _ *toolEnv, args map[string]any) toolResult {
+		exec: func(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
+			if s.parent != nil {
+				return s.parentCall(ctx, env, tool, args)
+			}
 			return s.callTool(ctx, tool, args)
 		},
 	}

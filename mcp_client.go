@@ -35,6 +35,7 @@ type mcpServer struct {
 	group       *procGroup
 	stdin       *os.File
 	remote      *mcpRemote
+	parent      *mcpParent
 
 	// life ends when the server can no longer be used; its cause says why.
 	life  context.Context
@@ -47,6 +48,9 @@ type mcpServer struct {
 func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (*mcpServer, []mcpToolDef, error) {
 	if opts.Env == nil {
 		return nil, nil, errors.New("no process environment configured")
+	}
+	if cfg.remote() && opts.Parent != nil {
+		return startParentMCPServer(ctx, cfg, opts)
 	}
 	if cfg.remote() {
 		return startRemoteMCPServer(ctx, cfg, opts)

@@ -108,14 +108,20 @@ func TestRemoteMCPEverything(t *testing.T) {
 	}
 }
 
-// Under serve, a header's variable reaches no child: serve holds it, its
-// child refuses the remote server (serve does not yet call remote servers
-// on a child's behalf) and never contacts it, and the child's tools do not
-// see the variable either.
-func TestServeRemoteMCPHeaderSecretStaysInServe(t *testing.T) {
+// Under serve, a remote server's calls leave from serve: the child lists
+// the tools and asks for each allowed call over its channel, serve sends
+// exactly the calls the provider allowed, with the header's secret, and no
+// child's environment (nor its tools') holds the secret.
+func TestServeRemoteMCPThroughServe(t *testing.T) {
 	const secret = "rmcp-serve-secret-77aa"
 	f := newFakeRemoteMCP(t)
 	prov := newTestProvider(t)
+	prov.verdict = func(tool string, args json.RawMessage) (int, bool, string) {
+		if tool == "mcp__remote__echo" && strings.Contains(string(args), `"no"`) {
+			return 200, false, "not this text"
+		}
+		return 200, true, ""
+	}
 	ws := t.TempDir()
 	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
 	settings, _ := json.Marshal(map[string]any{"tools": map[string]string{"approvalMode": "yolo"}, "mcpServers": map[string]any{"remote": map[string]any{
@@ -128,7 +134,7 @@ func TestServeRemoteMCPHeaderSecretStaysInServe(t *testing.T) {
 	if r.status != 200 || decodeStrict(r.body, &created) != nil {
 		t.Fatalf("POST /session = %d %s", r.status, r.body)
 	}
-	body := `{"prompt":[{"type":"text","text":"call run_shell_command {\"command\":\"env > env.out\"}"}]}`
+	body := `{"prompt":[{"type":"text","text":"call mcp__remote__echo {\"text\":\"yes\"}\ncall mcp__remote__echo {\"text\":\"no\"}\ncall run_shell_command {\"command\":\"env > env.out\"}"}]}`
 	if r := sp.do(t, "POST", "/session/"+created.SessionID+"/prompt", body); r.status != 202 {
 		t.Fatalf("prompt = %d %s", r.status, r.body)
 	}
@@ -140,6 +146,12 @@ func TestServeRemoteMCPHeaderSecretStaysInServe(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if n := f.calls(mcpMethodToolsCall); n != 1 {
+		t.Errorf("the remote server received %d tools/call, want the allowed one\n%s\nreceived: %d initialize", n, sp.stderr.String(), f.calls(mcpMethodInitialize))
+	}
+	if h := f.headersOf(mcpMethodToolsCall); h.Get("Authorization") != "Bearer "+secret {
+		t.Errorf("Authorization the server received = %q", h.Get("Authorization"))
+	}
 	shellEnv, _ := os.ReadFile(envOut)
 	seen := map[string]string{"the shell's environment": string(shellEnv)}
 	for _, pid := range descendants(t, sp.cmd.Process.Pid) {
@@ -150,11 +162,5 @@ func TestServeRemoteMCPHeaderSecretStaysInServe(t *testing.T) {
 		if strings.Contains(text, secret) || strings.Contains(text, "RMCP_SERVE_SECRET=") {
 			t.Errorf("%s holds the header's secret", where)
 		}
-	}
-	if n := f.calls(mcpMethodInitialize); n != 0 {
-		t.Errorf("the remote server was contacted %d times from serve's child", n)
-	}
-	if !strings.Contains(sp.stderr.String(), `MCP server \"remote\" was refused: remote MCP servers (http) do not run in serve's sessions`) {
-		t.Errorf("the refusal was not logged:\n%s", sp.stderr.String())
 	}
 }

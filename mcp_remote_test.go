@@ -221,3 +221,35 @@ func TestMCPMessageLines(t *testing.T) {
 		}
 	}
 }
+
+// serve runs a child's remote call only as the bridge allowed it: the same
+// prompt, tool and arguments (as values: key order and spacing aside),
+// each decision once.
+func TestServeMCPAllowedDecisions(t *testing.T) {
+	s := &hostSession{}
+	s.allowMCP("p1", "mcp__remote__echo", json.RawMessage(`{"text":"yes","n":1}`))
+	s.allowMCP("p1", "read_file", json.RawMessage(`{"absolute_path":"/x"}`)) // not an MCP tool: not kept
+	canon := func(raw string) []byte {
+		b, err := mcpCanonical([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name, prompt, tool, args string
+		want                     bool
+	}{
+		{"another prompt", "p2", "mcp__remote__echo", `{"text":"yes","n":1}`, false},
+		{"another tool", "p1", "mcp__remote__other", `{"text":"yes","n":1}`, false},
+		{"other arguments", "p1", "mcp__remote__echo", `{"text":"no","n":1}`, false},
+		{"the allowed call, keys reordered", "p1", "mcp__remote__echo", `{ "n":1, "text":"yes" }`, true},
+		{"the same call again", "p1", "mcp__remote__echo", `{"text":"yes","n":1}`, false},
+		{"a built-in tool", "p1", "read_file", `{"absolute_path":"/x"}`, false},
+	}
+	for _, tt := range tests {
+		if got := s.remoteMCP().takeAllowed(tt.prompt, tt.tool, canon(tt.args)); got != tt.want {
+			t.Errorf("%s: allowed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

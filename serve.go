@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -179,6 +180,16 @@ type daemon struct {
 	modelDefault   sessionModel
 	modelNameFixed bool
 	modelSettings  *settingsCache
+	// mcpStart are serve's own settings' MCP servers; mcpSettings loads a
+	// session's workspace settings for its remote servers (serve_mcp.go).
+	mcpStart    []mcpServerConfig
+	mcpSettings *settingsCache
+	// allowed sees each decision the bridge allowed, after it is final
+	// and logged: it cannot change one (serve_mcp.go's allowMCP).
+	allowed func(s *hostSession, promptID, tool string, args json.RawMessage)
+	// mcpPending are the remote servers of sessions in creation, by id.
+	mcpMu      sync.Mutex
+	mcpPending map[string]serveMCPPending
 
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners
@@ -212,6 +223,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err := d.setModel(opts); err != nil {
 		return err
 	}
+	d.setMCP(opts)
 	sandbox, err := d.startSandbox(opts)
 	if err != nil {
 		return err
@@ -324,6 +336,7 @@ func newDaemon(sys *system, opts serveOptions) *daemon {
 		poolChanged:  make(chan struct{}),
 		chans:        map[*acpChannel]struct{}{},
 		sessions:     map[string]*hostSession{},
+		allowed:      (*hostSession).allowMCP,
 	}
 }
 
