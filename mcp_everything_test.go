@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -162,5 +163,72 @@ func TestServeRemoteMCPThroughServe(t *testing.T) {
 		if strings.Contains(text, secret) || strings.Contains(text, "RMCP_SERVE_SECRET=") {
 			t.Errorf("%s holds the header's secret", where)
 		}
+	}
+}
+
+// serve's child reaches a remote server only through serve: it lists the
+// tools and asks for the allowed call over its channel, never contacts the
+// server itself, and nothing it sends on the channel carries the header's
+// value, even with the variable in its own environment.
+func TestManagedChildRemoteMCPThroughParent(t *testing.T) {
+	const secret = "rmcp-child-secret-31c4"
+	f := newFakeRemoteMCP(t)
+	settings, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"remote": map[string]any{
+		"httpUrl": f.srv.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer $RMCP_CHILD_SECRET"}}}})
+	var mu sync.Mutex
+	var traffic []string
+	parent := func(method string, params json.RawMessage) (any, *rpcError) {
+		mu.Lock()
+		traffic = append(traffic, method+" "+string(params))
+		mu.Unlock()
+		switch method {
+		case methodGuardPrepare:
+			return map[string]any{"allowed": true}, nil
+		case methodMCPList:
+			return map[string]any{"tools": []any{map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}}}, nil
+		case methodMCPCall:
+			return map[string]any{"status": statusCompleted, "output": "echo via serve"}, nil
+		}
+		return nil, &rpcError{Code: rpcMethodNotFound, Message: method}
+	}
+	c := startACP(t, parent, []string{"--settings", writeSettings(t, string(settings))}, append(slices.Clone(managedEnv), "RMCP_CHILD_SECRET="+secret)...)
+	c.mustCall(methodInitialize, initializeParams(""), nil)
+	sid := newMCPSession(t, c, t.TempDir())
+	c.prompt(sid, `call mcp__remote__echo {"text":"hi"}`, "p1")
+	ups := c.sessionUpdates(sid)
+	if got := agentText(ups); got != "mcp__remote__echo: completed\n" {
+		t.Errorf("model answer = %q", got)
+	}
+	if _, text, _ := callOutcome(ups, firstToolCall(t, ups).ToolCallID); text != "echo via serve" {
+		t.Errorf("result = %q", text)
+	}
+	if n := f.calls(mcpMethodInitialize); n != 0 {
+		t.Errorf("the child contacted the remote server itself (%d initialize)", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var list, call int
+	for _, m := range traffic {
+		if strings.Contains(m, secret) {
+			t.Errorf("the channel carried the header's value: %s", m)
+		}
+		switch {
+		case strings.HasPrefix(m, methodMCPList+" "):
+			list++
+		case strings.HasPrefix(m, methodMCPCall+" "):
+			call++
+			if !strings.Contains(m, `"server":"remote"`) || !strings.Contains(m, `"tool":"echo"`) || !strings.Contains(m, `"arguments":{"text":"hi"}`) {
+				t.Errorf("call = %s", m)
+			}
+		}
+	}
+	if list != 1 || call != 1 {
+		t.Errorf("channel requests: %d list, %d call; want one each: %q", list, call, traffic)
+	}
+	c.mu.Lock()
+	all, _ := json.Marshal(c.updates)
+	c.mu.Unlock()
+	if strings.Contains(string(all), secret) {
+		t.Error("a session update carried the header's value")
 	}
 }
