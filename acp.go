@@ -375,6 +375,9 @@ func newACPAgent(sys *system, opts acpOptions) (*agent, error) {
 	if a.mcpSettings, err = mcpServersFromSettings(opts.Settings.MCPServers); err != nil {
 		return nil, usagef("settings: %v", err)
 	}
+	// The variables the start settings' headers name are secrets from the
+	// start: no child of any session receives them.
+	sys.env.hideSecrets(mcpHeaderSecrets(a.mcpSettings)...)
 	a.mcpCallTimeout = time.Duration(opts.Settings.MCP.CallTimeoutMs) * time.Millisecond
 	a.settingsRequired = opts.Guard.required() || sys.env.privateGuard != ""
 	a.settingsCache = newSettingsCache(opts.SettingsSources, opts.SettingsOptions, func(l *settingsLoad) (*sessionSettings, error) {
@@ -617,7 +620,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	caps := map[string]any{
 		"loadSession":         a.history != nil,
 		"promptCapabilities":  map[string]bool{"image": true, "audio": false, "embeddedContext": false},
-		"mcpCapabilities":     map[string]bool{"http": false, "sse": false},
+		"mcpCapabilities":     map[string]bool{"http": true, "sse": true},
 		"sessionCapabilities": map[string]any{"close": map[string]any{}},
 	}
 	meta := map[string]any{}
@@ -767,12 +770,13 @@ func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings
 	}
 	requested := parseACPMCPServers(mcpServers)
 	var instructions [][2]string // each instruction file read: its path and memory type
-	// The failures are shown as agent text at the start of the session's
-	// first prompt: updates for a session id the client has not yet
-	// received may be dropped.
-	s.mcp = startMCPServers(ctx, mergeMCPServers(ss.MCP, requested), mcpOptions{
-		Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout,
-	}, requested.notices)
+	opts := mcpOptions{Cwd: s.cwd, Env: a.env, Sandbox: s.sandbox, Log: a.log.With("session", id), CallTimeout: ss.MCPCallTimeout}
+	if a.managed {
+		// A serve child never holds a remote server's header values: serve
+		// reaches its remote servers for it (mcp_parent.go).
+		opts.Parent, opts.SessionID = a.conn, id
+	}
+	s.mcp = startMCPServers(ctx, mergeMCPServers(ss.MCP, requested), opts, requested.notices)
 	if _, scripted := a.model.(scriptedModel); !scripted {
 		sp := a.systemPrompt
 		if ss.SystemPrompt != nil {

@@ -819,11 +819,11 @@ func TestACPBadLogFormatExit2(t *testing.T) {
 func TestACPBadSettingsExit2(t *testing.T) {
 	tests := []struct{ settings, stderr string }{
 		{`{"tools":{"aprovalMode":"yolo"}}`, `key "tools.aprovalMode": unknown key`},
-		// Qwen Code's http and sse entries, as its settings write them.
-		{`{"mcpServers":{"web":{"httpUrl":"http://127.0.0.1:1/mcp","headers":{"Authorization":"Bearer x"},"timeout":5000}}}`,
-			`key "mcpServers.web.httpUrl": MCP server "web" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
-		{`{"mcpServers":{"events":{"url":"http://127.0.0.1:1/sse"}}}`,
-			`key "mcpServers.events.url": MCP server "events" was refused: transport "sse" is not supported; only stdio MCP servers are supported`},
+		// Qwen Code's sign-in and tcp keys, which acpguard refuses by name.
+		{`{"mcpServers":{"web":{"httpUrl":"http://127.0.0.1:1/mcp","oauth":{"enabled":true},"timeout":5000}}}`,
+			`key "mcpServers.web.oauth": MCP server "web" uses OAuth, which acpguard does not support; remove oauth and give the token in headers ("Authorization": "Bearer $VAR")`},
+		{`{"mcpServers":{"events":{"tcp":"127.0.0.1:1"}}}`,
+			`key "mcpServers.events.tcp": MCP server "events" uses the tcp transport, which acpguard does not support; use httpUrl, url or command`},
 	}
 	for _, tt := range tests {
 		f := filepath.Join(t.TempDir(), "s.json")

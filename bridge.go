@@ -152,6 +152,9 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 		return Decision{Allowed: false, Reason: guardFailedReason}
 	}
 	d.obs.decided(outcomeAllowed)
+	if d.allowed != nil {
+		d.allowed(s, p.PromptID, p.ToolName, p.Arguments)
+	}
 	return Decision{Allowed: true}
 }
 

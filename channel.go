@@ -341,6 +341,20 @@ const (
 	methodModelChunk = "_acpguard/model/chunk"
 )
 
+// Wire names of remote MCP servers under serve: a child never holds a
+// remote server's header values, so serve reaches the server for it
+// (serve_mcp.go, mcp_parent.go).
+const (
+	// methodMCPList is the child's request at session start:
+	// {sessionId, server}; the result is {tools}, the server's listed
+	// tools as serve read them.
+	methodMCPList = "_acpguard/mcp/list"
+	// methodMCPCall is the child's request for one call the guard allowed:
+	// {sessionId, promptId, server, tool, arguments}; the result is the
+	// call's {status, output, rawOutput?, errorType?}.
+	methodMCPCall = "_acpguard/mcp/call"
+)
+
 // The models serve tells a child to run: "acpguard acp --model parent"
 // asks serve for each call; "--model scripted" runs the built-in scripted
 // model, when serve has no model service.

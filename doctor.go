@@ -506,6 +506,21 @@ func doctorMCPServers(r *doctorReport, o doctorOptions) {
 	file := o.SettingsLoad.originOf("mcpServers", o.SettingsFile)
 	for _, c := range configs {
 		name := fmt.Sprintf("MCP server %q", c.Name)
+		if c.remote() {
+			// Not contacted: doctor sends nothing to the operator's servers.
+			var unset []string
+			for _, v := range mcpHeaderSecrets([]mcpServerConfig{c}) {
+				if _, ok := os.LookupEnv(v); !ok {
+					unset = append(unset, v)
+				}
+			}
+			if len(unset) > 0 {
+				r.add(name, doctorFail, fmt.Sprintf("its headers name %q, not set", unset), "set them in acpguard's environment, or change mcpServers."+c.Name+".headers in "+doctorWhere(file))
+				continue
+			}
+			r.add(name, doctorOK, fmt.Sprintf("%s server at %s (not contacted)", c.Transport, c.URL), "")
+			continue
+		}
 		dir := o.Workspace
 		if c.Cwd != "" {
 			dir = c.Cwd

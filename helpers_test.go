@@ -17,11 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
@@ -3371,6 +3373,314 @@ func hookLog(t *testing.T, cwd, event string) []map[string]any {
 			t.Fatalf("%s hook input %q: %v", event, line, err)
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// fakeRemoteMCP is a remote MCP server on loopback for the transport tests:
+// Streamable HTTP at /mcp (answers as JSON, or as an event stream when
+// sseAnswers), HTTP+SSE at /sse and /message. It offers one tool, echo, and
+// records every JSON-RPC message it receives with its headers.
+type fakeRemoteMCP struct {
+	srv        *httptest.Server
+	sseAnswers bool
+	// onCall, when set, answers a tools/call in place of echo: it may
+	// write any HTTP answer; true means it did.
+	onCall func(w http.ResponseWriter, r *http.Request) bool
+	// endpoint is what the /sse stream names as its endpoint event.
+	endpoint string
+
+	mu       sync.Mutex
+	received []fakeRemoteMessage
+	streams  map[string]chan []byte // HTTP+SSE: session id -> its stream
+}
+
+type fakeRemoteMessage struct {
+	method  string
+	header  http.Header
+	message json.RawMessage
+}
+
+const fakeRemoteSession = "fake-session-1"
+
+func newFakeRemoteMCP(t *testing.T) *fakeRemoteMCP {
+	f := &fakeRemoteMCP{streams: map[string]chan []byte{}, endpoint: "/message?session=s1"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", f.streamable)
+	mux.HandleFunc("GET /sse", f.sseStream)
+	mux.HandleFunc("POST /message", f.sseMessage)
+	f.srv = httptest.NewServer(mux) // 127.0.0.1
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// calls returns how many messages of method the server received.
+func (f *fakeRemoteMCP) calls(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range f.received {
+		if m.method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// headersOf returns the headers of the last message of method.
+func (f *fakeRemoteMCP) headersOf(method string) http.Header {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.received) - 1; i >= 0; i-- {
+		if f.received[i].method == method {
+			return f.received[i].header
+		}
+	}
+	return nil
+}
+
+func (f *fakeRemoteMCP) record(r *http.Request) (map[string]json.RawMessage, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	var msg map[string]json.RawMessage
+	if err := json.Unmarshal(body, &msg); err != nil {
+		return nil, err
+	}
+	var method string
+	json.Unmarshal(msg["method"], &method)
+	if method == "" {
+		method = "(answer)"
+	}
+	f.mu.Lock()
+	f.received = append(f.received, fakeRemoteMessage{method: method, header: r.Header.Clone(), message: body})
+	f.mu.Unlock()
+	return msg, nil
+}
+
+// answer is the server's answer to one message, nil for a notification.
+func (f *fakeRemoteMCP) answer(msg map[string]json.RawMessage) []byte {
+	id, ok := msg["id"]
+	if !ok || msg["method"] == nil {
+		return nil
+	}
+	var method string
+	json.Unmarshal(msg["method"], &method)
+	var result any
+	switch method {
+	case mcpMethodInitialize:
+		result = map[string]any{"protocolVersion": mcpProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]string{"name": "fake", "version": "1"}}
+	case mcpMethodToolsList:
+		result = map[string]any{"tools": []any{map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}}}
+	case mcpMethodToolsCall:
+		var p struct {
+			Arguments map[string]any `json:"arguments"`
+		}
+		json.Unmarshal(msg["params"], &p)
+		result = map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprint("echo: ", p.Arguments["text"])}}}
+	default:
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32601, "message": "no such method"}})
+		return b
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	return b
+}
+
+func (f *fakeRemoteMCP) streamable(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	msg, err := f.record(r)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	var method string
+	json.Unmarshal(msg["method"], &method)
+	if method == mcpMethodToolsCall && f.onCall != nil && f.onCall(w, r) {
+		return
+	}
+	if method == mcpMethodInitialize {
+		w.Header().Set(mcpHeaderSessionID, fakeRemoteSession)
+	} else if r.Header.Get(mcpHeaderSessionID) != fakeRemoteSession {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	ans := f.answer(msg)
+	switch {
+	case ans == nil:
+		w.WriteHeader(http.StatusAccepted)
+	case f.sseAnswers:
+		w.Header().Set("Content-Type", sseMediaType)
+		fmt.Fprintf(w, ": a comment\nevent: message\nid: 1\ndata: %s\n\n", ans)
+	default:
+		w.Header().Set("Content-Type", mcpJSONMediaType)
+		w.Write(ans)
+	}
+}
+
+func (f *fakeRemoteMCP) sseStream(w http.ResponseWriter, r *http.Request) {
+	ch := make(chan []byte, 16)
+	f.mu.Lock()
+	f.streams["s1"] = ch
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", sseMediaType)
+	fmt.Fprintf(w, "event: endpoint\ndata: %s\n\n", f.endpoint)
+	w.(http.Flusher).Flush()
+	for {
+		select {
+		case b := <-ch:
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", b)
+			w.(http.Flusher).Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (f *fakeRemoteMCP) sseMessage(w http.ResponseWriter, r *http.Request) {
+	msg, err := f.record(r)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	var method string
+	json.Unmarshal(msg["method"], &method)
+	if method == mcpMethodToolsCall && f.onCall != nil && f.onCall(w, r) {
+		return
+	}
+	f.mu.Lock()
+	ch := f.streams[r.URL.Query().Get("session")]
+	f.mu.Unlock()
+	if ch == nil {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	if ans := f.answer(msg); ans != nil {
+		ch <- ans
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// startRemoteForTest starts one remote server of cfg with env as acpguard's
+// environment, and stops it at the test's end.
+func startRemoteForTest(t *testing.T, cfg mcpServerConfig, env *procEnv) (*mcpServer, []mcpToolDef, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(20*time.Second))
+	defer cancel()
+	s, tools, err := startMCPServer(ctx, cfg, mcpOptions{Cwd: t.TempDir(), Env: env, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CallTimeout: testTimeout(20 * time.Second)})
+	if err == nil {
+		t.Cleanup(func() { s.stop(errSessionEnded) })
+	}
+	return s, tools, err
+}
+
+// everythingServer is @modelcontextprotocol/server-everything (pinned in
+// testdata/mcpremote) in one of its HTTP modes, listening on a Unix socket
+// of the test's own (it binds no other address it could be given), with a
+// recording proxy on 127.0.0.1 in front: the proxy's URL is the server's.
+type everythingServer struct {
+	url string // the proxy's base URL
+
+	mu       sync.Mutex
+	received []everythingMessage
+}
+
+// everythingMessage is one JSON-RPC message the server received.
+type everythingMessage struct {
+	method string // "" for an answer
+	tool   string // a tools/call's name
+	body   string
+	header http.Header
+}
+
+// startEverything starts the server in mode ("streamableHttp" or "sse").
+func startEverything(t *testing.T, mode string) *everythingServer {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	const pkg = "testdata/mcpremote/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+	_, pkgErr := os.Stat(pkg)
+	if err != nil || pkgErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must run this test: node %v, server %v", err, pkgErr)
+		}
+		t.Skip("node or server-everything is not installed: npm ci --prefix testdata/mcpremote")
+	}
+	sock := filepath.Join(t.TempDir(), "everything.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, filepath.Base(filepath.Dir(pkg))+"/index.js", mode)
+	cmd.Dir = filepath.Dir(filepath.Dir(pkg))
+	// Express's listen takes a PORT that is not a number as a socket path.
+	cmd.Env = append(os.Environ(), "PORT="+sock)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); cmd.Wait() })
+	deadline := time.Now().Add(testTimeout(30 * time.Second))
+	for !fileExists(sock) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything did not listen on %s:\n%s", sock, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e := &everythingServer{}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host = "http", "everything"
+		},
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}},
+		FlushInterval: -1,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				Method string `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			json.Unmarshal(body, &m)
+			e.mu.Lock()
+			e.received = append(e.received, everythingMessage{method: m.Method, tool: m.Params.Name, body: string(body), header: r.Header.Clone()})
+			e.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+// toolCalls returns the tools/call names the server received, in order.
+func (e *everythingServer) toolCalls() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, m := range e.received {
+		if m.method == mcpMethodToolsCall {
+			out = append(out, m.tool)
+		}
+	}
+	return out
+}
+
+// headerValues returns every value of header name the server received.
+func (e *everythingServer) headerValues(name string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, m := range e.received {
+		out = append(out, m.header.Values(name)...)
 	}
 	return out
 }

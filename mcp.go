@@ -39,6 +39,11 @@ const (
 	mcpToolPrefix        = "mcp__"
 	mcpToolNameSeparator = "__"
 	mcpTransportStdio    = "stdio"
+	// mcpTransportHTTP is Streamable HTTP (settings' httpUrl, session/new's
+	// type "http"); mcpTransportSSE is the older HTTP+SSE transport
+	// (settings' url, session/new's type "sse") (mcp_http.go, mcp_sse.go).
+	mcpTransportHTTP = "http"
+	mcpTransportSSE  = "sse"
 	// mcpKindFetch is the ACP tool kind of a read-only tool that reaches an
 	// "open world" (annotations readOnlyHint and openWorldHint).
 	mcpKindFetch = "fetch"
@@ -79,13 +84,19 @@ const (
 // ends in time (DESIGN.md §9) with several servers stopping at once.
 const mcpStopGrace = 500 * time.Millisecond
 
-// mcpServerConfig is one stdio MCP server, whichever source named it: the
+// mcpServerConfig is one MCP server, whichever source named it: the
 // settings file's mcpServers object or a session/new mcpServers entry.
+// Transport is mcpTransportStdio ("" too), mcpTransportHTTP or
+// mcpTransportSSE; a stdio server has Command, Args and Env, a remote one
+// URL and Headers.
 type mcpServerConfig struct {
-	Name    string
-	Command string
-	Args    []string
-	Env     []string // "NAME=value", on top of the scrubbed environment
+	Name      string
+	Transport string
+	Command   string
+	Args      []string
+	Env       []string // "NAME=value", on top of the scrubbed environment
+	URL       string
+	Headers   []mcpHeader
 	// CallTimeout bounds one tools/call to this server; 0 means the
 	// session's default.
 	CallTimeout time.Duration
@@ -118,8 +129,14 @@ func (c mcpServerConfig) offersTool(tool string) bool {
 	return len(c.IncludeTools) == 0 || named(c.IncludeTools)
 }
 
+// remote reports whether the server is reached over HTTP.
+func (c mcpServerConfig) remote() bool {
+	return c.Transport == mcpTransportHTTP || c.Transport == mcpTransportSSE
+}
+
 // validate checks what the runtime relies on: a name, a command, and
-// environment entries that are one NAME=value each.
+// environment entries that are one NAME=value each; for a remote server an
+// http or https URL and headers that can be sent.
 func (c mcpServerConfig) validate() error {
 	switch {
 	case strings.TrimSpace(c.Name) == "":
@@ -128,12 +145,18 @@ func (c mcpServerConfig) validate() error {
 		return mcpNameAmbiguous(c.Name)
 	case mcpServerNameTooLong(c.Name) != nil:
 		return mcpServerNameTooLong(c.Name)
+	case c.CallTimeout < 0:
+		return fmt.Errorf("MCP server %q: negative call timeout %v", c.Name, c.CallTimeout)
+	case c.remote():
+		return c.validateRemote()
+	case c.Transport != "" && c.Transport != mcpTransportStdio:
+		return fmt.Errorf("MCP server %q: transport %q is not one of %q", c.Name, c.Transport, []string{mcpTransportStdio, mcpTransportHTTP, mcpTransportSSE})
+	case c.URL != "" || c.Headers != nil:
+		return fmt.Errorf("MCP server %q: a stdio server has no url or headers", c.Name)
 	case c.Command == "":
 		return fmt.Errorf("MCP server %q has no command", c.Name)
 	case strings.ContainsRune(c.Command, 0):
 		return fmt.Errorf("MCP server %q: command %q contains a NUL byte", c.Name, c.Command)
-	case c.CallTimeout < 0:
-		return fmt.Errorf("MCP server %q: negative call timeout %v", c.Name, c.CallTimeout)
 	}
 	for _, a := range c.Args {
 		if strings.ContainsRune(a, 0) {
@@ -159,8 +182,17 @@ type acpMCPServer struct {
 	Args    []string        `json:"args,omitempty"`
 	Env     []acpEnvVar     `json:"env,omitempty"`
 	URL     string          `json:"url,omitempty"`
-	Headers json.RawMessage `json:"headers,omitempty"`
+	Headers []acpHeader     `json:"headers,omitempty"`
 	Meta    json.RawMessage `json:"_meta,omitempty"`
+}
+
+// acpHeader is one ACP HttpHeader. Its value is sent as given: a client's
+// value is never expanded from the agent's environment, which would let
+// the client send the agent's variables to an address it chose.
+type acpHeader struct {
+	Name  string          `json:"name"`
+	Value string          `json:"value"`
+	Meta  json.RawMessage `json:"_meta,omitempty"`
 }
 
 type acpEnvVar struct {
@@ -176,10 +208,11 @@ type sessionMCPServers struct {
 	notices []string          // why entries were refused
 }
 
-// parseACPMCPServers reads session/new's mcpServers. An entry that is not
-// JSON of an ACP McpServer shape is an error (the request is invalid); a
-// well-formed entry the runtime does not run (http, sse, a duplicate name, a
-// missing command) is refused with a notice and the session goes on without it.
+// parseACPMCPServers reads session/new's mcpServers: stdio, http and sse
+// entries. An entry that is not JSON of an ACP McpServer shape is an error
+// (the request is invalid); a well-formed entry the runtime does not run (an
+// unknown type, a duplicate name, a missing command or url) is refused with
+// a notice and the session goes on without it.
 func parseACPMCPServers(entries []json.RawMessage) sessionMCPServers {
 	var parsed []mcpServerConfig
 	var notices []string
@@ -199,7 +232,26 @@ func parseACPMCPServers(entries []json.RawMessage) sessionMCPServers {
 		}
 		named[e.Name] = true
 		if e.Type != nil && *e.Type != mcpTransportStdio {
-			notices = append(notices, fmt.Sprintf("%v (mcpCapabilities http and sse are false)", mcpTransportRefused(e.Name, *e.Type)))
+			c := mcpServerConfig{Name: e.Name, Transport: *e.Type, URL: e.URL, Headers: []mcpHeader{}}
+			for _, h := range e.Headers {
+				c.Headers = append(c.Headers, mcpHeader{Name: h.Name, Value: h.Value, Literal: true})
+			}
+			var err error
+			switch {
+			case !c.remote():
+				err = mcpTransportRefused(e.Name, *e.Type)
+			case e.Command != "" || e.Args != nil || e.Env != nil:
+				err = fmt.Errorf("MCP server %q was refused: an %s entry carries command, args or env", e.Name, *e.Type)
+			default:
+				if err = c.validate(); err != nil {
+					err = fmt.Errorf("MCP server %q was refused: %w", e.Name, err)
+				}
+			}
+			if err != nil {
+				notices = append(notices, err.Error())
+				continue
+			}
+			parsed = append(parsed, c)
 			continue
 		}
 		if e.URL != "" || e.Headers != nil {
@@ -262,10 +314,9 @@ func mcpCancelNotice(call string, id json.RawMessage) (string, any, bool) {
 	return mcpMethodCancelled, map[string]any{"requestId": id, "reason": "the client stopped waiting: the call was cancelled or timed out"}, true
 }
 
-// mcpTransportRefused is why an http or sse server does not run, whichever
-// source named it.
+// mcpTransportRefused is why a server of an unknown transport does not run.
 func mcpTransportRefused(name, transport string) error {
-	return fmt.Errorf("MCP server %q was refused: transport %q is not supported; only stdio MCP servers are supported", name, transport)
+	return fmt.Errorf("MCP server %q was refused: transport %q is not supported; use %q, %q or %q", name, transport, mcpTransportStdio, mcpTransportHTTP, mcpTransportSSE)
 }
 
 // mergeMCPServers returns the servers of one session: the settings' servers,
@@ -356,6 +407,10 @@ type mcpOptions struct {
 	Log            *slog.Logger
 	CallTimeout    time.Duration // 0: defaultMCPCallTimeout
 	StartupTimeout time.Duration // 0: mcpStartupTimeout
+	// Parent is serve's channel in a serve child: its remote servers are
+	// reached through serve (mcp_parent.go) as SessionID; nil: directly.
+	Parent    *rpcConn
+	SessionID string
 }
 
 // mcpSet is the MCP servers of one session and the tools they offer.
@@ -385,6 +440,9 @@ func startMCPServers(ctx context.Context, configs []mcpServerConfig, opts mcpOpt
 		tools []mcpToolDef
 		err   error
 	}
+	// The variables remote servers' headers name leave every child
+	// environment before any server of the set starts.
+	opts.Env.hideSecrets(mcpHeaderSecrets(configs)...)
 	results := make([]started, len(configs))
 	var wg sync.WaitGroup
 	for i, c := range configs {
@@ -524,7 +582,10 @@ func (s *mcpServer) spec(canonical string, def mcpToolDef) *toolSpec {
 			}
 			return args, nil
 		},
-		exec: func(ctx context.Context, _ *toolEnv, args map[string]any) toolResult {
+		exec: func(ctx context.Context, env *toolEnv, args map[string]any) toolResult {
+			if s.parent != nil {
+				return s.parentCall(ctx, env, tool, args)
+			}
 			return s.callTool(ctx, tool, args)
 		},
 	}

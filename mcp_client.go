@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -22,7 +23,8 @@ import (
 
 var errSessionEnded = errors.New("the session ended")
 
-// mcpServer is one running stdio MCP server.
+// mcpServer is one running MCP server: a stdio process, or a remote server
+// (remote set, group and stdin nil).
 type mcpServer struct {
 	name        string
 	cwd         string
@@ -32,6 +34,8 @@ type mcpServer struct {
 	conn        *rpcConn
 	group       *procGroup
 	stdin       *os.File
+	remote      *mcpRemote
+	parent      *mcpParent
 
 	// life ends when the server can no longer be used; its cause says why.
 	life  context.Context
@@ -44,6 +48,12 @@ type mcpServer struct {
 func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (*mcpServer, []mcpToolDef, error) {
 	if opts.Env == nil {
 		return nil, nil, errors.New("no process environment configured")
+	}
+	if cfg.remote() && opts.Parent != nil {
+		return startParentMCPServer(ctx, cfg, opts)
+	}
+	if cfg.remote() {
+		return startRemoteMCPServer(ctx, cfg, opts)
 	}
 	for _, kv := range cfg.Env {
 		if k, _, _ := strings.Cut(kv, "="); removedEnvName(k) {
@@ -100,21 +110,7 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 	s.conn = newRPCConn(outR, &mcpWire{w: inW, onUnreadable: func() {
 		s.breakDown(errors.New("it sent a message that is not JSON-RPC"))
 	}}, rpcConfig{MaxLine: mcpMaxMessage, OnRequest: s.answer, CancelNotice: mcpCancelNotice})
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		if err := s.conn.serve(s.life); err != nil {
-			s.breakDown(fmt.Errorf("its connection failed: %w", err))
-		}
-		s.breakDown(errors.New("it closed its stdout"))
-		outR.Close()
-	}()
-	go func() {
-		defer close(s.done)
-		<-s.life.Done()
-		s.terminate()
-		<-served
-	}()
+	s.serveConn(errors.New("it closed its stdout"), func() { outR.Close() })
 
 	startup := opts.StartupTimeout
 	if cfg.StartupTimeout > 0 {
@@ -128,8 +124,33 @@ func startMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOptions) (
 	return s, tools, nil
 }
 
+// serveConn serves the connection until it ends (then the server is
+// broken with ended) or the server breaks; done closes once the server is
+// stopped and the connection has ended.
+func (s *mcpServer) serveConn(ended error, after func()) {
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := s.conn.serve(s.life); err != nil {
+			s.breakDown(fmt.Errorf("its connection failed: %w", err))
+		}
+		s.breakDown(ended)
+		after()
+	}()
+	go func() {
+		defer close(s.done)
+		<-s.life.Done()
+		s.terminate()
+		<-served
+	}()
+}
+
 // terminate ends the process group: stdin closed, then SIGTERM, then SIGKILL.
 func (s *mcpServer) terminate() {
+	if s.remote != nil {
+		s.remote.close()
+		return
+	}
 	s.stdin.Close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		select {
@@ -262,8 +283,14 @@ func (s *mcpServer) handshake(ctx context.Context, timeout time.Duration) ([]mcp
 	if err != nil {
 		return fail(mcpMethodInitialize, err)
 	}
+	if s.remote != nil {
+		s.remote.initialized(init.ProtocolVersion)
+	}
 	if err := s.conn.notify(mcpMethodInitialized, nil); err != nil {
 		return fail(mcpMethodInitialized, err)
+	}
+	if s.remote != nil {
+		s.remote.listen()
 	}
 	// tools/list goes out even without the tools capability: servers that
 	// list tools without declaring it exist, and skipping them would drop
@@ -479,7 +506,7 @@ func decodeCallResult(raw []byte) (toolResult, error) {
 // readable JSON-RPC message (or is too long): the server is then broken,
 // since a reply it meant could be lost in that line.
 type mcpWire struct {
-	w            *os.File
+	w            io.Writer
 	onUnreadable func()
 }
 

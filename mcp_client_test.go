@@ -440,7 +440,7 @@ func TestMCPRefusedAndFailedServersAreReported(t *testing.T) {
 	dir := t.TempDir()
 	h := newHelperServer(t, "helper")
 	sid := newMCPSession(t, c, dir,
-		map[string]any{"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []any{}},
+		map[string]any{"type": "websocket", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []any{}},
 		map[string]any{"type": "stdio", "name": "missing", "command": filepath.Join(dir, "no-such-server"), "args": []any{}},
 		// Its tools would be mcp__helper__evil__<tool>, which a rule for the
 		// server "helper" would match.
@@ -455,7 +455,7 @@ func TestMCPRefusedAndFailedServersAreReported(t *testing.T) {
 	c.prompt(sid, `call mcp__helper__echo {"text":"hi"}`, "")
 	text := agentText(c.sessionUpdates(sid))
 	for _, want := range []string{
-		`MCP server "web" was refused: transport "http" is not supported`,
+		`MCP server "web" was refused: transport "websocket" is not supported`,
 		`MCP server "missing" failed to start and its tools are not available`,
 		`MCP server "helper__evil" was refused: MCP server name "helper__evil" cannot be told apart by permission rules`,
 		"run_shell_command, mcp__helper__",

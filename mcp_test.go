@@ -95,15 +95,20 @@ func TestParseACPMCPServers(t *testing.T) {
 		configs string // fmt of the configs
 		notices []string
 	}{
-		{"stdio without type or env", `[{"name":"a","command":"/bin/a","args":["-x"]}]`, `[{a /bin/a [-x] [] 0s  false [] [] 0s}]`, nil},
-		{"stdio typed with env", `[{"type":"stdio","name":"a","command":"a","args":[],"env":[{"name":"K","value":"v=1"}]}]`, `[{a a [] [K=v=1] 0s  false [] [] 0s}]`, nil},
-		{"http refused", `[{"type":"http","name":"w","url":"http://127.0.0.1:1","headers":[]}]`, `[]`, []string{`MCP server "w" was refused: transport "http" is not supported`}},
-		{"sse refused", `[{"type":"sse","name":"w","url":"http://127.0.0.1:1","headers":[]}]`, `[]`, []string{`transport "sse" is not supported`}},
+		{"stdio without type or env", `[{"name":"a","command":"/bin/a","args":["-x"]}]`, `[{a  /bin/a [-x] []  [] 0s  false [] [] 0s}]`, nil},
+		{"stdio typed with env", `[{"type":"stdio","name":"a","command":"a","args":[],"env":[{"name":"K","value":"v=1"}]}]`, `[{a  a [] [K=v=1]  [] 0s  false [] [] 0s}]`, nil},
+		{"http", `[{"type":"http","name":"w","url":"http://127.0.0.1:1","headers":[{"name":"Authorization","value":"Bearer $TOKEN"}]}]`, `[{w http  [] [] http://127.0.0.1:1 [{Authorization Bearer $TOKEN true}] 0s  false [] [] 0s}]`, nil},
+		{"sse", `[{"type":"sse","name":"w","url":"https://example.com/sse","headers":[]}]`, `[{w sse  [] [] https://example.com/sse [] 0s  false [] [] 0s}]`, nil},
+		{"unknown type refused", `[{"type":"ws","name":"w","url":"http://127.0.0.1:1","headers":[]}]`, `[]`, []string{`MCP server "w" was refused: transport "ws" is not supported; use "stdio", "http" or "sse"`}},
+		{"http without url", `[{"type":"http","name":"w","url":"","headers":[]}]`, `[]`, []string{`MCP server "w" was refused: MCP server "w" has no url`}},
+		{"http to another scheme", `[{"type":"http","name":"w","url":"file:///etc/passwd","headers":[]}]`, `[]`, []string{`url "file:///etc/passwd": want http:// or https:// and a host`}},
+		{"http with a header the transport sets", `[{"type":"http","name":"w","url":"http://127.0.0.1:1","headers":[{"name":"mcp-session-id","value":"x"}]}]`, `[]`, []string{`header "mcp-session-id" is set by the transport itself`}},
+		{"http with a header value on two lines", `[{"type":"http","name":"w","url":"http://127.0.0.1:1","headers":[{"name":"X-Key","value":"a\nb"}]}]`, `[]`, []string{`the value of header "X-Key" holds a character not allowed in an HTTP header`}},
 		{"no command", `[{"name":"a","args":[]}]`, `[]`, []string{`MCP server "a" was refused: MCP server "a" has no command`}},
-		{"duplicate names", `[{"name":"a","command":"x","args":[]},{"name":"b","command":"y","args":[]},{"name":"a","command":"z","args":[]}]`, `[{b y [] [] 0s  false [] [] 0s}]`, []string{`MCP server "a" was refused: session/new names it 2 times`}},
+		{"duplicate names", `[{"name":"a","command":"x","args":[]},{"name":"b","command":"y","args":[]},{"name":"a","command":"z","args":[]}]`, `[{b  y [] []  [] 0s  false [] [] 0s}]`, []string{`MCP server "a" was refused: session/new names it 2 times`}},
 		// One bad entry is refused; the others still run (the schema's
 		// x-deserialize-skip-invalid-items).
-		{"unknown field", `[{"name":"a","command":"x","args":[],"cwd":"/"},{"name":"b","command":"y","args":[]}]`, `[{b y [] [] 0s  false [] [] 0s}]`, []string{`MCP server entry 0 ("a") was refused: json: unknown field "cwd"`}},
+		{"unknown field", `[{"name":"a","command":"x","args":[],"cwd":"/"},{"name":"b","command":"y","args":[]}]`, `[{b  y [] []  [] 0s  false [] [] 0s}]`, []string{`MCP server entry 0 ("a") was refused: json: unknown field "cwd"`}},
 		{"env name with =", `[{"name":"a","command":"x","args":[],"env":[{"name":"A=B","value":"v"}]}]`, `[]`, []string{`MCP server "a" was refused: environment variable name "A=B" is invalid`}},
 		{"stdio with url", `[{"name":"a","command":"x","args":[],"url":"http://127.0.0.1"}]`, `[]`, []string{"carries url or headers"}},
 	}
@@ -152,12 +157,13 @@ func TestParseSettingsMCPServers(t *testing.T) {
 		name, raw, want, err string
 	}{
 		{"qwen format", `{"zeta":{"command":"z"},"alpha":{"command":"/bin/a","args":["-v"],"env":{"B":"2","A":"1"},"timeout":1500}}`,
-			"[{alpha /bin/a [-v] [A=1 B=2] 1.5s  false [] [] 0s} {zeta z [] [] 0s  false [] [] 0s}]", ""},
+			"[{alpha stdio /bin/a [-v] [A=1 B=2]  [] 1.5s  false [] [] 0s} {zeta stdio z [] []  [] 0s  false [] [] 0s}]", ""},
 		{"empty", `{}`, "[]", ""},
-		{"any name", `{"my server":{"command":"x"}}`, "[{my server x [] [] 0s  false [] [] 0s}]", ""},
+		{"any name", `{"my server":{"command":"x"}}`, "[{my server stdio x [] []  [] 0s  false [] [] 0s}]", ""},
 		{"unknown key", `{"a":{"command":"x","cwdir":"/"}}`, "", `mcpServers: json: unknown field "cwdir"`},
-		{"http", `{"a":{"headers":{"K":"v"},"httpUrl":"http://127.0.0.1"}}`, "", `key "mcpServers.a.httpUrl": MCP server "a" was refused: transport "http" is not supported; only stdio MCP servers are supported`},
-		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "", `key "mcpServers.a.url": MCP server "a" was refused: transport "sse" is not supported`},
+		{"http", `{"a":{"headers":{"K":"v $X"},"httpUrl":"http://127.0.0.1","url":"http://127.0.0.1/sse","trust":true}}`, "[{a http  [] [] http://127.0.0.1 [{K v $X false}] 0s  true [] [] 0s}]", ""},
+		// Qwen Code's order: httpUrl, then url, then command.
+		{"sse before command", `{"a":{"command":"x","url":"http://127.0.0.1"}}`, "[{a sse  [] [] http://127.0.0.1 [] 0s  false [] [] 0s}]", ""},
 		{"stdio with headers", `{"a":{"command":"x","headers":{}}}`, "", `key "mcpServers.a.headers": MCP server "a" has headers but no url or httpUrl`},
 		{"no command", `{"a":{"args":[]}}`, "", `key "mcpServers.a": MCP server "a" has no command`},
 		{"negative timeout", `{"a":{"command":"x","timeout":-5}}`, "", `key "mcpServers.a.timeout": -5 ms is not between 1 and 86400000`},

@@ -42,7 +42,7 @@ const (
 	// directory when missing.
 	protectPath
 	// protectExisting is a file protected where it exists: the trusted
-	// workspace's .mcp.json and .env, which acpguard does not read yet, so
+	// workspace's .mcp.json and .env, which are read only where they exist, so
 	// that a missing one does not seal the workspace itself.
 	protectExisting
 	// protectGitConfig is a repository's config: a missing one is made

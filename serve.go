@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,13 @@ func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 	warnSettings(log, opts.Settings)
 	if err := hideEnviron(log); err != nil {
 		return err
+	}
+	// The variables remote MCP servers' headers name are secrets like the
+	// model key: no child receives them (DESIGN.md §4).
+	if opts.Settings != nil {
+		if configs, err := mcpServersFromSettings(opts.Settings.MCPServers); err == nil {
+			envOf(sys).hideSecrets(mcpHeaderSecrets(configs)...)
+		}
 	}
 	// An operator's GOMAXPROCS wins over serve's own choice.
 	opts.SchedSlots = sys.env.lookup("GOMAXPROCS") == ""
@@ -172,6 +180,16 @@ type daemon struct {
 	modelDefault   sessionModel
 	modelNameFixed bool
 	modelSettings  *settingsCache
+	// mcpStart are serve's own settings' MCP servers; mcpSettings loads a
+	// session's workspace settings for its remote servers (serve_mcp.go).
+	mcpStart    []mcpServerConfig
+	mcpSettings *settingsCache
+	// allowed sees each decision the bridge allowed, after it is final
+	// and logged: it cannot change one (serve_mcp.go's allowMCP).
+	allowed func(s *hostSession, promptID, tool string, args json.RawMessage)
+	// mcpPending are the remote servers of sessions in creation, by id.
+	mcpMu      sync.Mutex
+	mcpPending map[string]serveMCPPending
 
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners
@@ -205,6 +223,7 @@ func serveDaemon(ctx context.Context, sys *system, opts serveOptions, ready func
 	if err := d.setModel(opts); err != nil {
 		return err
 	}
+	d.setMCP(opts)
 	sandbox, err := d.startSandbox(opts)
 	if err != nil {
 		return err
@@ -317,6 +336,7 @@ func newDaemon(sys *system, opts serveOptions) *daemon {
 		poolChanged:  make(chan struct{}),
 		chans:        map[*acpChannel]struct{}{},
 		sessions:     map[string]*hostSession{},
+		allowed:      (*hostSession).allowMCP,
 	}
 }
 

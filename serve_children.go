@@ -472,6 +472,10 @@ func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.
 		return decisionAnswer(ch.d.prepare(ctx, ch, params)), nil
 	case methodModelComplete:
 		return ch.d.modelComplete(ctx, ch, params)
+	case methodMCPList:
+		return ch.d.mcpList(ctx, ch, params)
+	case methodMCPCall:
+		return ch.d.mcpCall(ctx, ch, params)
 	case "session/request_permission":
 		var p hostPermissionParams
 		if err := decodeStrict(params, &p); err != nil {

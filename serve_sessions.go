@@ -38,6 +38,9 @@ type hostSession struct {
 	// model is the model name and call bound of its prompts, from its
 	// workspace's settings as serve read them (serve_model.go).
 	model sessionModel
+	// mcp is its remote MCP servers, reached by serve for its child
+	// (serve_mcp.go); nil until the child lists one.
+	mcp *serveMCP
 
 	mu      sync.Mutex
 	ended   bool // closed by the host, or its child died
@@ -359,6 +362,9 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 	}
 	cctx, cancel := context.WithTimeout(ctx, childCallTimeout)
 	defer cancel()
+	// The child lists its remote MCP servers' tools during session/new.
+	pendingMCP := d.expectMCP(ch, id, ws)
+	defer d.dropMCP(id, pendingMCP)
 	raw, err := ch.conn.call(cctx, "session/new", map[string]any{"cwd": ws, "mcpServers": []any{}, "_meta": map[string]string{metaSessionID: id}})
 	if err != nil {
 		return nil, childUnavailable("create session: the ACP child refused session/new: %v", err)
@@ -403,7 +409,7 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 	})
 	now := time.Now()
 	s := &hostSession{d: d, id: res.SessionID, ch: ch, events: events, ws: ws, single: single, created: now, modes: modes, model: model,
-		perms: map[string]*hostPendingPermission{}, clients: map[string]bool{}, lastUsed: now}
+		perms: map[string]*hostPendingPermission{}, clients: map[string]bool{}, lastUsed: now, mcp: pendingMCP}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
@@ -416,6 +422,7 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 		return nil, childUnavailable("create session: the ACP child returned an unusable session id %q", s.id)
 	}
 	d.sessions[s.id] = s
+	d.adoptMCP(s.id)
 	d.obs.sessionCreated()
 	d.obs.logger().Info("session created", "sessionId", s.id, "workspace", ws)
 	return s, nil
@@ -656,6 +663,7 @@ func (s *hostSession) end(typ, message string, deleted bool) {
 	s.queue = nil
 	s.cancelPermsLocked()
 	s.mu.Unlock()
+	s.closeMCP()
 	if active != nil {
 		active.cancel()
 		if !s.dead && activeSent {

@@ -238,15 +238,18 @@ type slashCommandsSettings struct {
 	Disabled []string `json:"disabled"`
 }
 
-// mcpServerSettings is one stdio MCP server. Timeout is in milliseconds, 0
-// when absent. URL, HTTPURL and Headers are Qwen Code's keys of an sse or
-// http server: read so that such an entry is refused by name (stdioOnly).
+// mcpServerSettings is one MCP server. Timeout is in milliseconds, 0 when
+// absent. Qwen Code chooses the transport by key: httpUrl (Streamable HTTP),
+// else url (HTTP+SSE), else command (stdio); Type is its label, not read.
+// Headers go with a remote server's requests, each value with $VAR or
+// ${VAR} read from acpguard's environment (mcp_remote.go).
 //
 // Cwd is where the server starts (relative: to the session's directory);
 // Trust skips the permission prompt for its tools, never the guard;
-// IncludeTools and ExcludeTools filter its tools (exclude wins); Type is
-// Qwen Code's transport label, of which only "stdio" runs;
-// DiscoveryTimeoutMs bounds its start and tools/list.
+// IncludeTools and ExcludeTools filter its tools (exclude wins);
+// DiscoveryTimeoutMs bounds its start and tools/list. Qwen Code's keys of
+// sign-ins and transports acpguard does not have are refused by name
+// (mcpRefusedKeys).
 type mcpServerSettings struct {
 	Command            string            `json:"command"`
 	Args               []string          `json:"args"`
@@ -272,22 +275,29 @@ const (
 // mcpMaxCallTimeout bounds a settings entry's timeout.
 const mcpMaxCallTimeout = 24 * time.Hour
 
-// stdioOnly refuses an entry of another transport, naming the key that
-// makes it one. Qwen Code reads httpUrl as streamable HTTP and url as SSE,
-// both before command, so such an entry is not a stdio server with extras;
-// headers belong to those transports only.
-func (e mcpServerSettings) stdioOnly(name string) (key string, err error) {
+// mcpRefusedKeys are the keys of an mcpServers entry that Qwen Code's
+// schema has and acpguard refuses at load, each with why and what to do:
+// a sign-in acpguard does not run (the server would be reached without its
+// credentials) or a transport it does not have. The schema walk accepts
+// them (qwenIgnoredKeys) so that validate can name them.
+var mcpRefusedKeys = []struct{ key, why string }{
+	{"oauth", "uses OAuth, which acpguard does not support; remove oauth and give the token in headers (\"Authorization\": \"Bearer $VAR\")"},
+	{"authProviderType", "names an auth provider, which acpguard does not support; remove authProviderType and give the credentials in headers"},
+	{"tcp", "uses the tcp transport, which acpguard does not support; use httpUrl, url or command"},
+}
+
+// transport returns the entry's transport as Qwen Code chooses it, or the
+// key that makes the entry one acpguard refuses (headers on a stdio entry).
+func (e mcpServerSettings) transport(name string) (transport, key string, err error) {
 	switch {
-	case e.Type != "" && e.Type != "stdio":
-		return "type", mcpTransportRefused(name, e.Type)
 	case e.HTTPURL != "":
-		return "httpUrl", mcpTransportRefused(name, "http")
+		return mcpTransportHTTP, "httpUrl", nil
 	case e.URL != "":
-		return "url", mcpTransportRefused(name, "sse")
+		return mcpTransportSSE, "url", nil
 	case e.Headers != nil:
-		return "headers", fmt.Errorf("MCP server %q has headers but no url or httpUrl: headers apply only to http and sse servers", name)
+		return "", "headers", fmt.Errorf("MCP server %q has headers but no url or httpUrl: headers apply only to http and sse servers", name)
 	}
-	return "", nil
+	return mcpTransportStdio, "command", nil
 }
 
 // mcpServersFromSettings turns the settings file's mcpServers object,
@@ -299,13 +309,30 @@ func mcpServersFromSettings(servers map[string]mcpServerSettings) ([]mcpServerCo
 	configs := make([]mcpServerConfig, 0, len(names))
 	for _, name := range names {
 		e := servers[name]
-		if key, err := e.stdioOnly(name); err != nil {
+		transport, key, err := e.transport(name)
+		if err != nil {
 			return nil, fmt.Errorf("key %q: %w", "mcpServers."+name+"."+key, err)
 		}
-		c := mcpServerConfig{Name: name, Command: e.Command, Args: e.Args, Cwd: e.Cwd, Trust: e.Trust,
+		c := mcpServerConfig{Name: name, Transport: transport, Cwd: e.Cwd, Trust: e.Trust,
 			IncludeTools: e.IncludeTools, ExcludeTools: e.ExcludeTools,
 			StartupTimeout: time.Duration(e.DiscoveryTimeoutMs) * time.Millisecond}
+		if c.remote() {
+			// The transport's key wins, as in Qwen Code: a command beside
+			// it is not run.
+			c.URL = e.HTTPURL
+			if transport == mcpTransportSSE {
+				c.URL = e.URL
+			}
+			for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+				c.Headers = append(c.Headers, mcpHeader{Name: k, Value: e.Headers[k]})
+			}
+		} else {
+			c.Command, c.Args = e.Command, e.Args
+		}
 		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+			if c.remote() {
+				break
+			}
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return nil, fmt.Errorf("key %q: variable name %q is invalid", "mcpServers."+name+".env", k)
 			}
@@ -404,10 +431,10 @@ func parseSettings(data []byte) (*settings, error) {
 	if err := json.Unmarshal(data, s); err != nil {
 		return nil, err // the walk above has already refused every bad shape
 	}
+	s.Ignored = ignored
 	if problems := s.validate(); len(problems) > 0 {
 		return nil, &settingsError{Problems: problems}
 	}
-	s.Ignored = append(ignored, s.Ignored...)
 	slices.Sort(s.SkippedMCP)
 	return s, nil
 }
@@ -469,7 +496,16 @@ func (s *settings) validate() []string {
 	}
 	problems = append(problems, s.Context.FileName.validate()...)
 	for _, name := range slices.Sorted(maps.Keys(s.MCPServers)) {
-		problems = append(problems, validateMCPServer(name, s.MCPServers[name])...)
+		refused := false
+		for _, r := range mcpRefusedKeys {
+			if at := "mcpServers." + name + "." + r.key; slices.Contains(s.Ignored, at) {
+				add("key %q: MCP server %q %s", at, name, r.why)
+				refused = true
+			}
+		}
+		if !refused {
+			problems = append(problems, validateMCPServer(name, s.MCPServers[name])...)
+		}
 	}
 	if t := s.MCP.CallTimeoutMs; t != 0 && (t < mcpMinTimeoutMS || t > mcpMaxTimeoutMS) {
 		add("key %q: %d ms is not between %d and %d", "mcp.callTimeoutMs", t, mcpMinTimeoutMS, mcpMaxTimeoutMS)
@@ -533,7 +569,8 @@ func validateMCPServer(name string, srv mcpServerSettings) []string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	at := "mcpServers." + name
-	if key, err := srv.stdioOnly(name); err != nil {
+	transport, key, err := srv.transport(name)
+	if err != nil {
 		add("key %q: %v", at+"."+key, err)
 		return problems
 	}
@@ -545,8 +582,8 @@ func validateMCPServer(name string, srv mcpServerSettings) []string {
 		add("key %q: %v", at, mcpNameAmbiguous(name))
 	case mcpServerNameTooLong(name) != nil:
 		add("key %q: %v", at, mcpServerNameTooLong(name))
-	case strings.TrimSpace(srv.Command) == "":
-		add("key %q: empty command", at+".command")
+	case transport == mcpTransportStdio && strings.TrimSpace(srv.Command) == "":
+		add("key %q: empty command; an MCP server needs httpUrl (Streamable HTTP), url (SSE) or command (stdio)", at+".command")
 	case srv.Timeout != 0 && (srv.Timeout < mcpMinTimeoutMS || srv.Timeout > mcpMaxTimeoutMS):
 		add("key %q: timeout %d ms is not between %d and %d", at+".timeout", srv.Timeout, mcpMinTimeoutMS, mcpMaxTimeoutMS)
 	case srv.DiscoveryTimeoutMs != 0 && (srv.DiscoveryTimeoutMs < mcpMinDiscoveryMS || srv.DiscoveryTimeoutMs > mcpMaxDiscoveryMS):
@@ -555,6 +592,18 @@ func validateMCPServer(name string, srv mcpServerSettings) []string {
 	for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
 		if !envName.MatchString(k) {
 			add("key %q: invalid environment variable name %q", at+".env", k)
+		}
+	}
+	if transport != mcpTransportStdio {
+		c := mcpServerConfig{Name: name, Transport: transport, URL: srv.HTTPURL}
+		if transport == mcpTransportSSE {
+			c.URL = srv.URL
+		}
+		for _, h := range slices.Sorted(maps.Keys(srv.Headers)) {
+			c.Headers = append(c.Headers, mcpHeader{Name: h, Value: srv.Headers[h]})
+		}
+		if err := c.validateRemote(); err != nil {
+			add("key %q: %v", at+"."+key, err)
 		}
 	}
 	if srv.Cwd != "" && filepath.IsAbs(srv.Cwd) {

@@ -172,7 +172,7 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 			continue
 		}
 		read = append(read, settingsLayerObject{settingsLayer: ly})
-		if ly.scope != scopeWorkspace {
+		if ly.scope != scopeWorkspace && ly.scope != scopeProject {
 			if err := read[len(read)-1].read(src.Lookup); err != nil {
 				return nil, err
 			}
@@ -190,9 +190,12 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 		}
 	}
 	merged := map[string]any{}
+	// rawMCP is each project server's entry as its file gave it: its
+	// approval is bound to a hash of it (settings_mcpjson.go).
+	rawMCP := map[string]map[string]any{}
 	for i := range read {
 		ly := &read[i]
-		if ly.scope == scopeWorkspace {
+		if ly.scope == scopeWorkspace || ly.scope == scopeProject {
 			if _, err := os.Lstat(ly.path); err == nil && l.Trust.untrusted() {
 				l.Warnings = append(l.Warnings, fmt.Sprintf("settings %q: not read: the folder is not trusted: %s", ly.path, l.Trust.why()))
 				continue
@@ -207,8 +210,19 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 		}
 		l.Files = append(l.Files, settingsFileRead{ly.scope, ly.path})
 		l.Warnings = append(l.Warnings, ly.warnings...)
-		if ly.scope == scopeWorkspace {
+		if ly.scope == scopeWorkspace || ly.scope == scopeProject {
 			l.Warnings = append(l.Warnings, filterWorkspaceSettings(obj, merged, ly.path, o)...)
+			servers, _ := obj[mcpServersSettingsKey].(map[string]any)
+			for name, e := range servers {
+				if entry, ok := e.(map[string]any); ok {
+					entry = maps.Clone(entry)
+					if h, ok := entry["headers"].(map[string]any); ok && ly.scope == scopeWorkspace {
+						// Qwen Code hashes the workspace entry as it loaded it: expanded.
+						entry["headers"] = expandSettingsEnv(maps.Clone(h), src.Lookup)
+					}
+					rawMCP[name] = entry
+				}
+			}
 		}
 		// Each layer is checked alone, after what the workspace file may
 		// not set is gone, so an error names its file.
@@ -239,6 +253,7 @@ func loadSettingsFiles(src settingsSources, o settingsLoadOptions) (*settingsLoa
 	if err != nil {
 		return nil, fmt.Errorf("merge settings files %s: %w", strings.Join(l.paths(), ", "), err)
 	}
+	gateProjectMCPServers(st, l, src, o.Workspace, rawMCP)
 	l.Settings = st
 	return l, nil
 }
@@ -255,6 +270,10 @@ type settingsLayerObject struct {
 
 func (ly *settingsLayerObject) read(lookup func(string) (string, bool)) error {
 	var err error
+	if ly.scope == scopeProject {
+		ly.obj, err = readProjectMCPLayer(ly.path)
+		return err
+	}
 	ly.obj, ly.raw, ly.warnings, err = readSettingsLayer(ly.path, lookup, ly.scope == scopeOperator)
 	return err
 }
@@ -286,6 +305,10 @@ func settingsLayers(src settingsSources, o settingsLoadOptions) []settingsLayer 
 	if !o.NoUser {
 		if dir := src.qwenHome(); dir != "" {
 			layers = append(layers, layer{scopeUser, filepath.Join(dir, settingsFileName)})
+		}
+		if o.Workspace != "" {
+			// Qwen Code's order: user < .mcp.json < workspace, system.
+			layers = append(layers, layer{scopeProject, filepath.Join(o.Workspace, projectMCPFileName)})
 		}
 		if o.Workspace != "" && !sameDir(o.Workspace, src.Home) {
 			layers = append(layers, layer{scopeWorkspace, filepath.Join(o.Workspace, qwenDirName, settingsFileName)})
@@ -374,7 +397,7 @@ func readSettingsLayer(path string, lookup func(string) (string, bool), must boo
 		return fail(err)
 	}
 	warnings = migrateLegacySettings(obj, path)
-	late := detachHookLateValues(obj)
+	late := detachLateValues(obj)
 	expandSettingsEnv(obj, lookup)
 	late()
 	return obj, raw, warnings, nil
@@ -508,15 +531,30 @@ func expandSettingsEnv(v any, lookup func(string) (string, bool)) any {
 // header could otherwise carry any variable of the environment.
 var hookLateKeys = []string{"url", "headers"}
 
-// detachHookLateValues takes the hookLateKeys values of every hook out of
-// obj, a settings file's object, and returns what puts them back.
-func detachHookLateValues(obj map[string]any) (restore func()) {
+// mcpLateKeys are the keys of an MCP server whose variables the remote
+// client replaces when it connects (mcp_remote.go), which holds each
+// variable named out of every child's environment: it could not with the
+// value already in place.
+var mcpLateKeys = []string{"headers"}
+
+// detachLateValues takes the hookLateKeys values of every hook and the
+// mcpLateKeys values of every MCP server out of obj, a settings file's
+// object, and returns what puts them back.
+func detachLateValues(obj map[string]any) (restore func()) {
 	type kept struct {
-		hook map[string]any
-		key  string
-		val  any
+		owner map[string]any
+		key   string
+		val   any
 	}
 	var all []kept
+	detach := func(owner map[string]any, keys []string) {
+		for _, k := range keys {
+			if v, ok := owner[k]; ok {
+				all = append(all, kept{owner, k, v})
+				delete(owner, k)
+			}
+		}
+	}
 	events, _ := obj["hooks"].(map[string]any)
 	for _, list := range events {
 		matchers, _ := list.([]any)
@@ -525,18 +563,19 @@ func detachHookLateValues(obj map[string]any) (restore func()) {
 			hooks, _ := mm["hooks"].([]any)
 			for _, h := range hooks {
 				hm, _ := h.(map[string]any)
-				for _, k := range hookLateKeys {
-					if v, ok := hm[k]; ok {
-						all = append(all, kept{hm, k, v})
-						delete(hm, k)
-					}
-				}
+				detach(hm, hookLateKeys)
 			}
+		}
+	}
+	servers, _ := obj["mcpServers"].(map[string]any)
+	for _, e := range servers {
+		if entry, ok := e.(map[string]any); ok {
+			detach(entry, mcpLateKeys)
 		}
 	}
 	return func() {
 		for _, k := range all {
-			k.hook[k.key] = k.val
+			k.owner[k.key] = k.val
 		}
 	}
 }

@@ -51,8 +51,9 @@ var qwenIgnoredKeys = []string{
 	"model.openAILogRetentionDays", "model.generationConfig",
 	// mcp and one server: remote transports' and the CLI's own keys.
 	"mcp.serverCommand", "mcp.toolIdleTimeoutMs",
-	"mcpServers.*.description", "mcpServers.*.tcp", "mcpServers.*.oauth",
-	"mcpServers.*.authProviderType", "mcpServers.*.targetAudience",
+	"mcpServers.*.description", "mcpServers.*.targetAudience",
+	// Refused by validate with a reason (mcpRefusedKeys).
+	"mcpServers.*.oauth", "mcpServers.*.authProviderType", "mcpServers.*.tcp",
 	"mcpServers.*.targetServiceAccount", "mcpServers.*.alwaysLoadTools",
 	"mcpServers.*.versionNegotiation",
 	// one hook: the keys of prompt hooks (refused by type) and the CLI's

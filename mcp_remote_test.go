@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Both transports: the handshake lists the tool, one allowed call is one
+// tools/call on the server's side and its result comes back; the headers
+// go out with $VAR expanded, with the session id and protocol version.
+func TestRemoteMCPTransports(t *testing.T) {
+	tests := []struct {
+		name       string
+		transport  string
+		path       string
+		sseAnswers bool
+	}{
+		{"streamable HTTP, JSON answers", mcpTransportHTTP, "/mcp", false},
+		{"streamable HTTP, event stream answers", mcpTransportHTTP, "/mcp", true},
+		{"HTTP+SSE", mcpTransportSSE, "/sse", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRemoteMCP(t)
+			f.sseAnswers = tt.sseAnswers
+			env := newProcEnv([]string{"PATH=/bin", "REMOTE_TOKEN=s3cret"})
+			cfg := mcpServerConfig{Name: "r", Transport: tt.transport, URL: f.srv.URL + tt.path,
+				Headers: []mcpHeader{{Name: "Authorization", Value: "Bearer ${REMOTE_TOKEN}"}, {Name: "X-Plain", Value: "$REMOTE_TOKEN!"}}}
+			s, tools, err := startRemoteForTest(t, cfg, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tools) != 1 || tools[0].Name != "echo" {
+				t.Fatalf("tools = %+v", tools)
+			}
+			res := s.callTool(context.Background(), "echo", map[string]any{"text": "hi"})
+			if res.Status != statusCompleted || res.Output != "echo: hi" {
+				t.Fatalf("result = %+v", res)
+			}
+			if n := f.calls(mcpMethodToolsCall); n != 1 {
+				t.Errorf("the server received %d tools/call, want 1", n)
+			}
+			h := f.headersOf(mcpMethodToolsCall)
+			if h.Get("Authorization") != "Bearer s3cret" || h.Get("X-Plain") != "s3cret!" {
+				t.Errorf("headers = %v", h)
+			}
+			if tt.transport == mcpTransportHTTP && (h.Get(mcpHeaderSessionID) != fakeRemoteSession || h.Get(mcpHeaderProtocol) != mcpProtocolVersion) {
+				t.Errorf("session id %q, protocol %q", h.Get(mcpHeaderSessionID), h.Get(mcpHeaderProtocol))
+			}
+			// The variable is held: no child environment carries it.
+			if got := strings.Join(env.childEnv("REMOTE_TOKEN=again"), "\n"); strings.Contains(got, "REMOTE_TOKEN") {
+				t.Errorf("child environment holds the header's variable: %q", got)
+			}
+		})
+	}
+}
+
+// A call whose transport fails, or whose session the server ended, fails
+// with its outcome unknown and is never sent again; the server is not used
+// for the rest of the session.
+func TestRemoteMCPNoReplay(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer func(w http.ResponseWriter, r *http.Request) bool
+		want   string
+	}{
+		{"session id expired", func(w http.ResponseWriter, _ *http.Request) bool {
+			w.WriteHeader(http.StatusNotFound)
+			return true
+		}, "the server ended the MCP session (HTTP 404 to its session id); the session is not renewed and no call is resent"},
+		{"connection dropped", func(w http.ResponseWriter, _ *http.Request) bool {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return true
+		}, "EOF"},
+		{"server error", func(w http.ResponseWriter, _ *http.Request) bool {
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+			return true
+		}, `the server answered HTTP 503: "overloaded\n"`},
+	}
+	for _, transport := range []string{mcpTransportHTTP, mcpTransportSSE} {
+		for _, tt := range tests {
+			if transport == mcpTransportSSE && tt.name == "session id expired" {
+				continue // HTTP+SSE has no session id header
+			}
+			t.Run(transport+" "+tt.name, func(t *testing.T) {
+				f := newFakeRemoteMCP(t)
+				f.onCall = tt.answer
+				path := "/mcp"
+				if transport == mcpTransportSSE {
+					path = "/sse"
+				}
+				s, _, err := startRemoteForTest(t, mcpServerConfig{Name: "r", Transport: transport, URL: f.srv.URL + path}, newProcEnv(nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := s.callTool(context.Background(), "echo", map[string]any{"text": "once"})
+				if res.Status != statusFailed || !strings.Contains(res.Output, "the outcome is unknown and the call was not retried") || !strings.Contains(res.Output, tt.want) {
+					t.Errorf("result = %+v, want a failure with %q", res, tt.want)
+				}
+				res = s.callTool(context.Background(), "echo", map[string]any{"text": "twice"})
+				if res.Status != statusFailed || !strings.Contains(res.Output, "the call was not sent") {
+					t.Errorf("second call = %+v", res)
+				}
+				if n := f.calls(mcpMethodToolsCall); n != 1 {
+					t.Errorf("the server received %d tools/call, want 1", n)
+				}
+			})
+		}
+	}
+}
+
+// A server is reached only where the operator said: a redirect, an
+// endpoint of another origin and a certificate no root signs all fail the
+// start, and the headers go nowhere else.
+func TestRemoteMCPRefusesOtherAddresses(t *testing.T) {
+	other := newFakeRemoteMCP(t)
+	tls := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(tls.Close)
+	tests := []struct {
+		name  string
+		setup func(f *fakeRemoteMCP) mcpServerConfig
+		want  string
+	}{
+		{"redirect", func(f *fakeRemoteMCP) mcpServerConfig {
+			mux := http.NewServeMux()
+			mux.Handle("/", http.RedirectHandler(other.srv.URL+"/mcp", http.StatusTemporaryRedirect))
+			r := httptest.NewServer(mux)
+			t.Cleanup(r.Close)
+			return mcpServerConfig{Name: "r", Transport: mcpTransportHTTP, URL: r.URL + "/mcp"}
+		}, "redirects are refused; configure the final address"},
+		{"endpoint of another origin", func(f *fakeRemoteMCP) mcpServerConfig {
+			f.endpoint = other.srv.URL + "/message?session=s1"
+			return mcpServerConfig{Name: "r", Transport: mcpTransportSSE, URL: f.srv.URL + "/sse"}
+		}, "is not of the server's origin"},
+		{"certificate not verified", func(*fakeRemoteMCP) mcpServerConfig {
+			return mcpServerConfig{Name: "r", Transport: mcpTransportHTTP, URL: tls.URL + "/mcp"}
+		}, "certificate signed by unknown authority"},
+		{"variable not set", func(f *fakeRemoteMCP) mcpServerConfig {
+			return mcpServerConfig{Name: "r", Transport: mcpTransportHTTP, URL: f.srv.URL + "/mcp", Headers: []mcpHeader{{Name: "X-Key", Value: "$NOT_SET_ANYWHERE"}}}
+		}, `header "X-Key" names variable "NOT_SET_ANYWHERE", which is not set in acpguard's environment; set it or change the header`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRemoteMCP(t)
+			_, _, err := startRemoteForTest(t, tt.setup(f), newProcEnv(nil))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("start: %v, want %q", err, tt.want)
+			}
+			if n := other.calls(mcpMethodInitialize); n != 0 {
+				t.Errorf("the other server received %d initialize", n)
+			}
+		})
+	}
+}
+
+// The event stream reader: the vectors under testdata/mcp/sse are streams
+// and the events read from them.
+func TestMCPEventReader(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "mcp", "sse", "*.txt"))
+	if len(files) == 0 {
+		t.Fatal("no vectors")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream, want, _ := strings.Cut(string(b), "\n---\n")
+			r := newMCPEventReader(strings.NewReader(stream), 64)
+			var got []string
+			for {
+				ev, err := r.next()
+				if err != nil {
+					got = append(got, "error: "+err.Error())
+					break
+				}
+				j, _ := json.Marshal(ev)
+				got = append(got, string(j))
+			}
+			if g := strings.Join(got, "\n"); g != strings.TrimSpace(want) {
+				t.Errorf("events:\n%s\nwant:\n%s", g, want)
+			}
+		})
+	}
+}
+
+// mcpMessageLines: one message or a batch of objects, each one line.
+func TestMCPMessageLines(t *testing.T) {
+	tests := []struct {
+		in, want, err string
+	}{
+		{`{"jsonrpc":"2.0", "id":1,
+ "result":{}}`, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", ""},
+		{`[{"a":1},{"b":"x\ny"}]`, "{\"a\":1}\n{\"b\":\"x\\ny\"}\n", ""},
+		{`[]`, "", "an empty batch"},
+		{`[1]`, "", "message 0 is not a JSON object"},
+		{`"x"`, "", "message 0 is not a JSON object"},
+		{`{"a":1}{"b":2}`, "", "not JSON"},
+		{``, "", "empty message"},
+	}
+	for _, tt := range tests {
+		got, err := mcpMessageLines([]byte(tt.in))
+		if tt.err != "" {
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("%q: err %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%q: %q %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// serve runs a child's remote call only as the bridge allowed it: the same
+// prompt, tool and arguments (as values: key order and spacing aside),
+// each decision once.
+func TestServeMCPAllowedDecisions(t *testing.T) {
+	s := &hostSession{}
+	s.allowMCP("p1", "mcp__remote__echo", json.RawMessage(`{"text":"yes","n":1}`))
+	s.allowMCP("p1", "read_file", json.RawMessage(`{"absolute_path":"/x"}`)) // not an MCP tool: not kept
+	canon := func(raw string) []byte {
+		b, err := mcpCanonical([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name, prompt, tool, args string
+		want                     bool
+	}{
+		{"another prompt", "p2", "mcp__remote__echo", `{"text":"yes","n":1}`, false},
+		{"another tool", "p1", "mcp__remote__other", `{"text":"yes","n":1}`, false},
+		{"other arguments", "p1", "mcp__remote__echo", `{"text":"no","n":1}`, false},
+		{"the allowed call, keys reordered", "p1", "mcp__remote__echo", `{ "n":1, "text":"yes" }`, true},
+		{"the same call again", "p1", "mcp__remote__echo", `{"text":"yes","n":1}`, false},
+		{"a built-in tool", "p1", "read_file", `{"absolute_path":"/x"}`, false},
+	}
+	for _, tt := range tests {
+		if got := s.remoteMCP().takeAllowed(tt.prompt, tt.tool, canon(tt.args)); got != tt.want {
+			t.Errorf("%s: allowed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
