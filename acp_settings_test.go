@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,9 +150,21 @@ func TestACPWorkspaceMCPServerRelativeCwd(t *testing.T) {
 		t.Fatal(err)
 	}
 	mark := filepath.Join(marks, "cwd")
-	writeFileAll(t, filepath.Join(ws, ".qwen", "settings.json"),
-		`{"mcpServers":{"where":{"command":"/bin/sh","args":["-c","pwd > `+mark+`"],"cwd":"sub"}}}`)
-	c := startACP(t, nil, nil, isolatedSettingsEnv(t)...)
+	entry := map[string]any{"command": "/bin/sh", "args": []any{"-c", "pwd > " + mark}, "cwd": "sub"}
+	server, err := json.Marshal(map[string]any{"mcpServers": map[string]any{"where": entry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileAll(t, filepath.Join(ws, ".qwen", "settings.json"), string(server))
+	// A workspace file's server runs once approved, as in Qwen Code.
+	env := isolatedSettingsEnv(t)
+	home := strings.TrimPrefix(env[0], "HOME=")
+	approvals, err := json.Marshal(map[string]any{ws: map[string]any{"where": map[string]string{"hash": hashMCPServerConfig(entry), "status": "approved"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileAll(t, filepath.Join(home, ".qwen", mcpApprovalsFileName), string(approvals))
+	c := startACP(t, nil, nil, env...)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	c.newSession(ws)
 	waitForFile(t, mark)

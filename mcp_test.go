@@ -145,9 +145,9 @@ func TestMergeMCPServers(t *testing.T) {
 	for _, c := range mergeMCPServers(settings, req) {
 		got = append(got, fmt.Sprintf("%s=%s/%v", c.Name, c.Command, c.CallTimeout))
 	}
-	// b is replaced whole (its settings timeout goes too); web is refused and
-	// so replaced by nothing.
-	if want := "[a=settings-a/0s b=session-b/0s c=session-c/0s]"; fmt.Sprint(got) != want {
+	// b is replaced whole (its settings timeout goes too), and web by the
+	// session's remote server of that name, in the settings' order.
+	if want := "[a=settings-a/0s b=session-b/0s web=/0s c=session-c/0s]"; fmt.Sprint(got) != want {
 		t.Errorf("merged = %v, want %s", got, want)
 	}
 }
