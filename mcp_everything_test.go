@@ -125,11 +125,16 @@ func TestServeRemoteMCPThroughServe(t *testing.T) {
 	}
 	ws := t.TempDir()
 	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	// An http hook's allowedEnvVars are secrets too: it never fires here
+	// (yolo asks nothing), but its variable must reach no child.
+	const hookSecret = "hook-serve-secret-88bb"
+	hook := map[string]any{"type": "http", "url": "http://127.0.0.1:1/hook", "headers": map[string]string{"X-Key": "$HOOK_SERVE_SECRET"}, "allowedEnvVars": []string{"HOOK_SERVE_SECRET"}}
 	settings, _ := json.Marshal(map[string]any{"tools": map[string]string{"approvalMode": "yolo"}, "mcpServers": map[string]any{"remote": map[string]any{
-		"httpUrl": f.srv.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer $RMCP_SERVE_SECRET"}}}})
+		"httpUrl": f.srv.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer $RMCP_SERVE_SECRET"}}},
+		"hooks": map[string]any{hookEventNotification: []any{map[string]any{"hooks": []any{hook}}}}})
 	i := slices.Index(args, "--settings")
 	args[i+1] = writeSettings(t, string(settings)) // yolo, as guardArgs' own
-	sp := startServe(t, args, tokenEnv, "RMCP_SERVE_SECRET="+secret)
+	sp := startServe(t, args, tokenEnv, "RMCP_SERVE_SECRET="+secret, "HOOK_SERVE_SECRET="+hookSecret)
 	r := sp.do(t, "POST", "/session", "")
 	var created newSessionResponse
 	if r.status != 200 || decodeStrict(r.body, &created) != nil {
@@ -162,6 +167,9 @@ func TestServeRemoteMCPThroughServe(t *testing.T) {
 	for where, text := range seen {
 		if strings.Contains(text, secret) || strings.Contains(text, "RMCP_SERVE_SECRET=") {
 			t.Errorf("%s holds the header's secret", where)
+		}
+		if strings.Contains(text, hookSecret) {
+			t.Errorf("%s holds the http hook's variable", where)
 		}
 	}
 }

@@ -36,9 +36,12 @@ func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 	if err := hideEnviron(log); err != nil {
 		return err
 	}
-	// The variables remote MCP servers' headers name are secrets like the
-	// model key: no child receives them (DESIGN.md §4).
+	// The variables remote MCP servers' headers name, and those http hooks
+	// may read (allowedEnvVars), are secrets like the model key: no child
+	// receives them (DESIGN.md §4). A child's http hooks are sent with
+	// those variables empty.
 	if opts.Settings != nil {
+		envOf(sys).hideSecrets(opts.Settings.hookSecretNames()...)
 		if configs, err := mcpServersFromSettings(opts.Settings.MCPServers); err == nil {
 			envOf(sys).hideSecrets(mcpHeaderSecrets(configs)...)
 		}
