@@ -261,9 +261,11 @@ func FuzzParseSettings(f *testing.F) {
 		if s.Rules == nil || s.Model.MaxTurns < 1 || s.Model.MaxTurns > maxMaxTurns {
 			t.Fatalf("accepted %+v", s)
 		}
-		// Only stdio servers load, each under a name rules can tell apart.
+		// Each server has a way to reach it, headers only when remote, and
+		// a name rules can tell apart.
 		for name, srv := range s.MCPServers {
-			if sanitized := mcpSanitize(name); srv.URL != "" || srv.HTTPURL != "" || srv.Headers != nil ||
+			remote := srv.URL != "" || srv.HTTPURL != ""
+			if sanitized := mcpSanitize(name); !remote && srv.Command == "" || !remote && srv.Headers != nil ||
 				strings.Contains(sanitized, "__") || strings.HasSuffix(sanitized, "_") {
 				t.Fatalf("accepted MCP server %q: %+v", name, srv)
 			}
