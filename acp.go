@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -67,8 +68,11 @@ type agent struct {
 	modelNameFixed bool
 
 	// Exactly one of these guards the tools, or neither (the plain path).
-	managed  bool            // serve's required-v1 child: serve decides
-	provider *providerClient // standalone required mode
+	managed bool // serve's required-v1 child: serve decides
+	// backgroundReports: the client asked for methodSessionBackground
+	// (serve does). Atomic: the report is sent from under locks.
+	backgroundReports atomic.Bool
+	provider          *providerClient // standalone required mode
 
 	settings *settings // the start's settings; a session has its own (session.settings)
 	// settingsRequired logs the settings files read at info (required mode).
@@ -617,6 +621,13 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	if err := decodeStrict(params, &p); err != nil {
 		return nil, invalidParams("initialize: %v", err)
 	}
+	// A client's capabilities are read loosely, as ACP asks: only the one
+	// acpguard extension matters here.
+	var clientCaps struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	json.Unmarshal(p.ClientCapabilities, &clientCaps)
+	backgroundReports := string(clientCaps.Meta[metaBackgroundReports]) == "true"
 	caps := map[string]any{
 		"loadSession":         a.history != nil,
 		"promptCapabilities":  map[string]bool{"image": true, "audio": false, "embeddedContext": false},
@@ -636,6 +647,7 @@ func (a *agent) initialize(params json.RawMessage) (any, error) {
 	a.mu.Lock()
 	a.initialized = true
 	a.mu.Unlock()
+	a.backgroundReports.Store(backgroundReports)
 	// An unsupported requested version is answered with the latest we speak.
 	return map[string]any{
 		"protocolVersion":   acpProtocolVersion,
@@ -745,8 +757,11 @@ func (a *agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 func (a *agent) openSession(ctx context.Context, s *session, ss *sessionSettings, mcpServers []json.RawMessage, op string) error {
 	id := s.id
 	s.background.notify = func(running bool, seq uint64) {
-		// An extension notification a client that does not know it
-		// ignores; serve reads it (DESIGN.md §7).
+		// An extension notification, to a client that asked for it: serve
+		// reads it (DESIGN.md §7).
+		if !a.backgroundReports.Load() {
+			return
+		}
 		// At the session's or the agent's end the connection may be gone
 		// and nobody asks any more: a failed send is no warning.
 		if err := a.conn.notify(methodSessionBackground, sessionBackgroundParams{SessionID: id, Running: running, Seq: seq}); err != nil {

@@ -422,6 +422,15 @@ func TestACPBackgroundShellGuardedOnce(t *testing.T) {
 	if processAlive(pid) {
 		t.Fatalf("background process %d outlived the runtime", pid)
 	}
+	// A client that did not ask for background reports (an editor) gets
+	// none, though a background process started and ended.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.notices {
+		if n.Method == methodSessionBackground {
+			t.Errorf("the client, which did not ask, got %s %s", n.Method, n.Params)
+		}
+	}
 }
 
 func TestACPStandaloneProvider(t *testing.T) {

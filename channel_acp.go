@@ -81,11 +81,17 @@ type liveOutputMeta struct {
 	Skipped int64  `json:"skipped"`
 }
 
-// methodSessionBackground is a managed child's notification to serve that a
+// methodSessionBackground is a child's notification to serve that a
 // session's background shell processes started running or all ended
 // (sessionBackgroundParams): serve answers hasRunningBackgroundTasks from
-// the one of highest seq.
+// the one of highest seq. It is sent only to a client whose initialize
+// asked for it (metaBackgroundReports in clientCapabilities' _meta), as
+// serve's does: an editor never gets it.
 const methodSessionBackground = "_acpguard/session/background"
+
+// metaBackgroundReports is the clientCapabilities _meta key by which a
+// client asks for methodSessionBackground.
+const metaBackgroundReports = "acpguard/background-reports"
 
 type sessionBackgroundParams struct {
 	SessionID string `json:"sessionId"`

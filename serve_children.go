@@ -309,9 +309,10 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	d.obs.logger().Info("ACP child started", "pid", cmd.Process.Pid)
 
 	initParams := map[string]any{
-		"protocolVersion":    1,
-		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false},
-		"clientInfo":         map[string]string{"name": "acpguard-serve", "version": version},
+		"protocolVersion": 1,
+		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false,
+			"_meta": map[string]bool{metaBackgroundReports: true}},
+		"clientInfo": map[string]string{"name": "acpguard-serve", "version": version},
 	}
 	cctx, cancelCall := context.WithTimeout(ctx, d.limits.InitializeTimeout)
 	defer cancelCall()
