@@ -194,9 +194,12 @@ type daemon struct {
 	// allowed sees each decision the bridge allowed, after it is final
 	// and logged: it cannot change one (serve_mcp.go's allowMCP).
 	allowed func(s *hostSession, promptID, tool string, args json.RawMessage)
-	// mcpPending are the remote servers of sessions in creation, by id.
-	mcpMu      sync.Mutex
-	mcpPending map[string]serveMCPPending
+	// mcpPending are the remote servers of sessions in creation, by id;
+	// hookClosing the sessions whose session/close their child handles
+	// (serve_hooks.go). mcpMu guards both.
+	mcpMu       sync.Mutex
+	mcpPending  map[string]serveMCPPending
+	hookClosing map[string]serveHookClosing
 
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners

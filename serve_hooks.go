@@ -42,15 +42,54 @@ func (d *daemon) hookOf(ws string, p hookHTTPParams) (hookCommand, error) {
 	return h, nil
 }
 
+// serveHookClosing is a session whose session/close its child handles:
+// the host no longer sees it, but its SessionEnd and SessionDelete hooks
+// still go through serve.
+type serveHookClosing struct {
+	ch *acpChannel
+	ws string
+}
+
+// closingHooks keeps the http hooks of ended session s open until the
+// returned function runs, when its child has answered session/close.
+func (d *daemon) closingHooks(s *hostSession) func() {
+	d.mcpMu.Lock()
+	defer d.mcpMu.Unlock()
+	if d.hookClosing == nil {
+		d.hookClosing = map[string]serveHookClosing{}
+	}
+	c := serveHookClosing{ch: s.ch, ws: s.ws}
+	d.hookClosing[s.id] = c
+	return func() {
+		d.mcpMu.Lock()
+		defer d.mcpMu.Unlock()
+		if d.hookClosing[s.id] == c {
+			delete(d.hookClosing, s.id)
+		}
+	}
+}
+
+// hookSessionOf returns the workspace of session id as ch may fire its
+// hooks: a session ch owns, creates or closes; ok false for any other.
+func (d *daemon) hookSessionOf(ch *acpChannel, id string) (ws string, ok bool) {
+	if ws, m := d.mcpSessionOf(ch, id); m != nil {
+		return ws, true
+	}
+	d.mcpMu.Lock()
+	defer d.mcpMu.Unlock()
+	c, ok := d.hookClosing[id]
+	return c.ws, ok && c.ch == ch
+}
+
 // hookHTTP answers methodHookHTTP: serve POSTs one http hook of a session
-// ch owns (or is creating) and answers with its 2xx body or its failure.
+// ch owns (or is creating or closing) and answers with its 2xx body or its failure.
 func (d *daemon) hookHTTP(ctx context.Context, ch *acpChannel, params json.RawMessage) (any, error) {
 	p, err := decodeHookHTTPParams(params)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("invalid %s params: %v", methodHookHTTP, err)}
 	}
-	ws, m := d.mcpSessionOf(ch, p.SessionID)
-	if m == nil {
+	ws, ok := d.hookSessionOf(ch, p.SessionID)
+	if !ok {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("http hook %q refused by serve: unknown session %q", p.URL, p.SessionID)}
 	}
 	var in struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,10 +13,12 @@ import (
 	"testing"
 )
 
-// Under serve, a child's http hook leaves from serve: the hook's server
-// receives the header with the variable's value, the hook's deny stops
-// the call (no file written) while its allow lets it through, and no
-// child's environment (nor its tools') holds the value.
+// Under serve, a child's http hooks leave from serve: the hook's server
+// receives the header with the variable's value, from a session's start
+// (in session/new) to its delete (in session/close, after the host no
+// longer sees it); a PreToolUse hook's deny stops the call (no file
+// written) while its allow lets it through; no child's environment (nor
+// its tools') holds the value.
 func TestServeHTTPHookThroughServe(t *testing.T) {
 	const secret = "hook-serve-secret-4f2a"
 	rec := newHookRecorder(t, func(body []byte) string {
@@ -30,7 +33,9 @@ func TestServeHTTPHookThroughServe(t *testing.T) {
 	hook := map[string]any{"type": "http", "url": rec.url(), "headers": map[string]string{"X-Key": "$HOOK_SECRET"}, "allowedEnvVars": []string{"HOOK_SECRET"}}
 	settings, _ := json.Marshal(map[string]any{"tools": map[string]string{"approvalMode": "yolo"},
 		"security": map[string]any{"allowPrivateNetworkHooks": true},
-		"hooks":    map[string]any{hookEventPreToolUse: []any{map[string]any{"matcher": "write_file", "hooks": []any{hook}}}}})
+		"hooks": map[string]any{hookEventPreToolUse: []any{map[string]any{"matcher": "write_file", "hooks": []any{hook}}},
+			hookEventSessionStart: []any{map[string]any{"hooks": []any{hook}}}, hookEventSessionEnd: []any{map[string]any{"hooks": []any{hook}}},
+			hookEventSessionDelete: []any{map[string]any{"hooks": []any{hook}}}}})
 	i := slices.Index(args, "--settings")
 	args[i+1] = writeSettings(t, string(settings)) // yolo, as guardArgs' own
 	sp := startServe(t, args, tokenEnv, "HOOK_SECRET="+secret)
@@ -54,20 +59,33 @@ func TestServeHTTPHookThroughServe(t *testing.T) {
 			t.Errorf("the turn of %q does not say %q: %s", tc.content, tc.wantText, all.String())
 		}
 	}
-	reqs := rec.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("the hook's server received %d POSTs, want 2\n%s", len(reqs), sp.stderr.String())
-	}
-	for _, r := range reqs {
-		if got := r.Header.Get("X-Key"); got != secret {
-			t.Errorf("X-Key the hook's server received = %q", got)
-		}
-	}
 	for _, pid := range descendants(t, sp.cmd.Process.Pid) {
 		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		if strings.Contains(string(raw), secret) {
 			t.Errorf("the environment of %d holds the hook's variable", pid)
 		}
+	}
+	if r := sp.do(t, "DELETE", "/session/"+id, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d %s", r.status, r.body)
+	}
+	events := func() []string {
+		var out []string
+		for _, r := range rec.requests() {
+			var in struct {
+				Event string `json:"hook_event_name"`
+			}
+			json.Unmarshal(r.Body, &in)
+			out = append(out, in.Event)
+			if got := r.Header.Get("X-Key"); got != secret {
+				t.Errorf("X-Key the %s hook's server received = %q", in.Event, got)
+			}
+		}
+		return out
+	}
+	waitFor(t, "the SessionDelete hook", func() bool { return slices.Contains(events(), hookEventSessionDelete) })
+	want := []string{hookEventSessionStart, hookEventPreToolUse, hookEventPreToolUse, hookEventSessionEnd, hookEventSessionDelete}
+	if got := events(); !slices.Equal(got, want) {
+		t.Errorf("the hook's server received %q, want %q\n%s", got, want, sp.stderr.String())
 	}
 }
 
@@ -141,5 +159,21 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 				t.Errorf("the hook's server received %+v", sent)
 			}
 		})
+	}
+	// A session whose session/close the child handles fires its hooks
+	// through serve until the child answers.
+	done := d.closingHooks(&hostSession{id: "s3", ch: ch, ws: ws})
+	p := hookHTTPParams{SessionID: "s3", Event: hookEventPreToolUse, URL: rec.url(), Headers: map[string]string{"X-Key": "$HOOK_UNIT_SECRET"},
+		Input: json.RawMessage(`{"session_id":"s3","hook_event_name":"PreToolUse"}`)}
+	raw, _ := json.Marshal(p)
+	if _, err := d.hookHTTP(context.Background(), other, raw); err == nil {
+		t.Error("another channel fired a closing session's hook")
+	}
+	if res, err := d.hookHTTP(context.Background(), ch, raw); err != nil || res.(hookHTTPResult).Failure != "" {
+		t.Errorf("a closing session's hook = %+v, %v", res, err)
+	}
+	done()
+	if _, err := d.hookHTTP(context.Background(), ch, raw); err == nil {
+		t.Error("a closed session's hook was sent")
 	}
 }
