@@ -1433,6 +1433,7 @@ func (a *agent) callPolicy(s *session, rejected *bool) *callPolicy {
 		Settings: s.settings,
 		Mode:     mode,
 		Home:     a.home,
+		Parent:   a.parentConn(),
 		Ask: func(ctx context.Context, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome {
 			if a.declineAsks {
 				return permissionDeclined // not a reject: the turn goes on

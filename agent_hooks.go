@@ -58,7 +58,7 @@ func (a *agent) fireHooks(ctx context.Context, s *session, event, target, prompt
 	ans := runEventHooks(ctx, hooks, hookFiring{
 		Event: event, Target: target, Fields: fields,
 		Common: hookCommon{SessionID: s.id, Cwd: s.cwd, PermissionMode: mode, PromptID: promptID},
-	}, spawnEnv{a.env, s.sandbox})
+	}, spawnEnv{a.env, s.sandbox, newHookParent(a.parentConn(), s.id, promptID)})
 	for _, f := range ans.Failures {
 		a.log.Warn("hook failed open", "event", event, "session", s.id, "failure", f)
 	}
@@ -66,6 +66,15 @@ func (a *agent) fireHooks(ctx context.Context, s *session, event, target, prompt
 		a.log.Info("hook system message", "event", event, "session", s.id, "message", m)
 	}
 	return ans
+}
+
+// parentConn is serve's channel in a managed child, which POSTs the
+// child's http hooks (hooks_parent.go); nil elsewhere.
+func (a *agent) parentConn() *rpcConn {
+	if !a.managed {
+		return nil
+	}
+	return a.conn
 }
 
 // agentText sends text to the client as agent message text.

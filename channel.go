@@ -355,6 +355,17 @@ const (
 	methodMCPCall = "_acpguard/mcp/call"
 )
 
+// Wire name of http hooks under serve: a child never holds the variables
+// a hook's allowedEnvVars name, so serve POSTs the hook for it
+// (serve_hooks.go, hooks_parent.go).
+const (
+	// methodHookHTTP is the child's request for one http hook:
+	// {sessionId, promptId?, event, matcher, hook, url, headers?, input},
+	// the hook named by its place in the child's settings with its URL and
+	// headers as written; the result is {body?, json?} or {failure}.
+	methodHookHTTP = "_acpguard/hook/http"
+)
+
 // The models serve tells a child to run: "acpguard acp --model parent"
 // asks serve for each call; "--model scripted" runs the built-in scripted
 // model, when serve has no model service.

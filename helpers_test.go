@@ -3684,3 +3684,40 @@ func (e *everythingServer) headerValues(name string) []string {
 	}
 	return out
 }
+
+// hookRecorder is an http hook's server on loopback: it records each POST
+// (its headers and body) and answers with answer(body), a JSON body.
+type hookRecorder struct {
+	srv    *httptest.Server
+	answer func(body []byte) string
+	mu     sync.Mutex
+	got    []hookRecorded
+}
+
+// hookRecorded is one POST a hookRecorder received.
+type hookRecorded struct {
+	Header http.Header
+	Body   []byte
+}
+
+func newHookRecorder(t testing.TB, answer func(body []byte) string) *hookRecorder {
+	r := &hookRecorder{answer: answer}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, hookRecorded{Header: req.Header.Clone(), Body: body})
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, r.answer(body))
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *hookRecorder) url() string { return r.srv.URL + "/hook" }
+
+func (r *hookRecorder) requests() []hookRecorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}

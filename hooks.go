@@ -57,6 +57,7 @@ type hookCommand struct {
 	Description    string            `json:"description"`
 	Env            map[string]string `json:"env"`
 	http           *hookHTTPPolicy
+	at             hookAt // its place in its event's list (hooks_parent.go)
 }
 
 // Hook types (Qwen Code's): acpguard runs command and http hooks and
@@ -274,7 +275,8 @@ func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInpu
 		if !match {
 			continue
 		}
-		for _, h := range m.Hooks {
+		for j, h := range m.Hooks {
+			h.at = hookAt{Matcher: i, Hook: j}
 			if stdin == nil {
 				if stdin, err = json.Marshal(input); err != nil {
 					return hookOutcome{Decision: hookDeny, Reason: fmt.Sprintf("PreToolUse hook input: %v", err)}
@@ -361,7 +363,8 @@ type hookReply struct {
 
 // execHook runs one hook of event with stdin as its input: a command as
 // `bash -c command` in its own process group and in the sandbox, an HTTP
-// hook as a POST (hooks_http.go). failure, when not empty, says how it
+// hook as a POST (hooks_http.go), which serve makes for its child
+// (env.Parent, hooks_parent.go). failure, when not empty, says how it
 // failed to answer.
 func execHook(ctx context.Context, h hookCommand, event string, stdin []byte, dir string, env spawnEnv) (hookReply, string) {
 	timeout := time.Duration(h.Timeout) * time.Millisecond
@@ -372,6 +375,9 @@ func execHook(ctx context.Context, h hookCommand, event string, stdin []byte, di
 	case h.Type == hookTypeHTTP && strings.TrimSpace(h.URL) != "":
 		if h.Timeout == 0 {
 			timeout = hookHTTPDefaultTimeoutMS * time.Millisecond
+		}
+		if env.Parent != nil {
+			return env.Parent.post(ctx, h, event, stdin, timeout)
 		}
 		return runHTTPHook(ctx, h, stdin, timeout, env.Env)
 	case h.Type != hookTypeCommand || strings.TrimSpace(h.Command) == "":

@@ -182,7 +182,8 @@ func runEventHooks(ctx context.Context, hooks []hookMatcher, f hookFiring, env s
 		if !match {
 			continue
 		}
-		for _, h := range m.Hooks {
+		for j, h := range m.Hooks {
+			h.at = hookAt{Matcher: i, Hook: j}
 			if stdin == nil {
 				if stdin, err = hookInputJSON(f); err != nil {
 					return hookAnswer{Blocked: closed, Reason: fmt.Sprintf("%s hook input: %v", f.Event, err)}

@@ -611,6 +611,9 @@ type callPolicy struct {
 	Ask func(ctx context.Context, call toolCall, spec *toolSpec, args map[string]any) permissionOutcome
 	// Log hears what a failOpen hook's failure let through.
 	Log func(msg string, args ...any)
+	// Parent is serve's channel in a serve child: serve POSTs the http
+	// hooks (hooks_parent.go); nil elsewhere.
+	Parent *rpcConn
 }
 
 // check runs the layers before the guard after tools.disabled: permission
@@ -640,7 +643,7 @@ func (p *callPolicy) check(ctx context.Context, env *toolEnv, call toolCall, sp 
 	out := runPreToolUseHooks(ctx, p.Settings.Hooks.PreToolUse, hookInput{
 		SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode, PromptID: env.PromptID,
 		ToolName: spec.Name, ToolInput: args, ToolUseID: call.ID,
-	}, spawnEnv{env.Env, env.Sandbox})
+	}, spawnEnv{env.Env, env.Sandbox, newHookParent(p.Parent, env.SessionID, env.PromptID)})
 	if ctx.Err() != nil {
 		return policyCancelled(), false
 	}
@@ -672,7 +675,7 @@ func askUser(ctx context.Context, p *callPolicy, env *toolEnv, call toolCall, sp
 			Event: hookEventPermissionRequest, Target: spec.Name,
 			Common: hookCommon{SessionID: env.SessionID, Cwd: env.Cwd, PermissionMode: p.Mode, PromptID: env.PromptID},
 			Fields: map[string]any{"tool_name": spec.Name, "tool_input": args, "permission_suggestions": []any{}},
-		}, spawnEnv{env.Env, env.Sandbox})
+		}, spawnEnv{env.Env, env.Sandbox, newHookParent(p.Parent, env.SessionID, env.PromptID)})
 		for _, f := range ans.Failures {
 			if p.Log != nil {
 				p.Log("PermissionRequest hook failed open", "tool", spec.Name, "toolCallId", call.ID, "failure", f)

@@ -156,10 +156,13 @@ type sandboxSession struct {
 }
 
 // spawnEnv is what starting a process for a session takes: the one
-// environment builder and the session's sandbox (nil: off).
+// environment builder and the session's sandbox (nil: off). Parent, in a
+// serve child, is serve's channel: serve POSTs the session's http hooks
+// (hooks_parent.go); nil elsewhere.
 type spawnEnv struct {
 	Env     *procEnv
 	Sandbox *sandboxSession
+	Parent  *hookParent
 }
 
 // sandboxTestOverride is nil in acpguard. The test binary, when it runs as

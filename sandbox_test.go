@@ -1073,7 +1073,7 @@ func TestSandboxSetupFailsClosed(t *testing.T) {
 	}
 
 	hooks := []hookMatcher{{Hooks: []hookCommand{{Type: "command", Command: "touch " + marker, FailOpen: true}}}}
-	out := runPreToolUseHooks(context.Background(), hooks, testHookInput(ws), spawnEnv{sandboxTestEnv, sb})
+	out := runPreToolUseHooks(context.Background(), hooks, testHookInput(ws), spawnEnv{Env: sandboxTestEnv, Sandbox: sb})
 	if want := `PreToolUse hook "touch ` + marker + `" could not be confined: ` + wantErr + ` (the call is blocked: the hook fails closed)`; out.Decision != hookDeny || out.Reason != want {
 		t.Errorf("failOpen hook = %+v, want a deny with %q", out, want)
 	}

@@ -38,8 +38,8 @@ func runDaemon(ctx context.Context, sys *system, opts serveOptions) error {
 	}
 	// The variables remote MCP servers' headers name, and those http hooks
 	// may read (allowedEnvVars), are secrets like the model key: no child
-	// receives them (DESIGN.md §4). A child's http hooks are sent with
-	// those variables empty.
+	// receives them (DESIGN.md §4): serve POSTs its children's http hooks
+	// (serve_hooks.go).
 	if opts.Settings != nil {
 		envOf(sys).hideSecrets(opts.Settings.hookSecretNames()...)
 		if configs, err := mcpServersFromSettings(opts.Settings.MCPServers); err == nil {
@@ -184,15 +184,22 @@ type daemon struct {
 	modelNameFixed bool
 	modelSettings  *settingsCache
 	// mcpStart are serve's own settings' MCP servers; mcpSettings loads a
-	// session's workspace settings for its remote servers (serve_mcp.go).
+	// session's workspace settings for its remote servers and http hooks
+	// (serve_mcp.go, serve_hooks.go).
 	mcpStart    []mcpServerConfig
 	mcpSettings *settingsCache
+	// hookStart are serve's own settings, whose http hooks serve POSTs for
+	// its children when it has no settings sources (serve_hooks.go).
+	hookStart *settings
 	// allowed sees each decision the bridge allowed, after it is final
 	// and logged: it cannot change one (serve_mcp.go's allowMCP).
 	allowed func(s *hostSession, promptID, tool string, args json.RawMessage)
-	// mcpPending are the remote servers of sessions in creation, by id.
-	mcpMu      sync.Mutex
-	mcpPending map[string]serveMCPPending
+	// mcpPending are the remote servers of sessions in creation, by id;
+	// hookClosing the sessions whose session/close their child handles
+	// (serve_hooks.go). mcpMu guards both.
+	mcpMu       sync.Mutex
+	mcpPending  map[string]serveMCPPending
+	hookClosing map[string]serveHookClosing
 
 	runCtx context.Context // cancelled when shutdown begins
 	wg     sync.WaitGroup  // children's readers and prompt runners

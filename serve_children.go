@@ -477,6 +477,8 @@ func (ch *acpChannel) onRequest(ctx context.Context, method string, params json.
 		return ch.d.mcpList(ctx, ch, params)
 	case methodMCPCall:
 		return ch.d.mcpCall(ctx, ch, params)
+	case methodHookHTTP:
+		return ch.d.hookHTTP(ctx, ch, params)
 	case "session/request_permission":
 		var p hostPermissionParams
 		if err := decodeStrict(params, &p); err != nil {

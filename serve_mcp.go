@@ -39,9 +39,11 @@ type serveMCPAllowed struct {
 	args           []byte // canonical
 }
 
-// setMCP finds each session's remote MCP servers: from its workspace's
-// settings when serve knows where they are, else from serve's own.
+// setMCP finds each session's remote MCP servers and http hooks: from its
+// workspace's settings when serve knows where they are, else from serve's
+// own.
 func (d *daemon) setMCP(opts serveOptions) {
+	d.hookStart = opts.Settings
 	if opts.Settings != nil {
 		d.mcpStart, _ = mcpServersFromSettings(opts.Settings.MCPServers)
 	}
@@ -54,11 +56,12 @@ func (d *daemon) setMCP(opts serveOptions) {
 			return &sessionSettings{Load: l, Settings: l.Settings, MCP: servers,
 				MCPCallTimeout: time.Duration(l.Settings.MCP.CallTimeoutMs) * time.Millisecond}, nil
 		})
-		// The variables the workspaces' headers name are held before any
-		// child starts (DESIGN.md §4).
+		// The variables the workspaces' headers name, and those their http
+		// hooks may read, are held before any child starts (DESIGN.md §4).
 		for _, ws := range opts.Workspaces {
 			if ss, _, err := d.mcpSettings.get(ws); err == nil {
 				envOf(d.sys).hideSecrets(mcpHeaderSecrets(ss.MCP)...)
+				envOf(d.sys).hideSecrets(ss.Settings.hookSecretNames()...)
 			}
 		}
 	}

@@ -678,6 +678,8 @@ func (s *hostSession) end(typ, message string, deleted bool) {
 			defer s.d.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), childStopGrace)
 			defer cancel()
+			// Its SessionEnd and SessionDelete hooks fire during the close.
+			defer s.d.closingHooks(s)()
 			params := map[string]any{"sessionId": s.id}
 			if deleted {
 				params["_meta"] = map[string]bool{metaSessionDeleted: true}
