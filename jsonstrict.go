@@ -234,8 +234,15 @@ func decodeWireObject(data []byte, allowed ...string) (map[string]json.RawMessag
 // named names[i]; a member of another name, spelled otherwise, or given
 // twice is an error. The values alias data.
 func strictMembers(data []byte, names []string, out []json.RawMessage) error {
+	return strictMembersBut(data, names, out, -1)
+}
+
+// strictMembersBut is strictMembers but for the member named names[bounded],
+// whose value it only bounds: its caller checks it strictly, so that a
+// large member is walked once.
+func strictMembersBut(data []byte, names []string, out []json.RawMessage, bounded int) error {
 	w := wireWalk{data: data, check: walkStrict}
-	named, err := w.members(names, out)
+	named, err := w.members(names, out, bounded)
 	if named != nil {
 		return named
 	}
@@ -249,7 +256,7 @@ func strictMembers(data []byte, names []string, out []json.RawMessage) error {
 // anywhere outrank it; named is the first one.
 func syntaxMembers(data []byte, names []string, out []json.RawMessage) (named error, valid bool) {
 	w := wireWalk{data: data, check: walkSyntax}
-	named, err := w.members(names, out)
+	named, err := w.members(names, out, -1)
 	return named, err == nil
 }
 
@@ -257,8 +264,9 @@ func syntaxMembers(data []byte, names []string, out []json.RawMessage) (named er
 // out[i] to the value of the member named names[i]. named is the first
 // member refused by name (of another name, spelled otherwise, or given
 // twice); a strict walk stops there, one that checks syntax only walks on.
-// err is anything else that ends the walk.
-func (w *wireWalk) members(names []string, out []json.RawMessage) (named, err error) {
+// err is anything else that ends the walk. The value of names[bounded], if
+// any, is only bounded, not checked.
+func (w *wireWalk) members(names []string, out []json.RawMessage, bounded int) (named, err error) {
 	if err := w.open(); err != nil {
 		return nil, err
 	}
@@ -283,7 +291,9 @@ func (w *wireWalk) members(names []string, out []json.RawMessage) (named, err er
 			}
 		}
 		start := w.i
-		if err := w.checked(1); err != nil {
+		if k >= 0 && k == bounded {
+			w.value()
+		} else if err := w.checked(1); err != nil {
 			return named, fmt.Errorf("field %q: %w", key, err)
 		}
 		if named == nil {
@@ -503,8 +513,8 @@ func (w *wireWalk) value() json.RawMessage {
 			break
 		}
 	}
-	w.i = i
-	return data[start:min(i, len(data))]
+	w.i = min(i, len(data))
+	return data[start:w.i]
 }
 
 // stringEnd is the index of the quote that ends the string whose content

@@ -126,6 +126,9 @@ func decodeModelComplete(params json.RawMessage, modelName string) (modelComplet
 // modelCompleteParams names them.
 var modelCallMembers = []string{"sessionId", "promptId", "streamId", "request", "_meta"}
 
+// modelCallRequest is the request's index in modelCallMembers.
+const modelCallRequest = 3
+
 // decodeModelCall checks a child's model call: its params and its request,
 // which names no model. It returns the request's other members as
 // modelRequestBody takes them. One strict walk of the params (valid UTF-8
@@ -135,7 +138,9 @@ var modelCallMembers = []string{"sessionId", "promptId", "streamId", "request", 
 func decodeModelCall(params json.RawMessage) (modelCompleteParams, []byte, error) {
 	var p modelCompleteParams
 	var m [5]json.RawMessage // modelCallMembers
-	if err := strictMembers(params, modelCallMembers, m[:]); err != nil {
+	// The request, the bulk of the params, is checked strictly by
+	// checkModelRequest's one walk.
+	if err := strictMembersBut(params, modelCallMembers, m[:], modelCallRequest); err != nil {
 		return p, nil, fmt.Errorf("model call: invalid params: %v", err)
 	}
 	for i, to := range []*string{&p.SessionID, &p.PromptID, &p.StreamID} {
@@ -147,7 +152,7 @@ func decodeModelCall(params json.RawMessage) (modelCompleteParams, []byte, error
 			return p, nil, fmt.Errorf("model call: invalid params: field %q: %v", modelCallMembers[i], err)
 		}
 	}
-	p.Request, p.Meta = m[3], m[4]
+	p.Request, p.Meta = m[modelCallRequest], m[4]
 	if p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
 		return p, nil, fmt.Errorf("model call: streamId %q: want 1 to %d bytes", truncateForError([]byte(p.StreamID)), maxModelStreamID)
 	}
@@ -184,8 +189,9 @@ var (
 	modelImageMembers    = []string{"url"}
 )
 
-// checkModelRequest checks req, JSON that a strict walk accepted, against
-// the shape of openAIRequest: every object's members among that type's,
+// checkModelRequest checks req strictly (valid UTF-8 JSON as encoding/json
+// reads it, exact names, none twice at any depth) and against the shape of
+// openAIRequest: every object's members among that type's,
 // each value of its type or null, "model" empty. It accepts nothing the
 // strict decode of openAIRequest (decodeStrict) refuses, and refuses a
 // member spelled in another case at any depth, and reasoning that is not a
@@ -199,13 +205,16 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 		return fail(errors.New("not an object"))
 	}
 	rest := make([]byte, 0, len(req)+1)
-	w := &wireWalk{data: req}
+	w := &wireWalk{data: req, check: walkStrict}
 	err := modelShapeObject(w, modelAt{}, modelRequestMembers, func(key string) error {
 		var err error
 		at, start := modelAt{}.key(key), w.i
 		switch key {
 		case "model":
-			v := w.value()
+			v, err := modelShapeValue(w, at)
+			if err != nil {
+				return err
+			}
 			if isJSONNull(v) {
 				return nil
 			}
@@ -237,6 +246,9 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if w.space(); w.i != len(req) {
+		return fail(errors.New("trailing data after the object"))
+	}
 	return append(rest, '}'), nil
 }
 
@@ -266,7 +278,11 @@ func checkModelToolCall(w *wireWalk, at modelAt) error {
 	return modelShapeObject(w, at, modelToolCallMembers, func(key string) error {
 		switch key {
 		case "index":
-			if v := w.value(); !isJSONNull(v) {
+			v, err := modelShapeValue(w, at.key(key))
+			if err != nil {
+				return err
+			}
+			if !isJSONNull(v) {
 				if _, err := strconv.Atoi(string(v)); err != nil {
 					return modelShapeType(at.key(key), "an integer")
 				}
@@ -290,8 +306,8 @@ func checkModelTool(w *wireWalk, at modelAt) error {
 		at := at.key(key)
 		return modelShapeObject(w, at, modelFunctionMembers, func(key string) error {
 			if key == "parameters" {
-				w.value() // any JSON: a tool's schema, forwarded as it is
-				return nil
+				_, err := modelShapeValue(w, at.key(key)) // any JSON: a tool's schema, forwarded as it is
+				return err
 			}
 			return modelShapeString(w, at.key(key))
 		})
@@ -370,14 +386,23 @@ func modelShapeObject(w *wireWalk, at modelAt, names []string, member func(key s
 	if w.i >= len(w.data) || w.data[w.i] != '{' {
 		return modelShapeType(at, "an object")
 	}
+	var seen uint64 // names given, by index: at most 64
 	return w.objectBytes(func(key []byte) error {
 		i := slices.IndexFunc(names, func(name string) bool { return name == string(key) })
-		if i < 0 {
-			if at.n == 0 {
-				return fmt.Errorf("unknown field %q", key)
-			}
-			return fmt.Errorf("%s: unknown field %q", at, key)
+		problem := ""
+		switch {
+		case i < 0:
+			problem = "unknown"
+		case seen&(1<<i) != 0:
+			problem = "duplicate"
 		}
+		if problem != "" {
+			if at.n == 0 {
+				return fmt.Errorf("%s field %q", problem, key)
+			}
+			return fmt.Errorf("%s: %s field %q", at, problem, key)
+		}
+		seen |= 1 << i
 		return member(names[i])
 	})
 }
@@ -421,18 +446,35 @@ func modelShapeString(w *wireWalk, at modelAt) error {
 	case modelShapeNull(w):
 		return nil
 	case w.i < len(w.data) && w.data[w.i] == '"':
-		w.i = min(stringEnd(w.data, w.i+1)+1, len(w.data))
+		if _, err := w.str(); err != nil {
+			return fmt.Errorf("%s: %w", at, err)
+		}
 		return nil
 	}
 	return modelShapeType(at, "a string")
 }
 
 func modelShapeBool(w *wireWalk, at modelAt) error {
-	switch string(w.value()) {
+	v, err := modelShapeValue(w, at)
+	if err != nil {
+		return err
+	}
+	switch string(v) {
 	case "true", "false", "null":
 		return nil
 	}
 	return modelShapeType(at, "a boolean")
+}
+
+// modelShapeValue checks any JSON value at w strictly, nested no deeper
+// than maxJSONDepth in all, and returns it.
+func modelShapeValue(w *wireWalk, at modelAt) (json.RawMessage, error) {
+	start := w.i
+	// at's places are at least as many as the containers around w.
+	if err := w.checked(at.n + 1); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	return w.data[start:w.i], nil
 }
 
 func modelShapeType(at modelAt, want string) error { return fmt.Errorf("%s: want %s", at, want) }

@@ -285,7 +285,7 @@ func TestModelCallParamsStrict(t *testing.T) {
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x",` + req + `,"model":"m"}`, `model call: invalid params: unknown field "model"`},
 		{`{"sessionId":"s1","promptId":"p1","streamId":"",` + req + `}`, `model call: streamId "": want 1 to 64 bytes`},
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[],"Model":"m"}}`, `model call: request is not a chat completions request: unknown field "Model"`},
-		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":"a","role":"system"}]}}`, `model call: invalid params: field "request": duplicate field "role"`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":"a","role":"system"}]}}`, `model call: request is not a chat completions request: messages[0]: duplicate field "role"`},
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"Role":"user","content":"a"}]}}`, `model call: request is not a chat completions request: messages[0]: unknown field "Role"`},
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":{"text":"a"}}]}}`, `model call: request is not a chat completions request: messages[0].content: want a string`},
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"assistant","tool_calls":[{"index":1.5,"function":{"name":"f","arguments":"{}"}}]}]}}`, `model call: request is not a chat completions request: messages[0].tool_calls[0].index: want an integer`},
@@ -293,7 +293,7 @@ func TestModelCallParamsStrict(t *testing.T) {
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[null]}}`, `model call: request is not a chat completions request: messages[0]: want an object`},
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"model":"gpt-4o","messages":[]}}`, `model call: request names model "gpt-4o"; serve alone chooses the model`},
 		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"stream":"yes"}}`, `model call: request is not a chat completions request: stream: want a boolean`},
-		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":"` + "\xff" + `"}]}}`, `model call: invalid params: field "request": invalid UTF-8 at byte 98`},
+		{`{"sessionId":"s1","promptId":"p1","streamId":"x","request":{"messages":[{"role":"user","content":"` + "\xff" + `"}]}}`, `model call: request is not a chat completions request: messages[0].content: invalid UTF-8 at byte 39`},
 		{`[]`, `model call: invalid params: an array instead of an object`},
 	}
 	for _, tt := range tests {
