@@ -63,12 +63,19 @@ await app.connectWith(acp.ndJsonStream(Writable.toWeb(proc.stdin), Readable.toWe
   check(r2.stopReason === "end_turn" && permissions === 1, "shell prompt: " + JSON.stringify(r2));
 });
 proc.stdin.end();
-const kinds = updates.map((u) => u.sessionUpdate + (u.status ? ":" + u.status : "")).join(",");
+// A running shell command's live output (in_progress updates that carry
+// _meta.shellOutput) may come or not, as fast as echo ends: the sequence is
+// checked without them, and each that came holds the command's output.
+const live = updates.filter((u) => u._meta && u._meta.shellOutput);
+for (const u of live) {
+  check(u.sessionUpdate === "tool_call_update" && u.status === "in_progress" && u._meta.shellOutput.chunk === "hi\n", "live output " + JSON.stringify(u));
+}
+const kinds = updates.filter((u) => !(u._meta && u._meta.shellOutput)).map((u) => u.sessionUpdate + (u.status ? ":" + u.status : "")).join(",");
 check(kinds === "tool_call:pending,tool_call_update:in_progress,tool_call_update:completed,agent_message_chunk," +
   "current_mode_update,tool_call:pending,tool_call_update:in_progress,tool_call_update:completed,agent_message_chunk", "updates " + kinds);
 check(updates[0].rawInput.file_path === path.join(dir, "a.txt") && updates[0]._meta.toolName === "write_file", "tool_call " + JSON.stringify(updates[0]));
 check(fs.readFileSync(path.join(dir, "a.txt"), "utf8") === "sdk", "a.txt content");
-const isWriteDiff = (c) => c.type === "diff" && c.path === path.join(dir, "a.txt") && c.oldText === null && c.newText === "sdk";
+const isWriteDiff = (c) => c.type === "diff" && c.path === path.join(dir, "a.txt") && c.oldText === "" && c.newText === "sdk";
 check(updatesAtAsk === 1 && (updates[0].content || []).some(isWriteDiff), "diff before the permission request: " + JSON.stringify(updates[0]));
 check((updates[2].content || []).some(isWriteDiff), "diff in the completed update: " + JSON.stringify(updates[2]));
 check(commands.length === 1 && updatesAtCommands === 0 && Array.isArray(commands[0].availableCommands), "available_commands_update: " + JSON.stringify(commands));
