@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -407,17 +408,18 @@ func readOpenAIReply(ctx context.Context, mediaType string, r io.Reader, t *open
 func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]byte, error) {
 	var toolsJSON []byte
 	if len(tools) > 0 {
-		list := make([]openAITool, 0, len(tools))
-		for _, s := range tools {
-			list = append(list, openAITool{
-				Type:     openAIToolType,
-				Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: s.parametersSchema()},
-			})
+		toolsJSON = append(toolsJSON, '[')
+		for i, s := range tools {
+			b, err := openAIToolJSON(s)
+			if err != nil {
+				return nil, fmt.Errorf("build chat completions request: %w", err)
+			}
+			if i > 0 {
+				toolsJSON = append(toolsJSON, ',')
+			}
+			toolsJSON = append(toolsJSON, b...)
 		}
-		var err error
-		if toolsJSON, err = json.Marshal(list); err != nil {
-			return nil, fmt.Errorf("build chat completions request: %w", err)
-		}
+		toolsJSON = append(toolsJSON, ']')
 	}
 	size := len(toolsJSON) + len(model) + len(openAIRequestTail) + 64
 	for _, h := range history {
@@ -443,6 +445,51 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 		b = append(append(b, `,"tools":`...), toolsJSON...)
 	}
 	return append(b, openAIRequestTail...), nil
+}
+
+// openAIToolsEncoded holds each tool's encoding as a request carries it,
+// by name, with the description and schema it was made of: every call of a
+// session offers the same tools, and json.Marshal compacts each schema
+// anew. An entry is used only for the same description and schema bytes.
+var openAIToolsEncoded struct {
+	mu sync.Mutex
+	m  map[string]openAIToolEncoded
+}
+
+type openAIToolEncoded struct {
+	description string
+	schema      []byte
+	json        []byte
+}
+
+// maxOpenAIToolsEncoded bounds the cache: past it, it starts afresh, so MCP
+// servers that come and go cannot grow it without end.
+const maxOpenAIToolsEncoded = 4096
+
+// openAIToolJSON is s as json.Marshal writes its openAITool.
+func openAIToolJSON(s *toolSpec) ([]byte, error) {
+	schema := s.parametersSchema()
+	c := &openAIToolsEncoded
+	c.mu.Lock()
+	e, ok := c.m[s.Name]
+	c.mu.Unlock()
+	if ok && e.description == s.Description && bytes.Equal(e.schema, schema) {
+		return e.json, nil
+	}
+	b, err := json.Marshal(openAITool{
+		Type:     openAIToolType,
+		Function: openAIFunction{Name: s.Name, Description: s.Description, Parameters: schema},
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxOpenAIToolsEncoded {
+		c.m = map[string]openAIToolEncoded{}
+	}
+	c.m[s.Name] = openAIToolEncoded{description: s.Description, schema: bytes.Clone(schema), json: b}
+	c.mu.Unlock()
+	return b, nil
 }
 
 // openAIRequestTail ends every request: streamed, with usage on the last

@@ -1176,6 +1176,20 @@ func TestOpenAIRequestBodyIsMarshals(t *testing.T) {
 			}
 		})
 	}
+	// A tool of the same name whose schema or description changed (an MCP
+	// server started again) is encoded anew, never from an earlier call.
+	for _, changed := range []*toolSpec{
+		{Name: mcpTool.Name, Description: mcpTool.Description, Schema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}}}`)},
+		{Name: mcpTool.Name, Description: "another description", Schema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}}}`)},
+	} {
+		got, err := openAIRequestBody("", nil, []*toolSpec{changed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := openAIRequestOracle(t, "", nil, []*toolSpec{changed}); !bytes.Equal(got, want) {
+			t.Errorf("a changed tool:\n got %s\nwant %s", got, want)
+		}
+	}
 	if _, err := openAIRequestBody("", []message{{Role: "narrator"}}, nil); err == nil || err.Error() != `build chat completions request: history message 0 has role "narrator"` {
 		t.Errorf("a message of an unknown role: %v", err)
 	}
