@@ -419,6 +419,8 @@ func TestContextFileNameRefused(t *testing.T) {
 	tests := []struct{ name, settings, want string }{
 		{"a path", `{"context": {"fileName": "../secret.md"}}`, `key "context.fileName[0]": "../secret.md" is not a file name`},
 		{"a directory path", `{"context": {"fileName": ["QWEN.md", "docs/AI.md"]}}`, `key "context.fileName[1]": "docs/AI.md" is not a file name`},
+		{"the Qwen home's key file", `{"context": {"fileName": [".env"]}}`, `key "context.fileName[0]": ".env" is not a Markdown file name; instruction files end in ".md", such as "QWEN.md"`},
+		{"a settings file", `{"context": {"fileName": "settings.json"}}`, `key "context.fileName[0]": "settings.json" is not a Markdown file name`},
 		{"a number", `{"context": {"fileName": 3}}`, `key "context.fileName": want a string or an array of strings, got number`},
 		{"unknown context key", `{"context": {"fileNames": "A.md"}}`, `key "context.fileNames": unknown key (did you mean "context.fileName"?)`},
 	}

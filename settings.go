@@ -218,21 +218,31 @@ func (contextFileNames) walkAs(got string) (reflect.Type, string) {
 
 const keyContextFileName = "context.fileName"
 
-// validate refuses a name that is not one plain file name: the names are
-// joined to the Qwen home and to workspace directories, and a path ("../x",
-// "docs/x") would read a file outside them into the model's context.
+// validate refuses a name that is not one plain Markdown file name: the
+// names are joined to the Qwen home and to workspace directories, and a path
+// ("../x", "docs/x") would read a file outside them into the model's
+// context, another name a file that is no instructions (the Qwen home's
+// .env, which holds the model key, or its settings).
 func (n contextFileNames) validate() []string {
 	var problems []string
 	if len(n) > maxContextFileNames {
 		problems = append(problems, fmt.Sprintf("key %q: %d names, at most %d", keyContextFileName, len(n), maxContextFileNames))
 	}
 	for i, name := range n {
-		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
-			problems = append(problems, fmt.Sprintf("key %q: %q is not a file name; give plain names such as %q, read in each directory", fmt.Sprintf("%s[%d]", keyContextFileName, i), name, "QWEN.md"))
+		at := fmt.Sprintf("%s[%d]", keyContextFileName, i)
+		switch {
+		case name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00"):
+			problems = append(problems, fmt.Sprintf("key %q: %q is not a file name; give plain names such as %q, read in each directory", at, name, "QWEN.md"))
+		case !strings.HasSuffix(strings.ToLower(name), contextFileSuffix) || len(name) == len(contextFileSuffix):
+			problems = append(problems, fmt.Sprintf("key %q: %q is not a Markdown file name; instruction files end in %q, such as %q", at, name, contextFileSuffix, "QWEN.md"))
 		}
 	}
 	return problems
 }
+
+// contextFileSuffix ends every instruction file name context.fileName
+// gives: none names a key file or a settings file.
+const contextFileSuffix = ".md"
 
 type slashCommandsSettings struct {
 	Disabled []string `json:"disabled"`

@@ -137,6 +137,11 @@ func findDotEnvFiles(src settingsSources, o dotEnvOptions) []dotEnvCandidate {
 	walk:
 		for ; !sameDir(dir, src.Home); dir = filepath.Dir(dir) {
 			for _, p := range []string{filepath.Join(dir, qwenDirName, dotEnvFileName), filepath.Join(dir, dotEnvFileName)} {
+				// O_NOFOLLOW guards only the file's own name: a workspace's
+				// .qwen that is a symbolic link is not followed either.
+				if filepath.Dir(p) != dir && !realDir(filepath.Dir(p)) {
+					continue
+				}
 				if _, err := os.Lstat(p); err == nil && !slices.Contains(users, p) {
 					out = append(out, dotEnvCandidate{p, false})
 					break walk
@@ -314,4 +319,11 @@ func excludedEnvVarsOf(merged map[string]any) ([]string, error) {
 		return nil, fmt.Errorf("key %q: want an array of strings", keyExcludedEnvVars)
 	}
 	return out, nil
+}
+
+// realDir reports whether path is a directory itself, not a symbolic link
+// to one.
+func realDir(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
 }

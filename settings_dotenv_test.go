@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -131,6 +132,22 @@ func TestDotEnvLinkRefused(t *testing.T) {
 	_, err := loadDotEnv(src, dotEnvOptions{Dir: ws, Folder: folderTrust{Trusted: true}})
 	if want := `.env "` + filepath.Join(ws, ".env") + `": a symbolic link in the workspace: not followed; put the file itself there`; err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
+// A workspace's .qwen that is a symbolic link is not followed to a .env
+// elsewhere: O_NOFOLLOW guards only the file's own name.
+func TestDotEnvQwenDirLinkNotFollowed(t *testing.T) {
+	home, ws, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	writeFileAll(t, filepath.Join(elsewhere, ".env"), "SECRET_X=leaked\n")
+	mustSymlink(t, elsewhere, filepath.Join(ws, ".qwen"))
+	src := settingsSourcesOf(&procEnv{snapshot: []string{"HOME=" + home}})
+	got, err := loadDotEnv(src, dotEnvOptions{Dir: ws, Folder: folderTrust{Trusted: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Vars) != "[]" || len(got.Files) != 0 {
+		t.Errorf("read through the linked .qwen: files %q, variables %v", got.Files, got.Vars)
 	}
 }
 
