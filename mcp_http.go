@@ -7,7 +7,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,7 +47,7 @@ func (r *mcpRemote) postHTTP(msg []byte) error {
 // exchange POSTs msg and delivers what the answer carries. init takes the
 // session id the answer assigns.
 func (r *mcpRemote) exchange(ctx context.Context, msg []byte, init bool) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url.String(), bytes.NewReader(msg))
+	req, err := newMCPPost(ctx, r.url.String(), msg)
 	if err != nil {
 		return fmt.Errorf("POST: %w", err)
 	}

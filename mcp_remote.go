@@ -56,7 +56,22 @@ const (
 
 // mcpOwnHeaders are the headers the transport sets itself: a configured
 // header of one of these names is refused.
-var mcpOwnHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection", mcpHeaderSessionID, mcpHeaderProtocol, "Last-Event-Id"}
+// Idempotency-Key and X-Idempotency-Key among them: with either, net/http
+// would send a POST again on a connection that failed.
+var mcpOwnHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection", mcpHeaderSessionID, mcpHeaderProtocol, "Last-Event-Id", "Idempotency-Key", "X-Idempotency-Key"}
+
+// newMCPPost is a POST of msg that net/http cannot send twice: its body
+// has no GetBody, so neither a connection lost before the answer nor an
+// HTTP/2 stream reset replays a tools/call (the no-replay rule).
+func newMCPPost(ctx context.Context, url string, msg []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, io.NopCloser(bytes.NewReader(msg)))
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = int64(len(msg))
+	req.GetBody = nil
+	return req, nil
+}
 
 // mcpHeader is one configured header. A settings value may name the
 // operator's variables as $VAR or ${VAR}; a session/new value is Literal.
@@ -452,6 +467,11 @@ func mcpHTTPStatus(resp *http.Response, sessionSent bool) error {
 	if resp.StatusCode == http.StatusNotFound && sessionSent {
 		return errors.New("the server ended the MCP session (HTTP 404 to its session id); the session is not renewed and no call is resent")
 	}
+	// A POST's body cannot be sent again, so net/http hands a 307 or 308
+	// back instead of asking the client's redirect check.
+	if loc := resp.Header.Get("Location"); resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
+		return fmt.Errorf("the server redirected to %q: redirects are refused; configure the final address", redactedURL(loc))
+	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, mcpErrorBodyBytes))
 	return fmt.Errorf("the server answered HTTP %d: %q", resp.StatusCode, strings.ToValidUTF8(string(body), "?"))
 }
@@ -518,4 +538,13 @@ func (r *mcpRemote) close() {
 		cancel()
 	}
 	r.wg.Wait()
+}
+
+// redactedURL is loc with any password it holds masked, as url.Redacted.
+func redactedURL(loc string) string {
+	u, err := url.Parse(loc)
+	if err != nil {
+		return "(an invalid URL)"
+	}
+	return u.Redacted()
 }

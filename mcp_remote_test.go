@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -250,6 +251,23 @@ func TestServeMCPAllowedDecisions(t *testing.T) {
 	for _, tt := range tests {
 		if got := s.remoteMCP().takeAllowed(tt.prompt, tt.tool, canon(tt.args)); got != tt.want {
 			t.Errorf("%s: allowed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A remote MCP POST has no GetBody, so net/http cannot send it twice
+// (after a lost connection, an HTTP/2 stream reset or an idempotency key).
+func TestMCPPostNotReplayable(t *testing.T) {
+	req, err := newMCPPost(context.Background(), "http://127.0.0.1:1/mcp", []byte(`{"jsonrpc":"2.0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.GetBody != nil || req.ContentLength != int64(len(`{"jsonrpc":"2.0"}`)) {
+		t.Errorf("GetBody set %v, ContentLength %d", req.GetBody != nil, req.ContentLength)
+	}
+	for _, h := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+		if !slices.Contains(mcpOwnHeaders, h) {
+			t.Errorf("a configured %s header is not refused", h)
 		}
 	}
 }

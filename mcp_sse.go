@@ -233,7 +233,7 @@ func (r *mcpRemote) postSSE(msg []byte) error {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(r.life, mcpPostTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(msg))
+	req, err := newMCPPost(ctx, endpoint.String(), msg)
 	if err != nil {
 		return fmt.Errorf("POST message: %w", err)
 	}
