@@ -93,9 +93,9 @@ type envSecrets struct {
 	m  map[string]string
 }
 
-// hideSecrets takes the named variables out of the snapshot and the
-// process environment, for secret alone to read. A name hidden once stays
-// hidden.
+// hideSecrets takes the named variables out of the process environment,
+// of every child environment and of the settings' $VAR expansion, for
+// secret alone to read. A name hidden once stays hidden.
 func (e *procEnv) hideSecrets(names ...string) {
 	if e.hidden == nil {
 		e.hidden = &envSecrets{} // a procEnv literal (a test's): not shared yet

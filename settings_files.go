@@ -61,6 +61,11 @@ type settingsSources struct {
 // settingsSourcesOf reads the settings locations from env.
 func settingsSourcesOf(env *procEnv) settingsSources {
 	lookup := func(name string) (string, bool) {
+		// A hidden secret (a header's or an http hook's variable) is never
+		// expanded into a settings value: only its hook or server reads it.
+		if env.hiddenName(name) {
+			return "", false
+		}
 		for _, kv := range env.snapshot {
 			if k, v, _ := strings.Cut(kv, "="); k == name {
 				return v, true

@@ -425,3 +425,17 @@ func TestServeChildReadsTheFilesServeRead(t *testing.T) {
 		})
 	}
 }
+
+// A hidden secret is never expanded into a settings value: a settings file
+// that names it as $VAR gets nothing, as if it were unset.
+func TestSettingsLookupSkipsHiddenSecrets(t *testing.T) {
+	e := newProcEnv([]string{"TOK=s3cret", "PLAIN=p"})
+	e.hideSecrets("TOK")
+	lookup := settingsSourcesOf(e).Lookup
+	if v, ok := lookup("TOK"); ok || v != "" {
+		t.Errorf("lookup of a hidden secret = %q, %v", v, ok)
+	}
+	if v, ok := lookup("PLAIN"); !ok || v != "p" {
+		t.Errorf("lookup of a plain variable = %q, %v", v, ok)
+	}
+}
