@@ -253,6 +253,17 @@ func TestServeMCPAllowedDecisions(t *testing.T) {
 			t.Errorf("%s: allowed = %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	// Arguments the provider could read otherwise than serve never match:
+	// a member given twice or bytes that are not UTF-8 are refused, and
+	// numbers compare as written, never rounded.
+	for _, raw := range []string{`{"text":"no","text":"yes"}`, "{\"text\":\"\xff\"}"} {
+		if _, err := mcpCanonical([]byte(raw)); err == nil {
+			t.Errorf("arguments %q read, want them refused", raw)
+		}
+	}
+	if string(canon(`{"n":9007199254740993}`)) == string(canon(`{"n":9007199254740992}`)) {
+		t.Error("two integers past float64's precision compare equal")
+	}
 }
 
 // A remote MCP POST has no GetBody, so net/http cannot send it twice

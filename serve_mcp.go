@@ -86,13 +86,28 @@ func (d *daemon) mcpServerOf(ws, name string) (mcpServerConfig, time.Duration, e
 
 // mcpCanonical is a call's arguments in the guard's canonical form
 // (canonicalArgumentBytes) whatever their encoding, so that the
-// arguments of the call and of the decision compare as values.
+// arguments of the call and of the decision compare as values. They are
+// read strictly (checkWireArguments: valid UTF-8, no member twice, as the
+// provider judged them) and numbers kept as written, so that two calls
+// compare equal only when they are the same call.
 func mcpCanonical(raw []byte) ([]byte, error) {
-	var args map[string]any
-	if err := json.Unmarshal(raw, &args); err != nil {
-		return nil, err
+	_, canon, err := mcpArguments(raw)
+	return canon, err
+}
+
+// mcpArguments is raw read strictly as mcpCanonical reads it, and its
+// canonical form.
+func mcpArguments(raw []byte) (map[string]any, []byte, error) {
+	checked, err := checkWireArguments(raw)
+	if err != nil {
+		return nil, nil, err
 	}
-	return canonicalArgumentBytes(args)
+	args, err := decodeObject(checked)
+	if err != nil {
+		return nil, nil, err
+	}
+	canon, err := canonicalArgumentBytes(args)
+	return args, canon, err
 }
 
 // allowMCP records a decision the bridge allowed, when it is for an MCP
@@ -271,7 +286,7 @@ func (d *daemon) mcpCall(ctx context.Context, ch *acpChannel, params json.RawMes
 	if s == nil || s.activeJob(p.PromptID) == nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("MCP tools/call %q refused by serve: session %q has no running prompt %q", p.Tool, p.SessionID, p.PromptID)}
 	}
-	canon, err := mcpCanonical(p.Arguments)
+	args, canon, err := mcpArguments(p.Arguments)
 	m := s.remoteMCP()
 	m.mu.Lock()
 	srv := m.servers[p.Server]
@@ -281,7 +296,5 @@ func (d *daemon) mcpCall(ctx context.Context, ch *acpChannel, params json.RawMes
 		d.obs.logger().Warn("MCP call refused: no allowed decision matches it", "session", p.SessionID, "prompt", p.PromptID, "tool", name)
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("MCP tools/call %q refused by serve: no decision allowed this call with these arguments; it was not sent", name)}
 	}
-	var args map[string]any
-	json.Unmarshal(p.Arguments, &args) // mcpCanonical decoded it
 	return mcpParentAnswer(srv.callTool(ctx, p.Tool, args)), nil
 }
