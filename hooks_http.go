@@ -182,8 +182,12 @@ func runHTTPHook(ctx context.Context, h hookCommand, stdin []byte, timeout time.
 	case len(body) > maxHookOutputBytes:
 		return hookReply{}, fmt.Sprintf("answered more than %d bytes", maxHookOutputBytes)
 	}
+	// An answer is read as JSON when it says so, or when it is an object
+	// whatever its media type: a deny sent as text/plain still denies, as
+	// the same text printed by a command hook does.
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return hookReply{Stdout: body, HTTP: true, JSON: mt == "application/json"}, ""
+	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json") || bytes.HasPrefix(bytes.TrimSpace(body), []byte("{"))
+	return hookReply{Stdout: body, HTTP: true, JSON: isJSON}, ""
 }
 
 // hookAddrError is a connection the policy refused.

@@ -3,9 +3,14 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHookAddrRefused(t *testing.T) {
@@ -92,5 +97,24 @@ func TestInterpolateHookValue(t *testing.T) {
 	}
 	if env.lookup("HOOK_KEY") != "" {
 		t.Error("lookup reads a hidden variable")
+	}
+}
+
+// An http hook's JSON answer counts whatever media type it is sent with:
+// a deny sent as text/plain denies, as a command hook's printed deny does.
+func TestHTTPHookJSONAnswerAnyMediaType(t *testing.T) {
+	for _, mt := range []string{"text/plain", "", "application/vnd.hook+json"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if mt != "" {
+				w.Header().Set("Content-Type", mt)
+			}
+			io.WriteString(w, `{"decision":"deny","reason":"no"}`)
+		}))
+		h := hookCommand{Type: "http", URL: srv.URL + "/hook", http: &hookHTTPPolicy{AllowPrivate: true}}
+		rep, failure := runHTTPHook(context.Background(), h, []byte(`{}`), testTimeout(5*time.Second), newProcEnv(nil))
+		srv.Close()
+		if failure != "" || !rep.JSON {
+			t.Errorf("media type %q: JSON %v, failure %q; want the answer read as JSON", mt, rep.JSON, failure)
+		}
 	}
 }
