@@ -290,7 +290,7 @@ func runPreToolUseHooks(ctx context.Context, hooks []hookMatcher, input hookInpu
 				msg := fmt.Sprintf("PreToolUse hook %s %s", h.label(), failure)
 				// A hook the sandbox could not confine did not run at all:
 				// failOpen covers a hook's own failures, not that.
-				if !h.FailOpen || strings.HasPrefix(failure, hookNotConfined) {
+				if !h.FailOpen || hookNeverRan(failure) {
 					return hookOutcome{Decision: hookDeny, Reason: msg + " (the call is blocked: the hook fails closed)", Ignored: out.Ignored}
 				}
 				out.Ignored = append(out.Ignored, msg)
@@ -326,6 +326,24 @@ func quoteHookCommand(c string) string {
 // hookNotConfined starts the failure of a hook the sandbox could not
 // confine: it never ran, so it blocks the call even with failOpen.
 const hookNotConfined = "could not be confined"
+
+// The failures of a serve child's http hook that serve refused or that
+// never reached serve: like hookNotConfined, the hook did not run.
+const (
+	hookRefusedByServe = "was refused by serve"
+	hookNotSentToServe = "could not be sent through serve"
+)
+
+// hookNeverRan reports whether failure says the hook did not run at all,
+// which failOpen never covers: it covers a hook's own failures.
+func hookNeverRan(failure string) bool {
+	for _, p := range []string{hookNotConfined, hookRefusedByServe, hookNotSentToServe} {
+		if strings.HasPrefix(failure, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // runHookCommand runs one PreToolUse hook and reads its answer. failure,
 // when not empty, says how the hook failed to answer (it crashed, timed

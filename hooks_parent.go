@@ -129,13 +129,13 @@ func (p *hookParent) post(ctx context.Context, h hookCommand, event string, stdi
 	var rerr *rpcError
 	switch {
 	case errors.As(err, &rerr):
-		return hookReply{}, "was refused by serve: " + hookReasonText(rerr.Message)
+		return hookReply{}, hookRefusedByServe + ": " + hookReasonText(rerr.Message)
 	case ctx.Err() != nil:
 		return hookReply{}, "was cancelled"
 	case cctx.Err() != nil:
 		return hookReply{}, fmt.Sprintf("timed out after %d ms waiting for serve", (timeout + hookParentGrace).Milliseconds())
 	case err != nil:
-		return hookReply{}, fmt.Sprintf("could not be sent through serve: %v", err)
+		return hookReply{}, fmt.Sprintf("%s: %v", hookNotSentToServe, err)
 	}
 	res, err := decodeHookHTTPResult(raw)
 	switch {

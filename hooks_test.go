@@ -399,3 +399,21 @@ func FuzzParseHookOutput(f *testing.F) {
 		}
 	})
 }
+
+// failOpen covers a hook's own failures, never a hook that did not run: one
+// the sandbox could not confine, or a serve child's http hook that serve
+// refused or that never reached serve.
+func TestHookNeverRan(t *testing.T) {
+	for failure, want := range map[string]bool{
+		hookNotConfined + ": landlock":          true,
+		hookRefusedByServe + ": not the hook":   true,
+		hookNotSentToServe + ": broken channel": true,
+		"timed out after 100 ms":                false,
+		"answered status 500":                   false,
+		"failed with exit status 1":             false,
+	} {
+		if got := hookNeverRan(failure); got != want {
+			t.Errorf("hookNeverRan(%q) = %v, want %v", failure, got, want)
+		}
+	}
+}
