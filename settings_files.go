@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -355,7 +356,7 @@ func sameDir(a, b string) bool {
 // later by checkSettingsLayer. A missing file returns nil, nil, unless it is the
 // operator's (must).
 func readSettingsLayer(path string, lookup func(string) (string, bool), must bool) (obj map[string]any, raw []byte, warnings []string, err error) {
-	f, err := os.Open(path)
+	f, err := openSettingsFile(path)
 	if errors.Is(err, os.ErrNotExist) && !must {
 		return nil, nil, nil, nil
 	}
@@ -878,4 +879,12 @@ func (l *settingsLoad) workspaceOf(key string) string {
 		}
 	}
 	return ""
+}
+
+// openSettingsFile opens a settings file, or a file read beside them (the
+// trust rules, .mcp.json, the MCP approvals), without waiting: a FIFO a
+// workspace holds in a settings file's place never blocks the open, and
+// its reader then refuses what is not a regular file.
+func openSettingsFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }

@@ -41,7 +41,7 @@ var mcpHashIgnored = []string{"scope", "extensionName", "description"}
 // missing file is no layer; a file that is not {"mcpServers": {...}} is an
 // error naming it.
 func readProjectMCPLayer(path string) (map[string]any, error) {
-	f, err := os.Open(path)
+	f, err := openSettingsFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -49,6 +49,9 @@ func readProjectMCPLayer(path string) (map[string]any, error) {
 		return nil, fmt.Errorf("read %q: %w", path, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %q: not a regular file", path)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxSettingsBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %q: %w", path, err)
@@ -128,12 +131,9 @@ func readMCPApprovals(path, root string) (map[string]mcpApproval, string) {
 	if path == "" {
 		return nil, ""
 	}
-	b, err := os.ReadFile(path)
+	b, err := readMCPApprovalsFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ""
-	}
-	if err == nil && len(b) > maxMCPApprovalsBytes {
-		err = fmt.Errorf("larger than %d bytes", maxMCPApprovalsBytes)
 	}
 	var all map[string]map[string]json.RawMessage
 	if err == nil {
@@ -203,4 +203,22 @@ func gateProjectMCPServers(st *settings, l *settingsLoad, src settingsSources, r
 		delete(st.MCPServers, name)
 		l.Warnings = append(l.Warnings, fmt.Sprintf("settings %q: MCP server %q waits for approval: %q approves no such config of it for %q (approve it in Qwen Code, or run in yolo mode); it does not run", file, name, path, root))
 	}
+}
+
+// readMCPApprovalsFile reads the approvals file: a regular file of at most
+// maxMCPApprovalsBytes.
+func readMCPApprovalsFile(path string) ([]byte, error) {
+	f, err := openSettingsFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxMCPApprovalsBytes+1))
+	if err == nil && len(b) > maxMCPApprovalsBytes {
+		err = fmt.Errorf("larger than %d bytes", maxMCPApprovalsBytes)
+	}
+	return b, err
 }

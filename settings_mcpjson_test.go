@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Qwen Code's approval hash, byte for byte: the vectors were computed with
@@ -116,5 +118,24 @@ func TestProjectMCPJSON(t *testing.T) {
 				t.Errorf("warnings %q lack %q", l.Warnings, tt.warning)
 			}
 		})
+	}
+}
+
+// A workspace .mcp.json that is a FIFO never blocks the settings' reading:
+// it is refused as not a regular file.
+func TestProjectMCPJSONFIFORefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".mcp.json")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := readProjectMCPLayer(path); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a FIFO .mcp.json: %v, want it refused as not a regular file", err)
+		}
+	case <-time.After(testTimeout(10 * time.Second)):
+		t.Fatal("reading a FIFO .mcp.json blocked")
 	}
 }

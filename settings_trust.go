@@ -133,7 +133,7 @@ type trustRule struct{ path, level string }
 
 // readTrustedFolders reads the rules of the file, sorted by path.
 func readTrustedFolders(file string) ([]trustRule, error) {
-	f, err := os.Open(file)
+	f, err := openSettingsFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
