@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -279,6 +280,28 @@ func TestMCPPostNotReplayable(t *testing.T) {
 	for _, h := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
 		if !slices.Contains(mcpOwnHeaders, h) {
 			t.Errorf("a configured %s header is not refused", h)
+		}
+	}
+}
+
+// serve runs a child's call only for a tool the server listed under the
+// name the decision named: a tool the settings leave out, or one of two
+// whose names read alike ("t.x" and "t_x" are both mcp__remote__t_x),
+// cannot be reached by naming it, whatever the child asks.
+func TestServeMCPOffers(t *testing.T) {
+	tools := []mcpToolDef{{Name: "echo"}, {Name: "t.x"}, {Name: "t_x"}, {Name: "secret"}, {Name: "add"}}
+	tests := []struct {
+		name string
+		cfg  mcpServerConfig
+		want map[string]string
+	}{
+		{"all listed", mcpServerConfig{Name: "remote"}, map[string]string{"mcp__remote__echo": "echo", "mcp__remote__secret": "secret", "mcp__remote__add": "add"}},
+		{"excludeTools", mcpServerConfig{Name: "remote", ExcludeTools: []string{"secret"}}, map[string]string{"mcp__remote__echo": "echo", "mcp__remote__add": "add"}},
+		{"includeTools", mcpServerConfig{Name: "remote", IncludeTools: []string{"echo", "t.x(x)"}}, map[string]string{"mcp__remote__echo": "echo", "mcp__remote__t_x": "t.x"}},
+	}
+	for _, tt := range tests {
+		if got := mcpOffers(tt.cfg, tools); !maps.Equal(got, tt.want) {
+			t.Errorf("%s: offers = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -29,6 +29,11 @@ const maxMCPAllowed = 64
 type serveMCP struct {
 	mu      sync.Mutex
 	servers map[string]*mcpServer
+	// offers maps each server's tools by their canonical names to the
+	// names the server listed: only tools its settings offer and whose
+	// canonical name no other of its tools shares, as the child names
+	// them (addMCPTools). A call names a tool in it or is refused.
+	offers  map[string]map[string]string
 	allowed []serveMCPAllowed
 	closed  bool
 }
@@ -257,6 +262,10 @@ func (d *daemon) mcpList(ctx context.Context, ch *acpChannel, params json.RawMes
 	old, closed := m.servers[p.Server], m.closed
 	if !closed {
 		m.servers[p.Server] = srv
+		if m.offers == nil {
+			m.offers = map[string]map[string]string{}
+		}
+		m.offers[p.Server] = mcpOffers(cfg, tools)
 	}
 	m.mu.Unlock()
 	if old != nil {
@@ -267,6 +276,27 @@ func (d *daemon) mcpList(ctx context.Context, ch *acpChannel, params json.RawMes
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("session %q ended", p.SessionID)}
 	}
 	return mcpParentList{Tools: tools}, nil
+}
+
+// mcpOffers is the tools of one server a call may name, by canonical
+// name: those cfg offers, less every name two of them share.
+func mcpOffers(cfg mcpServerConfig, tools []mcpToolDef) map[string]string {
+	offers := map[string]string{}
+	shared := map[string]bool{}
+	for _, t := range tools {
+		if !cfg.offersTool(t.Name) {
+			continue
+		}
+		n := mcpToolName(cfg.Name, t.Name)
+		if _, seen := offers[n]; seen {
+			shared[n] = true
+		}
+		offers[n] = t.Name
+	}
+	for n := range shared {
+		delete(offers, n)
+	}
+	return offers
 }
 
 // mcpCall answers methodMCPCall: one call, only for the running prompt of
@@ -288,10 +318,14 @@ func (d *daemon) mcpCall(ctx context.Context, ch *acpChannel, params json.RawMes
 	}
 	args, canon, err := mcpArguments(p.Arguments)
 	m := s.remoteMCP()
-	m.mu.Lock()
-	srv := m.servers[p.Server]
-	m.mu.Unlock()
 	name := mcpToolName(p.Server, p.Tool)
+	m.mu.Lock()
+	srv, listed := m.servers[p.Server], m.offers[p.Server][name]
+	m.mu.Unlock()
+	if srv != nil && listed != p.Tool {
+		d.obs.logger().Warn("MCP call refused: the server did not offer the tool", "session", p.SessionID, "prompt", p.PromptID, "tool", name)
+		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("MCP tools/call %q refused by serve: server %q offered no tool %q under that name; it was not sent", name, p.Server, p.Tool)}
+	}
 	if err != nil || srv == nil || !m.takeAllowed(p.PromptID, name, canon) {
 		d.obs.logger().Warn("MCP call refused: no allowed decision matches it", "session", p.SessionID, "prompt", p.PromptID, "tool", name)
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("MCP tools/call %q refused by serve: no decision allowed this call with these arguments; it was not sent", name)}
