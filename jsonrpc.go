@@ -85,6 +85,12 @@ type rpcConfig struct {
 	// so the peer can stop the work: ACP's $/cancel_request, MCP's
 	// notifications/cancelled. ok false sends nothing for that call.
 	CancelNotice func(call string, id json.RawMessage) (method string, params any, ok bool)
+	// ParamsChecked names the requests whose handler walks its params
+	// strictly itself, refusing what is not JSON: the envelope's walk only
+	// bounds them, so that a long request's bytes are walked once. Its
+	// params that are not JSON are then answered as invalid params, not as
+	// a parse error.
+	ParamsChecked []string
 }
 
 // acpCancelNotice is "`$/cancel_request` {requestId}".
@@ -290,11 +296,17 @@ type lineReader struct {
 }
 
 // next returns the next line without its newline, or tooLong when it
-// exceeded max. A final line without a newline is still returned.
+// exceeded max. A final line without a newline is still returned. The line
+// is valid until the next call.
 func (l *lineReader) next() (line []byte, tooLong bool, err error) {
 	l.buf = l.buf[:0]
 	for {
 		chunk, err := l.br.ReadSlice('\n')
+		if err == nil && len(l.buf) == 0 && !tooLong && len(chunk) <= l.max+1 {
+			// A whole line in the read buffer is returned as it lies there:
+			// the next call reuses it, as it reuses buf.
+			return bytes.TrimSuffix(chunk, []byte("\n")), false, nil
+		}
 		if !tooLong {
 			// max+1 leaves room for the newline itself.
 			if len(l.buf)+len(chunk) > l.max+1 {
@@ -344,7 +356,7 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		}
 		return c.sendError(nil, rpcInvalidRequest, "invalid request: message is not an object")
 	}
-	named, valid := syntaxMembers(line, rpcMembers[:], m[:])
+	named, valid := c.envelope(line, m[:])
 	switch {
 	case !valid:
 		return c.sendError(nil, rpcParseError, "parse error: invalid JSON")
@@ -385,6 +397,33 @@ func (c *rpcConn) dispatch(ctx context.Context, line []byte) error {
 		return nil
 	}
 	return c.request(ctx, id, method, env.Params)
+}
+
+// rpcParams is the index of "params" in rpcMembers.
+const rpcParams = 3
+
+// envelope splits line into rpcMembers as syntaxMembers does, except that
+// the params of a request the configuration names in ParamsChecked are only
+// bounded.
+func (c *rpcConn) envelope(line []byte, m []json.RawMessage) (named error, valid bool) {
+	if len(c.cfg.ParamsChecked) == 0 {
+		return syntaxMembers(line, rpcMembers[:], m)
+	}
+	w := wireWalk{data: line, check: walkSyntax}
+	named, err := w.members(rpcMembers[:], m, rpcParams)
+	if err != nil || m[rpcParams] == nil {
+		return named, err == nil
+	}
+	if m[1] != nil && m[2] != nil {
+		if method, ok := c.methodName(m[2]); ok && slices.Contains(c.cfg.ParamsChecked, method) {
+			return named, true
+		}
+	}
+	p := wireWalk{data: m[rpcParams], check: walkSyntax}
+	if p.checked(0) != nil || p.i != len(p.data) {
+		return named, false
+	}
+	return named, true
 }
 
 // rpcVersionOK reports whether raw, a member's JSON value, is the string

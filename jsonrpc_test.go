@@ -211,16 +211,60 @@ func TestRPCMalformedLines(t *testing.T) {
 		{"scalar params", `{"jsonrpc":"2.0","id":6,"method":"m","params":3}`, rpcInvalidRequest, "6"},
 		{"method with result", `{"jsonrpc":"2.0","id":8,"method":"m","result":1}`, rpcInvalidRequest, "8"},
 	}
+	// A method whose handler checks its params itself answers the same.
+	for _, checked := range [][]string{nil, {"m"}} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s checked=%q", tt.name, checked), func(t *testing.T) {
+				var calls atomic.Int32
+				p := startRawPeer(t, rpcConfig{OnRequest: echoHandler(&calls), ParamsChecked: checked})
+				p.send(tt.line + "\n")
+				p.expectError(tt.id, tt.code)
+				p.send(probe)
+				p.expectResult(`"probe"`, `{"p":1}`)
+				if n := calls.Load(); n != 1 {
+					t.Errorf("handler ran %d times; want once, for the probe only", n)
+				}
+			})
+		}
+	}
+}
+
+// Params that are not JSON are a parse error, and reach no handler, but
+// for a request whose handler checks its params itself (ParamsChecked):
+// that handler gets them as bounded and refuses them.
+func TestRPCParamsChecked(t *testing.T) {
+	tests := []struct {
+		name, line string
+		code       int
+		id         string
+		handled    int32
+	}{
+		{"other method", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":tru}}`, rpcParseError, "null", 0},
+		{"control character", `{"jsonrpc":"2.0","id":2,"method":"m","params":{"a":"` + "\x01" + `"}}`, rpcParseError, "null", 0},
+		{"checked method", `{"jsonrpc":"2.0","id":3,"method":"checked","params":{"a":tru}}`, rpcInvalidParams, "3", 1},
+		{"checked method, control character", `{"jsonrpc":"2.0","id":4,"method":"checked","params":{"a":"` + "\x01" + `"}}`, rpcInvalidParams, "4", 1},
+		{"checked method as a notification", `{"jsonrpc":"2.0","method":"checked","params":{"a":tru}}`, rpcParseError, "null", 0},
+		{"checked method, the envelope not JSON", `{"jsonrpc":"2.0","id":5,"method":"checked","params":{}`, rpcParseError, "null", 0},
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls atomic.Int32
-			p := startRawPeer(t, rpcConfig{OnRequest: echoHandler(&calls)})
+			p := startRawPeer(t, rpcConfig{ParamsChecked: []string{"checked"}, OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+				if method == "checked" {
+					calls.Add(1)
+					var v map[string]any
+					if err := decodeStrict(params, &v); err != nil {
+						return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
+					}
+				}
+				return params, nil
+			}})
 			p.send(tt.line + "\n")
 			p.expectError(tt.id, tt.code)
 			p.send(probe)
 			p.expectResult(`"probe"`, `{"p":1}`)
-			if n := calls.Load(); n != 1 {
-				t.Errorf("handler ran %d times; want once, for the probe only", n)
+			if n := calls.Load(); n != tt.handled {
+				t.Errorf("the checking handler ran %d times, want %d", n, tt.handled)
 			}
 		})
 	}

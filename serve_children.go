@@ -300,7 +300,10 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
 	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{}), tempDir: tempDir}
-	ch.conn = newRPCConn(sock, sock, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice})
+	// A model call's request, most of its line, is walked once, by the
+	// check that forwards it (serve_model.go).
+	ch.conn = newRPCConn(sock, sock, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice,
+		ParamsChecked: []string{methodModelComplete}})
 	d.chans[ch] = struct{}{}
 	d.wg.Add(1)
 	go ch.run(connCtx)

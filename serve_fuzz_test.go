@@ -159,8 +159,22 @@ func FuzzModelCompleteParams(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	// What a session keeps of its last accepted request (modelChecked)
+	// changes no verdict, no error and no byte sent.
+	const kept = `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"a"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]}`
+	f.Add(`{"sessionId":"s1","promptId":"p1","streamId":"x","request":` + kept + `}`)
 	f.Fuzz(func(t *testing.T, params string) {
 		p, body, err := decodeModelComplete(json.RawMessage(params), "serve-model")
+		if p, derr := decodeModelCall(json.RawMessage(params)); derr == nil {
+			var c modelChecked
+			if _, err := checkModelRequest(json.RawMessage(kept), "serve-model", &c); err != nil {
+				t.Fatal(err)
+			}
+			cbody, cerr := checkModelRequest(p.Request, "serve-model", &c)
+			if (cerr == nil) != (err == nil) || cerr != nil && cerr.Error() != err.Error() || string(cbody) != string(body) {
+				t.Fatalf("with the kept request: %v %s, without: %v %s", cerr, cbody, err, body)
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -115,11 +115,12 @@ func (b *modelBudget) spend(n int) bool {
 // request body serve sends: the child's, exactly as checkModelRequest read
 // it, with modelName in "model". A child never names a model.
 func decodeModelComplete(params json.RawMessage, modelName string) (modelCompleteParams, []byte, error) {
-	p, rest, err := decodeModelCall(params)
+	p, err := decodeModelCall(params)
 	if err != nil {
 		return p, nil, err
 	}
-	return p, modelRequestBody(rest, modelName), nil
+	body, err := checkModelRequest(p.Request, modelName, nil)
+	return p, body, err
 }
 
 // modelCallMembers are the members of a child's model call, as
@@ -129,19 +130,16 @@ var modelCallMembers = []string{"sessionId", "promptId", "streamId", "request", 
 // modelCallRequest is the request's index in modelCallMembers.
 const modelCallRequest = 3
 
-// decodeModelCall checks a child's model call: its params and its request,
-// which names no model. It returns the request's other members as
-// modelRequestBody takes them. One strict walk of the params (valid UTF-8
-// JSON as encoding/json reads it, exact names, none twice at any depth)
-// checks the request's syntax with them; checkModelRequest then checks its
-// shape without building a Go value, so its bytes are forwarded as read.
-func decodeModelCall(params json.RawMessage) (modelCompleteParams, []byte, error) {
+// decodeModelCall reads a child's model call's params but the request,
+// which it only bounds: checkModelRequest checks the request's syntax
+// strictly (valid UTF-8 JSON as encoding/json reads it, exact names, none
+// twice at any depth) and its shape in one walk without building a Go
+// value, so that its bytes are forwarded as read.
+func decodeModelCall(params json.RawMessage) (modelCompleteParams, error) {
 	var p modelCompleteParams
 	var m [5]json.RawMessage // modelCallMembers
-	// The request, the bulk of the params, is checked strictly by
-	// checkModelRequest's one walk.
 	if err := strictMembersBut(params, modelCallMembers, m[:], modelCallRequest); err != nil {
-		return p, nil, fmt.Errorf("model call: invalid params: %v", err)
+		return p, fmt.Errorf("model call: invalid params: %v", err)
 	}
 	for i, to := range []*string{&p.SessionID, &p.PromptID, &p.StreamID} {
 		if m[i] == nil {
@@ -149,28 +147,53 @@ func decodeModelCall(params json.RawMessage) (modelCompleteParams, []byte, error
 		}
 		var err error
 		if *to, err = wireStringValue(m[i]); err != nil {
-			return p, nil, fmt.Errorf("model call: invalid params: field %q: %v", modelCallMembers[i], err)
+			return p, fmt.Errorf("model call: invalid params: field %q: %v", modelCallMembers[i], err)
 		}
 	}
 	p.Request, p.Meta = m[modelCallRequest], m[4]
 	if p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
-		return p, nil, fmt.Errorf("model call: streamId %q: want 1 to %d bytes", truncateForError([]byte(p.StreamID)), maxModelStreamID)
+		return p, fmt.Errorf("model call: streamId %q: want 1 to %d bytes", truncateForError([]byte(p.StreamID)), maxModelStreamID)
 	}
-	rest, err := checkModelRequest(p.Request)
-	if err != nil {
-		return p, nil, err
-	}
-	return p, rest, nil
+	return p, nil
 }
 
-// modelRequestBody is the body serve sends for a checked request: modelName
-// in "model", then the request's other members as checkModelRequest
-// returned them.
-func modelRequestBody(rest []byte, modelName string) []byte {
-	body := make([]byte, 0, len(`{"model":""}`)+len(modelName)+len(rest))
-	body = append(body, `{"model":`...)
-	body = appendJSONString(body, modelName, true)
-	return append(body, rest...)
+// modelChecked is what serve keeps of one session's last accepted model
+// request: the bytes of each element of its messages and its tools. Every
+// request repeats the conversation so far and the same tools, and an
+// element's check depends on its bytes alone, so an element whose bytes
+// are, at its place, those of an element already accepted reads the same
+// and is passed over: a call's check walks what is new since the last.
+type modelChecked struct {
+	mu              sync.Mutex
+	messages, tools [][]byte // alias the last request's bytes
+}
+
+// maxModelChecked is the longest request whose elements a session keeps
+// for the next call's check: one request per session is held, so the bound
+// is serve's memory per session; a longer request is checked whole.
+const maxModelChecked = 1 << 20
+
+// known returns the elements of the last accepted request.
+func (c *modelChecked) known() (messages, tools [][]byte) {
+	if c == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.messages, c.tools
+}
+
+// keep records the elements of an accepted request of req's length.
+func (c *modelChecked) keep(req []byte, messages, tools [][]byte) {
+	if c == nil {
+		return
+	}
+	if len(req) > maxModelChecked {
+		messages, tools = nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.messages, c.tools = messages, tools
 }
 
 // The members of a chat completions request serve forwards, and of the
@@ -195,16 +218,22 @@ var (
 // each value of its type or null, "model" empty. It accepts nothing the
 // strict decode of openAIRequest (decodeStrict) refuses, and refuses a
 // member spelled in another case at any depth, and reasoning that is not a
-// string. It returns the members but "model" as they follow it in the body,
-// the closing brace included.
-func checkModelRequest(req json.RawMessage) ([]byte, error) {
+// string. It returns the body serve sends: modelName in "model", then the
+// other members as written. The elements of messages and tools whose bytes
+// are, at their place, those of checked's last request are passed over
+// (modelChecked); checked, when not nil, then keeps this request's.
+func checkModelRequest(req json.RawMessage, modelName string, checked *modelChecked) ([]byte, error) {
 	fail := func(err error) ([]byte, error) {
 		return nil, fmt.Errorf("model call: request is not a chat completions request: %v", err)
 	}
 	if len(req) == 0 || req[0] != '{' {
 		return fail(errors.New("not an object"))
 	}
-	rest := make([]byte, 0, len(req)+1)
+	body := make([]byte, 0, len(`{"model":""`)+len(modelName)+len(req)+1)
+	body = append(body, `{"model":`...)
+	body = appendJSONString(body, modelName, true)
+	knownMessages, knownTools := checked.known()
+	var messages, tools [][]byte
 	w := &wireWalk{data: req, check: walkStrict}
 	err := modelShapeObject(w, modelAt{}, modelRequestMembers, func(key string) error {
 		var err error
@@ -227,9 +256,9 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 			}
 			return nil // serve's name goes in its place
 		case "messages":
-			err = modelShapeArray(w, at, checkModelMessage)
+			messages, err = modelShapeElements(w, at, checkModelMessage, knownMessages)
 		case "tools":
-			err = modelShapeArray(w, at, checkModelTool)
+			tools, err = modelShapeElements(w, at, checkModelTool, knownTools)
 		case "stream":
 			err = modelShapeBool(w, at)
 		case "stream_options":
@@ -237,7 +266,7 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 				return modelShapeBool(w, at.key(key))
 			})
 		}
-		rest = append(append(append(append(rest, ',', '"'), key...), '"', ':'), req[start:w.i]...)
+		body = append(append(append(append(body, ',', '"'), key...), '"', ':'), req[start:w.i]...)
 		return err
 	})
 	if named, ok := err.(*modelNamedError); ok {
@@ -249,7 +278,8 @@ func checkModelRequest(req json.RawMessage) ([]byte, error) {
 	if w.space(); w.i != len(req) {
 		return fail(errors.New("trailing data after the object"))
 	}
-	return append(rest, '}'), nil
+	checked.keep(req, messages, tools)
+	return append(body, '}'), nil
 }
 
 // modelNamedError is a request that names a model.
@@ -411,6 +441,11 @@ func modelShapeObject(w *wireWalk, at modelAt, names []string, member func(key s
 // at each element; an element is never null (a message, tool, call or part
 // of nothing).
 func modelShapeArray(w *wireWalk, at modelAt, elem func(w *wireWalk, at modelAt) error) error {
+	return modelShapeArrayFrom(w, at, func(w *wireWalk, at modelAt, _ int) error { return elem(w, at) })
+}
+
+// modelShapeArrayFrom is modelShapeArray whose elem also gets the index.
+func modelShapeArrayFrom(w *wireWalk, at modelAt, elem func(w *wireWalk, at modelAt, n int) error) error {
 	if modelShapeNull(w) {
 		return nil
 	}
@@ -426,10 +461,30 @@ func modelShapeArray(w *wireWalk, at modelAt, elem func(w *wireWalk, at modelAt)
 		if modelShapeNull(w) {
 			return modelShapeType(at, "an object")
 		}
-		if err := elem(w, at); err != nil {
+		if err := elem(w, at, n); err != nil {
 			return err
 		}
 	}
+}
+
+// modelShapeElements is modelShapeArray that passes over an element whose
+// bytes are known's at its place (modelChecked) and returns every
+// element's bytes, aliasing w's data.
+func modelShapeElements(w *wireWalk, at modelAt, elem func(w *wireWalk, at modelAt) error, known [][]byte) ([][]byte, error) {
+	var elems [][]byte
+	err := modelShapeArrayFrom(w, at, func(w *wireWalk, at modelAt, n int) error {
+		start := w.i
+		// An accepted element is a whole object: bytes that begin with it
+		// hold exactly it.
+		if n < len(known) && bytes.HasPrefix(w.data[start:], known[n]) {
+			w.i += len(known[n])
+		} else if err := elem(w, at); err != nil {
+			return err
+		}
+		elems = append(elems, w.data[start:w.i])
+		return nil
+	})
+	return elems, err
 }
 
 // modelShapeNull moves past a null at w and says whether there was one.
@@ -484,7 +539,7 @@ func modelShapeType(at modelAt, want string) error { return fmt.Errorf("%s: want
 // made; then one request with serve's key, whose reply goes back to the
 // child as chunks with the key redacted. The call ends with the prompt.
 func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.RawMessage) (any, error) {
-	p, rest, err := decodeModelCall(params)
+	p, err := decodeModelCall(params)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
 	}
@@ -510,7 +565,10 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		d.obs.limitHit(limitModelCalls, "sessionId", p.SessionID, "promptId", p.PromptID, "calls", limit)
 		return nil, refuse("model call: prompt %q already made %d model calls, its limit", p.PromptID, limit)
 	}
-	body := modelRequestBody(rest, s.model.name)
+	body, err := checkModelRequest(p.Request, s.model.name, &s.modelChecked)
+	if err != nil {
+		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
+	}
 	overBytes := func() error {
 		d.obs.limitHit(limitModelBytes, "sessionId", p.SessionID, "promptId", p.PromptID, "bytes", maxModelBytesPerPrompt)
 		return refuse("model call: prompt %q moved more than %d bytes to and from the model, its limit", p.PromptID, maxModelBytesPerPrompt)
@@ -529,7 +587,9 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 	defer reply.Close()
 	r := http.MaxBytesReader(nil, reply, openAIMaxReply)
 	red := redactor{secret: []byte(d.model.apiKey)}
-	buf := make([]byte, modelChunkSize)
+	bufp := modelChunkBuffers.Get().(*[]byte)
+	defer modelChunkBuffers.Put(bufp)
+	buf := *bufp
 	var line []byte
 	typed := false
 	send := func(b []byte) error {
@@ -569,6 +629,10 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 	}
 	return rpcCompact(appendModelChunk(nil, modelChunk{Data: red.flush()})), nil
 }
+
+// modelChunkBuffers hold the buffers model replies are read into, one per
+// call in progress: each would otherwise be a fresh 32 KiB to clear.
+var modelChunkBuffers = sync.Pool{New: func() any { b := make([]byte, modelChunkSize); return &b }}
 
 // appendModelChunk appends c as json.Marshal writes it: a reply's chunks
 // are many and small, and their bytes go as base64 without a second pass.

@@ -170,7 +170,7 @@ func startModelRoundTrip(tb testing.TB, apiKey string, service http.HandlerFunc)
 	a.conn = newRPCConn(toChildR, toServeW, rpcConfig{MaxLine: acpMaxLine, OnNotify: a.handleNotify})
 	pm := newParentModel(a.conn)
 	a.model = pm
-	ch.conn = newRPCConn(toServeR, toChildW, rpcConfig{MaxLine: maxChildLine, OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	ch.conn = newRPCConn(toServeR, toChildW, rpcConfig{MaxLine: maxChildLine, ParamsChecked: []string{methodModelComplete}, OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 		return d.modelComplete(ctx, ch, params)
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -233,6 +233,20 @@ func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p
 // for each shape of serve.
 const modelTurnTurns = 200
 
+// modelTurnCount is modelTurnTurns, or ACPGUARD_MODEL_TURNS when set: a
+// short session measures the turn before its request has grown.
+func modelTurnCount(t *testing.T) int {
+	v := os.Getenv("ACPGUARD_MODEL_TURNS")
+	if v == "" {
+		return modelTurnTurns
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 10 {
+		t.Fatalf("ACPGUARD_MODEL_TURNS=%q: want a number of turns, at least 10", v)
+	}
+	return n
+}
+
 // TestModelTurnReleaseBinary times warm prompt turns of the release binary
 // (or envBenchBin's, so that two builds compare in one session) from
 // outside, through the host API over one kept-alive connection: serve with
@@ -249,33 +263,35 @@ func TestModelTurnReleaseBinary(t *testing.T) {
 	prov := newTestProvider(t)
 	const hostToken = "host-token-for-the-turn-harness"
 	for _, shape := range modelTurnShapes {
-		ws := t.TempDir()
-		args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t)}
-		env := append(os.Environ(), envServerToken+"="+hostToken)
-		if shape.guard {
-			args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
-			env = append(env, envGuardToken+"="+prov.token)
-		}
-		if shape.model {
-			env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
-		}
-		td := startBuiltServe(t, bin, args, env)
-		td.token = hostToken
-		stderr, stop := td.stderr, td.stop
-		id := td.newSession(t, "")
-		stream := td.openEvents(t, id, "")
-		turn := func() time.Duration {
-			start := time.Now()
-			pid := td.prompt(t, id, shape.prompt)
-			evs := readSSE(t, stream, untilTurnEnd(pid))
-			took := time.Since(start)
-			if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
-				t.Fatalf("%s: turn ended with %s %s\n%s", shape.name, last.typ, last.data, stderr.String())
+		t.Run(shape.name, func(t *testing.T) {
+			ws := t.TempDir()
+			args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t)}
+			env := append(os.Environ(), envServerToken+"="+hostToken)
+			if shape.guard {
+				args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
+				env = append(env, envGuardToken+"="+prov.token)
 			}
-			return took
-		}
-		timeModelTurns(t, "model-turn", bin, shape.name, ws, td.pid, turn)
-		stop()
+			if shape.model {
+				env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
+			}
+			td := startBuiltServe(t, bin, args, env)
+			td.token = hostToken
+			stderr, stop := td.stderr, td.stop
+			id := td.newSession(t, "")
+			stream := td.openEvents(t, id, "")
+			turn := func() time.Duration {
+				start := time.Now()
+				pid := td.prompt(t, id, shape.prompt)
+				evs := readSSE(t, stream, untilTurnEnd(pid))
+				took := time.Since(start)
+				if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
+					t.Fatalf("%s: turn ended with %s %s\n%s", shape.name, last.typ, last.data, stderr.String())
+				}
+				return took
+			}
+			timeModelTurns(t, "model-turn", bin, shape.name, ws, td.pid, turn)
+			stop()
+		})
 	}
 }
 
@@ -292,7 +308,7 @@ var modelTurnShapes = []struct {
 	{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
 }
 
-// timeModelTurns runs turn 5 times to warm up, then modelTurnTurns times,
+// timeModelTurns runs turn 5 times to warm up, then modelTurnCount times,
 // checks the turns wrote ws/out.txt, and logs the p50 and p90 under label,
 // with the CPU time and the context switches per turn of pid and its
 // descendants: figures a loaded machine moves less than it moves time.
@@ -301,14 +317,14 @@ func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn fu
 	for range 5 {
 		turn()
 	}
-	took := make([]time.Duration, 0, modelTurnTurns)
+	took := make([]time.Duration, 0, modelTurnCount(t))
 	cpu0 := treeCPU(t, pid)
 	own0, err := procOwnCPU(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sw0, ownSw0 := treeCtxSwitches(t, pid)
-	for range modelTurnTurns {
+	for range cap(took) {
 		took = append(took, turn())
 	}
 	cpu := treeCPU(t, pid) - cpu0
@@ -339,28 +355,30 @@ func TestModelTurnReleaseBinaryStandalone(t *testing.T) {
 	defer model.Close()
 	prov := newTestProvider(t)
 	for _, shape := range modelTurnShapes {
-		ws := t.TempDir()
-		args := []string{"acp", "--settings", yoloSettings(t), "--no-user-settings"}
-		env := os.Environ()
-		if shape.guard {
-			args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
-			env = append(env, envGuardToken+"="+prov.token)
-		}
-		if shape.model {
-			env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env = env
-		c := driveACP(t, cmd, cancel, nil, false)
-		c.mustCall(methodInitialize, initializeParams(""), nil)
-		sid := c.newYoloSession(ws)
-		turn := func() time.Duration {
-			start := time.Now()
-			c.prompt(sid, shape.prompt, "")
-			return time.Since(start)
-		}
-		timeModelTurns(t, "model-turn-acp", bin, shape.name, ws, cmd.Process.Pid, turn)
+		t.Run(shape.name, func(t *testing.T) {
+			ws := t.TempDir()
+			args := []string{"acp", "--settings", yoloSettings(t), "--no-user-settings"}
+			env := os.Environ()
+			if shape.guard {
+				args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
+				env = append(env, envGuardToken+"="+prov.token)
+			}
+			if shape.model {
+				env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.Env = env
+			c := driveACP(t, cmd, cancel, nil, false)
+			c.mustCall(methodInitialize, initializeParams(""), nil)
+			sid := c.newYoloSession(ws)
+			turn := func() time.Duration {
+				start := time.Now()
+				c.prompt(sid, shape.prompt, "")
+				return time.Since(start)
+			}
+			timeModelTurns(t, "model-turn-acp", bin, shape.name, ws, cmd.Process.Pid, turn)
+		})
 	}
 }
 

@@ -366,3 +366,52 @@ func TestModelReplyLastBytes(t *testing.T) {
 		t.Fatalf("turn %q, %v; want the reply whole", turn.Text, err)
 	}
 }
+
+// serve's check of a session's model request walks only what is new: the
+// elements of messages and tools the last accepted request held, byte for
+// byte at their place, are passed over; every other element is checked,
+// so a new element, an old one changed or one at another place is refused
+// as before, and a refused request leaves what was kept.
+func TestModelCheckedElements(t *testing.T) {
+	const (
+		tools  = `"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]`
+		a      = `{"role":"user","content":"a"}`
+		b      = `{"role":"assistant","content":"b"}`
+		badNew = `{"role":"user","Content":"c"}`
+	)
+	var c modelChecked
+	steps := []struct{ name, req, want string }{
+		{"first", `{"messages":[` + a + `],` + tools + `}`, ""},
+		{"grown", `{"messages":[` + a + `,` + b + `],` + tools + `}`, ""},
+		{"a new element", `{"messages":[` + a + `,` + b + `,` + badNew + `],` + tools + `}`, `messages[2]: unknown field "Content"`},
+		{"an old element changed", `{"messages":[{"role":"user","content":"a","role":"x"},` + b + `],` + tools + `}`, `messages[0]: duplicate field "role"`},
+		{"an old element grown", `{"messages":[{"role":"user","content":"a"` + `,"Role":"x"},` + b + `],` + tools + `}`, `messages[0]: unknown field "Role"`},
+		{"a tool changed", `{"messages":[` + a + `],"tools":[{"type":"function","function":{"name":"f","parameters":{},"Name":"g"}}]}`, `tools[0].function: unknown field "Name"`},
+		{"the kept request again", `{"messages":[` + a + `,` + b + `],` + tools + `}`, ""},
+	}
+	for _, st := range steps {
+		body, err := checkModelRequest(json.RawMessage(st.req), "m", &c)
+		switch {
+		case st.want == "" && err != nil:
+			t.Errorf("%s: %v", st.name, err)
+		case st.want == "" && string(body) != `{"model":"m",`+st.req[1:]:
+			t.Errorf("%s: body %s", st.name, body)
+		case st.want != "" && (err == nil || !strings.HasSuffix(err.Error(), st.want)):
+			t.Errorf("%s: error %v, want it to end %q", st.name, err, st.want)
+		}
+	}
+	if len(c.messages) != 2 || string(c.messages[0]) != a || string(c.messages[1]) != b || len(c.tools) != 1 {
+		t.Errorf("kept %q and %q, want the last accepted request's elements", c.messages, c.tools)
+	}
+	// What is kept is trusted as checked: an element kept at its place is
+	// not walked again (here one planted in the kept set that the check
+	// would refuse), while the same bytes at another place are.
+	c.messages = [][]byte{[]byte(badNew)}
+	if _, err := checkModelRequest(json.RawMessage(`{"messages":[`+badNew+`]}`), "m", &c); err != nil {
+		t.Errorf("a kept element was checked again: %v", err)
+	}
+	c.messages = [][]byte{[]byte(a)}
+	if _, err := checkModelRequest(json.RawMessage(`{"messages":[`+a+`,`+badNew+`]}`), "m", &c); err == nil {
+		t.Error("an element at a place that kept nothing like it was passed over")
+	}
+}

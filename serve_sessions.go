@@ -38,6 +38,9 @@ type hostSession struct {
 	// model is the model name and call bound of its prompts, from its
 	// workspace's settings as serve read them (serve_model.go).
 	model sessionModel
+	// modelChecked is what the check of its model calls keeps between
+	// them (serve_model.go).
+	modelChecked modelChecked
 	// mcp is its remote MCP servers, reached by serve for its child
 	// (serve_mcp.go); nil until the child lists one.
 	mcp *serveMCP
