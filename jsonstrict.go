@@ -1,8 +1,7 @@
-// jsonstrict.go owns the one strict JSON decoder that every reader of
-// another process's bytes, and of the settings file, uses: member names
-// spelled exactly, none given twice, no trailing data, numbers kept as
-// written; and the one walk over raw bytes (wireWalk) its readers share,
-// whose objects are all walked by nextMember: over JSON already checked,
+// jsonstrict.go owns the one walk over raw bytes (wireWalk) that every
+// reader of another process's bytes, and of the settings file, steps on;
+// the strict decode into Go values built on it (decodeStrict) is in
+// jsonstrict_decode.go. The walk's objects are all walked by nextMember: over JSON already checked,
 // finding bounds only (decodeWireObject, duplicateMember, exactNames), or
 // checking as it goes without building a Go value, as encoding/json reads
 // JSON, for bytes forwarded as they came (strictMembers), or by json.Valid's
@@ -16,28 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"unicode/utf8"
 )
-
-// decodeStrict decodes exactly one JSON value from data into v, rejecting
-// unknown fields, a member name given twice in one object, and trailing
-// data. Every decoder of another process's bytes goes through it.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := decodeOne(dec, v); err != nil {
-		return err
-	}
-	if err := duplicateMember(data); err != nil {
-		return err
-	}
-	return exactNames(data, v)
-}
 
 // decodeObject decodes data, exactly one JSON object, into its members,
 // numbers kept as written (json.Number) so none is rounded.
@@ -61,139 +41,6 @@ func decodeOne(dec *json.Decoder, v any) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after JSON value")
-	}
-	return nil
-}
-
-// exactNames refuses a top-level member of a struct's object whose name is
-// not spelled exactly as one of the struct's: encoding/json matches names
-// ignoring case, so {"decision":"deny","Decision":"allow"} would decode as
-// allow. Nested structs that carry decisions are decoded on their own.
-func exactNames(data []byte, v any) error {
-	t := reflect.TypeOf(v)
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil // null: encoding/json leaves the struct alone
-	}
-	// decodeStrict has checked data for duplicates and trailing bytes:
-	// only a name encoding/json matched ignoring its case is left to find.
-	names := memberNames(t.Elem())
-	w := wireWalk{data: data}
-	return w.object(func(key string) error {
-		if !slices.Contains(names, key) {
-			return fmt.Errorf("unknown field %q", key)
-		}
-		w.value()
-		return nil
-	})
-}
-
-// memberNamesOf holds each struct type's member names (reflect.Type to
-// []string), read from its tags once: a type's tags never change.
-var memberNamesOf sync.Map
-
-// memberNames is the names of jsonFields(t), t a struct type.
-func memberNames(t reflect.Type) []string {
-	if names, ok := memberNamesOf.Load(t); ok {
-		return names.([]string)
-	}
-	var names []string
-	for _, f := range jsonFields(t) {
-		names = append(names, f.name)
-	}
-	stored, _ := memberNamesOf.LoadOrStore(t, names)
-	return stored.([]string)
-}
-
-// jsonField is one member encoding/json decodes into a struct: its name
-// and its Go type.
-type jsonField struct {
-	name string
-	typ  reflect.Type
-}
-
-// jsonFields is the one reading of json tags: the members of struct type t,
-// an untagged embedded struct's members among them.
-func jsonFields(t reflect.Type) []jsonField {
-	var fields []jsonField
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case name == "-" || !f.IsExported():
-		case name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct:
-			fields = append(fields, jsonFields(f.Type)...)
-		case name == "":
-			fields = append(fields, jsonField{f.Name, f.Type})
-		default:
-			fields = append(fields, jsonField{name, f.Type})
-		}
-	}
-	return fields
-}
-
-// duplicateMember reports the first member name given twice in one object,
-// at any depth of data, which must be valid JSON. encoding/json lets the
-// last one win: a policy rule could say deny, then allow.
-func duplicateMember(data []byte) error {
-	w := wireWalk{data: data}
-	return w.noDuplicates()
-}
-
-// duplicateError names a member given twice and where: "rules[0]".
-type duplicateError struct {
-	key string
-	at  string // built on the way out, so a clean walk builds nothing
-}
-
-func (e *duplicateError) Error() string {
-	if e.at == "" {
-		return fmt.Sprintf("duplicate field %q", e.key)
-	}
-	return fmt.Sprintf("duplicate field %q in %s", e.key, strings.TrimPrefix(e.at, "."))
-}
-
-// within prefixes the path of a duplicate found inside the value at seg.
-func within(err error, seg string) error {
-	if d, ok := err.(*duplicateError); ok {
-		d.at = seg + d.at
-	}
-	return err
-}
-
-// noDuplicates walks one value. Any input ends the walk: each step either
-// moves forward or returns.
-func (w *wireWalk) noDuplicates() error {
-	w.space()
-	if w.i >= len(w.data) {
-		return errStrictEnd
-	}
-	switch w.data[w.i] {
-	case '{':
-		seen := map[string]bool{}
-		return w.object(func(key string) error {
-			if seen[key] {
-				return &duplicateError{key: key}
-			}
-			seen[key] = true
-			return within(w.noDuplicates(), "."+key)
-		})
-	case '[':
-		w.i++
-		for n := 0; ; n++ {
-			if more, err := w.nextElement(n); !more || err != nil {
-				return err
-			}
-			if err := w.noDuplicates(); err != nil {
-				return within(err, "["+strconv.Itoa(n)+"]")
-			}
-		}
-	default:
-		if len(w.value()) == 0 {
-			return errors.New("malformed value")
-		}
 	}
 	return nil
 }
@@ -486,10 +333,32 @@ func (w *wireWalk) key(named bool) ([]byte, error) {
 }
 
 // value returns the next value as written and moves past it, finding its
-// bounds only (walkBounds). Like str, it steps in a local index.
+// bounds only (walkBounds). Like str, it steps in a local index; inside a
+// container only quotes and brackets count, so it skips to the next.
 func (w *wireWalk) value() json.RawMessage {
 	data, start := w.data, w.i
 	i, depth := start, 0
+	if i < len(data) && (data[i] == '{' || data[i] == '[') {
+		for ; i < len(data); i++ {
+			for i < len(data) && !jsonNesting[data[i]] {
+				i++
+			}
+			switch {
+			case i == len(data):
+			case data[i] == '"':
+				i = stringEnd(data, i+1)
+			case data[i] == '{' || data[i] == '[':
+				depth++
+			default: // a closing bracket
+				if depth--; depth == 0 {
+					w.i = i + 1
+					return data[start:w.i]
+				}
+			}
+		}
+		w.i = len(data)
+		return data[start:]
+	}
 	for i < len(data) {
 		switch data[i] {
 		case '"':
@@ -516,6 +385,9 @@ func (w *wireWalk) value() json.RawMessage {
 	w.i = min(i, len(data))
 	return data[start:w.i]
 }
+
+// jsonNesting marks the bytes that open or close a container or a string.
+var jsonNesting = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
 
 // stringEnd is the index of the quote that ends the string whose content
 // starts at i in checked JSON, or len(data): the first quote after an even

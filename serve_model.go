@@ -471,7 +471,7 @@ func modelShapeArrayFrom(w *wireWalk, at modelAt, elem func(w *wireWalk, at mode
 // bytes are known's at its place (modelChecked) and returns every
 // element's bytes, aliasing w's data.
 func modelShapeElements(w *wireWalk, at modelAt, elem func(w *wireWalk, at modelAt) error, known [][]byte) ([][]byte, error) {
-	var elems [][]byte
+	elems := make([][]byte, 0, len(known)+4)
 	err := modelShapeArrayFrom(w, at, func(w *wireWalk, at modelAt, n int) error {
 		start := w.i
 		// An accepted element is a whole object: bytes that begin with it

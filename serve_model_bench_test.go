@@ -84,6 +84,33 @@ func BenchmarkServeModelCheck(b *testing.B) {
 				}
 			}
 		})
+		// The same call in a session whose last accepted request is the
+		// one before it (one exchange fewer): what serve walks in a
+		// session's call (modelChecked).
+		b.Run("exchanges="+strconv.Itoa(n)+"/kept", func(b *testing.B) {
+			prev, err := decodeModelCall(benchModelCall(b, n-1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var c modelChecked
+			if _, err := checkModelRequest(prev.Request, "serve-model", &c); err != nil {
+				b.Fatal(err)
+			}
+			messages, tools := c.known()
+			params := benchModelCall(b, n)
+			b.ReportMetric(float64(len(params)), "request-bytes")
+			b.ReportAllocs()
+			for range b.N {
+				c.keep(prev.Request, messages, tools)
+				p, err := decodeModelCall(params)
+				if err == nil {
+					_, err = checkModelRequest(p.Request, "serve-model", &c)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
