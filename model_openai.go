@@ -56,6 +56,11 @@ const (
 	openAITLSTimeout      = 10 * time.Second
 	openAIMaxHeaderBytes  = 64 << 10
 	openAIIdleConnTimeout = 90 * time.Second
+	// openAIWriteBuffer holds a request's headers and a conversation of
+	// tens of KiB whole, so that it leaves in one write: net/http's 4 KiB
+	// default sends the headers and the start of the body in one write and
+	// the rest through a fresh 32 KiB copy buffer in more.
+	openAIWriteBuffer = 64 << 10
 )
 
 // The API key is never logged (DESIGN.md §4): it goes only in the Authorization header,
@@ -139,6 +144,7 @@ func newOpenAIModel(cfg openAIConfig) (*openAIModel, error) {
 				TLSHandshakeTimeout:    openAITLSTimeout,
 				MaxResponseHeaderBytes: openAIMaxHeaderBytes,
 				IdleConnTimeout:        openAIIdleConnTimeout,
+				WriteBufferSize:        openAIWriteBuffer,
 				ForceAttemptHTTP2:      true,
 			},
 			// A redirect would re-send the prompt (and maybe the key)
