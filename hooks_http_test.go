@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,8 @@ func TestHookAddrRefused(t *testing.T) {
 	}
 }
 
+// An allowedHttpHookUrls pattern reaches only the hosts it writes: its
+// "*" stays in its label, port or path, whatever the URL holds.
 func TestHookURLPatterns(t *testing.T) {
 	for _, tc := range []struct {
 		pattern, url string
@@ -53,19 +57,76 @@ func TestHookURLPatterns(t *testing.T) {
 	}{
 		{"https://hooks.example.com/*", "https://hooks.example.com/pre", true},
 		{"https://hooks.example.com/*", "HTTPS://HOOKS.EXAMPLE.COM/pre", true},
+		{"https://hooks.example.com/*", "https://hooks.example.com./pre", true},
+		{"https://hooks.example.com/*", "https://hooks.example.com:443/pre", true},
 		{"https://hooks.example.com/*", "https://hooksXexample.com/pre", false},
 		{"https://hooks.example.com/*", "https://evil.com/?https://hooks.example.com/", false},
+		{"https://hooks.example.com/*", "https://hooks.example.com:8443/pre", false},
+		{"https://hooks.example.com/*", "https://hooks.example.com@evil.test/pre", false},
+		{"https://hooks.example.com/*", "https://user@hooks.example.com/pre", false},
 		{"https://*.example.com/hook", "https://a.example.com/hook", true},
 		{"https://*.example.com/hook", "https://a.example.com/hook/more", false},
+		{"https://*.example.com/hook", "https://a.b.example.com/hook", false},
+		{"https://*.example.com/hook", "https://evil.test/.example.com/hook", false},
+		{"https://*.example.com/hook", "https://evil.test?.example.com/hook", false},
+		{"https://*.example.com/hook", "https://evil.test#.example.com/hook", false},
+		{"https://*.example.com/hook", "https://evil.test:1@a.example.com/hook", false},
+		{"https://*.example.com/x", "https://hooks.example.com.evil.test/x", false},
+		{"https://hooks.example.com*", "https://hooks.example.com/", true},
+		{"https://hooks.example.com*", "https://hooks.example.com.evil.test/x", false},
+		{"https://hooks.example.com*", "https://hooks.example.com:1@evil.test/x", false},
+		{"https://hooks.example.com*", "https://hooks.example.com@evil.test/x", false},
+		{"https://hooks.example.com*", "https://hooks.example.com:8443/x", false},
+		{"https://hooks.example.com*/x", "https://hooks.example.com/x", true},
+		{"https://hooks.example.com*/x", "https://hooks.example.com.evil.test/x", false},
+		{"https://hooks.example.com/*", "https://hooks.example.com/a/../b?c=@evil.test", true},
+		{"http://127.0.0.1:*/hook/*", "http://127.0.0.1:8080/hook/pre", true},
+		{"http://127.0.0.1:*/hook/*", "http://127.0.0.1.evil.test:8080/hook/pre", false},
+		{"http://127.0.0.1:*/hook/*", "http://127.0.0.1:8080@evil.test/hook/pre", false},
+		{"http://127.0.0.*:8080/*", "http://127.0.0.9:8080/x", true},
+		{"http://127.0.0.*:8080/*", "http://127.0.0.9.nip.io:8080/x", false},
+		{"http://[::1]:8080/*", "http://[::1]:8080/x", true},
+		{"http://[::1]:8080/*", "http://[0:0::1]:8080/x", true},
+		{"http://[::1]:8080/*", "http://[::2]:8080/x", false},
+		{"http*://hooks.example.com/*", "http://hooks.example.com/x", true},
 		{`https://api\.example\.com/*`, "https://api.example.com/x", true},
 		{`https://api\.example\.com/*`, "https://apiXexample.com/x", false},
+		// Read as Qwen Code's regular expression these would reach any
+		// host; acpguard reads them as the text they write.
+		{`https://api\.example\.com.*`, "https://api.example.com.evil.test/x", false},
+		{`https://(evil\.test|api\.example\.com)/*`, "https://evil.test/x", false},
+		{`https://.*\.example\.com/*`, "https://evil.test/.example.com/x", false},
 	} {
 		re, err := compileHookURLPattern(tc.pattern)
 		if err != nil {
-			t.Fatalf("%q: %v", tc.pattern, err)
+			if tc.match {
+				t.Errorf("%q: %v", tc.pattern, err)
+			}
+			continue
 		}
-		if got := re.MatchString(tc.url); got != tc.match {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.url, err)
+		}
+		if got := (hookHTTPPolicy{Allowed: []*regexp.Regexp{re}}).allows(u); got != tc.match {
 			t.Errorf("%q on %q: %v, want %v", tc.pattern, tc.url, got, tc.match)
+		}
+	}
+}
+
+// A pattern that names no host by parts is refused with the settings.
+func TestHookURLPatternRefused(t *testing.T) {
+	for _, tc := range []struct{ pattern, want string }{
+		{"*", `want scheme://host/path, e.g. "https://hooks.example.com/*"`},
+		{"hooks.example.com/*", `want scheme://host/path, e.g. "https://hooks.example.com/*"`},
+		{"https://*@hooks.example.com/*", `authority "*@hooks.example.com" names user info: a pattern names a host, a port and a path`},
+		{"https://hooks..example.com/*", `host "hooks..example.com": want dot-separated labels of letters, digits, "-", "_" and "*"`},
+		{"https://hooks.example.com:x/*", `port "x": want digits and "*"`},
+		{"https://[::1/*", `host "[::1": unclosed "["`},
+	} {
+		_, err := compileHookURLPattern(tc.pattern)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: error %v, want %q", tc.pattern, err, tc.want)
 		}
 	}
 }
