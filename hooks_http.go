@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -280,8 +281,19 @@ func interpolateHookValue(v string, allowed []string, env *procEnv) string {
 // address it refuses (checked on every address connected to, so a name
 // that resolves elsewhere later is refused too), a redirect (never
 // followed), another status, the timeout. No proxy is used. A failure
-// names the URL as configured, never its interpolated values.
+// names the URL as configured, never its interpolated values: every value
+// of a variable h's allowedEnvVars name is replaced by the variable's
+// name in it (hideHookSecrets).
 func runHTTPHook(ctx context.Context, h hookCommand, stdin []byte, timeout time.Duration, env *procEnv) (hookReply, string) {
+	rep, failure := postHTTPHook(ctx, h, stdin, timeout, env)
+	if failure != "" {
+		failure = hideHookSecrets(failure, h.AllowedEnvVars, env)
+	}
+	return rep, failure
+}
+
+// postHTTPHook is runHTTPHook before its failure is cleaned.
+func postHTTPHook(ctx context.Context, h hookCommand, stdin []byte, timeout time.Duration, env *procEnv) (hookReply, string) {
 	pol := hookHTTPPolicy{}
 	if h.http != nil {
 		pol = *h.http
@@ -375,4 +387,34 @@ func hookHTTPErrorText(err error) string {
 		err = ue.Err
 	}
 	return err.Error()
+}
+
+// hideHookSecrets replaces in s each value of the variables names (a
+// hook's allowedEnvVars) that env holds as a secret, as written and as a
+// URL or a name lookup writes it, with the variable's $NAME: what a hook's
+// failure says may quote the host, port or path it was sent to.
+func hideHookSecrets(s string, names []string, env *procEnv) string {
+	type pair struct{ from, to string }
+	var ps []pair
+	for _, name := range names {
+		v, _ := env.secret(name)
+		if v == "" {
+			continue
+		}
+		for _, form := range []string{v, strings.ToLower(v), url.PathEscape(v), url.QueryEscape(v)} {
+			ps = append(ps, pair{form, "$" + name})
+		}
+	}
+	if len(ps) == 0 {
+		return s
+	}
+	// One pass, the longest form first where two start at one place, so
+	// that a value inside another is not replaced before the other is
+	// and no $NAME written is read again.
+	slices.SortStableFunc(ps, func(a, b pair) int { return len(b.from) - len(a.from) })
+	oldnew := make([]string, 0, 2*len(ps))
+	for _, p := range ps {
+		oldnew = append(oldnew, p.from, p.to)
+	}
+	return strings.NewReplacer(oldnew...).Replace(s)
 }

@@ -5,11 +5,13 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +178,69 @@ func TestHTTPHookJSONAnswerAnyMediaType(t *testing.T) {
 		srv.Close()
 		if failure != "" || !rep.JSON {
 			t.Errorf("media type %q: JSON %v, failure %q; want the answer read as JSON", mt, rep.JSON, failure)
+		}
+	}
+}
+
+// A failing http hook is named by its URL as configured: the values of its
+// allowedEnvVars (secrets) appear nowhere in what the user, the model and
+// the log read, whether the URL is refused, cannot be reached or times
+// out, and net/http's error (which quotes the expanded URL) is never shown.
+func TestHTTPHookFailureHidesSecrets(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := strconv.Itoa(closed.Addr().(*net.TCPAddr).Port)
+	closed.Close()
+	hold := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hold }))
+	defer slow.Close()
+	defer close(hold)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer plain.Close()
+	slowPort, plainPort := slow.URL[strings.LastIndexByte(slow.URL, ':')+1:], plain.URL[strings.LastIndexByte(plain.URL, ':')+1:]
+	const key = "s3cr3t-hook-key"
+	for _, tc := range []struct {
+		name, url, port string
+		allowed         []string
+		timeoutMS       int
+		want            string
+	}{
+		{"metadata host", "http://$HOOK_HOST/hook?key=$HOOK_KEY", closedPort, nil, 0,
+			`PreToolUse hook "http://$HOOK_HOST/hook?key=$HOOK_KEY" may not reach "$HOOK_HOST": a cloud metadata host`},
+		{"refused by the allow list", "http://127.0.0.1:$HOOK_PORT/hook?key=$HOOK_KEY", closedPort, []string{"https://hooks.example.com/*"}, 0,
+			`PreToolUse hook "http://127.0.0.1:$HOOK_PORT/hook?key=$HOOK_KEY" has a URL that security.allowedHttpHookUrls does not allow`},
+		{"connection refused", "http://127.0.0.1:$HOOK_PORT/hook?key=$HOOK_KEY", closedPort, nil, 0,
+			`PreToolUse hook "http://127.0.0.1:$HOOK_PORT/hook?key=$HOOK_KEY" could not be reached: dial tcp 127.0.0.1:$HOOK_PORT: connect: connection refused`},
+		{"not TLS", "https://127.0.0.1:$HOOK_PORT/hook/$HOOK_KEY", plainPort, nil, 0,
+			`PreToolUse hook "https://127.0.0.1:$HOOK_PORT/hook/$HOOK_KEY" could not be reached: http: server gave HTTP response to HTTPS client`},
+		{"timeout", "http://127.0.0.1:$HOOK_PORT/hook/${HOOK_KEY}", slowPort, nil, 50,
+			`PreToolUse hook "http://127.0.0.1:$HOOK_PORT/hook/${HOOK_KEY}" timed out after 50 ms`},
+	} {
+		env := newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_KEY=" + key, "HOOK_PORT=" + tc.port, "HOOK_HOST=metadata.google.internal"})
+		env.hideSecrets("HOOK_KEY", "HOOK_PORT", "HOOK_HOST")
+		pol := &hookHTTPPolicy{AllowPrivate: true}
+		for _, p := range tc.allowed {
+			re, err := compileHookURLPattern(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pol.Allowed = append(pol.Allowed, re)
+		}
+		h := hookCommand{Type: hookTypeHTTP, URL: tc.url, Timeout: tc.timeoutMS, AllowedEnvVars: []string{"HOOK_KEY", "HOOK_PORT", "HOOK_HOST"}, http: pol}
+		if tc.timeoutMS == 0 {
+			h.Timeout = int(testTimeout(5 * time.Second).Milliseconds())
+		}
+		out := runPreToolUseHooks(context.Background(), hookEntries(t, "*", h), testHookInput(t.TempDir()), spawnEnv{Env: env})
+		want := tc.want + " (the call is blocked: the hook fails closed)"
+		if out.Decision != hookDeny || out.Reason != want {
+			t.Errorf("%s: %q %q, want deny %q", tc.name, out.Decision, out.Reason, want)
+		}
+		for _, secret := range []string{key, ":" + tc.port, "metadata.google.internal"} {
+			if strings.Contains(out.Reason, secret) {
+				t.Errorf("%s: %q shows the value %q", tc.name, out.Reason, secret)
+			}
 		}
 	}
 }
