@@ -3393,6 +3393,8 @@ type fakeRemoteMCP struct {
 	mu       sync.Mutex
 	received []fakeRemoteMessage
 	streams  map[string]chan []byte // HTTP+SSE: session id -> its stream
+	conns    map[net.Conn]bool      // connections not yet closed
+	changed  chan struct{}          // a connection opened or closed
 }
 
 type fakeRemoteMessage struct {
@@ -3404,14 +3406,49 @@ type fakeRemoteMessage struct {
 const fakeRemoteSession = "fake-session-1"
 
 func newFakeRemoteMCP(t *testing.T) *fakeRemoteMCP {
-	f := &fakeRemoteMCP{streams: map[string]chan []byte{}, endpoint: "/message?session=s1"}
+	f := &fakeRemoteMCP{streams: map[string]chan []byte{}, endpoint: "/message?session=s1", conns: map[net.Conn]bool{}, changed: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", f.streamable)
 	mux.HandleFunc("GET /sse", f.sseStream)
 	mux.HandleFunc("POST /message", f.sseMessage)
-	f.srv = httptest.NewServer(mux) // 127.0.0.1
+	f.srv = httptest.NewUnstartedServer(mux) // 127.0.0.1
+	f.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		f.mu.Lock()
+		switch st {
+		case http.StateNew:
+			f.conns[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(f.conns, c)
+		}
+		f.mu.Unlock()
+		select {
+		case f.changed <- struct{}{}:
+		default:
+		}
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// waitConnsClosed waits, within testTimeout, until no connection to the
+// server is open, and fails t otherwise.
+func (f *fakeRemoteMCP) waitConnsClosed(t *testing.T) {
+	t.Helper()
+	deadline := time.After(testTimeout(10 * time.Second))
+	for {
+		f.mu.Lock()
+		n := len(f.conns)
+		f.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-f.changed:
+		case <-deadline:
+			t.Fatalf("the server still has %d connections open", n)
+		}
+	}
 }
 
 // calls returns how many messages of method the server received.

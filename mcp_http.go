@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,26 +18,24 @@ import (
 const mcpHTTPAccept = mcpJSONMediaType + ", " + sseMediaType
 
 // postHTTP sends one message. A request's answer is read in the
-// background, so that the server's own requests can be answered meanwhile;
-// a notification's or an answer's POST is acknowledged before postHTTP
-// returns. Any failure breaks the connection.
+// background, so that the server's own requests can be answered meanwhile,
+// and its POST ends when its caller stops waiting (requestPost); a
+// notification's or an answer's POST is acknowledged before postHTTP
+// returns. Any other failure breaks the connection.
 func (r *mcpRemote) postHTTP(msg []byte) error {
-	var head struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	json.Unmarshal(msg, &head) // our own message
-	if head.Method == "" || head.ID == nil {
+	ctx, done, init, ok := r.requestPost(msg)
+	if !ok {
 		ctx, cancel := context.WithTimeout(r.life, mcpPostTimeout)
 		defer cancel()
 		return r.exchange(ctx, msg, false)
 	}
-	init := head.Method == mcpMethodInitialize
 	if !r.spawn(func() {
-		if err := r.exchange(r.life, msg, init); err != nil {
+		defer done()
+		if err := r.exchange(ctx, msg, init); err != nil && !abandoned(ctx) {
 			r.fail(err)
 		}
 	}) {
+		done()
 		return errSessionEnded
 	}
 	return nil

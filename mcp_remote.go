@@ -319,9 +319,10 @@ type mcpRemote struct {
 	wg   sync.WaitGroup // the goroutines reading answers and streams
 
 	mu        sync.Mutex
-	sessionID string   // Streamable HTTP: assigned at initialize
-	protocol  string   // the version the server answered initialize with
-	endpoint  *url.URL // HTTP+SSE: where messages go
+	calls     map[string]context.CancelCauseFunc // POSTs of requests in flight, by JSON-RPC id
+	sessionID string                             // Streamable HTTP: assigned at initialize
+	protocol  string                             // the version the server answered initialize with
+	endpoint  *url.URL                           // HTTP+SSE: where messages go
 	closed    bool
 }
 
@@ -369,7 +370,10 @@ func startRemoteMCPServer(ctx context.Context, cfg mcpServerConfig, opts mcpOpti
 	}
 	s.conn = newRPCConn(r.in.pr, &mcpWire{w: r, onUnreadable: func() {
 		s.breakDown(errors.New("it sent a message that is not JSON-RPC"))
-	}}, rpcConfig{MaxLine: mcpMaxMessage + 1, OnRequest: s.answer, CancelNotice: mcpCancelNotice})
+	}}, rpcConfig{MaxLine: mcpMaxMessage + 1, OnRequest: s.answer, CancelNotice: func(call string, id json.RawMessage) (string, any, bool) {
+		r.abandon(id)
+		return mcpCancelNotice(call, id)
+	}})
 	s.serveConn(errors.New("its connection ended"), func() {})
 	tools, err := s.handshake(ctx, startup)
 	if err != nil {
@@ -538,6 +542,60 @@ func (r *mcpRemote) close() {
 		cancel()
 	}
 	r.wg.Wait()
+	// The server's kept-alive connections end with it, not at
+	// mcpIdleConnTimeout: the transport is the server's own.
+	r.client.CloseIdleConnections()
+}
+
+// errMCPCallAbandoned ends the POST of a request whose caller stopped
+// waiting: it is no failure of the server's.
+var errMCPCallAbandoned = errors.New("the call's caller stopped waiting")
+
+// requestPost reads msg's head: for a request (ok true), the context of
+// the POST that carries it, within the server's life and ended by
+// abandon(id), so that a call whose context ends does not keep its POST
+// open, and done, which forgets the request once its POST is over; init
+// says it is the initialize request.
+func (r *mcpRemote) requestPost(msg []byte) (ctx context.Context, done func(), init, ok bool) {
+	var head struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	json.Unmarshal(msg, &head) // our own message
+	if head.Method == "" || head.ID == nil {
+		return nil, nil, false, false
+	}
+	ctx, cancel := context.WithCancelCause(r.life)
+	key := string(head.ID)
+	r.mu.Lock()
+	if r.calls == nil {
+		r.calls = map[string]context.CancelCauseFunc{}
+	}
+	r.calls[key] = cancel
+	r.mu.Unlock()
+	return ctx, func() {
+		r.mu.Lock()
+		delete(r.calls, key)
+		r.mu.Unlock()
+		cancel(nil)
+	}, head.Method == mcpMethodInitialize, true
+}
+
+// abandon ends the POST of request id, if it is in flight: its caller
+// stopped waiting (rpcConfig.CancelNotice).
+func (r *mcpRemote) abandon(id json.RawMessage) {
+	r.mu.Lock()
+	cancel := r.calls[string(id)]
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel(errMCPCallAbandoned)
+	}
+}
+
+// abandoned says whether the POST of ctx ended because its caller stopped
+// waiting.
+func abandoned(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errMCPCallAbandoned)
 }
 
 // redactedURL is loc with any password it holds masked, as url.Redacted.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Both transports: the handshake lists the tool, one allowed call is one
@@ -303,5 +304,51 @@ func TestServeMCPOffers(t *testing.T) {
 		if got := mcpOffers(tt.cfg, tools); !maps.Equal(got, tt.want) {
 			t.Errorf("%s: offers = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// A call cancelled while the server holds its POST open returns at once,
+// and its POST ends with it; once the server is stopped, none of its
+// connections stays open, kept-alive ones included.
+func TestRemoteMCPCancelEndsPost(t *testing.T) {
+	for _, tt := range []struct{ transport, path string }{{mcpTransportHTTP, "/mcp"}, {mcpTransportSSE, "/sse"}} {
+		t.Run(tt.transport, func(t *testing.T) {
+			f := newFakeRemoteMCP(t)
+			held, ended := make(chan struct{}), make(chan struct{})
+			f.onCall = func(w http.ResponseWriter, r *http.Request) bool {
+				close(held)
+				<-r.Context().Done()
+				close(ended)
+				return true
+			}
+			s, _, err := startRemoteForTest(t, mcpServerConfig{Name: "r", Transport: tt.transport, URL: f.srv.URL + tt.path}, newProcEnv(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan toolResult, 1)
+			go func() { done <- s.callTool(ctx, "echo", map[string]any{"text": "held"}) }()
+			wait := func(ch <-chan struct{}, what string) {
+				t.Helper()
+				select {
+				case <-ch:
+				case <-time.After(testTimeout(10 * time.Second)):
+					t.Fatalf("%s: not within the test's timeout", what)
+				}
+			}
+			wait(held, "the server receives the call")
+			cancel()
+			select {
+			case res := <-done:
+				if res.Status != statusCancelled {
+					t.Errorf("result = %+v, want cancelled", res)
+				}
+			case <-time.After(testTimeout(10 * time.Second)):
+				t.Fatal("the cancelled call did not return")
+			}
+			wait(ended, "the held POST ends with its call")
+			s.stop(errSessionEnded)
+			f.waitConnsClosed(t)
+		})
 	}
 }

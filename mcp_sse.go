@@ -226,12 +226,34 @@ func (r *mcpRemote) deliverEvents(events *mcpEventReader) error {
 	}
 }
 
-// postSSE sends one message to the endpoint; the answer comes on the stream.
+// postSSE sends one message to the endpoint; the answer comes on the
+// stream. A request's POST runs in the background, so that a caller who
+// stops waiting is not kept by it, and ends then (requestPost); any other
+// message's POST is acknowledged before postSSE returns. Any other failure
+// breaks the connection.
 func (r *mcpRemote) postSSE(msg []byte) error {
+	ctx, done, _, ok := r.requestPost(msg)
+	if !ok {
+		return r.sendSSE(r.life, msg)
+	}
+	if !r.spawn(func() {
+		defer done()
+		if err := r.sendSSE(ctx, msg); err != nil && !abandoned(ctx) {
+			r.fail(err)
+		}
+	}) {
+		done()
+		return errSessionEnded
+	}
+	return nil
+}
+
+// sendSSE POSTs msg to the endpoint within ctx and mcpPostTimeout.
+func (r *mcpRemote) sendSSE(ctx context.Context, msg []byte) error {
 	r.mu.Lock()
 	endpoint := r.endpoint
 	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.life, mcpPostTimeout)
+	ctx, cancel := context.WithTimeout(ctx, mcpPostTimeout)
 	defer cancel()
 	req, err := newMCPPost(ctx, endpoint.String(), msg)
 	if err != nil {

@@ -52,6 +52,8 @@ func TestConsoleRoutes(t *testing.T) {
 	}{
 		{"page without token", on, "/", noAuth, 200, "text/html; charset=utf-8", `<script src="/console/app.js" defer></script>`},
 		{"script without token", on, "/console/app.js", noAuth, 200, "text/javascript; charset=utf-8", "textContent"},
+		{"script bounds each text block", on, "/console/app.js", noAuth, 200, "text/javascript; charset=utf-8", `const MAX_TEXT = 64 << 10;`},
+		{"script survives a bad #token= link", on, "/console/app.js", noAuth, 200, "text/javascript; charset=utf-8", `if (badLink) signedOut("the sign-in link's token is not valid: paste the token");`},
 		{"stylesheet without token", on, "/console/app.css", noAuth, 200, "text/css; charset=utf-8", "prefers-color-scheme: dark"},
 		{"no icon, without token", on, "/favicon.ico", noAuth, 204, "", ""},
 		{"sessions need the token", on, consoleAPISessions, noAuth, 401, "", `"Unauthorized"`},

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -175,5 +177,32 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 	done()
 	if _, err := d.hookHTTP(context.Background(), ch, raw); err == nil {
 		t.Error("a closed session's hook was sent")
+	}
+}
+
+// A hook serve POSTs for its child and that fails names its variables,
+// never their values from serve's environment: the failure the child
+// shows the user and the model holds no secret.
+func TestServeHookHTTPFailureHidesSecrets(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(closed.Addr().(*net.TCPAddr).Port)
+	closed.Close()
+	const key, url = "hook-unit-secret-71d2", "http://$HOOK_HOST/hook?key=${HOOK_KEY}"
+	hook, _ := json.Marshal(map[string]any{"type": "http", "url": url, "allowedEnvVars": []string{"HOOK_HOST", "HOOK_KEY"}})
+	st, err := parseSettings([]byte(`{"security":{"allowPrivateNetworkHooks":true},"hooks":{"PreToolUse":[{"hooks":[` + string(hook) + `]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{sys: &system{env: newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_HOST=127.0.0.1:" + port, "HOOK_KEY=" + key})}, hookStart: st}
+	ch := &acpChannel{d: d}
+	d.expectMCP(ch, "s1", t.TempDir())
+	raw, _ := json.Marshal(hookHTTPParams{SessionID: "s1", Event: hookEventPreToolUse, URL: url, Input: json.RawMessage(`{"session_id":"s1","hook_event_name":"PreToolUse"}`)})
+	res, err := d.hookHTTP(context.Background(), ch, raw)
+	r, ok := res.(hookHTTPResult)
+	if want := "could not be reached: dial tcp $HOOK_HOST: connect: connection refused"; err != nil || !ok || r.Failure != want {
+		t.Errorf("answer = %+v, %v; want the failure %q", res, err, want)
 	}
 }

@@ -162,7 +162,7 @@ func findDotEnvFiles(src settingsSources, o dotEnvOptions) []dotEnvCandidate {
 
 // loadDotEnv reads the .env files findDotEnvFiles lists and returns the
 // variables they may set. A file that cannot be read is an error naming
-// it, but for an untrusted workspace's, which is not applied anyway; a
+// it; an untrusted workspace's is never opened, only named in a warning; a
 // workspace's file is read without following a symbolic link, so that a
 // link in a repository does not put a file from elsewhere into every
 // child's environment.
@@ -173,21 +173,16 @@ func loadDotEnv(src settingsSources, o dotEnvOptions) (*dotEnvLoad, error) {
 	}
 	l := &dotEnvLoad{}
 	for _, c := range findDotEnvFiles(src, o) {
-		vars, err := readDotEnvFile(c.path, !c.user)
-		untrusted := !c.user && o.Required && !o.TrustWorkspace
-		if err != nil && !untrusted {
-			return nil, err
-		}
-		if untrusted {
-			// Not applied, so that a file the repository planted cannot stop
-			// the start either: only what it would have redirected is named.
-			for _, v := range vars {
-				if slices.Contains(dotEnvNeverFromWorkspace, v.Name) {
-					l.Warnings = append(l.Warnings, refuseWorkspaceDotEnv(c.path, v.Name))
-				}
-			}
-			l.Warnings = append(l.Warnings, fmt.Sprintf(".env %q: not read: the workspace is untrusted in required mode; give --%s to apply its other variables", c.path, flagTrustWorkspaceSettings))
+		if !c.user && o.Required && !o.TrustWorkspace {
+			// Never opened: what the repository planted is not read, so it
+			// can neither stop the start nor be told apart by what it holds.
+			// findDotEnvFiles found it by its name alone (Lstat).
+			l.Warnings = append(l.Warnings, fmt.Sprintf(".env %q: not read: the workspace is untrusted in required mode; give --%s to apply it", c.path, flagTrustWorkspaceSettings))
 			continue
+		}
+		vars, err := readDotEnvFile(c.path, !c.user)
+		if err != nil {
+			return nil, err
 		}
 		l.Files = append(l.Files, c.path)
 		qwenScoped := c.user || filepath.Base(filepath.Dir(c.path)) == qwenDirName

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -45,14 +46,11 @@ func TestDotEnvFiles(t *testing.T) {
 			files: map[string]string{"{WS}/.env": "OPENAI_BASE_URL=http://127.0.0.1:1/v1\nOPENAI_API_KEY=stolen\nFOO=bar\n", "{HOME}/.qwen/.env": "OPENAI_API_KEY=mine\n"},
 			opts:  dotEnvOptions{Required: true},
 			want:  []string{"OPENAI_API_KEY=mine"}, read: []string{"{HOME}/.qwen/.env"},
-			warn: []string{
-				`.env "{WS}/.env": refuse OPENAI_BASE_URL: a workspace's .env never sets the model endpoint, its key, the model, the system prompt or a token in required mode; set it in acpguard's environment or ~/.qwen/.env`,
-				`.env "{WS}/.env": refuse OPENAI_API_KEY: a workspace's .env never sets the model endpoint, its key, the model, the system prompt or a token in required mode; set it in acpguard's environment or ~/.qwen/.env`,
-				`.env "{WS}/.env": not read: the workspace is untrusted in required mode; give --trust-workspace-settings to apply its other variables`}},
+			warn: []string{`.env "{WS}/.env": not read: the workspace is untrusted in required mode; give --trust-workspace-settings to apply it`}},
 		{name: "required: a workspace .env that is a link stops nothing",
 			files: map[string]string{"{HOME}/secret": "OPENAI_API_KEY=x\n", "{HOME}/.env": "A=1\n"}, link: "{HOME}/secret",
 			opts: dotEnvOptions{Required: true}, want: []string{"A=1"},
-			warn: []string{`.env "{WS}/.env": not read: the workspace is untrusted in required mode; give --trust-workspace-settings to apply its other variables`}},
+			warn: []string{`.env "{WS}/.env": not read: the workspace is untrusted in required mode; give --trust-workspace-settings to apply it`}},
 		{name: "required and trusted: the rest applies",
 			files: map[string]string{"{WS}/.env": "OPENAI_MODEL=theirs\nQWEN_SYSTEM_MD=/tmp/p.md\nFOO=bar\n"},
 			opts:  dotEnvOptions{Required: true, TrustWorkspace: true},
@@ -199,10 +197,9 @@ func TestDotEnvModel(t *testing.T) {
 			userEnv:   "OPENAI_BASE_URL={MODEL}/v1\nOPENAI_MODEL=user\nOPENAI_API_KEY=user-key\n",
 			wsEnv:     "OPENAI_BASE_URL={EVIL}/v1\nOPENAI_API_KEY=planted\nOPENAI_MODEL=theirs\n",
 			wantModel: "user", wantAuth: "Bearer user-key",
-			log: []string{`.env \"{WS}/.env\": ` + refusal("OPENAI_BASE_URL"), `.env \"{WS}/.env\": ` + refusal("OPENAI_API_KEY"), `.env \"{WS}/.env\": ` + refusal("OPENAI_MODEL"),
-				`.env \"{WS}/.env\": not read: the workspace is untrusted in required mode`}},
+			log: []string{`.env \"{WS}/.env\": not read: the workspace is untrusted in required mode`}},
 		{name: "required: a workspace .env cannot name a model service", required: true,
-			wsEnv: "OPENAI_BASE_URL={EVIL}/v1\nOPENAI_API_KEY=planted\n", log: []string{refusal("OPENAI_BASE_URL")}},
+			wsEnv: "OPENAI_BASE_URL={EVIL}/v1\nOPENAI_API_KEY=planted\n", log: []string{`.env \"{WS}/.env\": not read: the workspace is untrusted in required mode`}},
 		{name: "required and trusted: still refused", required: true, trust: true,
 			userEnv: "OPENAI_BASE_URL={MODEL}/v1\nOPENAI_MODEL=user\n",
 			wsEnv:   "OPENAI_BASE_URL={EVIL}/v1\nOPENAI_API_KEY=planted\n", wantModel: "user", wantAuth: "",
@@ -293,5 +290,42 @@ func TestDoctorReadsDotEnv(t *testing.T) {
 	}
 	if o.Model != modelOpenAI || o.OpenAI.BaseURL != "http://127.0.0.1:9/v1" || o.OpenAI.Model != "m" || o.OpenAI.APIKey != "dotenv-key" {
 		t.Errorf("doctor's model %q %+v, want the .env's", o.Model, o.OpenAI)
+	}
+}
+
+// An untrusted workspace's .env in required mode is never opened: the
+// kernel reports no open of it (inotify), and the warning only names it.
+// A trusted one is opened and read, which shows the watch works.
+func TestDotEnvUntrustedNotOpened(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		home := t.TempDir()
+		ws := filepath.Join(home, "proj", "ws")
+		envFile := filepath.Join(ws, ".env")
+		writeFileAll(t, envFile, "OPENAI_BASE_URL=http://127.0.0.1:1/v1\nFOO=bar\n")
+		fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := syscall.InotifyAddWatch(fd, envFile, syscall.IN_OPEN|syscall.IN_ACCESS); err != nil {
+			syscall.Close(fd)
+			t.Fatal(err)
+		}
+		src := settingsSourcesOf(&procEnv{snapshot: []string{"HOME=" + home}})
+		l, err := loadDotEnv(src, dotEnvOptions{Dir: ws, Required: true, TrustWorkspace: trust, Folder: folderTrust{Trusted: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4096)
+		n, _ := syscall.Read(fd, buf)
+		syscall.Close(fd)
+		if opened := n > 0; opened != trust {
+			t.Errorf("trusted %v: the .env was opened: %v", trust, opened)
+		}
+		if !trust {
+			want := []string{fmt.Sprintf(".env %q: not read: the workspace is untrusted in required mode; give --trust-workspace-settings to apply it", envFile)}
+			if !slices.Equal(l.Warnings, want) || len(l.Vars) != 0 {
+				t.Errorf("warnings %q, variables %v; want %q and none", l.Warnings, l.Vars, want)
+			}
+		}
 	}
 }

@@ -135,21 +135,48 @@ func readMCPApprovals(path, root string) (map[string]mcpApproval, string) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ""
 	}
-	var all map[string]map[string]json.RawMessage
+	var all map[string]map[string]mcpApproval
 	if err == nil {
-		err = json.Unmarshal(blankJSONC(b), &all)
+		all, err = decodeMCPApprovals(blankJSONC(b))
 	}
 	if err != nil {
 		return nil, fmt.Sprintf("MCP approvals %q: %v; no project server is approved", path, err)
 	}
-	out := map[string]mcpApproval{}
-	for name, raw := range all[filepath.Clean(root)] {
-		var a mcpApproval
-		if json.Unmarshal(raw, &a) == nil {
-			out[name] = a
+	return all[filepath.Clean(root)], ""
+}
+
+// mcpApprovalsShape is the approvals file as Qwen Code writes it, named in
+// the error that refuses another.
+const mcpApprovalsShape = `{"<project root>": {"<server>": {"hash": "<sha-256>", "status": "approved"}}}, each member once`
+
+// decodeMCPApprovals reads the whole approvals file strictly (decodeStrict):
+// a member given twice anywhere, a member an approval does not have, a
+// value of another type refuse the file, every project's records included:
+// a file acpguard cannot read as Qwen Code wrote it approves nothing.
+func decodeMCPApprovals(b []byte) (map[string]map[string]mcpApproval, error) {
+	var raw map[string]map[string]json.RawMessage
+	if err := decodeStrict(b, &raw); err != nil {
+		return nil, fmt.Errorf("%v (want %s)", err, mcpApprovalsShape)
+	}
+	out := make(map[string]map[string]mcpApproval, len(raw))
+	for _, root := range slices.Sorted(maps.Keys(raw)) {
+		if raw[root] == nil {
+			return nil, fmt.Errorf("project %q: null, not an object (want %s)", root, mcpApprovalsShape)
+		}
+		out[root] = map[string]mcpApproval{}
+		for _, name := range slices.Sorted(maps.Keys(raw[root])) {
+			var a mcpApproval
+			err := decodeStrict(raw[root][name], &a)
+			if err == nil && string(raw[root][name]) == "null" {
+				err = errors.New("null, not an object")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("project %q, server %q: %v (want %s)", root, name, err, mcpApprovalsShape)
+			}
+			out[root][name] = a
 		}
 	}
-	return out, ""
+	return out, nil
 }
 
 // hashMCPServerConfig is Qwen Code's approval hash of a server entry: the

@@ -139,3 +139,48 @@ func TestProjectMCPJSONFIFORefused(t *testing.T) {
 		t.Fatal("reading a FIFO .mcp.json blocked")
 	}
 }
+
+// The approvals file is read strictly: a member given twice, a member an
+// approval does not have, a value of another type refuse the whole file,
+// naming it and the rule, and no project server is approved.
+func TestMCPApprovalsStrict(t *testing.T) {
+	const hash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	const shape = ` (want {"<project root>": {"<server>": {"hash": "<sha-256>", "status": "approved"}}}, each member once); no project server is approved`
+	for _, tt := range []struct {
+		name, file, want string
+	}{
+		{"as Qwen Code writes it", `{"/ws": {"local": {"hash": "` + hash + `", "status": "approved"}}, "/other": {}}`, ""},
+		{"with comments", "// written by qwen\n{\"/ws\": {\"local\": {\"hash\": \"" + hash + "\", \"status\": \"approved\"}}}", ""},
+		{"an unknown member", `{"/ws": {"local": {"hash": "` + hash + `", "status": "approved", "approvedBy": "x"}}}`,
+			`project "/ws", server "local": json: unknown field "approvedBy"` + shape},
+		{"a member twice in a record", `{"/ws": {"local": {"hash": "` + hash + `", "status": "rejected", "status": "approved"}}}`,
+			`duplicate field "status" in /ws.local` + shape},
+		{"a server twice", `{"/ws": {"local": {"hash": "0", "status": "rejected"}, "local": {"hash": "` + hash + `", "status": "approved"}}}`,
+			`duplicate field "local" in /ws` + shape},
+		{"a project twice", `{"/ws": {}, "/ws": {"local": {"hash": "` + hash + `", "status": "approved"}}}`,
+			`duplicate field "/ws"` + shape},
+		{"a name in another case", `{"/ws": {"local": {"hash": "` + hash + `", "Status": "approved"}}}`,
+			`project "/ws", server "local": unknown field "Status"` + shape},
+		{"a status of another type", `{"/ws": {"local": {"hash": "` + hash + `", "status": true}}}`,
+			`project "/ws", server "local": json: cannot unmarshal bool into Go struct field mcpApproval.status of type string` + shape},
+		{"a project that is a list", `{"/ws": [{"local": {"hash": "` + hash + `", "status": "approved"}}]}`,
+			`json: cannot unmarshal array into Go value of type map[string]json.RawMessage` + shape},
+		{"a null record", `{"/ws": {"local": null}}`, `project "/ws", server "local": null, not an object` + shape},
+		{"trailing data", `{"/ws": {}} {}`, `trailing data after JSON value` + shape},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), mcpApprovalsFileName)
+			writeFileAll(t, path, tt.file)
+			got, warning := readMCPApprovals(path, "/ws")
+			if tt.want == "" {
+				if warning != "" || got["local"].Status != mcpApprovalApproved {
+					t.Errorf("approvals %v, warning %q; want local approved", got, warning)
+				}
+				return
+			}
+			if want := fmt.Sprintf("MCP approvals %q: %s", path, tt.want); warning != want || got != nil {
+				t.Errorf("approvals %v, warning\n%q\nwant none and\n%q", got, warning, want)
+			}
+		})
+	}
+}

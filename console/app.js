@@ -21,11 +21,17 @@ if (!clientId) {
 }
 
 // A #token= fragment (serve --open) is taken and removed from the address
-// bar at once; a browser never sends a fragment to the server.
+// bar at once; a browser never sends a fragment to the server. One that
+// does not decode signs out: the sign-in asks for the token.
+let badLink = false;
 if (location.hash) {
   if (location.hash.startsWith("#token=")) {
-    token = decodeURIComponent(location.hash.slice("#token=".length));
-    sessionStorage.setItem(TOKEN_KEY, token);
+    try {
+      token = decodeURIComponent(location.hash.slice("#token=".length));
+      sessionStorage.setItem(TOKEN_KEY, token);
+    } catch {
+      badLink = true;
+    }
   }
   history.replaceState(null, "", location.pathname + location.search);
 }
@@ -47,10 +53,39 @@ function escapeOf(c) {
   return n < 0x100 ? "\\x" + n.toString(16).padStart(2, "0") : "\\u" + n.toString(16).padStart(4, "0");
 }
 
-// appendText adds s to parent as text, each hidden character as an escape
-// in a span of its own, so that it is told from the same text typed.
-function appendText(parent, s) {
-  s = String(s);
+// MAX_TEXT bounds the UTF-8 bytes of one text block shown (an answer, a
+// tool's output, a diff): a hostile output of any size cannot freeze the
+// tab; what is cut is counted in a marker.
+const MAX_TEXT = 64 << 10;
+const utf8 = new TextEncoder();
+
+// capText cuts s to at most max UTF-8 bytes, at a character's start, and
+// says how many bytes it cut.
+function capText(s, max) {
+  if (s.length * 3 <= max) return { shown: s, more: 0 };
+  const b = utf8.encode(s);
+  if (b.length <= max) return { shown: s, more: 0 };
+  let cut = max;
+  while (cut > 0 && (b[cut] & 0xc0) === 0x80) cut--;
+  return { shown: new TextDecoder().decode(b.subarray(0, cut)), more: b.length - cut };
+}
+
+// appendMore adds the marker of n bytes not shown.
+function appendMore(parent, n) {
+  const e = document.createElement("span");
+  e.className = "more";
+  e.textContent = "\u2026 " + n + " bytes more not shown";
+  parent.append(e);
+}
+
+// appendText adds s to parent as text, at most MAX_TEXT bytes of it and a
+// marker of the rest (more bytes already cut are counted too), each hidden
+// character as an escape in a span of its own, so that it is told from the
+// same text typed.
+function appendText(parent, s, more) {
+  const c = capText(String(s), MAX_TEXT);
+  s = c.shown;
+  more = (more || 0) + c.more;
   let at = 0;
   for (const m of s.matchAll(HIDDEN)) {
     if (m.index > at) parent.append(document.createTextNode(s.slice(at, m.index)));
@@ -61,11 +96,12 @@ function appendText(parent, s) {
     at = m.index + m[0].length;
   }
   if (at < s.length) parent.append(document.createTextNode(s.slice(at)));
+  if (more > 0) appendMore(parent, more);
 }
 
-function setText(node, s) {
+function setText(node, s, more) {
   node.textContent = "";
-  appendText(node, s);
+  appendText(node, s, more);
 }
 
 function el(tag, cls, text) {
@@ -313,9 +349,17 @@ function appendChunk(kind, text) {
     conv.lastEl = li.appendChild(el("div", "text"));
     conv.lastKind = kind;
     conv.lastText = "";
+    conv.lastMore = 0;
   }
-  conv.lastText += text;
-  setText(conv.lastEl, conv.lastText);
+  // Past MAX_TEXT a chunk is only counted: the text kept stays bounded.
+  if (conv.lastMore > 0) {
+    conv.lastMore += utf8.encode(text).length;
+  } else {
+    const c = capText(conv.lastText + text, MAX_TEXT);
+    conv.lastText = c.shown;
+    conv.lastMore = c.more;
+  }
+  setText(conv.lastEl, conv.lastText, conv.lastMore);
 }
 
 // handleEvent shows one event; it returns true when the stream ends for good.
@@ -420,7 +464,8 @@ function toolUpdate(u) {
 }
 
 // showDiff writes an edit's diff: the lines both texts share at the start
-// and end as they are, the rest removed (-) and added (+).
+// and end as they are, the rest removed (-) and added (+), MAX_TEXT bytes
+// of it in all and a marker of the rest.
 function showDiff(pre, item) {
   const a = item.oldText == null ? [] : String(item.oldText).split("\n");
   const b = String(item.newText == null ? "" : item.newText).split("\n");
@@ -429,11 +474,19 @@ function showDiff(pre, item) {
   let e = 0;
   while (e < a.length - s && e < b.length - s && a[a.length - 1 - e] === b[b.length - 1 - e]) e++;
   pre.append(el("span", "who", (item.oldText == null ? "new file " : "edit of ") + item.path + "\n"));
-  const line = (cls, prefix, text) => pre.append(el("span", cls, prefix + text + "\n"));
+  let budget = MAX_TEXT;
+  let more = 0;
+  const line = (cls, prefix, text) => {
+    const c = capText(prefix + text + "\n", Math.max(budget, 0));
+    budget -= utf8.encode(c.shown).length;
+    more += c.more;
+    if (c.shown) pre.append(el("span", cls, c.shown));
+  };
   a.slice(0, s).forEach((x) => line("", "  ", x));
   a.slice(s, a.length - e).forEach((x) => line("del", "- ", x));
   b.slice(s, b.length - e).forEach((x) => line("add", "+ ", x));
   a.slice(a.length - e).forEach((x) => line("", "  ", x));
+  if (more > 0) appendMore(pre, more);
 }
 
 // toolStatus says what the call's state means, with the guard's decision
@@ -633,4 +686,5 @@ $("decision-filter").addEventListener("submit", (e) => {
   refreshDecisions();
 });
 
-start();
+if (badLink) signedOut("the sign-in link's token is not valid: paste the token");
+else start();

@@ -2,8 +2,9 @@
 // as a person would: sign in, create a session, send a write in default
 // mode, answer its permission request (allow, then reject), see a guard
 // denial with the provider's reason, see a vote from another host remove a
-// request, and see hostile tool and model output shown as text with no
-// script run. It saves a screenshot. Exits non-zero on the first
+// request, see hostile tool and model output shown as text with no
+// script run and huge output shown cut with a marker, and see a #token=
+// link that does not decode ask for the token. It saves a screenshot. Exits non-zero on the first
 // unexpected thing, naming it.
 // Usage: node drive.mjs <chromium> <console URL> <host token> <workspace> <user data dir> <screenshot.png> <tokenless console URL>
 // ACPGUARD_BROWSER_TIMEOUT_MS bounds each wait (default 30000).
@@ -232,6 +233,21 @@ try {
   check(violations.length === 0, "the page tried what its policy forbids: " + violations.join(", "));
   check(dialogs.length === 0, "dialogs opened: " + dialogs.join(", "));
 
+  step("a huge diff and a huge tool output are shown cut, with what is not shown counted");
+  const many = path.join(ws, "many.txt");
+  await send([
+    `call write_file {"file_path":${JSON.stringify(many)},"content":${JSON.stringify("y\n".repeat(40000))}}`,
+    `call run_shell_command {"command":"cat many.txt"}`,
+  ].join("\n"));
+  await page.locator("#conversation .note", { hasText: "turn ended" }).nth(2).waitFor();
+  const cut = await page.evaluate(() => [...document.querySelectorAll("#conversation .tool pre")].slice(-6).map((p) => p.textContent));
+  const shown = (t) => JSON.stringify(t && t.length) + " characters ending " + JSON.stringify(t && t.slice(-40));
+  const diff = cut.find((t) => t.split("\n")[0].endsWith(" " + many));
+  check(diff !== undefined && diff.length <= 65536 + 200 && /\n\u2026 \d+ bytes more not shown$/.test(diff), "a diff of 40000 lines shown as " + shown(diff));
+  const out = cut.find((t) => t.startsWith("Command: cat many.txt\n"));
+  const outMore = out && /\u2026 (\d+) bytes more not shown$/.exec(out);
+  check(outMore && out.indexOf("\u2026") === 65536 && 65536 + Number(outMore[1]) >= 80000, "80000 bytes of output shown as " + shown(out));
+
   step("screenshots, light and dark");
   await page.screenshot({ path: shot, fullPage: true });
   await page.emulateMedia({ colorScheme: "dark" });
@@ -249,6 +265,20 @@ try {
   await second.goto(base + "/#token=" + encodeURIComponent(token));
   await second.locator("#app").waitFor();
   check(!second.url().includes("#"), "the fragment stayed in the address bar: " + second.url());
+
+  step("a #token= fragment that does not decode asks for the token");
+  const bad = await ctx.newPage();
+  const badErrors = [];
+  bad.on("pageerror", (e) => badErrors.push(e.message));
+  await bad.goto(base + "/#token=%E0%A4%A");
+  await bad.locator("#signin").waitFor();
+  await bad.locator("#notice", { hasText: "the sign-in link's token is not valid: paste the token" }).waitFor();
+  check(badErrors.length === 0, "the page threw: " + badErrors.join(", "));
+  check(!bad.url().includes("#"), "the fragment stayed in the address bar: " + bad.url());
+  await bad.locator("#token").fill(token);
+  await bad.getByRole("button", { name: "Sign in" }).click();
+  await bad.locator("#app").waitFor();
+  await bad.close();
 
   step("a serve without a host token asks for none");
   const third = await ctx.newPage();
