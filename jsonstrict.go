@@ -391,25 +391,36 @@ var jsonNesting = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': tru
 
 // stringEnd is the index of the quote that ends the string whose content
 // starts at i in checked JSON, or len(data): the first quote after an even
-// run of backslashes. It finds quotes with bytes.IndexByte, which reads a
-// long string many bytes at a time.
+// run of backslashes. It looks at the first bytes itself, since most
+// strings are short, then finds the quote with bytes.IndexByte, which reads
+// a long string many bytes at a time.
 func stringEnd(data []byte, i int) int {
 	for {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
-			return len(data)
+		j, stop := i, min(i+stringEndScan, len(data))
+		for j < stop && data[j] != '"' {
+			j++
 		}
-		i += q
+		if j == stop {
+			q := bytes.IndexByte(data[stop:], '"')
+			if q < 0 {
+				return len(data)
+			}
+			j = stop + q
+		}
 		n := 0
-		for n < i && data[i-1-n] == '\\' {
+		for n < j && data[j-1-n] == '\\' {
 			n++
 		}
 		if n%2 == 0 {
-			return i
+			return j
 		}
-		i++
+		i = j + 1
 	}
 }
+
+// stringEndScan is how many bytes stringEnd looks at before it calls
+// bytes.IndexByte: a member name's or a short value's length.
+const stringEndScan = 24
 
 // checked checks one value at the walk's position, inside depth
 // containers, and moves past it (walkSyntax, walkStrict).
