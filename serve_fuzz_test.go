@@ -175,6 +175,19 @@ func FuzzModelCompleteParams(f *testing.F) {
 				t.Fatalf("with the kept request: %v %s, without: %v %s", cerr, cbody, err, body)
 			}
 		}
+		// serve's one walk of a call of a session it knows reads what the
+		// two steps read, and refuses what they refuse.
+		var one modelChecked
+		fp, fbody, ferr := readModelCall(json.RawMessage(params), func(string) (string, *modelChecked, bool) { return "serve-model", &one, true })
+		switch {
+		case ferr != nil && (err == nil || !strings.HasPrefix(err.Error(), ferr.Error())):
+			t.Fatalf("one walk refused the call (%v), the two steps said %v", ferr, err)
+		case fbody != nil && err != nil:
+			t.Fatalf("one walk accepted a call the two steps refuse (%v)", err)
+		case fbody != nil && (string(fbody) != string(body) || fp.SessionID != p.SessionID || fp.PromptID != p.PromptID || fp.StreamID != p.StreamID ||
+			string(fp.Request) != string(p.Request) || string(fp.Meta) != string(p.Meta)):
+			t.Fatalf("one walk read %+v %s, the two steps %+v %s", fp, fbody, p, body)
+		}
 		if err != nil {
 			return
 		}

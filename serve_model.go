@@ -157,6 +157,71 @@ func decodeModelCall(params json.RawMessage) (modelCompleteParams, error) {
 	return p, nil
 }
 
+// readModelCall reads a child's model call as decodeModelCall and
+// checkModelRequest do together. When the child wrote its session's id
+// before the request, as it does, and session knows that session (its
+// model's name and what it keeps), one strict walk of the params checks
+// the request where it lies and returns the body. Otherwise, or on any
+// error, the call is read as decodeModelCall reads it, which names what is
+// wrong, and no body is returned: the caller checks the request once it
+// knows the session.
+func readModelCall(params json.RawMessage, session func(id string) (string, *modelChecked, bool)) (modelCompleteParams, []byte, error) {
+	if p, body, ok := readModelCallOnce(params, session); ok {
+		return p, body, nil
+	}
+	p, err := decodeModelCall(params)
+	return p, nil, err
+}
+
+// errModelCallOrder ends readModelCallOnce's walk at a request it cannot
+// check yet.
+var errModelCallOrder = errors.New("the request before the session")
+
+func readModelCallOnce(params json.RawMessage, session func(id string) (string, *modelChecked, bool)) (p modelCompleteParams, body []byte, ok bool) {
+	if len(params) == 0 || params[0] != '{' {
+		return p, nil, false
+	}
+	w := &wireWalk{data: params, check: walkStrict}
+	var checked *modelChecked
+	var elems modelElements
+	err := modelShapeObject(w, modelAt{}, modelCallMembers, func(key string) error {
+		start := w.i
+		if key == modelCallMembers[modelCallRequest] {
+			name, c, found := "", (*modelChecked)(nil), false
+			if p.SessionID != "" {
+				name, c, found = session(p.SessionID)
+			}
+			if !found {
+				return errModelCallOrder
+			}
+			var err error
+			body, elems, err = checkModelRequestAt(w, name, c)
+			p.Request, checked = w.data[start:w.i], c
+			return err
+		}
+		if err := w.checked(1); err != nil {
+			return err
+		}
+		v, err := w.data[start:w.i], error(nil)
+		switch key {
+		case "sessionId":
+			p.SessionID, err = wireStringValue(v)
+		case "promptId":
+			p.PromptID, err = wireStringValue(v)
+		case "streamId":
+			p.StreamID, err = wireStringValue(v)
+		default: // _meta
+			p.Meta = v
+		}
+		return err
+	})
+	if w.space(); err != nil || w.i != len(params) || body == nil || p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
+		return modelCompleteParams{}, nil, false
+	}
+	checked.keep(p.Request, elems)
+	return p, body, true
+}
+
 // modelChecked is what serve keeps of one session's last accepted model
 // request: the bytes of each element of its messages and its tools. Every
 // request repeats the conversation so far and the same tools, and an
@@ -164,9 +229,13 @@ func decodeModelCall(params json.RawMessage) (modelCompleteParams, error) {
 // are, at its place, those of an element already accepted reads the same
 // and is passed over: a call's check walks what is new since the last.
 type modelChecked struct {
-	mu              sync.Mutex
-	messages, tools [][]byte // alias the last request's bytes
+	mu   sync.Mutex
+	kept modelElements
 }
+
+// modelElements is the elements of a request's messages and tools, each
+// the bytes of one, aliasing the request.
+type modelElements struct{ messages, tools [][]byte }
 
 // maxModelChecked is the longest request whose elements a session keeps
 // for the next call's check: one request per session is held, so the bound
@@ -174,26 +243,26 @@ type modelChecked struct {
 const maxModelChecked = 1 << 20
 
 // known returns the elements of the last accepted request.
-func (c *modelChecked) known() (messages, tools [][]byte) {
+func (c *modelChecked) known() modelElements {
 	if c == nil {
-		return nil, nil
+		return modelElements{}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.messages, c.tools
+	return c.kept
 }
 
-// keep records the elements of an accepted request of req's length.
-func (c *modelChecked) keep(req []byte, messages, tools [][]byte) {
+// keep records the elements of req, a request serve accepted.
+func (c *modelChecked) keep(req []byte, elems modelElements) {
 	if c == nil {
 		return
 	}
 	if len(req) > maxModelChecked {
-		messages, tools = nil, nil
+		elems = modelElements{}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.messages, c.tools = messages, tools
+	c.kept = elems
 }
 
 // The members of a chat completions request serve forwards, and of the
@@ -223,18 +292,34 @@ var (
 // are, at their place, those of checked's last request are passed over
 // (modelChecked); checked, when not nil, then keeps this request's.
 func checkModelRequest(req json.RawMessage, modelName string, checked *modelChecked) ([]byte, error) {
-	fail := func(err error) ([]byte, error) {
-		return nil, fmt.Errorf("model call: request is not a chat completions request: %v", err)
+	w := &wireWalk{data: req, check: walkStrict}
+	body, elems, err := checkModelRequestAt(w, modelName, checked)
+	if err != nil {
+		return nil, err
 	}
-	if len(req) == 0 || req[0] != '{' {
-		return fail(errors.New("not an object"))
+	if w.space(); w.i != len(req) {
+		return nil, modelRequestError(errors.New("trailing data after the object"))
 	}
-	body := make([]byte, 0, len(`{"model":""`)+len(modelName)+len(req)+1)
+	checked.keep(req, elems)
+	return body, nil
+}
+
+// modelRequestError is err in a request's check.
+func modelRequestError(err error) error {
+	return fmt.Errorf("model call: request is not a chat completions request: %v", err)
+}
+
+// checkModelRequestAt is checkModelRequest of the request at w, which it
+// moves past; it returns what checked would keep of it.
+func checkModelRequestAt(w *wireWalk, modelName string, checked *modelChecked) ([]byte, modelElements, error) {
+	var elems modelElements
+	if w.i >= len(w.data) || w.data[w.i] != '{' {
+		return nil, elems, modelRequestError(errors.New("not an object"))
+	}
+	body := make([]byte, 0, len(`{"model":""`)+len(modelName)+len(w.data)-w.i+1)
 	body = append(body, `{"model":`...)
 	body = appendJSONString(body, modelName, true)
-	knownMessages, knownTools := checked.known()
-	var messages, tools [][]byte
-	w := &wireWalk{data: req, check: walkStrict}
+	known := checked.known()
 	err := modelShapeObject(w, modelAt{}, modelRequestMembers, func(key string) error {
 		var err error
 		at, start := modelAt{}.key(key), w.i
@@ -256,9 +341,9 @@ func checkModelRequest(req json.RawMessage, modelName string, checked *modelChec
 			}
 			return nil // serve's name goes in its place
 		case "messages":
-			messages, err = modelShapeElements(w, at, checkModelMessage, knownMessages)
+			elems.messages, err = modelShapeElements(w, at, checkModelMessage, known.messages)
 		case "tools":
-			tools, err = modelShapeElements(w, at, checkModelTool, knownTools)
+			elems.tools, err = modelShapeElements(w, at, checkModelTool, known.tools)
 		case "stream":
 			err = modelShapeBool(w, at)
 		case "stream_options":
@@ -266,20 +351,16 @@ func checkModelRequest(req json.RawMessage, modelName string, checked *modelChec
 				return modelShapeBool(w, at.key(key))
 			})
 		}
-		body = append(append(append(append(body, ',', '"'), key...), '"', ':'), req[start:w.i]...)
+		body = append(append(append(append(body, ',', '"'), key...), '"', ':'), w.data[start:w.i]...)
 		return err
 	})
 	if named, ok := err.(*modelNamedError); ok {
-		return nil, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(named.name)))
+		return nil, elems, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(named.name)))
 	}
 	if err != nil {
-		return fail(err)
+		return nil, elems, modelRequestError(err)
 	}
-	if w.space(); w.i != len(req) {
-		return fail(errors.New("trailing data after the object"))
-	}
-	checked.keep(req, messages, tools)
-	return append(body, '}'), nil
+	return append(body, '}'), elems, nil
 }
 
 // modelNamedError is a request that names a model.
@@ -539,7 +620,7 @@ func modelShapeType(at modelAt, want string) error { return fmt.Errorf("%s: want
 // made; then one request with serve's key, whose reply goes back to the
 // child as chunks with the key redacted. The call ends with the prompt.
 func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.RawMessage) (any, error) {
-	p, err := decodeModelCall(params)
+	p, body, err := readModelCall(params, ch.modelSession)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
 	}
@@ -565,9 +646,10 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		d.obs.limitHit(limitModelCalls, "sessionId", p.SessionID, "promptId", p.PromptID, "calls", limit)
 		return nil, refuse("model call: prompt %q already made %d model calls, its limit", p.PromptID, limit)
 	}
-	body, err := checkModelRequest(p.Request, s.model.name, &s.modelChecked)
-	if err != nil {
-		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
+	if body == nil {
+		if body, err = checkModelRequest(p.Request, s.model.name, &s.modelChecked); err != nil {
+			return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
+		}
 	}
 	overBytes := func() error {
 		d.obs.limitHit(limitModelBytes, "sessionId", p.SessionID, "promptId", p.PromptID, "bytes", maxModelBytesPerPrompt)
@@ -633,6 +715,16 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 // modelChunkBuffers hold the buffers model replies are read into, one per
 // call in progress: each would otherwise be a fresh 32 KiB to clear.
 var modelChunkBuffers = sync.Pool{New: func() any { b := make([]byte, modelChunkSize); return &b }}
+
+// modelSession is the model's name and the kept request of session id, a
+// session of this channel (readModelCall).
+func (ch *acpChannel) modelSession(id string) (string, *modelChecked, bool) {
+	s := ch.session(id)
+	if s == nil {
+		return "", nil, false
+	}
+	return s.model.name, &s.modelChecked, true
+}
 
 // appendModelChunk appends c as json.Marshal writes it: a reply's chunks
 // are many and small, and their bytes go as base64 without a second pass.

@@ -85,8 +85,8 @@ func BenchmarkServeModelCheck(b *testing.B) {
 			}
 		})
 		// The same call in a session whose last accepted request is the
-		// one before it (one exchange fewer): what serve walks in a
-		// session's call (modelChecked).
+		// one before it (one exchange fewer), read as serve reads a call
+		// of a session it knows (readModelCall, modelChecked).
 		b.Run("exchanges="+strconv.Itoa(n)+"/kept", func(b *testing.B) {
 			prev, err := decodeModelCall(benchModelCall(b, n-1))
 			if err != nil {
@@ -96,17 +96,14 @@ func BenchmarkServeModelCheck(b *testing.B) {
 			if _, err := checkModelRequest(prev.Request, "serve-model", &c); err != nil {
 				b.Fatal(err)
 			}
-			messages, tools := c.known()
+			kept := c.known()
 			params := benchModelCall(b, n)
 			b.ReportMetric(float64(len(params)), "request-bytes")
 			b.ReportAllocs()
+			session := func(string) (string, *modelChecked, bool) { return "serve-model", &c, true }
 			for range b.N {
-				c.keep(prev.Request, messages, tools)
-				p, err := decodeModelCall(params)
-				if err == nil {
-					_, err = checkModelRequest(p.Request, "serve-model", &c)
-				}
-				if err != nil {
+				c.keep(prev.Request, kept)
+				if _, body, err := readModelCall(params, session); err != nil || body == nil {
 					b.Fatal(err)
 				}
 			}

@@ -400,17 +400,23 @@ func TestModelCheckedElements(t *testing.T) {
 			t.Errorf("%s: error %v, want it to end %q", st.name, err, st.want)
 		}
 	}
-	if len(c.messages) != 2 || string(c.messages[0]) != a || string(c.messages[1]) != b || len(c.tools) != 1 {
-		t.Errorf("kept %q and %q, want the last accepted request's elements", c.messages, c.tools)
+	if k := c.known(); len(k.messages) != 2 || string(k.messages[0]) != a || string(k.messages[1]) != b || len(k.tools) != 1 {
+		t.Errorf("kept %q and %q, want the last accepted request's elements", k.messages, k.tools)
+	}
+	// A request over maxModelChecked keeps nothing: serve holds one
+	// request per session, so its bound is serve's memory per session.
+	c.keep(make([]byte, maxModelChecked+1), modelElements{messages: [][]byte{[]byte(a)}})
+	if k := c.known(); len(k.messages) != 0 {
+		t.Errorf("a request of %d bytes kept %d elements", maxModelChecked+1, len(k.messages))
 	}
 	// What is kept is trusted as checked: an element kept at its place is
 	// not walked again (here one planted in the kept set that the check
 	// would refuse), while the same bytes at another place are.
-	c.messages = [][]byte{[]byte(badNew)}
+	c.kept.messages = [][]byte{[]byte(badNew)}
 	if _, err := checkModelRequest(json.RawMessage(`{"messages":[`+badNew+`]}`), "m", &c); err != nil {
 		t.Errorf("a kept element was checked again: %v", err)
 	}
-	c.messages = [][]byte{[]byte(a)}
+	c.kept.messages = [][]byte{[]byte(a)}
 	if _, err := checkModelRequest(json.RawMessage(`{"messages":[`+a+`,`+badNew+`]}`), "m", &c); err == nil {
 		t.Error("an element at a place that kept nothing like it was passed over")
 	}
