@@ -351,24 +351,10 @@ func (m *openAIModel) next(ctx context.Context, history []message, tools []*tool
 // post sends one chat completions request body with the key and returns the
 // reply's body and media type, once its status and Content-Type are ones the
 // reply readers take. An error quotes the reply with the key redacted.
-func (m *openAIModel) post(ctx context.Context, body ...[]byte) (io.ReadCloser, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, nil)
+func (m *openAIModel) post(ctx context.Context, body []byte) (io.ReadCloser, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, "", fmt.Errorf("chat completions request: %w", err)
-	}
-	// The body's parts are sent as they lie (serve's is the child's
-	// request after its own head); GetBody lets net/http send them again
-	// on a kept-alive connection the server closed before reading them.
-	req.GetBody = func() (io.ReadCloser, error) {
-		parts := make([]io.Reader, len(body))
-		for i, b := range body {
-			parts[i] = bytes.NewReader(b)
-		}
-		return io.NopCloser(io.MultiReader(parts...)), nil
-	}
-	req.Body, _ = req.GetBody()
-	for _, b := range body {
-		req.ContentLength += int64(len(b))
 	}
 	req.Header.Set("Content-Type", openAIJSON)
 	req.Header.Set("Accept", openAIEventStream+", "+openAIJSON)

@@ -120,7 +120,7 @@ func decodeModelComplete(params json.RawMessage, modelName string) (modelComplet
 		return p, nil, err
 	}
 	body, err := checkModelRequest(p.Request, modelName, nil)
-	return p, body.joined(), err
+	return p, body, err
 }
 
 // modelCallMembers are the members of a child's model call, as
@@ -165,21 +165,21 @@ func decodeModelCall(params json.RawMessage) (modelCompleteParams, error) {
 // error, the call is read as decodeModelCall reads it, which names what is
 // wrong, and no body is returned: the caller checks the request once it
 // knows the session.
-func readModelCall(params json.RawMessage, session func(id string) (string, *modelChecked, bool)) (modelCompleteParams, modelBody, error) {
+func readModelCall(params json.RawMessage, session func(id string) (string, *modelChecked, bool)) (modelCompleteParams, []byte, error) {
 	if p, body, ok := readModelCallOnce(params, session); ok {
 		return p, body, nil
 	}
 	p, err := decodeModelCall(params)
-	return p, modelBody{}, err
+	return p, nil, err
 }
 
 // errModelCallOrder ends readModelCallOnce's walk at a request it cannot
 // check yet.
 var errModelCallOrder = errors.New("the request before the session")
 
-func readModelCallOnce(params json.RawMessage, session func(id string) (string, *modelChecked, bool)) (p modelCompleteParams, body modelBody, ok bool) {
+func readModelCallOnce(params json.RawMessage, session func(id string) (string, *modelChecked, bool)) (p modelCompleteParams, body []byte, ok bool) {
 	if len(params) == 0 || params[0] != '{' {
-		return p, body, false
+		return p, nil, false
 	}
 	w := &wireWalk{data: params, check: walkStrict}
 	var checked *modelChecked
@@ -215,8 +215,8 @@ func readModelCallOnce(params json.RawMessage, session func(id string) (string, 
 		}
 		return err
 	})
-	if w.space(); err != nil || w.i != len(params) || body.head == nil || p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
-		return modelCompleteParams{}, modelBody{}, false
+	if w.space(); err != nil || w.i != len(params) || body == nil || p.StreamID == "" || len(p.StreamID) > maxModelStreamID {
+		return modelCompleteParams{}, nil, false
 	}
 	checked.keep(p.Request, elems)
 	return p, body, true
@@ -291,14 +291,14 @@ var (
 // other members as written. The elements of messages and tools whose bytes
 // are, at their place, those of checked's last request are passed over
 // (modelChecked); checked, when not nil, then keeps this request's.
-func checkModelRequest(req json.RawMessage, modelName string, checked *modelChecked) (modelBody, error) {
+func checkModelRequest(req json.RawMessage, modelName string, checked *modelChecked) ([]byte, error) {
 	w := &wireWalk{data: req, check: walkStrict}
 	body, elems, err := checkModelRequestAt(w, modelName, checked)
 	if err != nil {
-		return modelBody{}, err
+		return nil, err
 	}
 	if w.space(); w.i != len(req) {
-		return modelBody{}, modelRequestError(errors.New("trailing data after the object"))
+		return nil, modelRequestError(errors.New("trailing data after the object"))
 	}
 	checked.keep(req, elems)
 	return body, nil
@@ -311,28 +311,35 @@ func modelRequestError(err error) error {
 
 // checkModelRequestAt is checkModelRequest of the request at w, which it
 // moves past; it returns what checked would keep of it.
-func checkModelRequestAt(w *wireWalk, modelName string, checked *modelChecked) (modelBody, modelElements, error) {
+func checkModelRequestAt(w *wireWalk, modelName string, checked *modelChecked) ([]byte, modelElements, error) {
 	var elems modelElements
-	open := w.i
-	if open >= len(w.data) || w.data[open] != '{' {
-		return modelBody{}, elems, modelRequestError(errors.New("not an object"))
+	if w.i >= len(w.data) || w.data[w.i] != '{' {
+		return nil, elems, modelRequestError(errors.New("not an object"))
 	}
-	// Where the members lie: the body is the request's bytes around
-	// "model" (modelBody).
-	type member struct {
-		key      string
-		from, to int
-	}
-	var members [8]member // modelRequestMembers, each at most once
-	n, modelEnd, modelFirst := 0, -1, false
+	body := make([]byte, 0, len(`{"model":""`)+len(modelName)+len(w.data)-w.i+1)
+	body = append(body, `{"model":`...)
+	body = appendJSONString(body, modelName, true)
 	known := checked.known()
 	err := modelShapeObject(w, modelAt{}, modelRequestMembers, func(key string) error {
 		var err error
 		at, start := modelAt{}.key(key), w.i
 		switch key {
 		case "model":
-			err = checkModelName(w, at)
-			modelEnd, modelFirst = w.i, n == 0
+			v, err := modelShapeValue(w, at)
+			if err != nil {
+				return err
+			}
+			if isJSONNull(v) {
+				return nil
+			}
+			name, err := wireStringValue(v)
+			switch {
+			case err != nil:
+				return modelShapeType(at, "a string")
+			case name != "":
+				return &modelNamedError{name: name}
+			}
+			return nil // serve's name goes in its place
 		case "messages":
 			elems.messages, err = modelShapeElements(w, at, checkModelMessage, known.messages)
 		case "tools":
@@ -344,63 +351,17 @@ func checkModelRequestAt(w *wireWalk, modelName string, checked *modelChecked) (
 				return modelShapeBool(w, at.key(key))
 			})
 		}
-		members[n], n = member{key, start, w.i}, n+1
+		body = append(append(append(append(body, ',', '"'), key...), '"', ':'), w.data[start:w.i]...)
 		return err
 	})
 	if named, ok := err.(*modelNamedError); ok {
-		return modelBody{}, elems, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(named.name)))
+		return nil, elems, fmt.Errorf("model call: request names model %q; serve alone chooses the model", truncateForError([]byte(named.name)))
 	}
 	if err != nil {
-		return modelBody{}, elems, modelRequestError(err)
+		return nil, elems, modelRequestError(err)
 	}
-	body := modelBody{head: appendJSONString(append(make([]byte, 0, len(`{"model":"",`)+len(modelName)), `{"model":`...), modelName, true)}
-	switch {
-	case modelFirst:
-		body.tail = w.data[modelEnd:w.i]
-	case modelEnd < 0 && n > 0:
-		body.head, body.tail = append(body.head, ','), w.data[open+1:w.i]
-	case modelEnd < 0:
-		body.tail = w.data[open+1 : w.i]
-	default: // "model" after another member: the others are copied around it
-		for _, m := range members[:n] {
-			if m.key != "model" {
-				body.head = append(append(append(append(body.head, ',', '"'), m.key...), '"', ':'), w.data[m.from:m.to]...)
-			}
-		}
-		body.head = append(body.head, '}')
-	}
-	return body, elems, nil
+	return append(body, '}'), elems, nil
 }
-
-// checkModelName checks the request's "model" at w: null or empty, since
-// serve's name goes in its place.
-func checkModelName(w *wireWalk, at modelAt) error {
-	v, err := modelShapeValue(w, at)
-	if err != nil || isJSONNull(v) {
-		return err
-	}
-	name, err := wireStringValue(v)
-	switch {
-	case err != nil:
-		return modelShapeType(at, "a string")
-	case name != "":
-		return &modelNamedError{name: name}
-	}
-	return nil
-}
-
-// modelBody is the body serve sends for a checked request, in two parts
-// so that the request's bytes are sent where they lie: head is
-// {"model":<serve's name> and tail the request's other members as the
-// child wrote them, up to its closing brace. (When the child wrote "model"
-// after another member, head holds the whole body and tail nothing.)
-type modelBody struct{ head, tail []byte }
-
-// size is the body's length in bytes.
-func (b modelBody) size() int { return len(b.head) + len(b.tail) }
-
-// joined is the body in one piece.
-func (b modelBody) joined() []byte { return append(slices.Clip(b.head), b.tail...) }
 
 // modelNamedError is a request that names a model.
 type modelNamedError struct{ name string }
@@ -685,7 +646,7 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		d.obs.limitHit(limitModelCalls, "sessionId", p.SessionID, "promptId", p.PromptID, "calls", limit)
 		return nil, refuse("model call: prompt %q already made %d model calls, its limit", p.PromptID, limit)
 	}
-	if body.head == nil {
+	if body == nil {
 		if body, err = checkModelRequest(p.Request, s.model.name, &s.modelChecked); err != nil {
 			return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
 		}
@@ -694,14 +655,14 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 		d.obs.limitHit(limitModelBytes, "sessionId", p.SessionID, "promptId", p.PromptID, "bytes", maxModelBytesPerPrompt)
 		return refuse("model call: prompt %q moved more than %d bytes to and from the model, its limit", p.PromptID, maxModelBytesPerPrompt)
 	}
-	if !job.model.spend(body.size()) {
+	if !job.model.spend(len(body)) {
 		return nil, overBytes()
 	}
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(job.ctx, cancel)()
-	reply, mediaType, err := d.model.post(cctx, body.head, body.tail)
+	reply, mediaType, err := d.model.post(cctx, body)
 	if err != nil {
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}
 	}

@@ -103,7 +103,7 @@ func BenchmarkServeModelCheck(b *testing.B) {
 			session := func(string) (string, *modelChecked, bool) { return "serve-model", &c, true }
 			for range b.N {
 				c.keep(prev.Request, kept)
-				if _, body, err := readModelCall(params, session); err != nil || body.head == nil {
+				if _, body, err := readModelCall(params, session); err != nil || body == nil {
 					b.Fatal(err)
 				}
 			}
