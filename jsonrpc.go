@@ -453,6 +453,9 @@ func (c *rpcConn) methodName(raw json.RawMessage) (string, bool) {
 		return "", false
 	}
 	inner := raw[1 : len(raw)-1]
+	if len(inner) == 0 {
+		return "", false // never kept among the names read before, so never read as one
+	}
 	if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
 		var method string
 		if json.Unmarshal(raw, &method) != nil {

@@ -229,6 +229,21 @@ func TestRPCMalformedLines(t *testing.T) {
 	}
 }
 
+// An empty method name is refused every time on one connection: the names
+// a connection has read are kept (methodName), and the empty one must not
+// be read as one of them the second time.
+func TestRPCEmptyMethodTwice(t *testing.T) {
+	var calls atomic.Int32
+	p := startRawPeer(t, rpcConfig{OnRequest: echoHandler(&calls), ParamsChecked: []string{"m"}})
+	for _, id := range []string{"1", "2", "3"} {
+		p.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"","params":[]}` + "\n")
+		p.expectError(id, rpcInvalidRequest)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("a request with an empty method reached the handler %d times", n)
+	}
+}
+
 // Params that are not JSON are a parse error, and reach no handler, but
 // for a request whose handler checks its params itself (ParamsChecked):
 // that handler gets them as bounded and refuses them.
@@ -245,6 +260,8 @@ func TestRPCParamsChecked(t *testing.T) {
 		{"checked method, control character", `{"jsonrpc":"2.0","id":4,"method":"checked","params":{"a":"` + "\x01" + `"}}`, rpcInvalidParams, "4", 1},
 		{"checked method as a notification", `{"jsonrpc":"2.0","method":"checked","params":{"a":tru}}`, rpcParseError, "null", 0},
 		{"checked method, the envelope not JSON", `{"jsonrpc":"2.0","id":5,"method":"checked","params":{}`, rpcParseError, "null", 0},
+		{"checked method, params with no value", `{"jsonrpc":"2.0","id":6,"method":"checked","params":}`, rpcParseError, "null", 0},
+		{"checked method, params a closing bracket", `{"jsonrpc":"2.0","id":7,"method":"checked","params":]}`, rpcParseError, "null", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1263,6 +1280,12 @@ type dispatchOutcome struct {
 // dispatch returns, as the next line does, so a member handed on without a
 // copy shows.
 func dispatchOutcomeOf(t testing.TB, line []byte, dispatch func(*rpcConn, context.Context, []byte) error) dispatchOutcome {
+	return dispatchOutcomeIn(t, line, nil, dispatch)
+}
+
+// dispatchOutcomeIn is dispatchOutcomeOf on a connection whose handler
+// checks the params of the methods checked itself (ParamsChecked).
+func dispatchOutcomeIn(t testing.TB, line []byte, checked []string, dispatch func(*rpcConn, context.Context, []byte) error) dispatchOutcome {
 	var out syncBuffer
 	var mu sync.Mutex
 	var notes, reqs [][2]any
@@ -1277,6 +1300,7 @@ func dispatchOutcomeOf(t testing.TB, line []byte, dispatch func(*rpcConn, contex
 			}
 			return "ok", nil
 		},
+		ParamsChecked: checked,
 	})
 	replies := []chan rpcReply{make(chan rpcReply, 1), make(chan rpcReply, 1)}
 	for i, ch := range replies {
@@ -1441,7 +1465,34 @@ func FuzzRPCDispatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		checkDispatchMatches(t, line)
+		checkDispatchParamsChecked(t, line)
 	})
+}
+
+// checkDispatchParamsChecked holds a connection whose handler checks some
+// methods' params itself (ParamsChecked) to one that does not: the same
+// outcome for every line that is JSON; for one that is not, at most that a
+// request of such a method reaches its handler, which refuses it, where
+// the other answers a parse error.
+func checkDispatchParamsChecked(t testing.TB, line []byte) {
+	t.Helper()
+	checked := []string{"m", "fail"}
+	got := dispatchOutcomeIn(t, line, checked, (*rpcConn).dispatch)
+	want := dispatchOutcomeIn(t, line, nil, (*rpcConn).dispatch)
+	if reflect.DeepEqual(got, want) {
+		return
+	}
+	if json.Valid(bytes.TrimSpace(line)) {
+		t.Fatalf("line %q is JSON, and a connection that lets handlers check params answers it otherwise:\n got %+v\nwant %+v", truncateForError(line), got, want)
+	}
+	for _, r := range got.Requests {
+		if !strings.HasPrefix(r, `request "m" `) && !strings.HasPrefix(r, `request "fail" `) {
+			t.Fatalf("line %q: request %s reached its handler unchecked", truncateForError(line), r)
+		}
+	}
+	if len(want.Requests) != 0 || len(got.Notified) != len(want.Notified) {
+		t.Fatalf("line %q:\n got %+v\nwant %+v", truncateForError(line), got, want)
+	}
 }
 
 // encodeRPCOutReference is encoding/json's rendering of m with HTML

@@ -139,7 +139,9 @@ func (w *wireWalk) members(names []string, out []json.RawMessage, bounded int) (
 		}
 		start := w.i
 		if k >= 0 && k == bounded {
-			w.value()
+			if len(w.value()) == 0 { // a member with no value: not JSON
+				return named, fmt.Errorf("field %q: malformed value", key)
+			}
 		} else if err := w.checked(1); err != nil {
 			return named, fmt.Errorf("field %q: %w", key, err)
 		}
