@@ -5,13 +5,11 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,12 +185,7 @@ func TestHTTPHookJSONAnswerAnyMediaType(t *testing.T) {
 // the log read, whether the URL is refused, cannot be reached or times
 // out, and net/http's error (which quotes the expanded URL) is never shown.
 func TestHTTPHookFailureHidesSecrets(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPort := strconv.Itoa(closed.Addr().(*net.TCPAddr).Port)
-	closed.Close()
+	closedPort := freeLoopbackPort(t)
 	hold := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hold }))
 	defer slow.Close()

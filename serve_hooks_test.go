@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -184,12 +182,7 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 // never their values from serve's environment: the failure the child
 // shows the user and the model holds no secret.
 func TestServeHookHTTPFailureHidesSecrets(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(closed.Addr().(*net.TCPAddr).Port)
-	closed.Close()
+	port := freeLoopbackPort(t)
 	const key, url = "hook-unit-secret-71d2", "http://$HOOK_HOST/hook?key=${HOOK_KEY}"
 	hook, _ := json.Marshal(map[string]any{"type": "http", "url": url, "allowedEnvVars": []string{"HOOK_HOST", "HOOK_KEY"}})
 	st, err := parseSettings([]byte(`{"security":{"allowPrivateNetworkHooks":true},"hooks":{"PreToolUse":[{"hooks":[` + string(hook) + `]}]}}`))
