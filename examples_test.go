@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -256,7 +255,7 @@ func TestExampleUnitsStartTheStack(t *testing.T) {
 		}
 		mustWrite(t, filepath.Join(root, f[1]), text)
 	}
-	provPort, servePort := examplesFreePort(t), examplesFreePort(t)
+	provPort, servePort := freeLoopbackPort(t), freeLoopbackPort(t)
 	moved := func(args []string) []string {
 		var out []string
 		for _, a := range args[1:] { // args[0] is the binary
@@ -326,17 +325,6 @@ func TestExampleUnitsStartTheStack(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /health: %s", resp.Status)
 	}
-}
-
-// examplesFreePort returns a loopback port that was free a moment ago.
-func examplesFreePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // examples/settings.json and examples/policy.json agree on MCP tools: every

@@ -3758,3 +3758,21 @@ func (r *hookRecorder) requests() []hookRecorded {
 	defer r.mu.Unlock()
 	return slices.Clone(r.got)
 }
+
+// freeLoopbackPort returns a loopback port nothing listens on at the moment.
+func freeLoopbackPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// closedLoopbackAddr is a loopback address nothing listens on.
+func closedLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", freeLoopbackPort(t))
+}

@@ -48,18 +48,6 @@ func quickstartBlocks(t *testing.T) []string {
 	return blocks
 }
 
-// freeLoopbackPort returns a port nothing listens on at the moment.
-func freeLoopbackPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
-}
-
 // TestREADMEQuickstart runs the quickstart as a newcomer would, in one shell,
 // block by block, with free ports for 8787 and 4170 and the test binary as
 // ./acpguard. Between blocks it waits for what a person would see first (the
