@@ -552,9 +552,35 @@ func (a *agent) handleRequest(ctx context.Context, method string, params json.Ra
 	}
 }
 
+// hideLearned takes out of the agent's environment the variables serve
+// names in methodEnvHide: serve learned they are secrets after this child
+// started (serve_secrets.go). A tool started after no longer gets them.
+// Hiding only narrows a tool's environment: every name that can be a
+// variable's is hidden, whatever else the params hold; the rest is logged.
+func (a *agent) hideLearned(params json.RawMessage) {
+	var p envHideParams
+	if err := decodeStrict(params, &p); err != nil {
+		a.log.Warn(methodEnvHide+": params unreadable: nothing hidden", "err", err)
+		return
+	}
+	names := slices.DeleteFunc(p.Names, func(n string) bool {
+		if n == "" || strings.ContainsAny(n, "=\x00") {
+			a.log.Warn(methodEnvHide+": not a variable's name: ignored", "name", n)
+			return true
+		}
+		return false
+	})
+	a.env.hideSecrets(names...)
+	a.log.Debug("variables hidden from tools at serve's word", "names", names)
+}
+
 func (a *agent) handleNotify(method string, params json.RawMessage) {
 	if m, ok := a.model.(*parentModel); ok && method == methodModelChunk {
 		m.deliver(params)
+		return
+	}
+	if method == methodEnvHide {
+		a.hideLearned(params)
 		return
 	}
 	if method != methodSessionCancel {

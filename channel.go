@@ -366,6 +366,21 @@ const (
 	methodHookHTTP = "_acpguard/hook/http"
 )
 
+// Wire name of the variables serve learns are secrets after a child
+// started (serve_secrets.go): serve's notification {names}, on which the
+// child takes them out of its environment, as it takes those a session's
+// settings name, before it starts anything more.
+const methodEnvHide = "_acpguard/env/hide"
+
+// maxEnvHideNames bounds the names one methodEnvHide carries: each is a
+// variable a remote MCP server's header or an http hook names.
+const maxEnvHideNames = 1024
+
+// envHideParams is methodEnvHide's params.
+type envHideParams struct {
+	Names []string `json:"names"`
+}
+
 // The models serve tells a child to run: "acpguard acp --model parent"
 // asks serve for each call; "--model scripted" runs the built-in scripted
 // model, when serve has no model service.

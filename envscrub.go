@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -127,6 +128,16 @@ func (e *procEnv) hiddenName(name string) bool {
 	defer e.hidden.mu.Unlock()
 	_, ok := e.hidden.m[name]
 	return ok
+}
+
+// hiddenNames returns the names hideSecrets took, sorted.
+func (e *procEnv) hiddenNames() []string {
+	if e.hidden == nil {
+		return nil
+	}
+	e.hidden.mu.Lock()
+	defer e.hidden.mu.Unlock()
+	return slices.Sorted(maps.Keys(e.hidden.m))
 }
 
 // secret returns a variable hideSecrets took, and whether it was set.

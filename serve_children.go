@@ -39,6 +39,10 @@ type acpChannel struct {
 	// zero while it carries one. d.mu guards both.
 	load      int
 	idleSince time.Time
+	// told is what the child knows of the variables serve hides: those
+	// hidden when its environment was made, then those hideLearned sent
+	// (serve_secrets.go). d.mu guards it.
+	told []string
 }
 
 func (ch *acpChannel) ended() bool {
@@ -257,6 +261,7 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	if err != nil {
 		return nil, childUnavailable("start ACP child: locate the acpguard executable: %v", err)
 	}
+	told := envOf(d.sys).hiddenNames() // before its environment is made
 	cmd := d.childCommand(exe)
 	// The child's sessions make their temp directories in one of its own,
 	// which run removes once the child is reaped: a child killed with its
@@ -299,7 +304,7 @@ func (d *daemon) startChannel(ctx context.Context) (*acpChannel, *hostError) {
 	// Not derived from runCtx: at shutdown the child gets its grace period
 	// to end its tools before the connection is cut.
 	connCtx, cancel := context.WithCancel(context.Background())
-	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{}), tempDir: tempDir}
+	ch := &acpChannel{d: d, cmd: cmd, sock: sock, cancel: cancel, done: make(chan struct{}), tempDir: tempDir, told: told}
 	// A model call's request, most of its line, is walked once, by the
 	// check that forwards it (serve_model.go).
 	ch.conn = newRPCConn(sock, sock, rpcConfig{MaxLine: maxChildLine, OnRequest: ch.onRequest, OnNotify: ch.onNotify, CancelNotice: acpCancelNotice,

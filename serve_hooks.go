@@ -105,8 +105,8 @@ func (d *daemon) hookHTTP(ctx context.Context, ch *acpChannel, params json.RawMe
 		d.obs.logger().Warn("http hook refused: it is not the settings' hook", "session", p.SessionID, "prompt", p.PromptID, "event", p.Event, "err", err)
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("http hook %q refused by serve: %v; it was not sent", p.URL, err)}
 	}
+	d.hideLearned(h.AllowedEnvVars...)
 	env := envOf(d.sys)
-	env.hideSecrets(h.AllowedEnvVars...)
 	rep, failure := execHook(ctx, h, p.Event, p.Input, ws, spawnEnv{Env: env})
 	if failure != "" {
 		if len(failure) > maxHookParentFailureBytes {

@@ -58,6 +58,9 @@ func (d *daemon) setMCP(opts serveOptions) {
 			if err != nil {
 				return nil, err
 			}
+			// What a workspace read after the children started names
+			// leaves them too (serve_secrets.go).
+			d.hideLearned(append(mcpHeaderSecrets(servers), l.Settings.hookSecretNames()...)...)
 			return &sessionSettings{Load: l, Settings: l.Settings, MCP: servers,
 				MCPCallTimeout: time.Duration(l.Settings.MCP.CallTimeoutMs) * time.Millisecond}, nil
 		})
@@ -252,8 +255,8 @@ func (d *daemon) mcpList(ctx context.Context, ch *acpChannel, params json.RawMes
 	if err != nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: err.Error()}
 	}
+	d.hideLearned(mcpHeaderSecrets([]mcpServerConfig{cfg})...)
 	env := envOf(d.sys)
-	env.hideSecrets(mcpHeaderSecrets([]mcpServerConfig{cfg})...)
 	srv, tools, err := startMCPServer(ctx, cfg, mcpOptions{Cwd: ws, Env: env, Log: d.obs.logger().With("session", p.SessionID), CallTimeout: cmp.Or(timeout, defaultMCPCallTimeout), StartupTimeout: cfg.StartupTimeout})
 	if err != nil {
 		return nil, &rpcError{Code: rpcInternalError, Message: err.Error()}

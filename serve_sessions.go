@@ -358,6 +358,9 @@ func (d *daemon) newSession(ctx context.Context, ws, id, mode string, single boo
 		return nil, herr
 	}
 	defer d.placed(ch)
+	// The child holds no variable serve has hidden before it runs anything
+	// of this session (serve_secrets.go).
+	d.tellHidden(ch)
 	// serve generates the id, or takes the host's (DESIGN.md §2); the
 	// child is told which.
 	if id == "" {

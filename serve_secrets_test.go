@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A variable a workspace's settings come to name as a remote MCP server's
+// header while serve runs leaves the environment of the tools of every
+// child serve started before, not only of the child whose session reads
+// the new settings: serve tells them (methodEnvHide).
+func TestServeHidesLateSecretFromOlderChildren(t *testing.T) {
+	const secret = "late-secret-5e21"
+	f := newFakeRemoteMCP(t)
+	ws := t.TempDir()
+	prov := newTestProvider(t)
+	args, tokenEnv := guardArgs(t, prov, ws, filepath.Join(t.TempDir(), "d.jsonl"))
+	// Required mode: a child reaches remote servers only through serve,
+	// which reads the workspace's settings itself.
+	args = append(args, "--trust-workspace-settings", "--max-children", "2")
+	sp := startServe(t, args, tokenEnv, "LATE_SECRET="+secret)
+	shellEnv := func(id, out string) string {
+		t.Helper()
+		sp.runTurn(t, id, `call run_shell_command {"command":"env > `+out+`"}`)
+		data, err := os.ReadFile(filepath.Join(ws, out))
+		if err != nil {
+			t.Fatalf("the shell wrote no environment: %v\n%s", err, sp.stderr.String())
+		}
+		return string(data)
+	}
+	first := sp.newSession(t, `{"cwd":"`+ws+`"}`)
+	// Nothing names the variable yet: it is the operator's, as any other.
+	if env := shellEnv(first, "before.env"); !strings.Contains(env, "LATE_SECRET="+secret) {
+		t.Fatalf("the variable did not reach the tool before any settings named it: the test proves nothing")
+	}
+	settings, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"remote": map[string]any{
+		"httpUrl": f.srv.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer $LATE_SECRET"}}}})
+	if err := os.MkdirAll(filepath.Join(ws, ".qwen"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".qwen", "settings.json"), settings, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A second session goes to a second child (the first carries one),
+	// which lists the new server through serve: serve reads the settings.
+	sp.newSession(t, `{"cwd":"`+ws+`"}`)
+	if n := f.calls(mcpMethodInitialize); n == 0 {
+		t.Fatalf("serve never reached the new server: it did not read the new settings\n%s", sp.stderr.String())
+	}
+	if env := shellEnv(first, "after.env"); strings.Contains(env, secret) || strings.Contains(env, "LATE_SECRET=") {
+		t.Errorf("a tool of the first child's session still gets the variable serve learned is a secret\n%s", sp.stderr.String())
+	}
+}
