@@ -1,7 +1,7 @@
 // serve_secrets.go owns the variables serve learns are secrets after its
-// children started: the settings of a workspace serve first reads at a
-// session's start may name them (a remote MCP server's headers, an http
-// hook's allowedEnvVars). serve takes them out of its own environment, as
+// children started: a workspace's settings changed while serve runs may
+// name new ones (a remote MCP server's headers, an http hook's
+// allowedEnvVars). serve takes them out of its own environment, as
 // it takes at start those of the workspaces it is given, and tells every
 // child that started before (methodEnvHide), which takes them out of its
 // environment before it starts anything more: a tool of any session of
@@ -23,7 +23,7 @@ func (d *daemon) hideLearned(names ...string) {
 }
 
 // tellHidden sends ch the hidden names it has not been told. Each session
-// placed on ch is told first (createSession), so no session's tool starts
+// placed on ch is told first (newSession), so no session's tool starts
 // on a child that still holds a variable serve hid, even one hidden while
 // the child started.
 func (d *daemon) tellHidden(ch *acpChannel) {
