@@ -406,7 +406,7 @@ const rpcParams = 3
 // the params of a request the configuration names in ParamsChecked are only
 // bounded.
 func (c *rpcConn) envelope(line []byte, m []json.RawMessage) (named error, valid bool) {
-	if len(c.cfg.ParamsChecked) == 0 {
+	if !c.mayBeParamsChecked(line) {
 		return syntaxMembers(line, rpcMembers[:], m)
 	}
 	w := wireWalk{data: line, check: walkSyntax}
@@ -424,6 +424,26 @@ func (c *rpcConn) envelope(line []byte, m []json.RawMessage) (named error, valid
 		return named, false
 	}
 	return named, true
+}
+
+// rpcMethodPeek is how far into a line mayBeParamsChecked looks for a
+// method's name: past "jsonrpc" and an id, where a peer writes "method"
+// before "params", as JSON-RPC's examples and every ACP SDK do.
+const rpcMethodPeek = 256
+
+// mayBeParamsChecked reports whether line may be a request ParamsChecked
+// names: one of the names, quoted, in its first bytes. Any other line is
+// walked once as before (a request of such a method whose name comes later
+// is too, only slower): a line's params are otherwise walked twice, bounded
+// then checked.
+func (c *rpcConn) mayBeParamsChecked(line []byte) bool {
+	head := line[:min(len(line), rpcMethodPeek)]
+	for _, name := range c.cfg.ParamsChecked {
+		if i := bytes.Index(head, []byte(name)); i > 0 && i+len(name) < len(head) && head[i-1] == '"' && head[i+len(name)] == '"' {
+			return true
+		}
+	}
+	return false
 }
 
 // rpcVersionOK reports whether raw, a member's JSON value, is the string

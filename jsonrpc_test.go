@@ -262,6 +262,9 @@ func TestRPCParamsChecked(t *testing.T) {
 		{"checked method, the envelope not JSON", `{"jsonrpc":"2.0","id":5,"method":"checked","params":{}`, rpcParseError, "null", 0},
 		{"checked method, params with no value", `{"jsonrpc":"2.0","id":6,"method":"checked","params":}`, rpcParseError, "null", 0},
 		{"checked method, params a closing bracket", `{"jsonrpc":"2.0","id":7,"method":"checked","params":]}`, rpcParseError, "null", 0},
+		// The method named past the line's first bytes: the line is walked
+		// as any other's.
+		{"checked method named late", `{"jsonrpc":"2.0","id":8,"params":{"a":"` + strings.Repeat("x", rpcMethodPeek) + `","b":tru},"method":"checked"}`, rpcParseError, "null", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
