@@ -92,14 +92,14 @@ func (d *daemon) hookHTTP(ctx context.Context, ch *acpChannel, params json.RawMe
 	if !ok {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("http hook %q refused by serve: unknown session %q", p.URL, p.SessionID)}
 	}
-	var in struct {
-		SessionID string `json:"session_id"`
-		Event     string `json:"hook_event_name"`
-	}
-	json.Unmarshal(p.Input, &in) // decodeHookHTTPParams decoded it
+	// The input's names read exactly: encoding/json would match
+	// "SESSION_ID" to session_id, and a hook's receiver may read either.
+	in, _ := decodeObject(p.Input) // decodeHookHTTPParams decoded it
+	inSession, _ := in["session_id"].(string)
+	inEvent, _ := in["hook_event_name"].(string)
 	h, err := d.hookOf(ws, p)
-	if err == nil && (in.SessionID != p.SessionID || in.Event != p.Event) {
-		err = fmt.Errorf("its input is for session %q and event %q, not %q and %q", in.SessionID, in.Event, p.SessionID, p.Event)
+	if err == nil && (inSession != p.SessionID || inEvent != p.Event) {
+		err = fmt.Errorf("its input is for session %q and event %q, not %q and %q", inSession, inEvent, p.SessionID, p.Event)
 	}
 	if err != nil {
 		d.obs.logger().Warn("http hook refused: it is not the settings' hook", "session", p.SessionID, "prompt", p.PromptID, "event", p.Event, "err", err)

@@ -132,6 +132,11 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 			p.Input = json.RawMessage(`{"session_id":"s2","hook_event_name":"PreToolUse"}`)
 		},
 			fmt.Sprintf("http hook %q refused by serve: its input is for session %q and event %q, not %q and %q; it was not sent", rec.url(), "s2", "PreToolUse", "s1", "PreToolUse")},
+		// encoding/json would read the second name as session_id, last.
+		{"an input of another session, its own spelled otherwise after it", func(p *hookHTTPParams) {
+			p.Input = json.RawMessage(`{"session_id":"s2","SESSION_ID":"s1","hook_event_name":"PreToolUse"}`)
+		},
+			fmt.Sprintf("http hook %q refused by serve: its input is for session %q and event %q, not %q and %q; it was not sent", rec.url(), "s2", "PreToolUse", "s1", "PreToolUse")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := hookHTTPParams{SessionID: "s1", PromptID: "p1", Event: hookEventPreToolUse, URL: rec.url(),

@@ -58,9 +58,10 @@ func (d *daemon) setMCP(opts serveOptions) {
 			if err != nil {
 				return nil, err
 			}
-			// What a workspace read after the children started names
-			// leaves them too (serve_secrets.go).
-			d.hideLearned(append(mcpHeaderSecrets(servers), l.Settings.hookSecretNames()...)...)
+			// What a workspace read after the children started names is
+			// hidden at once; the children are told by the reader, out of
+			// the cache's lock (hideLearned, serve_secrets.go).
+			envOf(d.sys).hideSecrets(append(mcpHeaderSecrets(servers), l.Settings.hookSecretNames()...)...)
 			return &sessionSettings{Load: l, Settings: l.Settings, MCP: servers,
 				MCPCallTimeout: time.Duration(l.Settings.MCP.CallTimeoutMs) * time.Millisecond}, nil
 		})

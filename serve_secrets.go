@@ -11,7 +11,9 @@ package main
 import "slices"
 
 // hideLearned hides names in serve's environment and tells the children
-// that started with them.
+// that started before every hidden name they were not told: those too that
+// the settings cache hid when it read a workspace's settings. The readers
+// of those settings (mcpList, hookHTTP) call it once they have them.
 func (d *daemon) hideLearned(names ...string) {
 	envOf(d.sys).hideSecrets(names...)
 	d.mu.Lock()
