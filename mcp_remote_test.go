@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -350,5 +352,26 @@ func TestRemoteMCPCancelEndsPost(t *testing.T) {
 			s.stop(errSessionEnded)
 			f.waitConnsClosed(t)
 		})
+	}
+}
+
+// A child that names a tool the server did not offer under the decision's
+// name is refused before any call, and the decision stays unused: "t.x"
+// reads as mcp__remote__t_x, but the server offered only "t_x" under it.
+func TestServeMCPCallNamesAnOfferedTool(t *testing.T) {
+	d, ch, s := fuzzDaemon(io.Discard)
+	m := s.remoteMCP()
+	m.servers["remote"] = &mcpServer{name: "remote"} // never called: every call here is refused
+	m.offers = map[string]map[string]string{"remote": mcpOffers(mcpServerConfig{Name: "remote"}, []mcpToolDef{{Name: "t_x"}})}
+	s.allowMCP("p1", "mcp__remote__t_x", json.RawMessage(`{}`))
+	raw, _ := json.Marshal(map[string]any{"sessionId": "s1", "promptId": "p1", "server": "remote", "tool": "t.x", "arguments": map[string]any{}})
+	_, err := d.mcpCall(context.Background(), ch, raw)
+	var rerr *rpcError
+	want := `MCP tools/call "mcp__remote__t_x" refused by serve: server "remote" offered no tool "t.x" under that name; it was not sent`
+	if !errors.As(err, &rerr) || rerr.Message != want {
+		t.Fatalf("error = %v, want %s", err, want)
+	}
+	if !m.takeAllowed("p1", "mcp__remote__t_x", []byte(`{}`)) {
+		t.Error("the refused call used the decision")
 	}
 }
