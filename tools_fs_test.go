@@ -52,6 +52,7 @@ func TestAbsolutePathInside(t *testing.T) {
 func TestWriteFile(t *testing.T) {
 	setup := func(t *testing.T, cwd string) {
 		mustWrite(t, filepath.Join(cwd, "old.txt"), "old")
+		mustWrite(t, filepath.Join(cwd, "long.txt"), "a longer old content")
 		if err := os.Mkdir(filepath.Join(cwd, "adir"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -62,6 +63,10 @@ func TestWriteFile(t *testing.T) {
 		{name: "new nested", tool: "write_file", args: map[string]any{"file_path": "x/y/z.txt", "content": "hi"}, status: statusCompleted,
 			want: []string{"Wrote 2 bytes to $CWD/x/y/z.txt"}, check: fileIs("x/y/z.txt", "hi")},
 		{name: "overwrite", tool: "write_file", args: map[string]any{"file_path": "old.txt", "content": "new"}, status: statusCompleted, check: fileIs("old.txt", "new")},
+		// The new content goes over the old, then the file is cut to it:
+		// nothing of a longer old content is left behind.
+		{name: "shorter over longer", tool: "write_file", args: map[string]any{"file_path": "long.txt", "content": "short"}, status: statusCompleted, check: fileIs("long.txt", "short")},
+		{name: "empty over longer", tool: "write_file", args: map[string]any{"file_path": "long.txt", "content": ""}, status: statusCompleted, check: fileIs("long.txt", "")},
 		{name: "through inside symlink", tool: "write_file", args: map[string]any{"file_path": "link", "content": "via"}, status: statusCompleted, check: fileIs("old.txt", "via")},
 		{name: "directory", tool: "write_file", args: map[string]any{"file_path": "adir", "content": "x"}, status: statusFailed, want: []string{"is a directory"}},
 	})
