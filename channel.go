@@ -332,12 +332,15 @@ const (
 	// methodModelComplete is the child's request: modelCompleteParams; its
 	// result, a modelChunk with the reply's last bytes or none and no
 	// streamId, comes after every chunk of the reply: so the end of a
-	// reply costs no notification of its own.
+	// reply costs no notification of its own. The last read's bytes, and
+	// those that end an event stream with data: [DONE], which wait for the
+	// reply's end, come in the result, which names the media type when no
+	// chunk did: a reply read whole in one read is then one line.
 	methodModelComplete = "_acpguard/model/complete"
 	// methodModelChunk is serve's notification: the reply's bytes, in
 	// order, the first chunk with the reply's media type (alone only when
-	// the reply ends before its first byte). One chunk carries every byte
-	// one read of the reply gave: each is a wake of the child.
+	// a read gave no byte the child may yet be shown). One chunk carries
+	// every byte one read of the reply gave: each is a wake of the child.
 	methodModelChunk = "_acpguard/model/chunk"
 )
 

@@ -118,14 +118,22 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 }
 
 // lastBytes delivers the reply's last bytes, which came in the call's
-// result: a modelChunk with neither a stream id nor a media type.
+// result: a modelChunk without a stream id, with the media type only when no
+// chunk came before with it (a reply serve read whole, in one read).
 func (m *parentModel) lastBytes(st *modelStream, result json.RawMessage) error {
 	c, err := decodeModelChunk(result)
 	switch {
 	case err != nil:
 		return fmt.Errorf("model reply from serve: invalid result: %v", err)
-	case c.StreamID != "" || c.ContentType != "":
-		return errors.New("model reply from serve: a result that names a stream or a content type")
+	case c.StreamID != "":
+		return errors.New("model reply from serve: a result that names a stream")
+	case c.ContentType != "" && st.typed:
+		return errors.New("model reply from serve: a second content type")
+	case c.ContentType != "":
+		st.typed = true
+		st.mediaType <- c.ContentType
+	}
+	switch {
 	case len(c.Data) == 0:
 		return nil
 	case !st.typed:

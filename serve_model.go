@@ -674,29 +674,45 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 	buf := *bufp
 	var line []byte
 	typed := false
-	send := func(b []byte) error {
-		if len(b) == 0 && typed {
-			return nil
-		}
+	chunk := func(b []byte) modelChunk {
 		c := modelChunk{StreamID: p.StreamID, Data: b}
 		if !typed {
 			c.ContentType, typed = mediaType, true
 		}
+		return c
+	}
+	send := func(b []byte) error {
 		// notify copies the params into its line: line is reused.
-		line = appendModelChunk(line[:0], c)
+		line = appendModelChunk(line[:0], chunk(b))
 		return ch.conn.notify(methodModelChunk, rpcCompact(line))
 	}
+	// held is the reply's last read, or one that ended the stream's last
+	// event, which waits for the body's end: it goes with the answer.
+	var held []byte
+	done := sseDone{on: mediaType == openAIEventStream}
 	for {
 		n, rerr := r.Read(buf)
+		end := errors.Is(rerr, io.EOF) // net/http gives the last bytes with EOF when it has both
 		if n > 0 {
 			if !job.model.spend(n) {
 				return nil, overBytes()
 			}
-			if err := send(red.push(buf[:n])); err != nil {
-				return nil, err
+			if held != nil {
+				if err := send(held); err != nil {
+					return nil, err
+				}
+				held = nil
+			}
+			out := red.push(buf[:n])
+			if done.push(buf[:n]) || end {
+				held = append(make([]byte, 0, len(out)), out...)
+			} else if len(out) > 0 || !typed {
+				if err := send(out); err != nil {
+					return nil, err
+				}
 			}
 		}
-		if errors.Is(rerr, io.EOF) {
+		if end {
 			break
 		}
 		if rerr != nil {
@@ -706,10 +722,55 @@ func (d *daemon) modelComplete(ctx context.Context, ch *acpChannel, params json.
 			return nil, &rpcError{Code: rpcInternalError, Message: openAIReadError(rerr).Error()}
 		}
 	}
-	if err := send(nil); err != nil { // the media type, if no byte came
-		return nil, err
+	last := chunk(append(held, red.flush()...))
+	last.StreamID = ""
+	return rpcCompact(appendModelChunk(nil, last)), nil
+}
+
+// sseDone follows the raw bytes of a reply to tell when they end with a
+// chat completions stream's last event, data: [DONE]: nothing the child
+// reads comes after it, so serve keeps those bytes for its answer and the
+// child reads the reply's end and the answer in one line.
+type sseDone struct {
+	on   bool // the reply is an event stream
+	tail []byte
+	n    int // the bytes pushed
+}
+
+// sseDoneEvents are the data: [DONE] event as a stream may write it, the
+// space and the line ends being the writer's choice.
+var sseDoneEvents = [][]byte{
+	[]byte("data: " + openAIDone + "\n\n"), []byte("data:" + openAIDone + "\n\n"),
+	[]byte("data: " + openAIDone + "\r\n\r\n"), []byte("data:" + openAIDone + "\r\n\r\n"),
+}
+
+// sseDoneTail is the most of the stream sseDone keeps: the longest event
+// and the line end before it.
+const sseDoneTail = 24
+
+// push takes the next bytes and reports whether the stream now ends with
+// the data: [DONE] event, starting a line.
+func (d *sseDone) push(b []byte) bool {
+	if !d.on {
+		return false
 	}
-	return rpcCompact(appendModelChunk(nil, modelChunk{Data: red.flush()})), nil
+	d.n += len(b)
+	d.tail = append(d.tail, b[max(0, len(b)-sseDoneTail):]...)
+	d.tail = d.tail[max(0, len(d.tail)-sseDoneTail):]
+	for _, ev := range sseDoneEvents {
+		if !bytes.HasSuffix(d.tail, ev) {
+			continue
+		}
+		if d.n == len(ev) {
+			return true
+		}
+		if len(d.tail) > len(ev) {
+			if c := d.tail[len(d.tail)-len(ev)-1]; c == '\n' || c == '\r' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // modelChunkBuffers hold the buffers model replies are read into, one per

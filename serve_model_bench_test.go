@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -172,6 +173,14 @@ func BenchmarkServeModelRoundTrip(b *testing.B) {
 // model being service with apiKey; call(i) makes one model call of a
 // prompt of its own, numbered i, with the one-exchange history.
 func startModelRoundTrip(tb testing.TB, apiKey string, service http.HandlerFunc) (call func(i int) (modelTurn, error)) {
+	call, _ = startModelRoundTripLines(tb, apiKey, service, nil)
+	return call
+}
+
+// startModelRoundTripLines is startModelRoundTrip whose calls pass each
+// text of the reply to text, and which counts the lines serve writes to the
+// child.
+func startModelRoundTripLines(tb testing.TB, apiKey string, service http.HandlerFunc, text func(string)) (call func(i int) (modelTurn, error), toChild *atomic.Int64) {
 	srv := httptest.NewServer(service)
 	tb.Cleanup(srv.Close)
 	d, ch, s := fuzzDaemon(io.Discard)
@@ -194,7 +203,8 @@ func startModelRoundTrip(tb testing.TB, apiKey string, service http.HandlerFunc)
 	a.conn = newRPCConn(toChildR, toServeW, rpcConfig{MaxLine: acpMaxLine, OnNotify: a.handleNotify})
 	pm := newParentModel(a.conn)
 	a.model = pm
-	ch.conn = newRPCConn(toServeR, toChildW, rpcConfig{MaxLine: maxChildLine, ParamsChecked: []string{methodModelComplete}, OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	toChild = new(atomic.Int64)
+	ch.conn = newRPCConn(toServeR, lineCounter{toChildW, toChild}, rpcConfig{MaxLine: maxChildLine, ParamsChecked: []string{methodModelComplete}, OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 		return d.modelComplete(ctx, ch, params)
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -211,8 +221,22 @@ func startModelRoundTrip(tb testing.TB, apiKey string, service http.HandlerFunc)
 		s.mu.Lock()
 		s.active = job
 		s.mu.Unlock()
-		return pm.next(withPromptIdentity(ctx, s.id, job.id), history, tools, func(string) {})
-	}
+		if text == nil {
+			text = func(string) {}
+		}
+		return pm.next(withPromptIdentity(ctx, s.id, job.id), history, tools, text)
+	}, toChild
+}
+
+// lineCounter counts the lines written through it.
+type lineCounter struct {
+	io.Writer
+	n *atomic.Int64
+}
+
+func (w lineCounter) Write(p []byte) (int, error) {
+	w.n.Add(int64(bytes.Count(p, []byte("\n"))))
+	return w.Writer.Write(p)
 }
 
 // BenchmarkServeModelChunk is one chunk of a streamed reply: serve's

@@ -367,6 +367,95 @@ func TestModelReplyLastBytes(t *testing.T) {
 	}
 }
 
+// TestModelReplyEndInTheAnswer: the reply's last read, and the bytes that
+// end an event stream with data: [DONE], reach the child in the call's
+// answer, with the media type when no chunk named it: a reply serve reads
+// whole is one line to the child, not a chunk and then the answer. Bytes
+// after [DONE] still come, in order.
+func TestModelReplyEndInTheAnswer(t *testing.T) {
+	const hi = `data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}` + "\n\n"
+	const stop = `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
+	for _, tt := range []struct {
+		name  string
+		write func(w http.ResponseWriter, saw <-chan string)
+		lines int64 // 0: not counted, the reads' cuts being the kernel's
+	}{
+		{"json whole", func(w http.ResponseWriter, _ <-chan string) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+		}, 1},
+		{"stream whole", func(w http.ResponseWriter, _ <-chan string) {
+			w.Header().Set("Content-Type", openAIEventStream)
+			io.WriteString(w, hi+stop+"data: [DONE]\n\n")
+		}, 1},
+		{"done after a chunk", func(w http.ResponseWriter, saw <-chan string) {
+			w.Header().Set("Content-Type", openAIEventStream)
+			io.WriteString(w, hi)
+			w.(http.Flusher).Flush()
+			<-saw // the child read the chunk: what follows is another read
+			io.WriteString(w, stop+"data:[DONE]\r\n\r\n")
+		}, 2},
+		{"bytes after done", func(w http.ResponseWriter, _ <-chan string) {
+			w.Header().Set("Content-Type", openAIEventStream)
+			io.WriteString(w, hi+stop+"data: [DONE]\n\n")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, ": after the end\n\n")
+		}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			saw := make(chan string, 1)
+			call, toChild := startModelRoundTripLines(t, "", func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				tt.write(w, saw)
+			}, func(s string) {
+				select {
+				case saw <- s:
+				default:
+				}
+			})
+			turn, err := call(0)
+			if err != nil || turn.Text != "hi" {
+				t.Fatalf("turn %q, %v; want hi", turn.Text, err)
+			}
+			if got := toChild.Load(); tt.lines != 0 && got != tt.lines {
+				t.Errorf("serve wrote %d lines to the child, want %d", got, tt.lines)
+			}
+		})
+	}
+}
+
+// sseDone tells a stream that ends with data: [DONE] starting a line,
+// however the stream was cut, and nothing else.
+func TestSSEDone(t *testing.T) {
+	for _, tt := range []struct {
+		stream string
+		want   bool
+	}{
+		{"data: [DONE]\n\n", true},
+		{"data:[DONE]\n\n", true},
+		{"data: [DONE]\r\n\r\n", true},
+		{"data: {}\n\ndata: [DONE]\n\n", true},
+		{"data: {}\r\n\r\ndata:[DONE]\r\n\r\n", true},
+		{"data: {}\n\ndata: [DONE]\n", false},
+		{"data: {}\n\ndata: [DONE]", false},
+		{"xdata: [DONE]\n\n", false},
+		{"data: {}\n\n: data: [DONE]\n\n", false},
+		{"data: [DONE]\n\ndata: {}\n\n", false},
+		{"data:  [DONE]\n\n", false},
+	} {
+		for cut := range len(tt.stream) + 1 {
+			d := sseDone{on: true}
+			d.push([]byte(tt.stream[:cut]))
+			if got := d.push([]byte(tt.stream[cut:])); got != tt.want && cut < len(tt.stream) {
+				t.Errorf("%q cut at %d: done %v, want %v", tt.stream, cut, got, tt.want)
+			}
+		}
+		if d := (sseDone{}); d.push([]byte(tt.stream)) {
+			t.Errorf("%q: done in a reply that is not an event stream", tt.stream)
+		}
+	}
+}
+
 // serve's check of a session's model request walks only what is new: the
 // elements of messages and tools the last accepted request held, byte for
 // byte at their place, are passed over; every other element is checked,

@@ -40,7 +40,8 @@ import (
 //	lateprepare TOOL JSON           prepare, even after session/cancel
 //	permission                      ask the parent for a permission, report it
 //	model SESSION PROMPT [MODEL]    ask the parent for a model call ("-": own),
-//	                                report "model ok BYTES" or the error
+//	                                report "model ok BYTES" (the chunks'
+//	                                and the answer's) or the error
 //	wait                            report "waiting", wait for session/cancel
 //	flood N SIZE                    report N texts of SIZE bytes
 //	fail                            answer the prompt with an error
@@ -180,14 +181,19 @@ func runFakeChild(mode string) int {
 						mu.Unlock()
 						req, _ := json.Marshal(map[string]any{"model": name, "stream": true,
 							"messages": []map[string]string{{"role": "user", "content": "hello"}}})
-						_, err := conn.call(ctx, methodModelComplete, map[string]any{
+						res, err := conn.call(ctx, methodModelComplete, map[string]any{
 							"sessionId": sid, "promptId": pid, "streamId": p.SessionID, "request": json.RawMessage(req)})
 						if err != nil {
 							say(p.SessionID, "model error: "+err.Error())
 							continue
 						}
+						last, err := decodeModelChunk(res)
+						if err != nil {
+							say(p.SessionID, "model error: "+err.Error())
+							continue
+						}
 						mu.Lock()
-						n := replies[p.SessionID]
+						n := replies[p.SessionID] + len(last.Data) // the result holds the last bytes
 						mu.Unlock()
 						say(p.SessionID, fmt.Sprintf("model ok %d", n))
 					case "permission":
