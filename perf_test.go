@@ -69,6 +69,7 @@ func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 	if err := os.WriteFile(settings, []byte(`{"tools":{"approvalMode":"yolo"}}`), 0o600); err != nil {
 		b.Fatal(err)
 	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // the slots serve set, undone
 	type side struct {
 		td      *testDaemon
 		id      string
@@ -81,7 +82,12 @@ func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 			b.Fatal(err)
 		}
 		logPath := filepath.Join(b.TempDir(), "d.jsonl")
-		td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: logPath}, quickRaceExit)
+		// serve as it runs: its slots follow its prompts (slots.go), so
+		// with one prompt at a time it is on one scheduler slot, as the
+		// floor's requester is. A server in a test's process otherwise
+		// keeps the test's slots, which here are the provider's and the
+		// host's too.
+		td := startTestDaemon(b, serveOptions{Workspaces: []string{ws}, SettingsFile: settings, Guard: g, DecisionLog: logPath, SchedSlots: true}, quickRaceExit)
 		return &side{td: td, id: td.newSession(b, ""), log: logPath}
 	}
 	off := newSide(guardConfig{Mode: guardModeOff})
