@@ -3776,3 +3776,19 @@ func closedLoopbackAddr(t *testing.T) string {
 	t.Helper()
 	return net.JoinHostPort("127.0.0.1", freeLoopbackPort(t))
 }
+
+// runningPrompt makes id a session of ch in workspace ws whose running
+// prompt is promptID, as serve holds it while the prompt runs, for a daemon
+// built in a test; stop ends the prompt.
+func runningPrompt(d *daemon, ch *acpChannel, id, ws, promptID string) (stop context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &hostSession{d: d, id: id, ch: ch, ws: ws, events: newStreamLog(), perms: map[string]*hostPendingPermission{}}
+	s.active = &promptJob{id: promptID, ctx: ctx, stop: cancel}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sessions == nil {
+		d.sessions = map[string]*hostSession{}
+	}
+	d.sessions[id] = s
+	return cancel
+}

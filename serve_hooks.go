@@ -81,6 +81,15 @@ func (d *daemon) hookSessionOf(ch *acpChannel, id string) (ws string, ok bool) {
 	return c.ws, ok && c.ch == ch
 }
 
+// hookEventsOutsidePrompts are the events whose hooks fire with no prompt
+// (hookHTTPParams' promptId empty): a session's start, end and deletion,
+// its instructions' loading, and a notification. Every other event's hook
+// names the running prompt of its session.
+var hookEventsOutsidePrompts = map[string]bool{
+	hookEventSessionStart: true, hookEventSessionEnd: true, hookEventSessionDelete: true,
+	hookEventInstructionsLoaded: true, hookEventNotification: true,
+}
+
 // hookHTTP answers methodHookHTTP: serve POSTs one http hook of a session
 // ch owns (or is creating or closing) and answers with its 2xx body or its failure.
 func (d *daemon) hookHTTP(ctx context.Context, ch *acpChannel, params json.RawMessage) (any, error) {
@@ -91,6 +100,22 @@ func (d *daemon) hookHTTP(ctx context.Context, ch *acpChannel, params json.RawMe
 	ws, ok := d.hookSessionOf(ch, p.SessionID)
 	if !ok {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("http hook %q refused by serve: unknown session %q", p.URL, p.SessionID)}
+	}
+	// A prompt's hook fires only while that prompt runs, and its POST ends
+	// with the prompt, as a model call does.
+	if p.PromptID != "" || !hookEventsOutsidePrompts[p.Event] {
+		var job *promptJob
+		if s := ch.session(p.SessionID); s != nil {
+			job = s.activeJob(p.PromptID)
+		}
+		if job == nil {
+			d.obs.logger().Warn("http hook refused: its prompt is not running", "session", p.SessionID, "prompt", p.PromptID, "event", p.Event)
+			return nil, &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf("http hook %q refused by serve: %s hooks fire in a running prompt, and prompt %q is not the running prompt of session %q", p.URL, p.Event, p.PromptID, p.SessionID)}
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(job.ctx, cancel)()
 	}
 	// The input's names read exactly: encoding/json would match
 	// "SESSION_ID" to session_id, and a hook's receiver may read either.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Under serve, a child's http hooks leave from serve: the hook's server
@@ -97,7 +98,7 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 	const secret = "hook-unit-secret-0c9e"
 	rec := newHookRecorder(t, func([]byte) string { return `{"decision":"allow"}` })
 	hook, _ := json.Marshal(map[string]any{"type": "http", "url": rec.url(), "headers": map[string]string{"X-Key": "$HOOK_UNIT_SECRET"}, "allowedEnvVars": []string{"HOOK_UNIT_SECRET"}})
-	st, err := parseSettings([]byte(`{"security":{"allowPrivateNetworkHooks":true},"hooks":{"PreToolUse":[{"hooks":[` + string(hook) + `]}]}}`))
+	st, err := parseSettings([]byte(`{"security":{"allowPrivateNetworkHooks":true},"hooks":{"PreToolUse":[{"hooks":[` + string(hook) + `]}],"SessionEnd":[{"hooks":[` + string(hook) + `]}]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +107,10 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 	ws := t.TempDir()
 	d.expectMCP(ch, "s1", ws)
 	d.expectMCP(other, "s2", ws)
+	stop := runningPrompt(d, ch, "s1", ws, "p1")
+	notRunning := func(event, prompt string) string {
+		return fmt.Sprintf("http hook %q refused by serve: %s hooks fire in a running prompt, and prompt %q is not the running prompt of session %q", rec.url(), event, prompt, "s1")
+	}
 	notHook := func(event string, hook int, url string) string {
 		return fmt.Sprintf("http hook %q refused by serve: the %s hook %d in matcher entry 0 of workspace %q's settings is not an http hook with url %q and these headers; it was not sent", url, event, hook, ws, url)
 	}
@@ -120,6 +125,8 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 		{"no headers", func(p *hookHTTPParams) { p.Headers = nil }, notHook("PreToolUse", 0, rec.url())},
 		{"no such hook", func(p *hookHTTPParams) { p.Hook = 1 },
 			fmt.Sprintf("http hook %q refused by serve: the settings of workspace %q have no PreToolUse hook 1 in matcher entry 0; it was not sent", rec.url(), ws)},
+		{"another prompt", func(p *hookHTTPParams) { p.PromptID = "p0" }, notRunning("PreToolUse", "p0")},
+		{"no prompt", func(p *hookHTTPParams) { p.PromptID = "" }, notRunning("PreToolUse", "")},
 		{"another event", func(p *hookHTTPParams) {
 			p.Event = hookEventPostToolUse
 			p.Input = json.RawMessage(`{"session_id":"s1","hook_event_name":"PostToolUse"}`)
@@ -165,12 +172,23 @@ func TestServeHookHTTPRefusesAnotherHook(t *testing.T) {
 			}
 		})
 	}
+	// The prompt's hook is refused once the prompt ended.
+	stop()
+	raw, _ := json.Marshal(hookHTTPParams{SessionID: "s1", PromptID: "p1", Event: hookEventPreToolUse, URL: rec.url(),
+		Headers: map[string]string{"X-Key": "$HOOK_UNIT_SECRET"}, Input: json.RawMessage(`{"session_id":"s1","hook_event_name":"PreToolUse"}`)})
+	before := len(rec.requests())
+	if _, err := d.hookHTTP(context.Background(), ch, raw); err == nil || !strings.Contains(err.Error(), notRunning("PreToolUse", "p1")) {
+		t.Errorf("an ended prompt's hook: %v, want %q", err, notRunning("PreToolUse", "p1"))
+	}
+	if n := len(rec.requests()) - before; n != 0 {
+		t.Errorf("an ended prompt's hook was POSTed %d times", n)
+	}
 	// A session whose session/close the child handles fires its hooks
 	// through serve until the child answers.
 	done := d.closingHooks(&hostSession{id: "s3", ch: ch, ws: ws})
-	p := hookHTTPParams{SessionID: "s3", Event: hookEventPreToolUse, URL: rec.url(), Headers: map[string]string{"X-Key": "$HOOK_UNIT_SECRET"},
-		Input: json.RawMessage(`{"session_id":"s3","hook_event_name":"PreToolUse"}`)}
-	raw, _ := json.Marshal(p)
+	p := hookHTTPParams{SessionID: "s3", Event: hookEventSessionEnd, URL: rec.url(), Headers: map[string]string{"X-Key": "$HOOK_UNIT_SECRET"},
+		Input: json.RawMessage(`{"session_id":"s3","hook_event_name":"SessionEnd"}`)}
+	raw, _ = json.Marshal(p)
 	if _, err := d.hookHTTP(context.Background(), other, raw); err == nil {
 		t.Error("another channel fired a closing session's hook")
 	}
@@ -196,11 +214,60 @@ func TestServeHookHTTPFailureHidesSecrets(t *testing.T) {
 	}
 	d := &daemon{sys: &system{env: newProcEnv([]string{"PATH=/usr/bin:/bin", "HOOK_HOST=127.0.0.1:" + port, "HOOK_KEY=" + key})}, hookStart: st}
 	ch := &acpChannel{d: d}
-	d.expectMCP(ch, "s1", t.TempDir())
-	raw, _ := json.Marshal(hookHTTPParams{SessionID: "s1", Event: hookEventPreToolUse, URL: url, Input: json.RawMessage(`{"session_id":"s1","hook_event_name":"PreToolUse"}`)})
+	ws := t.TempDir()
+	d.expectMCP(ch, "s1", ws)
+	defer runningPrompt(d, ch, "s1", ws, "p1")()
+	raw, _ := json.Marshal(hookHTTPParams{SessionID: "s1", PromptID: "p1", Event: hookEventPreToolUse, URL: url, Input: json.RawMessage(`{"session_id":"s1","hook_event_name":"PreToolUse"}`)})
 	res, err := d.hookHTTP(context.Background(), ch, raw)
 	r, ok := res.(hookHTTPResult)
 	if want := "could not be reached: dial tcp $HOOK_HOST: connect: connection refused"; err != nil || !ok || r.Failure != want {
 		t.Errorf("answer = %+v, %v; want the failure %q", res, err, want)
+	}
+}
+
+// A prompt's hook that serve POSTs ends with the prompt: stopped while the
+// hook's server has not answered, the POST ends and the child is told the
+// hook was cancelled.
+func TestServeHookHTTPEndsWithItsPrompt(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	rec := newHookRecorder(t, func([]byte) string {
+		close(arrived)
+		<-release
+		return `{}`
+	})
+	hook, _ := json.Marshal(map[string]any{"type": "http", "url": rec.url()})
+	st, err := parseSettings([]byte(`{"security":{"allowPrivateNetworkHooks":true},"hooks":{"PreToolUse":[{"hooks":[` + string(hook) + `]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{sys: &system{env: newProcEnv([]string{"PATH=/usr/bin:/bin"})}, hookStart: st}
+	ch, ws := &acpChannel{d: d}, t.TempDir()
+	d.expectMCP(ch, "s1", ws)
+	stop := runningPrompt(d, ch, "s1", ws, "p1")
+	raw, _ := json.Marshal(hookHTTPParams{SessionID: "s1", PromptID: "p1", Event: hookEventPreToolUse, URL: rec.url(),
+		Input: json.RawMessage(`{"session_id":"s1","hook_event_name":"PreToolUse"}`)})
+	type answer struct {
+		res any
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := d.hookHTTP(context.Background(), ch, raw)
+		got <- answer{res, err}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(testTimeout(10 * time.Second)):
+		t.Fatal("the hook's POST never arrived")
+	}
+	stop()
+	select {
+	case a := <-got:
+		if r, ok := a.res.(hookHTTPResult); a.err != nil || !ok || r.Failure != "was cancelled" {
+			t.Errorf("answer = %+v, %v; want the failure %q", a.res, a.err, "was cancelled")
+		}
+	case <-time.After(testTimeout(10 * time.Second)):
+		t.Fatal("the hook's POST outlived its prompt")
 	}
 }
