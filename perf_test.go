@@ -187,6 +187,11 @@ func runHopRelay(transport string) int {
 			return resp.Body.Close() == nil
 		}
 	case hopRelayChannel:
+		// serve's part on one scheduler slot, as serve runs it with one
+		// prompt at a time (slots.go) and as BenchmarkServeGuardOverhead
+		// runs it: on this machine one slot halves a loopback round trip
+		// after an idle gap, so the floor is the cheapest of this design.
+		runtime.GOMAXPROCS(1)
 		c, err := net.FileConn(os.NewFile(3, "acp-channel-in"))
 		if err != nil {
 			return 1
@@ -322,10 +327,11 @@ func (r *hopRelay) hop(b *testing.B, line []byte) time.Duration {
 // all: one line over the private channel's socket pair to a second process
 // that reads it with credentials through serve's line framing, one prepare
 // through the provider client there over loopback HTTP, one line back, with
-// the requester on one scheduler slot as the ACP runtime is. No change to
-// acpguard's own code can make the guard add less than this on the same
-// machine (p50-us/call). The same hop over a pipe with a plain HTTP client,
-// alternating with it, is p50-pipe-us/call.
+// the requester on one scheduler slot as the ACP runtime is, and the relay
+// as serve is. No change to acpguard's own code can make the guard add
+// less than this on the same machine (p50-us/call). The same hop over a
+// pipe with a plain HTTP client and the runtime's slots, alternating with
+// it, is p50-pipe-us/call, the floor as first measured.
 //
 //	go test -run '^$' -bench BenchmarkGuardHopFloor -benchtime 20000x .
 func BenchmarkGuardHopFloor(b *testing.B) {
