@@ -53,18 +53,11 @@ func (l *lineLog) close() error {
 }
 
 // append writes line, which ends in a newline. A failed or short write is
-// taken back by truncating the log's own file to its size before the
-// write, and the record counts as lost; the error says what failed.
+// taken back by truncating the log's own file by the bytes it left, and the
+// record counts as lost; the error says what failed.
 func (l *lineLog) append(line []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f := l.file
-	size := int64(-1)
-	if f != nil {
-		if end, err := f.Seek(0, io.SeekEnd); err == nil {
-			size = end
-		}
-	}
 	if l.broken {
 		line = append([]byte{'\n'}, line...)
 	}
@@ -77,10 +70,21 @@ func (l *lineLog) append(line []byte) error {
 		err = io.ErrShortWrite
 	}
 	l.lost++
-	if n > 0 && (size < 0 || f.Truncate(size) != nil) {
+	if n > 0 && (l.file == nil || l.takeBack(n) != nil) {
 		l.broken = true
 	}
 	return err
+}
+
+// takeBack truncates the log's file by the n bytes a failed write left at
+// its end. The file is open for appending, so its offset is that end: no
+// write needs a seek of its own beforehand.
+func (l *lineLog) takeBack(n int) error {
+	end, err := l.file.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	return l.file.Truncate(end - int64(n))
 }
 
 // lostRecords is how many records did not reach the log whole.
