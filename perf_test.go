@@ -153,6 +153,9 @@ func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 const (
 	hopRelayPipe    = "pipe"    // stdin and stdout are pipes, read plainly
 	hopRelayChannel = "channel" // serve's two channel ends as fds 3 and 4
+	// hopRelayEcho is hopRelayChannel answering each line at once, with
+	// no provider: the channel's round trip alone.
+	hopRelayEcho = "echo"
 )
 
 // runHopRelay is serve's part of a guarded call with nothing else: for each
@@ -161,7 +164,8 @@ const (
 // line back. With hopRelayChannel it reads serve's end of the private
 // channel as serve does (with credentials, the child its parent) through
 // the same line framing and the same pinned provider client after a
-// handshake; with hopRelayPipe it reads a pipe through a plain HTTP client,
+// handshake (hopRelayEcho: the same, answering at once with no provider
+// call); with hopRelayPipe it reads a pipe through a plain HTTP client,
 // the floor as first measured.
 func runHopRelay(transport string) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -186,7 +190,7 @@ func runHopRelay(transport string) int {
 			io.Copy(io.Discard, resp.Body)
 			return resp.Body.Close() == nil
 		}
-	case hopRelayChannel:
+	case hopRelayChannel, hopRelayEcho:
 		// serve's part on one scheduler slot, as serve runs it with one
 		// prompt at a time (slots.go) and as BenchmarkServeGuardOverhead
 		// runs it: on this machine one slot halves a loopback round trip
@@ -198,6 +202,10 @@ func runHopRelay(transport string) int {
 		}
 		sock := (&channelEnds{read: c.(*net.UnixConn), write: os.NewFile(4, "acp-channel-out")}).conn(os.Getppid())
 		in, out = sock, sock
+		if transport == hopRelayEcho {
+			ask = func([]byte) bool { return true }
+			break
+		}
 		client := newProviderClient(guardConfig{Mode: guardModeRequired, Endpoint: endpoint, Timeout: time.Minute, Token: providerTestToken})
 		if client.handshake(context.Background()) != nil {
 			return 1
@@ -278,7 +286,7 @@ func startHopRelay(b *testing.B, transport string) *hopRelay {
 			b.Fatal(err)
 		}
 		r.to, r.answers, closeTo = to, bufio.NewReader(from), to.Close
-	case hopRelayChannel:
+	case hopRelayChannel, hopRelayEcho:
 		// The requester holds the child's ends, read and written as an
 		// acp child does; the relay holds serve's.
 		ends, err := newChannel()
@@ -329,28 +337,29 @@ func (r *hopRelay) hop(b *testing.B, line []byte) time.Duration {
 // through the provider client there over loopback HTTP, one line back, with
 // the requester on one scheduler slot as the ACP runtime is, and the relay
 // as serve is. No change to acpguard's own code can make the guard add
-// less than this on the same machine (p50-us/call). The same hop over a
-// pipe with a plain HTTP client and the runtime's slots, alternating with
-// it, is p50-pipe-us/call, the floor as first measured.
+// less than this on the same machine (p50-us/call). Two more relays take
+// turns with it: the same channel answering at once, with no provider
+// call, the channel's own round trip, which a model call through serve
+// adds to the child's (p50-channel-us/call); and a pipe with a plain HTTP
+// client and the runtime's slots, the floor as first measured
+// (p50-pipe-us/call).
 //
 //	go test -run '^$' -bench BenchmarkGuardHopFloor -benchtime 20000x .
 func BenchmarkGuardHopFloor(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	channel, pipe := startHopRelay(b, hopRelayChannel), startHopRelay(b, hopRelayPipe)
+	relays := []*hopRelay{startHopRelay(b, hopRelayChannel), startHopRelay(b, hopRelayEcho), startHopRelay(b, hopRelayPipe)}
 	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"` + methodGuardPrepare + `","params":{"toolName":"read_file","arguments":{"file_path":"small.txt"}}}` + "\n")
-	channel.hop(b, line) // the first dial
-	pipe.hop(b, line)
-	took := make([]time.Duration, 0, b.N)
-	tookPipe := make([]time.Duration, 0, b.N)
+	took := make([][]time.Duration, len(relays))
+	for i, r := range relays {
+		r.hop(b, line) // the first dial
+		took[i] = make([]time.Duration, 0, b.N)
+	}
 	b.ResetTimer()
 	for i := range b.N {
-		// Alternate which goes first, so that neither always follows the other.
-		if i%2 == 0 {
-			took = append(took, channel.hop(b, line))
-			tookPipe = append(tookPipe, pipe.hop(b, line))
-		} else {
-			tookPipe = append(tookPipe, pipe.hop(b, line))
-			took = append(took, channel.hop(b, line))
+		// Each relay goes first in turn, so that none always follows another.
+		for j := range relays {
+			k := (i + j) % len(relays)
+			took[k] = append(took[k], relays[k].hop(b, line))
 		}
 	}
 	b.StopTimer()
@@ -358,9 +367,10 @@ func BenchmarkGuardHopFloor(b *testing.B) {
 		slices.Sort(d)
 		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Nanoseconds()) / 1e3
 	}
-	b.ReportMetric(pct(took, 0.5), "p50-us/call")
-	b.ReportMetric(pct(took, 0.99), "p99-us/call")
-	b.ReportMetric(pct(tookPipe, 0.5), "p50-pipe-us/call")
+	b.ReportMetric(pct(took[0], 0.5), "p50-us/call")
+	b.ReportMetric(pct(took[0], 0.99), "p99-us/call")
+	b.ReportMetric(pct(took[1], 0.5), "p50-channel-us/call")
+	b.ReportMetric(pct(took[2], 0.5), "p50-pipe-us/call")
 }
 
 // guardFloorRatioBound is the bound the cost goal sets on the guard's added
