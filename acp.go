@@ -580,7 +580,10 @@ func (a *agent) handleNotify(method string, params json.RawMessage) {
 		return
 	}
 	if method == methodEnvHide {
-		a.hideLearned(params)
+		// serve's word alone: an editor's is an unknown notification.
+		if a.managed {
+			a.hideLearned(params)
+		}
 		return
 	}
 	if method != methodSessionCancel {

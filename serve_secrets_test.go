@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,5 +53,18 @@ func TestServeHidesLateSecretFromOlderChildren(t *testing.T) {
 	}
 	if env := shellEnv(first, "after.env"); strings.Contains(env, secret) || strings.Contains(env, "LATE_SECRET=") {
 		t.Errorf("a tool of the first child's session still gets the variable serve learned is a secret\n%s", sp.stderr.String())
+	}
+}
+
+// Only serve hides a variable from a child's tools: a standalone agent
+// ignores the notification from its editor, as any unknown one, and a
+// managed child takes the name out.
+func TestEnvHideOnlyFromServe(t *testing.T) {
+	for _, managed := range []bool{false, true} {
+		a := &agent{managed: managed, env: newProcEnv([]string{"PATH=/usr/bin:/bin", "HIDE_ME=v"}), log: slog.New(slog.DiscardHandler)}
+		a.handleNotify(methodEnvHide, json.RawMessage(`{"names":["HIDE_ME"]}`))
+		if hidden := a.env.hiddenName("HIDE_ME"); hidden != managed {
+			t.Errorf("managed %v: HIDE_ME hidden %v, want %v", managed, hidden, managed)
+		}
 	}
 }
