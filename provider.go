@@ -435,10 +435,14 @@ func (p *providerServer) prepare(ctx context.Context, w http.ResponseWriter, bod
 	if rec.Decision == providerDecisionName(true) {
 		rec.Outcome = outcomeAllowed
 	}
-	var canonical []byte
-	canonical, rec.ArgumentsSHA256 = canonicalArguments(args)
-	if p.withArgs {
-		rec.Arguments = canonical
+	if p.audit != nil || p.log.Enabled(ctx, decisionLevel(&rec)) {
+		// The digest and the canonical arguments are the audit line's and
+		// the log's: not computed for neither.
+		var canonical []byte
+		canonical, rec.ArgumentsSHA256 = canonicalArguments(args)
+		if p.withArgs {
+			rec.Arguments = canonical
+		}
 	}
 	if err := p.record(&rec); err != nil {
 		p.metrics.auditFailures.Add(1)
@@ -455,9 +459,9 @@ func (p *providerServer) prepare(ctx context.Context, w http.ResponseWriter, bod
 // shadow mode, where every call is an allow the policy may not have given.
 // Raw arguments appear only with --audit-arguments.
 func (p *providerServer) logDecision(rec *providerAuditRecord) {
-	level, msg := slog.LevelDebug, "decision"
+	level, msg := decisionLevel(rec), "decision"
 	if rec.Shadow {
-		level, msg = slog.LevelWarn, "shadow decision: answered allow"
+		msg = "shadow decision: answered allow"
 	}
 	if !p.log.Enabled(context.Background(), level) {
 		return
@@ -478,6 +482,14 @@ func (p *providerServer) logDecision(rec *providerAuditRecord) {
 		attrs = append(attrs, slog.String("arguments", string(rec.Arguments)))
 	}
 	p.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// decisionLevel is the level logDecision logs rec at.
+func decisionLevel(rec *providerAuditRecord) slog.Level {
+	if rec.Shadow {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
 }
 
 func providerDecisionName(allowed bool) string {
