@@ -316,3 +316,33 @@ func FuzzRedactor(f *testing.F) {
 		}
 	})
 }
+
+// Whether a model's event stream ends with data: [DONE] does not depend on
+// where its reads were cut, and is what reading the stream whole says: its
+// last event, starting a line, is that data line.
+func FuzzSSEDone(f *testing.F) {
+	f.Add("data: {}\n\ndata: [DONE]\n\n", uint8(5), uint8(20))
+	f.Add("data:[DONE]\r\n\r\n", uint8(3), uint8(9))
+	f.Add("xdata: [DONE]\n\n", uint8(0), uint8(1))
+	f.Fuzz(func(t *testing.T, stream string, a, b uint8) {
+		// Up to three reads, cut where a and b say.
+		i := min(int(a), len(stream))
+		j := min(i+int(b), len(stream))
+		d := sseDone{on: true}
+		var got bool
+		for _, read := range []string{stream[:i], stream[i:j], stream[j:]} {
+			if read != "" {
+				got = d.push([]byte(read))
+			}
+		}
+		want := false
+		for _, ev := range sseDoneEvents {
+			if before, ok := strings.CutSuffix(stream, string(ev)); ok && (before == "" || strings.HasSuffix(before, "\n") || strings.HasSuffix(before, "\r")) {
+				want = true
+			}
+		}
+		if stream != "" && got != want {
+			t.Fatalf("%q cut at %d and %d: done %v, want %v", stream, i, j, got, want)
+		}
+	})
+}
