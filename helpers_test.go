@@ -3792,3 +3792,30 @@ func runningPrompt(d *daemon, ch *acpChannel, id, ws, promptID string) (stop con
 	d.sessions[id] = s
 	return cancel
 }
+
+// recordingParent is a managed child's parent in a test (startACP): it
+// records each request as "method params", allows every prepare, and
+// answers every other request with other.
+type recordingParent struct {
+	mu      sync.Mutex
+	traffic []string
+}
+
+func (r *recordingParent) handler(other func(method string, params json.RawMessage) (any, *rpcError)) func(string, json.RawMessage) (any, *rpcError) {
+	return func(method string, params json.RawMessage) (any, *rpcError) {
+		r.mu.Lock()
+		r.traffic = append(r.traffic, method+" "+string(params))
+		r.mu.Unlock()
+		if method == methodGuardPrepare {
+			return map[string]any{"allowed": true}, nil
+		}
+		return other(method, params)
+	}
+}
+
+// requests returns what the parent has received so far.
+func (r *recordingParent) requests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.traffic)
+}

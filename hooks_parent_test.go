@@ -34,15 +34,10 @@ func TestManagedChildHTTPHookThroughParent(t *testing.T) {
 		"allow": func() (any, *rpcError) { return hookHTTPResult{}, nil },
 	}
 	var mu sync.Mutex
-	var traffic []string
 	var hookParams []hookHTTPParams
-	parent := func(method string, params json.RawMessage) (any, *rpcError) {
-		mu.Lock()
-		traffic = append(traffic, method+" "+string(params))
-		mu.Unlock()
+	var rp recordingParent
+	parent := rp.handler(func(method string, params json.RawMessage) (any, *rpcError) {
 		switch method {
-		case methodGuardPrepare:
-			return map[string]any{"allowed": true}, nil
 		case methodHookHTTP:
 			p, err := decodeHookHTTPParams(params)
 			if err != nil {
@@ -61,7 +56,7 @@ func TestManagedChildHTTPHookThroughParent(t *testing.T) {
 			return answers[in.ToolInput.Content]()
 		}
 		return nil, &rpcError{Code: rpcMethodNotFound, Message: method}
-	}
+	})
 	c := startACP(t, parent, []string{"--settings", writeSettings(t, string(settings))}, append(slices.Clone(managedEnv), "HOOK_CHILD_SECRET="+secret)...)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	for _, tc := range []struct {
@@ -90,14 +85,14 @@ func TestManagedChildHTTPHookThroughParent(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(hookParams) != len(answers) {
-		t.Fatalf("%d %s requests, want %d: %q", len(hookParams), methodHookHTTP, len(answers), traffic)
+		t.Fatalf("%d %s requests, want %d: %q", len(hookParams), methodHookHTTP, len(answers), rp.requests())
 	}
 	for _, p := range hookParams {
 		if p.Event != hookEventPreToolUse || p.Matcher != 0 || p.Hook != 0 || p.URL != rec.url() || p.Headers["X-Key"] != "$HOOK_CHILD_SECRET" || p.PromptID == "" {
 			t.Errorf("hook request = %+v", p)
 		}
 	}
-	for _, m := range traffic {
+	for _, m := range rp.requests() {
 		if strings.Contains(m, secret) {
 			t.Errorf("the channel carried the hook's variable: %s", m)
 		}

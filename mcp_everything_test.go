@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -183,22 +182,16 @@ func TestManagedChildRemoteMCPThroughParent(t *testing.T) {
 	f := newFakeRemoteMCP(t)
 	settings, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"remote": map[string]any{
 		"httpUrl": f.srv.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer $RMCP_CHILD_SECRET"}}}})
-	var mu sync.Mutex
-	var traffic []string
-	parent := func(method string, params json.RawMessage) (any, *rpcError) {
-		mu.Lock()
-		traffic = append(traffic, method+" "+string(params))
-		mu.Unlock()
+	var rp recordingParent
+	parent := rp.handler(func(method string, params json.RawMessage) (any, *rpcError) {
 		switch method {
-		case methodGuardPrepare:
-			return map[string]any{"allowed": true}, nil
 		case methodMCPList:
 			return map[string]any{"tools": []any{map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}}}, nil
 		case methodMCPCall:
 			return map[string]any{"status": statusCompleted, "output": "echo via serve"}, nil
 		}
 		return nil, &rpcError{Code: rpcMethodNotFound, Message: method}
-	}
+	})
 	c := startACP(t, parent, []string{"--settings", writeSettings(t, string(settings))}, append(slices.Clone(managedEnv), "RMCP_CHILD_SECRET="+secret)...)
 	c.mustCall(methodInitialize, initializeParams(""), nil)
 	sid := newMCPSession(t, c, t.TempDir())
@@ -213,8 +206,7 @@ func TestManagedChildRemoteMCPThroughParent(t *testing.T) {
 	if n := f.calls(mcpMethodInitialize); n != 0 {
 		t.Errorf("the child contacted the remote server itself (%d initialize)", n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	traffic := rp.requests()
 	var list, call int
 	for _, m := range traffic {
 		if strings.Contains(m, secret) {
