@@ -158,11 +158,9 @@ func (d *daemon) prepare(ctx context.Context, ch *acpChannel, params json.RawMes
 	return Decision{Allowed: true}
 }
 
-// decisionAllowedJSON is the answer to an allowed prepare, the same bytes
-// every time (appendDecision's for an allow); decisionAllowedAnswer is it
-// boxed once: nothing writes into a handler's result.
-const decisionAllowedJSON = `{"allowed":true}`
-
+// decisionAllowedAnswer is the answer to an allowed prepare
+// (decisionAllowedJSON, appendDecision's bytes for an allow), boxed once:
+// nothing writes into a handler's result.
 var decisionAllowedAnswer any = rpcCompact(decisionAllowedJSON)
 
 // decisionAnswerFrame is the bytes of a denial's answer besides its

@@ -57,7 +57,10 @@ const (
 	metaSessionDeleted = "acpguard/session-deleted"
 	// the child's decision request to serve (DESIGN.md §4, §8)
 	methodGuardPrepare = "_qwen/control/external_tool_guard/prepare"
-	invocationVersion  = 1
+	// decisionAllowedJSON is serve's answer to every allowed prepare, the
+	// same bytes each time, which the child reads without a decode.
+	decisionAllowedJSON = `{"allowed":true}`
+	invocationVersion   = 1
 )
 
 // A running shell command's live output (DESIGN.md §7): the agent sends it
