@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -188,6 +189,9 @@ type daemon struct {
 	// (serve_mcp.go, serve_hooks.go).
 	mcpStart    []mcpServerConfig
 	mcpSettings *settingsCache
+	// untold is set when mcpSettings' loader hid variables the children
+	// may not have been told of yet (workspaceSettings, serve_secrets.go).
+	untold atomic.Bool
 	// hookStart are serve's own settings, whose http hooks serve POSTs for
 	// its children when it has no settings sources (serve_hooks.go).
 	hookStart *settings

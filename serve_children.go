@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -43,6 +44,8 @@ type acpChannel struct {
 	// hidden when its environment was made, then those hideLearned sent
 	// (serve_secrets.go). d.mu guards it.
 	told []string
+	// telling serializes tellHidden on this channel, sends included.
+	telling sync.Mutex
 }
 
 func (ch *acpChannel) ended() bool {

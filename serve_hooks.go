@@ -22,7 +22,7 @@ import (
 func (d *daemon) hookOf(ws string, p hookHTTPParams) (hookCommand, error) {
 	st := d.hookStart
 	if d.mcpSettings != nil {
-		ss, _, err := d.mcpSettings.get(ws)
+		ss, err := d.workspaceSettings(ws)
 		if err != nil {
 			return hookCommand{}, err
 		}

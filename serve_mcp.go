@@ -60,8 +60,9 @@ func (d *daemon) setMCP(opts serveOptions) {
 			}
 			// What a workspace read after the children started names is
 			// hidden at once; the children are told by the reader, out of
-			// the cache's lock (hideLearned, serve_secrets.go).
+			// the cache's lock (workspaceSettings, serve_secrets.go).
 			envOf(d.sys).hideSecrets(append(mcpHeaderSecrets(servers), l.Settings.hookSecretNames()...)...)
+			d.untold.Store(true)
 			return &sessionSettings{Load: l, Settings: l.Settings, MCP: servers,
 				MCPCallTimeout: time.Duration(l.Settings.MCP.CallTimeoutMs) * time.Millisecond}, nil
 		})
@@ -80,7 +81,7 @@ func (d *daemon) setMCP(opts serveOptions) {
 func (d *daemon) mcpServerOf(ws, name string) (mcpServerConfig, time.Duration, error) {
 	configs, timeout := d.mcpStart, time.Duration(0)
 	if d.mcpSettings != nil {
-		ss, _, err := d.mcpSettings.get(ws)
+		ss, err := d.workspaceSettings(ws)
 		if err != nil {
 			return mcpServerConfig{}, 0, err
 		}

@@ -10,6 +10,17 @@ package main
 
 import "slices"
 
+// workspaceSettings is ws's settings as serve reads them for its remote MCP
+// servers and http hooks. When reading them hid variables, every child
+// that started before is told, whatever the caller then does with them.
+func (d *daemon) workspaceSettings(ws string) (*sessionSettings, error) {
+	ss, _, err := d.mcpSettings.get(ws)
+	if d.untold.Swap(false) {
+		d.hideLearned()
+	}
+	return ss, err
+}
+
 // hideLearned hides names in serve's environment and tells the children
 // that started before every hidden name they were not told: those too that
 // the settings cache hid when it read a workspace's settings. The readers
@@ -27,8 +38,11 @@ func (d *daemon) hideLearned(names ...string) {
 // tellHidden sends ch the hidden names it has not been told. Each session
 // placed on ch is told first (newSession), so no session's tool starts
 // on a child that still holds a variable serve hid, even one hidden while
-// the child started.
+// the child started. A tell in progress on ch finishes before another
+// returns: no caller goes on before the names it found untold were sent.
 func (d *daemon) tellHidden(ch *acpChannel) {
+	ch.telling.Lock()
+	defer ch.telling.Unlock()
 	hidden := envOf(d.sys).hiddenNames()
 	d.mu.Lock()
 	var names []string

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -66,5 +68,45 @@ func TestEnvHideOnlyFromServe(t *testing.T) {
 		if hidden := a.env.hiddenName("HIDE_ME"); hidden != managed {
 			t.Errorf("managed %v: HIDE_ME hidden %v, want %v", managed, hidden, managed)
 		}
+	}
+}
+
+// A workspace's settings that come to name a secret tell every child that
+// started before as soon as serve reads them, whatever the reader then does
+// with them: here a child's hook call that serve refuses (no such hook)
+// still tells the other child.
+func TestServeSettingsReadTellsChildren(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	hook := `{"type":"http","url":"http://127.0.0.1:1/hook","allowedEnvVars":["LATE_HOOK_SECRET"]}`
+	if err := os.MkdirAll(filepath.Join(ws, ".qwen"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(ws, ".qwen", "settings.json"), `{"hooks":{"PreToolUse":[{"hooks":[`+hook+`]}]}}`)
+	d := &daemon{sys: &system{env: newProcEnv([]string{"PATH=/usr/bin:/bin", "LATE_HOOK_SECRET=v"})}, obs: newServeObserver(slog.New(slog.DiscardHandler))}
+	var opts serveOptions
+	opts.SessionSettings.Sources = settingsSources{Home: home, System: filepath.Join(home, "none.json"), SystemDefaults: filepath.Join(home, "none-defaults.json"),
+		Lookup: func(string) (string, bool) { return "", false }}
+	opts.SessionSettings.Options = settingsLoadOptions{TrustWorkspace: true}
+	d.setMCP(opts)
+	// An older child, on a connection whose lines the test reads.
+	var toChild syncBuffer
+	older := &acpChannel{d: d, done: make(chan struct{})}
+	older.conn = newRPCConn(strings.NewReader(""), &toChild, rpcConfig{})
+	asking := &acpChannel{d: d, done: make(chan struct{})}
+	asking.conn = newRPCConn(strings.NewReader(""), io.Discard, rpcConfig{})
+	d.pool = []*acpChannel{older, asking}
+	d.expectMCP(asking, "s1", ws)
+	defer runningPrompt(d, asking, "s1", ws, "p1")()
+
+	raw, _ := json.Marshal(hookHTTPParams{SessionID: "s1", PromptID: "p1", Event: hookEventPreToolUse, Hook: 7, URL: "http://127.0.0.1:1/hook",
+		Input: json.RawMessage(`{"session_id":"s1","hook_event_name":"PreToolUse"}`)})
+	if _, err := d.hookHTTP(context.Background(), asking, raw); err == nil {
+		t.Fatal("serve POSTed a hook its settings do not hold")
+	}
+	if !envOf(d.sys).hiddenName("LATE_HOOK_SECRET") {
+		t.Fatal("serve read the settings but did not hide their variable: the test proves nothing")
+	}
+	if got := toChild.String(); !strings.Contains(got, methodEnvHide) || !strings.Contains(got, "LATE_HOOK_SECRET") {
+		t.Errorf("the older child was told %q, want %s naming LATE_HOOK_SECRET", got, methodEnvHide)
 	}
 }
