@@ -195,6 +195,11 @@ type rpcOut struct {
 // value encoded. Empty, it is a json.RawMessage.
 type rpcCompact []byte
 
+// rpcAppendParams appends a call's params to the line being built, compact
+// and valid as rpcCompact is, or fails: params as large as a model call's
+// request are then made once, in the line, instead of built and copied.
+type rpcAppendParams func(line []byte) ([]byte, error)
+
 // rpcLineFrame bounds what a line holds besides its params, result and
 // error, so that most lines are built without growing their buffer.
 const rpcLineFrame = 64
@@ -790,8 +795,10 @@ func (c *rpcConn) sendError(id json.RawMessage, code int, msg string) error {
 var rpcLines = sync.Pool{New: func() any { return new([]byte) }}
 
 // rpcPooledLine bounds the buffers rpcLines keeps: one grown past it is
-// left to the collector, so the pool stays small whatever was sent.
-const rpcPooledLine = 16 << 10
+// left to the collector, so the pool stays small whatever was sent. It
+// holds a model call's line, which repeats the session's history on every
+// call, for a session of some hundred exchanges.
+const rpcPooledLine = 256 << 10
 
 // send writes one message as one line.
 func (c *rpcConn) send(m rpcOut) error {
@@ -865,6 +872,8 @@ func appendRPCOut(b []byte, m rpcOut) ([]byte, error) {
 // any other value encoded.
 func appendRPCParams(b []byte, params any) ([]byte, error) {
 	switch p := params.(type) {
+	case rpcAppendParams:
+		return p(b)
 	case rpcCompact:
 		if len(p) > 0 {
 			return append(b, p...), nil

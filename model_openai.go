@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -412,29 +413,30 @@ func readOpenAIReply(ctx context.Context, mediaType string, r io.Reader, t *open
 // of openAIRequest (the test holds it there); the messages, which grow with
 // the session and are sent again on every call, are appended by hand.
 func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]byte, error) {
-	var toolsJSON []byte
-	if len(tools) > 0 {
-		toolsJSON = append(toolsJSON, '[')
-		for i, s := range tools {
-			b, err := openAIToolJSON(s)
-			if err != nil {
-				return nil, fmt.Errorf("build chat completions request: %w", err)
-			}
-			if i > 0 {
-				toolsJSON = append(toolsJSON, ',')
-			}
-			toolsJSON = append(toolsJSON, b...)
+	return appendOpenAIRequest(nil, model, history, tools)
+}
+
+// appendOpenAIRequest appends openAIRequestBody's request to b, growing it
+// once for the whole request.
+func appendOpenAIRequest(b []byte, model string, history []message, tools []*toolSpec) ([]byte, error) {
+	var encoded [16][]byte
+	toolsJSON := encoded[:0]
+	size := len(model) + len(openAIRequestTail) + 64
+	for _, s := range tools {
+		e, err := openAIToolJSON(s)
+		if err != nil {
+			return nil, fmt.Errorf("build chat completions request: %w", err)
 		}
-		toolsJSON = append(toolsJSON, ']')
+		toolsJSON = append(toolsJSON, e)
+		size += len(e) + 1
 	}
-	size := len(toolsJSON) + len(model) + len(openAIRequestTail) + 64
 	for _, h := range history {
 		size += len(h.Text) + len(h.Result.Output) + 64
 		for _, c := range h.Calls {
 			size += len(c.Args) + len(c.ID) + len(c.Name) + 64
 		}
 	}
-	b := make([]byte, 0, size)
+	b = slices.Grow(b, size)
 	b = appendJSONString(append(b, `{"model":`...), model, true)
 	b = append(b, `,"messages":[`...)
 	for i, h := range history {
@@ -447,8 +449,15 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 		}
 	}
 	b = append(b, ']')
-	if toolsJSON != nil {
-		b = append(append(b, `,"tools":`...), toolsJSON...)
+	if len(toolsJSON) > 0 {
+		b = append(b, `,"tools":[`...)
+		for i, e := range toolsJSON {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, e...)
+		}
+		b = append(b, ']')
 	}
 	return append(b, openAIRequestTail...), nil
 }

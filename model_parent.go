@@ -48,10 +48,6 @@ func newParentModel(conn *rpcConn) *parentModel {
 
 func (m *parentModel) next(ctx context.Context, history []message, tools []*toolSpec, text func(string)) (modelTurn, error) {
 	id, _ := ctx.Value(promptIdentityKey{}).(promptIdentity)
-	body, err := openAIRequestBody("", history, tools)
-	if err != nil {
-		return modelTurn{}, err
-	}
 	streamID := randomHex(randomIDBytes)
 	pr, pw := io.Pipe()
 	st := &modelStream{mediaType: make(chan string, 1), pr: pr, pw: pw}
@@ -68,7 +64,11 @@ func (m *parentModel) next(ctx context.Context, history []message, tools []*tool
 	defer stopCall()
 	called := make(chan error, 1)
 	go func() {
-		result, err := m.conn.call(callCtx, methodModelComplete, rpcCompact(appendModelCompleteParams(id, streamID, body)))
+		// The request is made in the call's line: the line, reused, is
+		// all the memory a call's request takes in the child.
+		result, err := m.conn.call(callCtx, methodModelComplete, rpcAppendParams(func(line []byte) ([]byte, error) {
+			return appendModelCompleteParams(line, id, streamID, history, tools)
+		}))
 		// The answer is read after every chunk before it was delivered; it
 		// holds the reply's last bytes.
 		if err == nil {
@@ -145,14 +145,10 @@ func (m *parentModel) lastBytes(st *modelStream, result json.RawMessage) error {
 	return nil
 }
 
-// modelCallFrame is the room modelCompleteParams' member names take.
-const modelCallFrame = 64
-
-// appendModelCompleteParams is modelCompleteParams as json.Marshal writes
-// it, built around body, which json.Marshal made compact and valid: the
-// request, the bulk of the line, is copied once, never scanned again.
-func appendModelCompleteParams(id promptIdentity, streamID string, body []byte) []byte {
-	dst := make([]byte, 0, modelCallFrame+len(id.sessionID)+len(id.promptID)+len(streamID)+len(body))
+// appendModelCompleteParams appends modelCompleteParams as json.Marshal
+// writes it, its request the one openAIRequestBody makes of history and
+// tools, with no model named: serve names it.
+func appendModelCompleteParams(dst []byte, id promptIdentity, streamID string, history []message, tools []*toolSpec) ([]byte, error) {
 	dst = append(dst, `{"sessionId":`...)
 	dst = appendJSONString(dst, id.sessionID, true)
 	dst = append(dst, `,"promptId":`...)
@@ -160,8 +156,11 @@ func appendModelCompleteParams(id promptIdentity, streamID string, body []byte) 
 	dst = append(dst, `,"streamId":`...)
 	dst = appendJSONString(dst, streamID, true)
 	dst = append(dst, `,"request":`...)
-	dst = append(dst, body...)
-	return append(dst, '}')
+	dst, err := appendOpenAIRequest(dst, "", history, tools)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, '}'), nil
 }
 
 // modelChunkMembers are the members of a chunk, as modelChunk names them.

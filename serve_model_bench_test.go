@@ -112,20 +112,20 @@ func BenchmarkServeModelCheck(b *testing.B) {
 	}
 }
 
-// BenchmarkServeModelEncode is the child's encoding of one model call: the
-// request body, then the params that carry it.
+// BenchmarkServeModelEncode is the child's encoding of one model call's
+// params, request included, into a line it reuses.
 func BenchmarkServeModelEncode(b *testing.B) {
 	tools := offeredTools(&toolEnv{})
 	for _, n := range benchModelSizes {
 		b.Run("exchanges="+strconv.Itoa(n), func(b *testing.B) {
 			history := benchModelExchanges(n)
+			var line []byte // the child's pooled line
 			b.ReportAllocs()
 			for range b.N {
-				body, err := openAIRequestBody("", history, tools)
-				if err != nil {
+				var err error
+				if line, err = appendModelCompleteParams(line[:0], promptIdentity{"s1", "p1"}, "x", history, tools); err != nil {
 					b.Fatal(err)
 				}
-				appendModelCompleteParams(promptIdentity{"s1", "p1"}, "x", body)
 			}
 		})
 	}

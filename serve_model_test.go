@@ -311,7 +311,9 @@ func TestModelCallParamsStrict(t *testing.T) {
 
 // The child's model call params are what json.Marshal writes for them.
 func TestAppendModelCompleteParams(t *testing.T) {
-	body, err := openAIRequestBody("", []message{{Role: roleUser, Text: "a<b>&\u2028\xff"}}, nil)
+	history := []message{{Role: roleUser, Text: "a<b>&\u2028\xff"}}
+	tools := offeredTools(&toolEnv{})
+	body, err := openAIRequestBody("", history, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,9 +322,16 @@ func TestAppendModelCompleteParams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendModelCompleteParams(id, "x", body); string(got) != string(want) {
-			t.Errorf("params of %q = %s, want %s", id, got, want)
+		// Appended after a line's start, as the call's line holds them.
+		const start = `{"jsonrpc":"2.0","params":`
+		got, err := appendModelCompleteParams([]byte(start), id, "x", history, tools)
+		if err != nil || string(got) != start+string(want) {
+			t.Errorf("params of %q = %s, %v; want %s", id, got, err, want)
 		}
+	}
+	// A history the request cannot carry fails the params, not the line.
+	if _, err := appendModelCompleteParams(nil, promptIdentity{"s1", "p1"}, "x", []message{{Role: "narrator"}}, nil); err == nil || err.Error() != `build chat completions request: history message 0 has role "narrator"` {
+		t.Errorf("params of a narrator's message: %v", err)
 	}
 }
 
