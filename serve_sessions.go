@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -529,12 +530,9 @@ func (s *hostSession) run() {
 }
 
 func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
-	// The caller's _meta is never forwarded: the daemon rebinds the
-	// identity it generated.
-	params := map[string]any{
-		"sessionId": s.id,
-		"prompt":    job.blocks,
-		"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: s.id, PromptID: job.id}},
+	params, err := appendPromptParams(nil, s.id, job)
+	if err != nil {
+		return "", fmt.Errorf("prompt: %w", err)
 	}
 	// A cancel that came before the prompt is written ends the turn
 	// without it; one that comes while it is written is sent right after
@@ -546,7 +544,7 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 	if early {
 		return stopCancelled, nil
 	}
-	raw, err := s.ch.conn.callSent(s.d.runCtx, "session/prompt", params, func() { s.promptSent(job) }, func() { s.promptAnswered(job) })
+	raw, err := s.ch.conn.callSent(s.d.runCtx, "session/prompt", rpcCompact(params), func() { s.promptSent(job) }, func() { s.promptAnswered(job) })
 	if err != nil {
 		var rerr *rpcError
 		if errors.As(err, &rerr) {
@@ -563,6 +561,37 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 		return "", fmt.Errorf("prompt: the ACP child answered with an invalid result %q", truncateForError(raw))
 	}
 	return res.StopReason, nil
+}
+
+// appendPromptParams appends the params of job's session/prompt to sessionID
+// as the wire's encoder writes the object of "_meta", "prompt" and
+// "sessionId" (members in key order, no HTML escaping). The caller's _meta
+// is never forwarded: the daemon rebinds the identity it generated.
+func appendPromptParams(b []byte, sessionID string, job *promptJob) ([]byte, error) {
+	b = append(b, `{"_meta":{"`+metaInvocation+`":{"version":`...)
+	b = strconv.AppendInt(b, invocationVersion, 10)
+	b = appendJSONString(append(b, `,"sessionId":`...), sessionID, false)
+	b = appendJSONString(append(b, `,"promptId":`...), job.id, false)
+	b = append(b, `}},"prompt":`...)
+	if job.blocks == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, block := range job.blocks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if block == nil {
+				b = append(b, "null"...)
+			} else if b, err = appendCompactJSON(b, block); err != nil {
+				return nil, fmt.Errorf("prompt block %d: %w", i, err)
+			}
+		}
+		b = append(b, ']')
+	}
+	b = appendJSONString(append(b, `,"sessionId":`...), sessionID, false)
+	return append(b, '}'), nil
 }
 
 // promptSent records that job's session/prompt is written and, if job was

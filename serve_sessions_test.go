@@ -556,3 +556,30 @@ func TestServeDeleteEndsSessionProcesses(t *testing.T) {
 		t.Errorf("the other session on the same child no longer works")
 	}
 }
+
+// A prompt's params are the bytes the wire's encoder writes for the map
+// serve sent before, blocks compacted as json.RawMessage is.
+func TestAppendPromptParams(t *testing.T) {
+	for _, job := range []*promptJob{
+		{id: "p1", blocks: []json.RawMessage{json.RawMessage(`{"type":"text","text":"hi"}`)}},
+		{id: `p"<&>` + "\u2028\xff", blocks: []json.RawMessage{json.RawMessage("{ \"type\" : \"text\",\n \"text\" : \"a<b>&\\u2028\u2029\" }"), json.RawMessage(`{"type":"image","data":"AAAA","mimeType":"image/png"}`)}},
+		{id: "p3", blocks: []json.RawMessage{}},
+		{id: "p4"},
+	} {
+		want, err := appendEncoded(nil, map[string]any{
+			"sessionId": "s\u2028<1>",
+			"prompt":    job.blocks,
+			"_meta":     map[string]any{metaInvocation: invocation{Version: invocationVersion, SessionID: "s\u2028<1>", PromptID: job.id}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendPromptParams(nil, "s\u2028<1>", job)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("params of %q = %s, %v; want %s", job.id, got, err, want)
+		}
+	}
+	if _, err := appendPromptParams(nil, "s1", &promptJob{id: "p1", blocks: []json.RawMessage{json.RawMessage(`{"type":`)}}); err == nil {
+		t.Error("a block that is not JSON made params")
+	}
+}
