@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unicode/utf8"
 )
 
@@ -119,7 +120,14 @@ type rpcConn struct {
 	nextID   int64
 	pending  map[int64]pendingCall         // outgoing calls awaiting a response
 	inflight map[string]context.CancelFunc // incoming requests, by idKey
-	handlers sync.WaitGroup
+	handlers sync.WaitGroup                // the requests being handled
+
+	// Handler goroutines are kept (handleMore): one whose request is
+	// answered waits on idle for the next while serve runs. serving is
+	// set by serve, and read with idle only on its read goroutine.
+	serving bool
+	idle    chan func()
+	idlers  sync.WaitGroup
 
 	// gone is closed when a write finds the peer's end closed (EPIPE): a
 	// peer that reads nothing more has ended the connection, as if its
@@ -218,6 +226,7 @@ func newRPCConn(r io.Reader, w io.Writer, cfg rpcConfig) *rpcConn {
 		pending:  make(map[int64]pendingCall),
 		inflight: make(map[string]context.CancelFunc),
 		gone:     make(chan struct{}),
+		idle:     make(chan func()),
 	}
 }
 
@@ -246,6 +255,7 @@ func (c *rpcConn) serve(ctx context.Context) error {
 		})
 	}
 
+	c.serving = true
 	err := c.readLoop(ctx)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		err = ctxErr
@@ -267,6 +277,7 @@ func (c *rpcConn) serve(ctx context.Context) error {
 	}
 	cancel()
 	c.handlers.Wait()
+	c.idlers.Wait() // ctx ended their wait
 	return err
 }
 
@@ -646,7 +657,9 @@ func (c *rpcConn) request(ctx context.Context, id json.RawMessage, method string
 		hctx = c.cfg.OnAdmit(hctx, method, params)
 	}
 
-	c.handlers.Go(func() {
+	c.handlers.Add(1)
+	c.handle(ctx, func() {
+		defer c.handlers.Done()
 		defer cancel()
 		result, rerr := c.runHandler(hctx, method, params)
 		// Forget the id before answering: the peer may reuse it as soon as
@@ -662,6 +675,50 @@ func (c *rpcConn) request(ctx context.Context, id json.RawMessage, method string
 		}
 	})
 	return nil
+}
+
+// rpcHandlerIdle is how long a handler goroutine whose request is answered
+// waits for the next before it ends. A new goroutine's stack is small, and
+// a handler's path (strict walks, the provider's and the model's HTTP
+// client) grows it more than once, copying it each time: about 10 µs of a
+// guarded call's CPU in serve (docs/performance.md). A goroutine kept
+// keeps the stack it grew.
+const rpcHandlerIdle = time.Second
+
+// handle runs fn, one request's handling, on a goroutine of its own: a
+// kept one waiting for work, or a new one, kept afterwards while serve
+// runs (handleMore). It runs on the read goroutine.
+func (c *rpcConn) handle(ctx context.Context, fn func()) {
+	if !c.serving {
+		go fn()
+		return
+	}
+	select {
+	case c.idle <- fn:
+	default:
+		c.idlers.Add(1)
+		go c.handleMore(ctx, fn)
+	}
+}
+
+// handleMore runs fn, then the requests handed to it on idle, until none
+// comes for rpcHandlerIdle or ctx, serve's, ends.
+func (c *rpcConn) handleMore(ctx context.Context, fn func()) {
+	defer c.idlers.Done()
+	wait := time.NewTimer(rpcHandlerIdle)
+	defer wait.Stop()
+	for {
+		fn()
+		fn = nil // a request's params are not kept while it waits
+		wait.Reset(rpcHandlerIdle)
+		select {
+		case fn = <-c.idle:
+		case <-wait.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // runHandler runs OnRequest and turns whatever it does into exactly one
