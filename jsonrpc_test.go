@@ -1681,3 +1681,34 @@ func BenchmarkRPCOut(b *testing.B) {
 		}
 	})
 }
+
+// A request answered leaves its goroutine waiting for the next, which it
+// runs on the stack it grew; serve still returns with none left behind
+// (TestRPCServeWaitsForHandlers). The next request may come before the
+// goroutine waits again, so of requests one after another some, not all,
+// run where the one before ran.
+func TestRPCHandlerGoroutineKept(t *testing.T) {
+	goroutine := func() string {
+		buf := make([]byte, 64)
+		first, _, _ := bytes.Cut(buf[:runtime.Stack(buf, false)], []byte(" ["))
+		return string(first) // "goroutine N"
+	}
+	const n = 10
+	ran := make(chan string, n)
+	p := startRawPeer(t, rpcConfig{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		ran <- goroutine()
+		return "ok", nil
+	}})
+	var on []string
+	for i := range n {
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"m"}`+"\n", i))
+		p.expectResult(strconv.Itoa(i), `"ok"`)
+		on = append(on, <-ran)
+	}
+	for i := 1; i < n; i++ {
+		if on[i] == on[i-1] {
+			return
+		}
+	}
+	t.Errorf("%d requests one after another ran on %q: want a goroutine kept for the next", n, on)
+}
