@@ -3243,6 +3243,40 @@ func threadCtxSwitches(pid int) int64 {
 	return n
 }
 
+// treeRunTime returns the time on a CPU, to the nanosecond, of every
+// thread of pid and of its live descendants, and that of pid's own
+// threads: the scheduler's count (/proc/PID/task/TID/schedstat), where the
+// CPU times of /proc/PID/stat are in clock ticks, too coarse for a turn.
+// A thread or a process that ends between two readings is missed, as in
+// treeCtxSwitches.
+func treeRunTime(t testing.TB, pid int) (total, own time.Duration) {
+	t.Helper()
+	own = threadsRunTime(pid)
+	total = own
+	for _, k := range descendants(t, pid) {
+		total += threadsRunTime(k)
+	}
+	return total, own
+}
+
+// threadsRunTime sums the first field of schedstat, the time on a CPU in
+// nanoseconds, over the live threads of pid.
+func threadsRunTime(pid int) time.Duration {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, _ := os.ReadDir(dir)
+	var n time.Duration
+	for _, task := range tasks {
+		data, err := os.ReadFile(filepath.Join(dir, task.Name(), "schedstat"))
+		if err != nil {
+			continue
+		}
+		ran, _, _ := strings.Cut(string(data), " ")
+		v, _ := strconv.ParseInt(ran, 10, 64)
+		n += time.Duration(v)
+	}
+	return n
+}
+
 // inProcessAgent is an agent built as runACP builds one, the sandbox off
 // and no settings files, for tests that open and end sessions in this
 // process; the test shuts it down.

@@ -372,6 +372,7 @@ func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn fu
 		t.Fatal(err)
 	}
 	sw0, ownSw0 := treeCtxSwitches(t, pid)
+	run0, ownRun0 := treeRunTime(t, pid)
 	for range cap(took) {
 		took = append(took, turn())
 	}
@@ -381,15 +382,17 @@ func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn fu
 		t.Fatal(err)
 	}
 	sw, ownSw := treeCtxSwitches(t, pid)
+	run, ownRun := treeRunTime(t, pid)
 	if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "x" {
 		t.Fatalf("%s: out.txt = %q %v, want the turn's write", shape, data, err)
 	}
 	slices.Sort(took)
 	at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1e3 }
 	perTurn := float64(len(took))
-	t.Logf("%s: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f cpu-us/turn=%.0f ctxsw/turn=%.1f own-cpu-us/turn=%.0f own-ctxsw/turn=%.1f",
+	t.Logf("%s: bin=%s shape=%s turns=%d p50-ms=%.2f p90-ms=%.2f cpu-us/turn=%.0f ctxsw/turn=%.1f own-cpu-us/turn=%.0f own-ctxsw/turn=%.1f run-us/turn=%.0f own-run-us/turn=%.0f",
 		label, bin, shape, len(took), at(0.5), at(0.9), float64(cpu.Microseconds())/perTurn, float64(sw-sw0)/perTurn,
-		float64((own-own0).Microseconds())/perTurn, float64(ownSw-ownSw0)/perTurn)
+		float64((own-own0).Microseconds())/perTurn, float64(ownSw-ownSw0)/perTurn,
+		float64((run-run0).Microseconds())/perTurn, float64((ownRun-ownRun0).Microseconds())/perTurn)
 }
 
 // TestModelTurnReleaseBinaryStandalone times the same turns through a
