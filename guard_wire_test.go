@@ -24,8 +24,15 @@ func seedResponses(f *testing.F, route, id string) {
 func FuzzDecodePrepareResponse(f *testing.F) {
 	const id = "0123456789abcdef0123456789abcdef"
 	seedResponses(f, "prepare", id)
+	f.Add([]byte(`{"protocolVersion":1,"requestId":"`+id+`","allowed":true}`), id)
 	f.Fuzz(func(t *testing.T, body []byte, sentID string) {
 		d, werr := decodePrepareResponse(body, sentID)
+		// The shortcut takes only bytes the decode takes as the same allow.
+		if isPrepareAllow(body, sentID) {
+			if full, werr := decodePrepareAnswer(body, sentID); werr != nil || full != (Decision{Allowed: true}) {
+				t.Fatalf("shortcut took %q for %q, the decode %+v %v", body, sentID, full, werr)
+			}
+		}
 		allowed, reason := d.Allowed, d.Reason
 		if werr != nil {
 			if allowed || reason != "" || werr.Category == "" {
@@ -131,4 +138,40 @@ func FuzzWireContentType(f *testing.F) {
 			t.Errorf("content type %q: accepted %v, want %v", ct, got, want)
 		}
 	})
+}
+
+// The provider's answer is json.Marshal's bytes, and the client's shortcut
+// takes exactly its plain allow.
+func TestAppendPrepareResponse(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef"
+	for _, r := range []prepareResponse{
+		{ProtocolVersion: 1, RequestID: id, Decision: Decision{Allowed: true}},
+		{ProtocolVersion: 1, RequestID: id, Decision: Decision{Reason: "no <rm> & \u2028 \xff \"quoted\""}},
+		{ProtocolVersion: 1, RequestID: `odd "id"`, Decision: Decision{}},
+	} {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendPrepareResponse(nil, r); string(got) != string(want) {
+			t.Errorf("answer %+v = %s, want %s", r, got, want)
+		}
+	}
+	allow := `{"protocolVersion":1,"requestId":"` + id + `","allowed":true}`
+	for _, tt := range []struct {
+		body, id string
+		want     bool
+	}{
+		{allow, id, true},
+		{allow, strings.ToUpper(id), false},
+		{allow, id[1:], false},
+		{allow + " ", id, false},
+		{strings.Replace(allow, "true", "false", 1), id, false},
+		{strings.Replace(allow, `:1,`, `:2,`, 1), id, false},
+		{`{"protocolVersion":1,"requestId":"","allowed":true}`, "", false},
+	} {
+		if got := isPrepareAllow([]byte(tt.body), tt.id); got != tt.want {
+			t.Errorf("isPrepareAllow(%s, %q) = %v, want %v", tt.body, tt.id, got, tt.want)
+		}
+	}
 }

@@ -451,7 +451,8 @@ func (p *providerServer) prepare(ctx context.Context, w http.ResponseWriter, bod
 	}
 	p.logDecision(&rec)
 	p.metrics.answers[providerPairIndex(answer.Allowed)].Add(1)
-	writeJSON(w, http.StatusOK, prepareResponse{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Decision: answer}, false)
+	resp := prepareResponse{ProtocolVersion: wireProtocolVersion, RequestID: rec.RequestID, Decision: answer}
+	writeReply(w, http.StatusOK, jsonContentType, appendPrepareResponse(make([]byte, 0, prepareResponseFrame+len(resp.RequestID)+len(resp.Reason)*2), resp))
 	return true
 }
 
@@ -518,6 +519,10 @@ func wireID(m map[string]json.RawMessage, key string) (string, error) {
 	}
 	return s, nil
 }
+
+// prepareResponseFrame bounds what a prepare's answer holds besides its
+// request id and reason.
+const prepareResponseFrame = 64
 
 // maxErrorMessage bounds the text of an error reply, which may quote what
 // the client sent: the provider's answers stay within the limits a
