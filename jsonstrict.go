@@ -22,6 +22,45 @@ import (
 // decodeObject decodes data, exactly one JSON object, into its members,
 // numbers kept as written (json.Number) so none is rounded.
 func decodeObject(data []byte) (map[string]any, error) {
+	if m, ok := decodeFlatStrings(data); ok {
+		return m, nil
+	}
+	return decodeObjectJSON(data)
+}
+
+// decodeFlatStrings is decodeObject of an object whose members all hold a
+// string without an escape, as a tool call's arguments mostly are, read by
+// one strict walk instead of encoding/json's decoder; ok is false for any
+// other bytes, which decodeObjectJSON decodes (FuzzDecodeObject holds the
+// two to one reading).
+func decodeFlatStrings(data []byte) (m map[string]any, ok bool) {
+	w := wireWalk{data: data, check: walkStrict}
+	m = make(map[string]any, flatStringsMembers)
+	err := w.object(func(key string) error {
+		if _, dup := m[key]; dup || w.i >= len(w.data) || w.data[w.i] != '"' {
+			return errNotFlat
+		}
+		s, err := w.str()
+		if err != nil || bytes.IndexByte(s, '\\') >= 0 {
+			return errNotFlat
+		}
+		m[key] = string(s)
+		return nil
+	})
+	w.space()
+	return m, err == nil && w.i == len(data)
+}
+
+// flatStringsMembers sizes decodeFlatStrings' map for a tool call's usual
+// arguments.
+const flatStringsMembers = 4
+
+// errNotFlat ends decodeFlatStrings' walk at a member it leaves to
+// encoding/json.
+var errNotFlat = errors.New("not a flat object of plain strings")
+
+// decodeObjectJSON is decodeObject by encoding/json's decoder.
+func decodeObjectJSON(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var m map[string]any

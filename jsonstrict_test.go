@@ -221,3 +221,25 @@ func FuzzDuplicateMember(f *testing.F) {
 		}
 	})
 }
+
+// decodeObject's walk for flat objects of plain strings reads exactly what
+// encoding/json's decoder reads, and leaves it everything else.
+func FuzzDecodeObject(f *testing.F) {
+	for _, s := range []string{
+		`{"file_path":"out.txt","content":"x"}`, ` { "a" : "b" } `, `{}`, `{"a":"b","a":"c"}`,
+		`{"a":"\u00e9"}`, `{"a\u0062":"c"}`, `{"a":1}`, `{"a":"b"} x`, `{"a":"` + "\xff" + `"}`, `null`,
+		`{"A":"b","a":"c"}`, `{"a":"b",}`, `{"a":"b"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		flat, ok := decodeFlatStrings(data)
+		if !ok {
+			return
+		}
+		want, err := decodeObjectJSON(data)
+		if err != nil || !reflect.DeepEqual(flat, want) {
+			t.Fatalf("walk read %q as %v; encoding/json %v, %v", data, flat, want, err)
+		}
+	})
+}
