@@ -3204,77 +3204,65 @@ func procOwnCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * clockTick, nil
 }
 
-// treeCtxSwitches returns the context switches, voluntary and not, of
-// every thread of pid and of its live descendants, and those of pid's own
-// threads, as treeCPU does for CPU time. /proc counts them per thread
-// (/proc/PID/task/TID/status) and keeps no total for a thread or a process
-// that has ended, so the switches of one that ends between two readings
-// are missed: a difference of two readings is a floor.
-func treeCtxSwitches(t testing.TB, pid int) (total, own int64) {
+// treeThreads sums read of one file of every live thread of pid and of
+// its live descendants (/proc/PID/task/TID/file), and of pid's own threads
+// alone. /proc keeps no total for a thread or a process that has ended, so
+// what one that ends between two readings did is missed: a difference of
+// two readings is a floor.
+func treeThreads(t testing.TB, pid int, file string, read func(data string) int64) (total, own int64) {
 	t.Helper()
-	own = threadCtxSwitches(pid)
+	own = threadsSum(pid, file, read)
 	total = own
 	for _, k := range descendants(t, pid) {
-		total += threadCtxSwitches(k)
+		total += threadsSum(k, file, read)
 	}
 	return total, own
 }
 
-// threadCtxSwitches sums voluntary_ctxt_switches and
-// nonvoluntary_ctxt_switches over the live threads of pid; a thread or a
-// process that ends meanwhile counts as zero.
-func threadCtxSwitches(pid int) int64 {
+// threadsSum sums read of one file of each live thread of pid; a thread or
+// a process that ends meanwhile counts as zero.
+func threadsSum(pid int, file string, read func(data string) int64) int64 {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tasks, _ := os.ReadDir(dir)
 	var n int64
 	for _, task := range tasks {
-		data, err := os.ReadFile(filepath.Join(dir, task.Name(), "status"))
-		if err != nil {
-			continue
+		if data, err := os.ReadFile(filepath.Join(dir, task.Name(), file)); err == nil {
+			n += read(string(data))
 		}
-		for line := range strings.Lines(string(data)) {
+	}
+	return n
+}
+
+// treeCtxSwitches returns the context switches, voluntary and not, of the
+// threads of pid and its descendants, and of pid's own, as treeThreads
+// sums them: treeCPU's figures for switches.
+func treeCtxSwitches(t testing.TB, pid int) (total, own int64) {
+	t.Helper()
+	return treeThreads(t, pid, "status", func(status string) int64 {
+		var n int64
+		for line := range strings.Lines(status) {
 			name, value, ok := strings.Cut(line, ":")
 			if ok && (name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches") {
 				v, _ := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 				n += v
 			}
 		}
-	}
-	return n
+		return n
+	})
 }
 
-// treeRunTime returns the time on a CPU, to the nanosecond, of every
-// thread of pid and of its live descendants, and that of pid's own
-// threads: the scheduler's count (/proc/PID/task/TID/schedstat), where the
-// CPU times of /proc/PID/stat are in clock ticks, too coarse for a turn.
-// A thread or a process that ends between two readings is missed, as in
-// treeCtxSwitches.
+// treeRunTime returns the time on a CPU, to the nanosecond, of the threads
+// of pid and its descendants, and of pid's own, as treeThreads sums them:
+// the scheduler's count (schedstat's first field), where the CPU times of
+// /proc/PID/stat are in clock ticks, too coarse for a turn.
 func treeRunTime(t testing.TB, pid int) (total, own time.Duration) {
 	t.Helper()
-	own = threadsRunTime(pid)
-	total = own
-	for _, k := range descendants(t, pid) {
-		total += threadsRunTime(k)
-	}
-	return total, own
-}
-
-// threadsRunTime sums the first field of schedstat, the time on a CPU in
-// nanoseconds, over the live threads of pid.
-func threadsRunTime(pid int) time.Duration {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, _ := os.ReadDir(dir)
-	var n time.Duration
-	for _, task := range tasks {
-		data, err := os.ReadFile(filepath.Join(dir, task.Name(), "schedstat"))
-		if err != nil {
-			continue
-		}
-		ran, _, _ := strings.Cut(string(data), " ")
+	ns, ownNs := treeThreads(t, pid, "schedstat", func(schedstat string) int64 {
+		ran, _, _ := strings.Cut(schedstat, " ")
 		v, _ := strconv.ParseInt(ran, 10, 64)
-		n += time.Duration(v)
-	}
-	return n
+		return v
+	})
+	return time.Duration(ns), time.Duration(ownNs)
 }
 
 // inProcessAgent is an agent built as runACP builds one, the sandbox off
