@@ -416,10 +416,14 @@ func openAIRequestBody(model string, history []message, tools []*toolSpec) ([]by
 	return appendOpenAIRequest(nil, model, history, tools)
 }
 
+// openAIToolsHeld is how many tools' encodings appendOpenAIRequest holds
+// without an allocation: the built-ins and a few MCP tools.
+const openAIToolsHeld = 16
+
 // appendOpenAIRequest appends openAIRequestBody's request to b, growing it
 // once for the whole request.
 func appendOpenAIRequest(b []byte, model string, history []message, tools []*toolSpec) ([]byte, error) {
-	var encoded [16][]byte
+	var encoded [openAIToolsHeld][]byte
 	toolsJSON := encoded[:0]
 	size := len(model) + len(openAIRequestTail) + 64
 	for _, s := range tools {
