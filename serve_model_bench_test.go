@@ -306,61 +306,159 @@ func modelTurnCount(t *testing.T) int {
 func TestModelTurnReleaseBinary(t *testing.T) {
 	skipUnlessLoad(t)
 	bin := releaseBinary(t)
+	forModelTurnShapes(t, func(t *testing.T, shape modelTurnShape, modelURL string, prov *testProvider) {
+		timeServeShape(t, bin, shape, modelURL, prov)
+	})
+}
+
+// forModelTurnShapes runs each of modelTurnShapes as a subtest, with the
+// local chat completions service and the test's provider the shapes use.
+func forModelTurnShapes(t *testing.T, run func(t *testing.T, shape modelTurnShape, modelURL string, prov *testProvider)) {
+	t.Helper()
 	model := httptest.NewServer(http.HandlerFunc(serveTwoCallTurn))
 	defer model.Close()
 	prov := newTestProvider(t)
-	const hostToken = "host-token-for-the-turn-harness"
 	for _, shape := range modelTurnShapes {
-		t.Run(shape.name, func(t *testing.T) {
-			ws := t.TempDir()
-			args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t)}
-			env := append(os.Environ(), envServerToken+"="+hostToken)
-			if shape.guard {
-				args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
-				env = append(env, envGuardToken+"="+prov.token)
-			}
-			if shape.model {
-				env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
-			}
-			td := startBuiltServe(t, bin, args, env)
-			td.token = hostToken
-			stderr, stop := td.stderr, td.stop
-			id := td.newSession(t, "")
-			stream := td.openEvents(t, id, "")
-			turn := func() time.Duration {
-				start := time.Now()
-				pid := td.prompt(t, id, shape.prompt)
-				evs := readSSE(t, stream, untilTurnEnd(pid))
-				took := time.Since(start)
-				if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
-					t.Fatalf("%s: turn ended with %s %s\n%s", shape.name, last.typ, last.data, stderr.String())
-				}
-				return took
-			}
-			timeModelTurns(t, "model-turn", bin, shape.name, ws, td.pid, turn)
-			stop()
-		})
+		t.Run(shape.name, func(t *testing.T) { run(t, shape, model.URL, prov) })
 	}
+}
+
+// TestModelTurnCompare times the turns of TestModelTurnReleaseBinary for
+// the builds envBenchBins names, in rounds, each round running every build
+// once and each build going first in turn, so that a change in the
+// machine's load meets all of them; it logs each build's medians over the
+// rounds and their difference from the first build's. Off by default:
+//
+//	ACPGUARD_LOAD=1 ACPGUARD_BENCH_BINS=/tmp/old,/tmp/new ACPGUARD_MODEL_TURNS=40 \
+//	  go test -run 'TestModelTurnCompare' -v -count=1 .
+func TestModelTurnCompare(t *testing.T) {
+	skipUnlessLoad(t)
+	bins := strings.Split(os.Getenv(envBenchBins), ",")
+	if len(bins) < 2 {
+		t.Skipf("%s names no two builds; set it to their paths, comma-separated", envBenchBins)
+	}
+	for _, bin := range bins {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s: %v", envBenchBins, err)
+		}
+	}
+	rounds := benchRounds(t)
+	forModelTurnShapes(t, func(t *testing.T, shape modelTurnShape, modelURL string, prov *testProvider) {
+		got := make([][]modelTurnFigures, len(bins))
+		for round := range rounds {
+			for j := range bins {
+				k := (round + j) % len(bins)
+				got[k] = append(got[k], timeServeShape(t, bins[k], shape, modelURL, prov))
+			}
+		}
+		var first modelTurnFigures
+		for k, bin := range bins {
+			m := medianFigures(got[k])
+			if k == 0 {
+				first = m
+			}
+			t.Logf("model-turn-compare: bin=%s shape=%s rounds=%d p50-ms=%.2f p90-ms=%.2f run-us/turn=%.0f own-run-us/turn=%.0f p50-over-first-ms=%+.2f run-over-first-us=%+.0f",
+				bin, shape.name, rounds, m.p50, m.p90, m.run, m.ownRun, m.p50-first.p50, m.run-first.run)
+		}
+	})
+}
+
+// envBenchBins names the builds TestModelTurnCompare times, comma-separated.
+const envBenchBins = "ACPGUARD_BENCH_BINS"
+
+// benchRounds is TestModelTurnCompare's rounds: ACPGUARD_BENCH_ROUNDS, or
+// six.
+func benchRounds(t *testing.T) int {
+	v := os.Getenv("ACPGUARD_BENCH_ROUNDS")
+	if v == "" {
+		return 6
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("ACPGUARD_BENCH_ROUNDS=%q: want a number of rounds, at least 1", v)
+	}
+	return n
+}
+
+// modelTurnFigures is what timeModelTurns measures of one session: the
+// turn's p50 and p90 in ms, and the run time per turn in µs of serve with
+// its children and of serve alone.
+type modelTurnFigures struct{ p50, p90, run, ownRun float64 }
+
+// medianFigures is each figure's median over runs.
+func medianFigures(runs []modelTurnFigures) modelTurnFigures {
+	of := func(f func(modelTurnFigures) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		return median(v)
+	}
+	return modelTurnFigures{
+		p50:    of(func(r modelTurnFigures) float64 { return r.p50 }),
+		p90:    of(func(r modelTurnFigures) float64 { return r.p90 }),
+		run:    of(func(r modelTurnFigures) float64 { return r.run }),
+		ownRun: of(func(r modelTurnFigures) float64 { return r.ownRun }),
+	}
+}
+
+// timeServeShape starts serve of bin for shape, with modelURL's service
+// and prov as the provider where the shape uses them, times its turns
+// (timeModelTurns) and stops it.
+func timeServeShape(t *testing.T, bin string, shape modelTurnShape, modelURL string, prov *testProvider) modelTurnFigures {
+	t.Helper()
+	const hostToken = "host-token-for-the-turn-harness"
+	ws := t.TempDir()
+	args := []string{"serve", "--port", "0", "--workspace", ws, "--settings", yoloSettings(t)}
+	env := append(os.Environ(), envServerToken+"="+hostToken)
+	if shape.guard {
+		args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
+		env = append(env, envGuardToken+"="+prov.token)
+	}
+	if shape.model {
+		env = append(env, envModelBaseURL+"="+modelURL+"/v1", envModelName+"=m")
+	}
+	td := startBuiltServe(t, bin, args, env)
+	td.token = hostToken
+	stderr, stop := td.stderr, td.stop
+	defer stop()
+	id := td.newSession(t, "")
+	stream := td.openEvents(t, id, "")
+	turn := func() time.Duration {
+		start := time.Now()
+		pid := td.prompt(t, id, shape.prompt)
+		evs := readSSE(t, stream, untilTurnEnd(pid))
+		took := time.Since(start)
+		if last := evs[len(evs)-1]; last.typ != eventTurnComplete {
+			t.Fatalf("%s: turn ended with %s %s\n%s", shape.name, last.typ, last.data, stderr.String())
+		}
+		return took
+	}
+	return timeModelTurns(t, "model-turn", bin, shape.name, ws, td.pid, turn)
+}
+
+// modelTurnShape is one kind of turn the harnesses time.
+type modelTurnShape struct {
+	name   string
+	model  bool // with the local chat completions service
+	guard  bool // guard required, with the test's provider
+	prompt string
 }
 
 // modelTurnShapes are the turns both harnesses time: a model call pair
 // with the guard off and required, and the scripted model's one call.
-var modelTurnShapes = []struct {
-	name   string
-	model  bool
-	guard  bool
-	prompt string
-}{
+var modelTurnShapes = []modelTurnShape{
 	{"openai-guard-off", true, false, "write out.txt"},
 	{"openai-guard-required", true, true, "write out.txt"},
 	{"scripted-guard-off", false, false, `call write_file {"file_path":"out.txt","content":"x"}`},
 }
 
 // timeModelTurns runs turn 5 times to warm up, then modelTurnCount times,
-// checks the turns wrote ws/out.txt, and logs the p50 and p90 under label,
-// with the CPU time and the context switches per turn of pid and its
-// descendants: figures a loaded machine moves less than it moves time.
-func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn func() time.Duration) {
+// checks the turns wrote ws/out.txt, and logs and returns the p50 and p90
+// under label, with the CPU time and the context switches per turn of pid
+// and its descendants: figures a loaded machine moves less than it moves
+// time.
+func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn func() time.Duration) modelTurnFigures {
 	t.Helper()
 	for range 5 {
 		turn()
@@ -393,6 +491,7 @@ func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn fu
 		label, bin, shape, len(took), at(0.5), at(0.9), float64(cpu.Microseconds())/perTurn, float64(sw-sw0)/perTurn,
 		float64((own-own0).Microseconds())/perTurn, float64(ownSw-ownSw0)/perTurn,
 		float64((run-run0).Microseconds())/perTurn, float64((ownRun-ownRun0).Microseconds())/perTurn)
+	return modelTurnFigures{p50: at(0.5), p90: at(0.9), run: float64((run - run0).Microseconds()) / perTurn, ownRun: float64((ownRun - ownRun0).Microseconds()) / perTurn}
 }
 
 // TestModelTurnReleaseBinaryStandalone times the same turns through a
@@ -402,35 +501,30 @@ func timeModelTurns(t *testing.T, label, bin, shape, ws string, pid int, turn fu
 func TestModelTurnReleaseBinaryStandalone(t *testing.T) {
 	skipUnlessLoad(t)
 	bin := releaseBinary(t)
-	model := httptest.NewServer(http.HandlerFunc(serveTwoCallTurn))
-	defer model.Close()
-	prov := newTestProvider(t)
-	for _, shape := range modelTurnShapes {
-		t.Run(shape.name, func(t *testing.T) {
-			ws := t.TempDir()
-			args := []string{"acp", "--settings", yoloSettings(t), "--no-user-settings"}
-			env := os.Environ()
-			if shape.guard {
-				args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
-				env = append(env, envGuardToken+"="+prov.token)
-			}
-			if shape.model {
-				env = append(env, envModelBaseURL+"="+model.URL+"/v1", envModelName+"=m")
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			cmd := exec.CommandContext(ctx, bin, args...)
-			cmd.Env = env
-			c := driveACP(t, cmd, cancel, nil, false)
-			c.mustCall(methodInitialize, initializeParams(""), nil)
-			sid := c.newYoloSession(ws)
-			turn := func() time.Duration {
-				start := time.Now()
-				c.prompt(sid, shape.prompt, "")
-				return time.Since(start)
-			}
-			timeModelTurns(t, "model-turn-acp", bin, shape.name, ws, cmd.Process.Pid, turn)
-		})
-	}
+	forModelTurnShapes(t, func(t *testing.T, shape modelTurnShape, modelURL string, prov *testProvider) {
+		ws := t.TempDir()
+		args := []string{"acp", "--settings", yoloSettings(t), "--no-user-settings"}
+		env := os.Environ()
+		if shape.guard {
+			args = append(args, "--external-tool-guard-mode", "required", "--external-tool-guard-endpoint", prov.srv.URL)
+			env = append(env, envGuardToken+"="+prov.token)
+		}
+		if shape.model {
+			env = append(env, envModelBaseURL+"="+modelURL+"/v1", envModelName+"=m")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = env
+		c := driveACP(t, cmd, cancel, nil, false)
+		c.mustCall(methodInitialize, initializeParams(""), nil)
+		sid := c.newYoloSession(ws)
+		turn := func() time.Duration {
+			start := time.Now()
+			c.prompt(sid, shape.prompt, "")
+			return time.Since(start)
+		}
+		timeModelTurns(t, "model-turn-acp", bin, shape.name, ws, cmd.Process.Pid, turn)
+	})
 }
 
 // startBuiltServe starts bin with args and env and returns its host API
