@@ -530,10 +530,6 @@ func (s *hostSession) run() {
 }
 
 func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
-	params, err := appendPromptParams(nil, s.id, job)
-	if err != nil {
-		return "", fmt.Errorf("prompt: %w", err)
-	}
 	// A cancel that came before the prompt is written ends the turn
 	// without it; one that comes while it is written is sent right after
 	// it, so the child never sees session/cancel ahead of the prompt it
@@ -543,6 +539,10 @@ func (s *hostSession) sendPrompt(job *promptJob) (string, error) {
 	s.mu.Unlock()
 	if early {
 		return stopCancelled, nil
+	}
+	params, err := appendPromptParams(nil, s.id, job)
+	if err != nil {
+		return "", fmt.Errorf("prompt: %w", err)
 	}
 	raw, err := s.ch.conn.callSent(s.d.runCtx, "session/prompt", rpcCompact(params), func() { s.promptSent(job) }, func() { s.promptAnswered(job) })
 	if err != nil {
