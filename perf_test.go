@@ -154,7 +154,7 @@ func benchGuardOverhead(b *testing.B, g guardConfig, prepares func() int) {
 // lines that end a turn: the benchmark's host shares serve's process, which
 // runs on one scheduler slot while a prompt runs (slots.go), so the host's
 // parsing of every event, as readSSE does, counted as the guard's time.
-func readTurnEnd(b *testing.B, r *bufio.Reader, promptID string) string {
+func readTurnEnd(b testing.TB, r *bufio.Reader, promptID string) string {
 	b.Helper()
 	var end string // the type the event being read names, if it ends a turn
 	data := []byte(`data: `)
@@ -178,6 +178,35 @@ func readTurnEnd(b *testing.B, r *bufio.Reader, promptID string) string {
 			}
 		}
 		lineStart = err == nil // a line longer than the buffer goes on
+	}
+}
+
+// TestReadTurnEnd holds readTurnEnd to the end of its own prompt's turn:
+// another prompt's end, its prompt id in another event, and a line longer
+// than the reader's buffer whose rest reads as an end's line do not end it.
+func TestReadTurnEnd(t *testing.T) {
+	const size = 32 // the reader's buffer: more than the longest line that ends a turn
+	event := func(typ, data string) string { return "event: " + typ + "\ndata: " + data + "\n\n" }
+	ours := `{"promptId":"p2","stopReason":"end_turn"}`
+	// A data line whose first size bytes fill the buffer and whose rest is
+	// an end's line, then a data line with the prompt's id.
+	wrapped := "data: " + strings.Repeat("x", size-len("data: ")) + "event: " + eventTurnComplete + "\n" + "data: " + ours + "\n\n"
+	for _, tc := range []struct {
+		name, stream, want string
+	}{
+		{"complete", event(eventSessionUpdate, `{"text":"x"}`) + event(eventTurnComplete, ours), eventTurnComplete},
+		{"error", event(eventTurnError, `{"promptId":"p2","error":"x"}`), eventTurnError},
+		{"another prompt's end first", event(eventTurnComplete, `{"promptId":"p1"}`) + event(eventTurnError, ours), eventTurnError},
+		{"the prompt id in another event", event(eventSessionUpdate, ours) + event(eventTurnComplete, ours), eventTurnComplete},
+		{"the prompt id after another prompt's end", event(eventTurnError, `{"promptId":"p1"}`) + event(eventSessionUpdate, ours) + event(eventTurnComplete, ours), eventTurnComplete},
+		{"a line longer than the buffer", wrapped + event(eventTurnError, ours), eventTurnError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := bufio.NewReaderSize(strings.NewReader(tc.stream), size)
+			if got := readTurnEnd(t, r, "p2"); got != tc.want {
+				t.Errorf("readTurnEnd = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
